@@ -1,0 +1,80 @@
+# kshard — run `make help` for the targets. The two that matter: `make demo`, `make test`.
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := help
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+TOOLS     := $(CURDIR)/hack/tools.sh
+CLUSTER   := $(CURDIR)/hack/cluster.sh
+PKGS      := ./cmd/... ./pkg/...
+# Seeds of the deterministic sharding simulation run by `make test`; `make soak` runs more.
+SIM_SEEDS ?= 1000
+
+.PHONY: help
+help: ## show this help
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build the kshard binaries into ./bin
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+.PHONY: tools
+tools: ## build the control plane, kwok and lint tools into the cache (once)
+	$(TOOLS) all
+
+.PHONY: test
+test: test-unit test-integration ## unit tests (-race) and integration tests on the real control plane
+
+.PHONY: test-unit
+test-unit: ## unit tests with the race detector
+	$(GO) test -race -count=1 $(PKGS)
+
+.PHONY: test-integration
+test-integration: ## integration tests against the local control plane (started if not up)
+	$(CURDIR)/hack/test-integration.sh
+
+.PHONY: bench
+bench: ## Go benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck
+	$(TOOLS) staticcheck
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$$($(TOOLS) path staticcheck) ./...
+
+.PHONY: verify
+verify: ## go.mod files tidy, generated code fresh
+	$(CURDIR)/hack/verify.sh
+
+.PHONY: cluster-up
+cluster-up: ## start the local control plane (etcd, apiserver, scheduler, controller-manager, kwok)
+	$(TOOLS) cluster
+	$(CLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: ## stop the local control plane
+	$(CLUSTER) down
+
+.PHONY: cluster-status
+cluster-status: ## show the local control plane's processes
+	$(CLUSTER) status
+
+.PHONY: demo
+demo: build tools ## build everything, start the control plane, apply a sample workload
+	$(CURDIR)/hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## stop the demo and the control plane
+	$(CURDIR)/hack/demo.sh down
+
+.PHONY: clean
+clean: ## remove build output (not the tool cache)
+	rm -rf $(BIN) $(CURDIR)/_output
+
+.PHONY: generate
+generate: ## regenerate protobuf/gRPC code (protoc from Debian's protobuf-compiler)
+	$(CURDIR)/hack/generate.sh

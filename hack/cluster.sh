@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback for kshard's tests and demo: etcd,
+# kube-apiserver, kube-scheduler, kube-controller-manager (with the controllers kshard
+# implements switched off) and kwok with fake nodes whose pods turn Running/Ready.
+#
+#   hack/cluster.sh up       start what is not running yet (idempotent)
+#   hack/cluster.sh down     stop the processes this script started, by pid
+#   hack/cluster.sh status   one line per component
+#   hack/cluster.sh env      print the variables tests use to reach the cluster
+#
+# Everything (certificates, kubeconfig, logs, pid files, etcd data) lives in one folder,
+# KSHARD_CLUSTER_DIR (default: <repo>/_output/cluster). Ports are fixed per folder and
+# can be moved with the variables below so two clusters can run side by side.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${KSHARD_CLUSTER_DIR:-$root/_output/cluster}
+nodes=${KSHARD_NODES:-10}
+etcd_port=${KSHARD_ETCD_PORT:-23790}
+etcd_peer_port=${KSHARD_ETCD_PEER_PORT:-23800}
+api_port=${KSHARD_APISERVER_PORT:-26443}
+scheduler_port=${KSHARD_SCHEDULER_PORT:-20259}
+kcm_port=${KSHARD_KCM_PORT:-20257}
+kwok_port=${KSHARD_KWOK_PORT:-20247}
+# KSHARD_FEATURE_GATES lets a test variant run the apiserver without ShardedListAndWatch.
+feature_gates=${KSHARD_FEATURE_GATES:-ShardedListAndWatch=true}
+# KSHARD_UPSTREAM_CONTROLLERS=1 runs kube-controller-manager with every controller, for
+# differential tests that compare kshard against upstream.
+upstream=${KSHARD_UPSTREAM_CONTROLLERS:-0}
+
+tool() { "$root/hack/tools.sh" path "$1"; }
+log() { printf '[cluster] %s\n' "$*" >&2; }
+die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
+
+pki=$dir/pki
+logs=$dir/logs
+run=$dir/run
+kubeconfig=$dir/kubeconfig
+components=(etcd kube-apiserver kube-scheduler kube-controller-manager kwok)
+
+# running NAME: true when NAME's pid file names a live process started from our binary.
+running() {
+  local pidfile=$run/$1.pid pid
+  [ -f "$pidfile" ] || return 1
+  pid=$(cat "$pidfile")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  # Guard against a recycled pid: the process must be the binary we started.
+  grep -qa -- "$1" "/proc/$pid/cmdline" 2>/dev/null
+}
+
+# start NAME ARGS...: launches the binary detached, logging to logs/NAME.log.
+start() {
+  local name=$1; shift
+  if running "$name"; then
+    log "$name already running (pid $(cat "$run/$name.pid"))"
+    return 0
+  fi
+  local bin; bin=$(tool "$name")
+  [ -x "$bin" ] || die "$bin is missing: run 'make tools' (hack/tools.sh cluster)"
+  setsid "$bin" "$@" >>"$logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$run/$name.pid"
+  log "started $name (pid $!, log $logs/$name.log)"
+}
+
+# wait_for NAME CMD...: polls CMD until it succeeds, failing fast if NAME died.
+wait_for() {
+  local name=$1; shift
+  local deadline=$((SECONDS + ${KSHARD_START_TIMEOUT:-60}))
+  until "$@" >/dev/null 2>&1; do
+    running "$name" || { tail -n 30 "$logs/$name.log" >&2; die "$name exited; its log is $logs/$name.log"; }
+    [ $SECONDS -lt $deadline ] || { tail -n 30 "$logs/$name.log" >&2; die "$name not healthy after ${KSHARD_START_TIMEOUT:-60}s"; }
+    sleep 0.3
+  done
+}
+
+ca() {
+  local name=$1 cn=$2
+  [ -f "$pki/$name.crt" ] && return 0
+  openssl req -x509 -new -newkey rsa:2048 -nodes -days 3650 -sha256 -subj "/CN=$cn" \
+    -keyout "$pki/$name.key" -out "$pki/$name.crt" 2>/dev/null
+}
+
+# signed CA NAME CN ORG [SANs]: a key and a certificate signed by CA.
+signed() {
+  local ca=$1 name=$2 cn=$3 org=$4 sans=${5:-}
+  [ -f "$pki/$name.crt" ] && return 0
+  local ext=$pki/$name.ext subj="/CN=$cn"
+  [ -n "$org" ] && subj="/O=$org$subj"
+  {
+    echo "basicConstraints=CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    if [ -n "$sans" ]; then
+      echo "extendedKeyUsage=serverAuth,clientAuth"
+      echo "subjectAltName=$sans"
+    else
+      echo "extendedKeyUsage=clientAuth"
+    fi
+  } >"$ext"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$pki/$name.key" -subj "$subj" -out "$pki/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/$ca.crt" -CAkey "$pki/$ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$ext" -out "$pki/$name.crt" 2>/dev/null
+  rm -f "$pki/$name.csr" "$ext"
+}
+
+make_pki() {
+  mkdir -p "$pki"
+  command -v openssl >/dev/null || die "openssl is required (apt-get install openssl)"
+  ca ca kshard-local-ca
+  ca front-proxy-ca kshard-local-front-proxy-ca
+  signed ca apiserver kube-apiserver "" \
+    "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  signed ca admin kshard-admin system:masters
+  signed ca kube-scheduler system:kube-scheduler ""
+  signed ca kube-controller-manager system:kube-controller-manager ""
+  signed ca kwok kwok-controller system:masters
+  signed front-proxy-ca front-proxy-client front-proxy-client ""
+  if [ ! -f "$pki/sa.key" ]; then
+    openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+  fi
+}
+
+# write_kubeconfig FILE USER: a kubeconfig that authenticates with USER's certificate.
+write_kubeconfig() {
+  local file=$1 user=$2
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kshard-local
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority: $pki/ca.crt
+users:
+- name: $user
+  user:
+    client-certificate: $pki/$user.crt
+    client-key: $pki/$user.key
+contexts:
+- name: kshard-local
+  context:
+    cluster: kshard-local
+    user: $user
+current-context: kshard-local
+EOF
+}
+
+# kshard_controllers: the controllers kshard implements, one per folder of
+# pkg/controllers named as kube-controller-manager names it. kube-controller-manager runs
+# with exactly these switched off, so the list grows as controllers land.
+kshard_controllers() {
+  local d
+  for d in "$root"/pkg/controllers/*/; do
+    [ -d "$d" ] || continue
+    d=$(basename "$d")
+    case $d in testdata|internal|_*) continue ;; esac
+    echo "$d"
+  done
+}
+
+kcm_controllers() {
+  local list='*' c
+  if [ "$upstream" != 1 ]; then
+    for c in $(kshard_controllers); do list+=",-$c"; done
+  fi
+  echo "$list"
+}
+
+api_ready() {
+  curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+    "https://127.0.0.1:$api_port/readyz"
+}
+
+kubectl_() { "$(tool kubectl)" --kubeconfig "$kubeconfig" "$@"; }
+
+write_kwok_config() {
+  cat >"$dir/kwok.yaml" <<EOF
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodeLeaseParallelism: 4
+  nodePlayStageParallelism: 4
+  podPlayStageParallelism: 8
+  podsOnNodeSyncParallelism: 4
+  nodeLeaseDurationSeconds: 40
+EOF
+}
+
+apply_nodes() {
+  local i manifest=$dir/nodes.yaml
+  : >"$manifest"
+  for ((i = 0; i < nodes; i++)); do
+    cat >>"$manifest" <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$i
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/hostname: kwok-node-$i
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+EOF
+  done
+  [ "$nodes" -gt 0 ] && kubectl_ apply -f "$manifest" >/dev/null
+  log "$nodes kwok nodes applied"
+}
+
+nodes_ready() {
+  local want=$1 got
+  got=$(kubectl_ get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True || true)
+  [ "$got" -ge "$want" ]
+}
+
+up() {
+  mkdir -p "$logs" "$run" "$dir/etcd"
+  make_pki
+  write_kubeconfig "$kubeconfig" admin
+  write_kubeconfig "$dir/kube-scheduler.kubeconfig" kube-scheduler
+  write_kubeconfig "$dir/kube-controller-manager.kubeconfig" kube-controller-manager
+  write_kubeconfig "$dir/kwok.kubeconfig" kwok
+  write_kwok_config
+
+  start etcd --name=kshard --data-dir="$dir/etcd" \
+    --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster="kshard=http://127.0.0.1:$etcd_peer_port" \
+    --unsafe-no-fsync --quota-backend-bytes=$((8 * 1024 * 1024 * 1024)) --log-level=warn
+  wait_for etcd curl -fsS "http://127.0.0.1:$etcd_port/health"
+
+  start kube-apiserver --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
+    --endpoint-reconciler-type=none \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --requestheader-client-ca-file="$pki/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$pki/front-proxy-client.crt" --proxy-client-key-file="$pki/front-proxy-client.key" \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --service-account-signing-key-file="$pki/sa.key" --service-account-key-file="$pki/sa.pub" \
+    --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC \
+    --feature-gates="$feature_gates" \
+    --max-requests-inflight=2000 --max-mutating-requests-inflight=1000
+  wait_for kube-apiserver api_ready
+
+  start kube-scheduler --kubeconfig="$dir/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig="$dir/kube-scheduler.kubeconfig" --authorization-kubeconfig="$dir/kube-scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$scheduler_port" --leader-elect=false \
+    --kube-api-qps=500 --kube-api-burst=1000
+  start kube-controller-manager --kubeconfig="$dir/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$dir/kube-controller-manager.kubeconfig" --authorization-kubeconfig="$dir/kube-controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$kcm_port" --leader-elect=false \
+    --controllers="$(kcm_controllers)" \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+    --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+    --requestheader-client-ca-file="$pki/front-proxy-ca.crt" \
+    --flex-volume-plugin-dir="$dir/flexvolume" \
+    --kube-api-qps=500 --kube-api-burst=1000
+  local stages=() f
+  for f in "$(tool kwok-stages)"/*.yaml; do stages+=(--config="$f"); done
+  start kwok --kubeconfig="$dir/kwok.kubeconfig" --config="$dir/kwok.yaml" "${stages[@]}" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-ip=127.0.0.1 --cidr=10.244.0.0/16 --server-address="127.0.0.1:$kwok_port"
+
+  # The healthz endpoints of scheduler and controller-manager are open to anyone.
+  wait_for kube-scheduler curl -fsSk "https://127.0.0.1:$scheduler_port/healthz"
+  wait_for kube-controller-manager curl -fsSk "https://127.0.0.1:$kcm_port/healthz"
+  apply_nodes
+  wait_for kwok nodes_ready "$nodes"
+  log "control plane is up: export KUBECONFIG=$kubeconfig (logs in $logs)"
+  log "kube-controller-manager runs --controllers=$(kcm_controllers)"
+}
+
+down() {
+  local name pid i
+  for ((i = ${#components[@]} - 1; i >= 0; i--)); do
+    name=${components[i]}
+    if running "$name"; then
+      pid=$(cat "$run/$name.pid")
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+      log "stopped $name (pid $pid)"
+    fi
+    rm -f "$run/$name.pid"
+  done
+  if [ "${KSHARD_KEEP_DATA:-0}" != 1 ] && [ -d "$dir/etcd" ]; then
+    rm -rf "$dir/etcd"
+    log "removed etcd data (KSHARD_KEEP_DATA=1 keeps it)"
+  fi
+}
+
+status() {
+  local name rc=0
+  for name in "${components[@]}"; do
+    if running "$name"; then
+      printf '%-24s running (pid %s)\n' "$name" "$(cat "$run/$name.pid")"
+    else
+      printf '%-24s stopped\n' "$name"
+      rc=1
+    fi
+  done
+  if running kube-apiserver && api_ready >/dev/null 2>&1; then
+    printf '%-24s https://127.0.0.1:%s ready\n' "apiserver-endpoint" "$api_port"
+    printf '%-24s %s\n' "kubeconfig" "$kubeconfig"
+    printf '%-24s %s\n' "logs" "$logs"
+  fi
+  return $rc
+}
+
+case ${1:-} in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  env) echo "KUBECONFIG=$kubeconfig" ;;
+  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+esac

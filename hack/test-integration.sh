@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the integration tests in test/ against the local control plane. A control plane
+# that is already up is reused and left running; one this script starts is stopped at the
+# end (KSHARD_KEEP_CLUSTER=1 keeps it for debugging).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+if [ "${KSHARD_SKIP_INTEGRATION:-0}" = 1 ]; then
+  echo "integration tests skipped on purpose: KSHARD_SKIP_INTEGRATION=1" >&2
+  exit 0
+fi
+
+hack/tools.sh cluster
+started=0
+if ! hack/cluster.sh status >/dev/null 2>&1; then
+  hack/cluster.sh up
+  started=1
+fi
+cleanup() {
+  if [ "$started" = 1 ] && [ "${KSHARD_KEEP_CLUSTER:-0}" != 1 ]; then
+    hack/cluster.sh down
+  fi
+}
+trap cleanup EXIT
+
+# Binaries the tests run as processes (coordinator, shards) are built once here.
+make --no-print-directory build
+export KSHARD_BIN_DIR=$root/bin
+# -p 1: packages share one control plane and the machine's cores.
+go test -count=1 -p 1 -timeout "${KSHARD_INTEGRATION_TIMEOUT:-40m}" ${KSHARD_TEST_FLAGS:-} ./test/...

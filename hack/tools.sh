@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Builds the binaries kshard's tests and demo need, once, into a cache outside the
+# repository keyed by version. A second run finds them and returns at once.
+#
+#   hack/tools.sh [kube|etcd|kwok|staticcheck|protoc-gen|cluster|all]   build what is missing
+#   hack/tools.sh path <name>                          print a tool's cached path
+#
+# KSHARD_CACHE overrides the cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/kshard).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${KSHARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kshard}
+
+KUBE_VERSION=v1.37.1
+ETCD_VERSION=v3.7.3
+KWOK_VERSION=v0.8.0
+STATICCHECK_VERSION=v0.8.2
+PROTOC_GEN_GO_VERSION=v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+
+kube_dir=$cache/kube-$KUBE_VERSION
+etcd_dir=$cache/etcd-$ETCD_VERSION
+kwok_dir=$cache/kwok-$KWOK_VERSION
+staticcheck_dir=$cache/staticcheck-$STATICCHECK_VERSION
+protoc_gen_dir=$cache/protoc-gen-go-$PROTOC_GEN_GO_VERSION-grpc-$PROTOC_GEN_GO_GRPC_VERSION
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+# build_into DIR CMD...: runs CMD with $out set to a fresh temporary folder, then moves it
+# to DIR, so an interrupted build never leaves a half-filled cache entry behind.
+build_into() {
+  local dir=$1; shift
+  [ -f "$dir/.complete" ] && return 0
+  mkdir -p "$(dirname "$dir")"
+  local tmp; tmp=$(mktemp -d "$dir.tmp.XXXXXX")
+  local start=$SECONDS
+  out=$tmp "$@"
+  touch "$tmp/.complete"
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  log "built $(basename "$dir") in $((SECONDS - start))s"
+}
+
+build_kube() {
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $KUBE_VERSION (several minutes on a cold machine)"
+  local v=$KUBE_VERSION minor
+  minor=${v#v1.}; minor=${minor%%.*}
+  local ld=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  (cd "$root/hack/tools/kube" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w$ld" -o "$out/" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+  log "building etcd $ETCD_VERSION"
+  (cd "$root/hack/tools/etcd" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+  log "building kwok $KWOK_VERSION"
+  GOBIN=$out CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  # The stage files kwok needs ship in its module; keep a copy next to the binary.
+  local src
+  src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  mkdir -p "$out/stages"
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    cp "$src/kustomize/stage/$f" "$out/stages/$(basename "$f")"
+  done
+  chmod 0644 "$out"/stages/*.yaml
+}
+
+build_staticcheck() {
+  log "building staticcheck $STATICCHECK_VERSION"
+  GOBIN=$out CGO_ENABLED=0 go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+}
+
+build_protoc_gen() {
+  log "building protoc-gen-go $PROTOC_GEN_GO_VERSION and protoc-gen-go-grpc $PROTOC_GEN_GO_GRPC_VERSION"
+  GOBIN=$out CGO_ENABLED=0 go install "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION"
+  GOBIN=$out CGO_ENABLED=0 go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
+}
+
+tool_path() {
+  case $1 in
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "$kube_dir/$1" ;;
+    etcd) echo "$etcd_dir/etcd" ;;
+    kwok) echo "$kwok_dir/kwok" ;;
+    kwok-stages) echo "$kwok_dir/stages" ;;
+    staticcheck) echo "$staticcheck_dir/staticcheck" ;;
+    protoc-gen) echo "$protoc_gen_dir" ;;
+    *) echo "unknown tool $1" >&2; return 2 ;;
+  esac
+}
+
+ensure() {
+  case $1 in
+    kube) build_into "$kube_dir" build_kube ;;
+    etcd) build_into "$etcd_dir" build_etcd ;;
+    kwok) build_into "$kwok_dir" build_kwok ;;
+    staticcheck) build_into "$staticcheck_dir" build_staticcheck ;;
+    protoc-gen) build_into "$protoc_gen_dir" build_protoc_gen ;;
+    cluster) ensure etcd; ensure kwok; ensure kube ;;
+    all) ensure cluster; ensure staticcheck; ensure protoc-gen ;;
+    *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|cluster|all)" >&2; return 2 ;;
+  esac
+}
+
+case ${1:-all} in
+  path) tool_path "${2:?tool name}" ;;
+  *) for t in "${@:-all}"; do ensure "$t"; done ;;
+esac

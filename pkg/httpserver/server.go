@@ -1,0 +1,151 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check reports nil when healthy and an error that explains why not.
+type Check func() error
+
+// Options configure the server.
+type Options struct {
+	// Addr is the listen address, e.g. ":8080" or "127.0.0.1:0".
+	Addr string
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+	// EnablePprof mounts /debug/pprof.
+	EnablePprof bool
+}
+
+// Server serves metrics and health. Checks can be added until Start.
+type Server struct {
+	opts     Options
+	mu       sync.RWMutex
+	live     map[string]Check
+	ready    map[string]Check
+	listener net.Listener
+	srv      *http.Server
+}
+
+// New returns a server; add checks, then Start it.
+func New(opts Options) *Server {
+	return &Server{opts: opts, live: map[string]Check{}, ready: map[string]Check{}}
+}
+
+// AddLivez adds a liveness check: failing it makes the kubelet restart the process, so
+// use it only for states that a restart fixes.
+func (s *Server) AddLivez(name string, c Check) { s.mu.Lock(); s.live[name] = c; s.mu.Unlock() }
+
+// AddReadyz adds a readiness check.
+func (s *Server) AddReadyz(name string, c Check) { s.mu.Lock(); s.ready[name] = c; s.mu.Unlock() }
+
+// Handler returns the server's routes, for tests and embedding.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/livez", s.checks(func() map[string]Check { return s.live }))
+	mux.HandleFunc("/readyz", s.checks(func() map[string]Check { return s.ready }))
+	if s.opts.EnablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// checks answers 200 "ok" when every check passes, else 503 with one line per check;
+// ?verbose lists passing checks too.
+func (s *Server) checks(get func() map[string]Check) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.RLock()
+		checks := get()
+		names := make([]string, 0, len(checks))
+		for n := range checks {
+			names = append(names, n)
+		}
+		s.mu.RUnlock()
+		sort.Strings(names)
+		var b strings.Builder
+		failed := false
+		for _, n := range names {
+			s.mu.RLock()
+			c := checks[n]
+			s.mu.RUnlock()
+			if err := c(); err != nil {
+				failed = true
+				fmt.Fprintf(&b, "[-]%s failed: %v\n", n, err)
+			} else {
+				fmt.Fprintf(&b, "[+]%s ok\n", n)
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if failed {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, b.String())
+			return
+		}
+		if _, verbose := r.URL.Query()["verbose"]; verbose {
+			fmt.Fprint(w, b.String())
+		}
+		fmt.Fprint(w, "ok\n")
+	}
+}
+
+// Start listens and serves in the background until ctx ends or Shutdown is called.
+func (s *Server) Start(ctx context.Context) error {
+	if s.opts.Gatherer == nil {
+		return errors.New("httpserver: Options.Gatherer is required")
+	}
+	l, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s for metrics and health: %w", s.opts.Addr, err)
+	}
+	s.listener = l
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	log := logr.FromContextOrDiscard(ctx)
+	go func() {
+		if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "HTTP server stopped")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = s.Shutdown(context.Background())
+	}()
+	log.Info("serving metrics and health", "addr", l.Addr().String())
+	return nil
+}
+
+// Addr is the address actually listened on (useful with port 0).
+func (s *Server) Addr() string {
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
+}
+
+// Shutdown stops the server, letting in-flight requests finish for up to 5 seconds.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return s.srv.Shutdown(ctx)
+}

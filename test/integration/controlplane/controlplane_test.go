@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/test/framework"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { framework.Main(m) }
 func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
 }
 
@@ -92,7 +93,10 @@ func TestDeploymentPodsRunOnFakeNodes(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return got.Status.AvailableReplicas == 3, fmt.Errorf("status %+v", got.Status)
+		if got.Status.AvailableReplicas != 3 {
+			return false, fmt.Errorf("status %+v", got.Status)
+		}
+		return true, nil
 	})
 }
 
@@ -134,13 +138,18 @@ func TestShardSelectorIsHonoured(t *testing.T) {
 	if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The half of the hash space that does not hold our namespace's hash.
+	other := "shardRange(object.metadata.namespace, '0x8000000000000000', '0x10000000000000000')"
+	if !sharding.HexLess("0x"+sharding.HashField(ns), "0x8000000000000000") {
+		other = "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')"
+	}
 	tests := []struct {
 		name     string
 		selector string
 		wantOurs bool
 	}{
-		{name: "full range", selector: "shardRange(object.metadata.namespace, '0x0000000000000000', '0xffffffffffffffff')", wantOurs: true},
-		{name: "empty range", selector: "shardRange(object.metadata.namespace, '0x0000000000000000', '0x0000000000000000')", wantOurs: false},
+		{name: "full range", selector: "shardRange(object.metadata.namespace, '0x0000000000000000', '0x10000000000000000')", wantOurs: true},
+		{name: "other half", selector: other, wantOurs: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

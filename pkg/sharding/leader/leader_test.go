@@ -1,0 +1,59 @@
+package leader
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAddressOf(t *testing.T) {
+	tests := []struct {
+		name     string
+		identity string
+		want     string
+	}{
+		{name: "made by Identity", identity: Identity("coordinator-7d9f", "10.0.0.5:9090"), want: "10.0.0.5:9090"},
+		{name: "ipv6", identity: Identity("c-0", "[fd00::1]:9090"), want: "[fd00::1]:9090"},
+		{name: "name with at sign", identity: "a@b@127.0.0.1:1#abcd1234", want: "127.0.0.1:1"},
+		{name: "foreign identity", identity: "kube-controller-manager_1234", want: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := AddressOf(tc.identity); got != tc.want {
+				t.Errorf("AddressOf(%q) = %q, want %q", tc.identity, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIdentityIsUniquePerCall(t *testing.T) {
+	if Identity("c", "a:1") == Identity("c", "a:1") {
+		t.Fatal("two identities for the same name must differ, so a restart bumps the Lease transitions")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Options)
+		wantErr string
+	}{
+		{name: "defaults", mutate: func(*Options) {}},
+		{name: "lease not above renew", mutate: func(o *Options) { o.LeaseDuration = o.RenewDeadline }, wantErr: "lease-duration"},
+		{name: "renew not above retry", mutate: func(o *Options) { o.RetryPeriod = 20 * time.Second }, wantErr: "renew-deadline"},
+		{name: "disabled skips checks", mutate: func(o *Options) { o.Enabled = false; o.RetryPeriod = 0 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			tc.mutate(o)
+			err := o.Validate()
+			if tc.wantErr == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // KeyPartition maps a queue key to the partition that owns it. It returns ok=false for a
@@ -55,6 +56,10 @@ type Gate struct {
 	mu       sync.RWMutex
 	acquired map[uint32]struct{}
 	fenced   bool
+	// deadline is the end of the shard's session lease; no work starts at or after it.
+	// Zero means no lease (tests and standalone use).
+	deadline time.Time
+	now      func() time.Time
 	inFlight map[uint32]int // partition → keys between Get and Done, all queues
 	total    int            // sum of inFlight
 	queues   map[*Queue]struct{}
@@ -74,7 +79,50 @@ func NewGate(partitionOf KeyPartition) *Gate {
 		acquired:    map[uint32]struct{}{},
 		inFlight:    map[uint32]int{},
 		queues:      map[*Queue]struct{}{},
+		now:         time.Now,
 	}
+}
+
+// SetDeadline sets the end of the shard's right to work (its session lease: the send time
+// of the last acknowledged heartbeat plus the TTL). Every Get checks it against the clock
+// when it starts a key, so a worker that resumes after a process pause never starts work
+// past the deadline, even before the runtime's own timer had a chance to call Fence.
+func (g *Gate) SetDeadline(deadline time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.deadline = deadline
+	g.broadcastLocked()
+}
+
+// Deadline returns the lease deadline set last.
+func (g *Gate) Deadline() time.Time {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.deadline
+}
+
+// Revoke takes partition away at once without waiting for its in-flight work, for a
+// shard that stops working a partition it keeps the caches of (fenced, or demoted by the
+// coordinator). Release is the variant that waits.
+func (g *Gate) Revoke(partition uint32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.acquired[partition]; !ok {
+		return
+	}
+	delete(g.acquired, partition)
+	for q := range g.queues {
+		q.mu.Lock()
+		q.stale += len(q.queued[partition])
+		q.mu.Unlock()
+	}
+	g.broadcastLocked()
+}
+
+// blockedLocked reports whether no work may start now: fenced, or past the lease
+// deadline. g.mu must be held.
+func (g *Gate) blockedLocked() bool {
+	return g.fenced || (!g.deadline.IsZero() && !g.now().Before(g.deadline))
 }
 
 // Acquire lets queues admit and start keys of partition. The caller (the cache layer)
@@ -164,11 +212,11 @@ func (g *Gate) Unfence() {
 	g.broadcastLocked()
 }
 
-// Fenced reports whether the Gate is fenced.
+// Fenced reports whether the Gate is fenced or past its lease deadline.
 func (g *Gate) Fenced() bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.fenced
+	return g.blockedLocked()
 }
 
 // Acquired reports whether partition is acquired, for the runtime's hello message and
@@ -225,7 +273,7 @@ type GateStats struct {
 // sorted by queue name.
 func (g *Gate) Stats() GateStats {
 	g.mu.RLock()
-	s := GateStats{Fenced: g.fenced, Acquired: len(g.acquired), InFlight: g.total}
+	s := GateStats{Fenced: g.blockedLocked(), Acquired: len(g.acquired), InFlight: g.total}
 	queues := make([]*Queue, 0, len(g.queues))
 	for q := range g.queues {
 		queues = append(queues, q)

@@ -191,7 +191,7 @@ func (q *Queue) waitUnfenced() bool {
 	g := q.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for g.fenced {
+	for g.blockedLocked() {
 		if q.shutdown {
 			return true
 		}
@@ -240,7 +240,7 @@ func (q *Queue) start(key string) verdict {
 			q.mu.Unlock()
 			return verdictDiscard
 		}
-		if !g.fenced {
+		if !g.blockedLocked() {
 			q.mu.Lock()
 			q.active[key] = p
 			q.mu.Unlock()

@@ -470,3 +470,50 @@ func TestPartitions(t *testing.T) {
 		t.Fatalf("Stats = %+v", s)
 	}
 }
+
+// TestLeaseDeadlineStopsWorkWithoutFence checks the self-fencing that does not depend on
+// any timer: once the clock passes the deadline, no key starts, even though Fence was
+// never called (a process resuming from SIGSTOP runs its workers before its timers).
+func TestLeaseDeadlineStopsWorkWithoutFence(t *testing.T) {
+	g, q := newTestQueue(t, 1)
+	now := time.Unix(1000, 0)
+	g.mu.Lock()
+	g.now = func() time.Time { return now }
+	g.mu.Unlock()
+
+	g.SetDeadline(now.Add(time.Second))
+	q.Add("ns1/a")
+	if got := mustGet(t, q); got != "ns1/a" {
+		t.Fatalf("got %q before the deadline", got)
+	}
+	q.Done("ns1/a")
+
+	g.mu.Lock()
+	now = now.Add(2 * time.Second) // past the deadline
+	g.mu.Unlock()
+	if !g.Fenced() {
+		t.Fatal("Fenced() = false past the deadline")
+	}
+	q.Add("ns1/b")
+	ch := asyncGet(q)
+	mustBlock(t, ch, 100*time.Millisecond, "Get past the lease deadline")
+
+	g.SetDeadline(now.Add(time.Second)) // an acknowledged heartbeat extends the lease
+	if r := receive(t, ch, "Get after the lease was extended"); r.key != "ns1/b" {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestRevokeDoesNotWait(t *testing.T) {
+	g, q := newTestQueue(t, 1)
+	q.Add("ns1/a")
+	mustGet(t, q) // in flight, never Done
+	g.Revoke(1)
+	if g.Acquired(1) {
+		t.Fatal("partition still acquired after Revoke")
+	}
+	q.Add("ns1/b")
+	if q.Len() != 0 {
+		t.Fatalf("key of a revoked partition admitted: %+v", q.Stats())
+	}
+}

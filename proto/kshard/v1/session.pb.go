@@ -30,29 +30,91 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// PartitionEpoch is one partition with the epoch of the command that gave it.
-type PartitionEpoch struct {
+// SlotState is what a shard holds for one partition.
+type SlotState int32
+
+const (
+	SlotState_SLOT_STATE_UNSPECIFIED SlotState = 0
+	// Caches are syncing; not worked.
+	SlotState_SLOT_STATE_WARMING SlotState = 1
+	// Caches are synced; not worked.
+	SlotState_SLOT_STATE_PREPARED SlotState = 2
+	// Worked while the shard's lease is valid.
+	SlotState_SLOT_STATE_ACQUIRED SlotState = 3
+	// No new keys are taken; in-flight work drains.
+	SlotState_SLOT_STATE_RELEASING SlotState = 4
+)
+
+// Enum value maps for SlotState.
+var (
+	SlotState_name = map[int32]string{
+		0: "SLOT_STATE_UNSPECIFIED",
+		1: "SLOT_STATE_WARMING",
+		2: "SLOT_STATE_PREPARED",
+		3: "SLOT_STATE_ACQUIRED",
+		4: "SLOT_STATE_RELEASING",
+	}
+	SlotState_value = map[string]int32{
+		"SLOT_STATE_UNSPECIFIED": 0,
+		"SLOT_STATE_WARMING":     1,
+		"SLOT_STATE_PREPARED":    2,
+		"SLOT_STATE_ACQUIRED":    3,
+		"SLOT_STATE_RELEASING":   4,
+	}
+)
+
+func (x SlotState) Enum() *SlotState {
+	p := new(SlotState)
+	*p = x
+	return p
+}
+
+func (x SlotState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SlotState) Descriptor() protoreflect.EnumDescriptor {
+	return file_kshard_v1_session_proto_enumTypes[0].Descriptor()
+}
+
+func (SlotState) Type() protoreflect.EnumType {
+	return &file_kshard_v1_session_proto_enumTypes[0]
+}
+
+func (x SlotState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SlotState.Descriptor instead.
+func (SlotState) EnumDescriptor() ([]byte, []int) {
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{0}
+}
+
+// Session identifies one hello-to-close conversation of one shard process:
+// incarnation changes (and grows) on every process start, seq grows with every Hello of
+// that process. Every message carries it; messages of another session are refused.
+type Session struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *PartitionEpoch) Reset() {
-	*x = PartitionEpoch{}
+func (x *Session) Reset() {
+	*x = Session{}
 	mi := &file_kshard_v1_session_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *PartitionEpoch) String() string {
+func (x *Session) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*PartitionEpoch) ProtoMessage() {}
+func (*Session) ProtoMessage() {}
 
-func (x *PartitionEpoch) ProtoReflect() protoreflect.Message {
+func (x *Session) ProtoReflect() protoreflect.Message {
 	mi := &file_kshard_v1_session_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -64,35 +126,97 @@ func (x *PartitionEpoch) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use PartitionEpoch.ProtoReflect.Descriptor instead.
-func (*PartitionEpoch) Descriptor() ([]byte, []int) {
+// Deprecated: Use Session.ProtoReflect.Descriptor instead.
+func (*Session) Descriptor() ([]byte, []int) {
 	return file_kshard_v1_session_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *PartitionEpoch) GetPartition() uint32 {
+func (x *Session) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *Session) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Held is one partition a shard holds, with the epoch of the command that gave it.
+type Held struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	State         SlotState              `protobuf:"varint,3,opt,name=state,proto3,enum=kshard.v1.SlotState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Held) Reset() {
+	*x = Held{}
+	mi := &file_kshard_v1_session_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Held) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Held) ProtoMessage() {}
+
+func (x *Held) ProtoReflect() protoreflect.Message {
+	mi := &file_kshard_v1_session_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Held.ProtoReflect.Descriptor instead.
+func (*Held) Descriptor() ([]byte, []int) {
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Held) GetPartition() uint32 {
 	if x != nil {
 		return x.Partition
 	}
 	return 0
 }
 
-func (x *PartitionEpoch) GetEpoch() uint64 {
+func (x *Held) GetEpoch() uint64 {
 	if x != nil {
 		return x.Epoch
 	}
 	return 0
 }
 
+func (x *Held) GetState() SlotState {
+	if x != nil {
+		return x.State
+	}
+	return SlotState_SLOT_STATE_UNSPECIFIED
+}
+
 // ShardMessage is everything a shard says.
 type ShardMessage struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*ShardMessage_Hello
 	//	*ShardMessage_Heartbeat
 	//	*ShardMessage_Prepared
 	//	*ShardMessage_Released
-	//	*ShardMessage_Leaving
+	//	*ShardMessage_Acquired
 	Kind          isShardMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -100,7 +224,7 @@ type ShardMessage struct {
 
 func (x *ShardMessage) Reset() {
 	*x = ShardMessage{}
-	mi := &file_kshard_v1_session_proto_msgTypes[1]
+	mi := &file_kshard_v1_session_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -112,7 +236,7 @@ func (x *ShardMessage) String() string {
 func (*ShardMessage) ProtoMessage() {}
 
 func (x *ShardMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[1]
+	mi := &file_kshard_v1_session_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -125,7 +249,14 @@ func (x *ShardMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMessage.ProtoReflect.Descriptor instead.
 func (*ShardMessage) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{1}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ShardMessage) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
 }
 
 func (x *ShardMessage) GetKind() isShardMessage_Kind {
@@ -153,7 +284,7 @@ func (x *ShardMessage) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
-func (x *ShardMessage) GetPrepared() *Prepared {
+func (x *ShardMessage) GetPrepared() *PartitionReport {
 	if x != nil {
 		if x, ok := x.Kind.(*ShardMessage_Prepared); ok {
 			return x.Prepared
@@ -162,7 +293,7 @@ func (x *ShardMessage) GetPrepared() *Prepared {
 	return nil
 }
 
-func (x *ShardMessage) GetReleased() *Released {
+func (x *ShardMessage) GetReleased() *PartitionReport {
 	if x != nil {
 		if x, ok := x.Kind.(*ShardMessage_Released); ok {
 			return x.Released
@@ -171,10 +302,10 @@ func (x *ShardMessage) GetReleased() *Released {
 	return nil
 }
 
-func (x *ShardMessage) GetLeaving() *Leaving {
+func (x *ShardMessage) GetAcquired() *PartitionReport {
 	if x != nil {
-		if x, ok := x.Kind.(*ShardMessage_Leaving); ok {
-			return x.Leaving
+		if x, ok := x.Kind.(*ShardMessage_Acquired); ok {
+			return x.Acquired
 		}
 	}
 	return nil
@@ -185,23 +316,23 @@ type isShardMessage_Kind interface {
 }
 
 type ShardMessage_Hello struct {
-	Hello *Hello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
+	Hello *Hello `protobuf:"bytes,2,opt,name=hello,proto3,oneof"`
 }
 
 type ShardMessage_Heartbeat struct {
-	Heartbeat *Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
+	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
 type ShardMessage_Prepared struct {
-	Prepared *Prepared `protobuf:"bytes,3,opt,name=prepared,proto3,oneof"`
+	Prepared *PartitionReport `protobuf:"bytes,4,opt,name=prepared,proto3,oneof"`
 }
 
 type ShardMessage_Released struct {
-	Released *Released `protobuf:"bytes,4,opt,name=released,proto3,oneof"`
+	Released *PartitionReport `protobuf:"bytes,5,opt,name=released,proto3,oneof"`
 }
 
-type ShardMessage_Leaving struct {
-	Leaving *Leaving `protobuf:"bytes,5,opt,name=leaving,proto3,oneof"`
+type ShardMessage_Acquired struct {
+	Acquired *PartitionReport `protobuf:"bytes,6,opt,name=acquired,proto3,oneof"`
 }
 
 func (*ShardMessage_Hello) isShardMessage_Kind() {}
@@ -212,28 +343,28 @@ func (*ShardMessage_Prepared) isShardMessage_Kind() {}
 
 func (*ShardMessage_Released) isShardMessage_Kind() {}
 
-func (*ShardMessage_Leaving) isShardMessage_Kind() {}
+func (*ShardMessage_Acquired) isShardMessage_Kind() {}
 
-// Hello opens a session. A new leader learns current ownership from these.
+// Hello opens a session (and counts as heartbeat 0). A new leader learns current ownership
+// from these.
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// shard_id is stable for the life of the process (the pod name in a cluster).
-	ShardId string `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	// incarnation changes on every process start, so a restarted shard is not mistaken for
-	// the old one.
-	Incarnation  string `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	BuildVersion string `protobuf:"bytes,3,opt,name=build_version,json=buildVersion,proto3" json:"build_version,omitempty"`
-	// acquired lists the partitions the shard holds (and is working unless fenced).
-	Acquired []*PartitionEpoch `protobuf:"bytes,4,rep,name=acquired,proto3" json:"acquired,omitempty"`
-	// prepared lists partitions whose caches are warm but are not worked.
-	Prepared      []*PartitionEpoch `protobuf:"bytes,5,rep,name=prepared,proto3" json:"prepared,omitempty"`
+	ShardId      string `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	BuildVersion string `protobuf:"bytes,2,opt,name=build_version,json=buildVersion,proto3" json:"build_version,omitempty"`
+	// leaving: the shard got SIGTERM and wants everything moved away before it exits.
+	Leaving bool `protobuf:"varint,3,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// held lists every partition the shard holds. Acquired entries are reported only while
+	// the shard's lease is valid; a fenced shard reports them as prepared.
+	Held          []*Held     `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
+	Stats         *ShardStats `protobuf:"bytes,5,opt,name=stats,proto3" json:"stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_kshard_v1_session_proto_msgTypes[2]
+	mi := &file_kshard_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +376,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[2]
+	mi := &file_kshard_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,19 +389,12 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Hello) GetShardId() string {
 	if x != nil {
 		return x.ShardId
-	}
-	return ""
-}
-
-func (x *Hello) GetIncarnation() string {
-	if x != nil {
-		return x.Incarnation
 	}
 	return ""
 }
@@ -282,16 +406,23 @@ func (x *Hello) GetBuildVersion() string {
 	return ""
 }
 
-func (x *Hello) GetAcquired() []*PartitionEpoch {
+func (x *Hello) GetLeaving() bool {
 	if x != nil {
-		return x.Acquired
+		return x.Leaving
+	}
+	return false
+}
+
+func (x *Hello) GetHeld() []*Held {
+	if x != nil {
+		return x.Held
 	}
 	return nil
 }
 
-func (x *Hello) GetPrepared() []*PartitionEpoch {
+func (x *Hello) GetStats() *ShardStats {
 	if x != nil {
-		return x.Prepared
+		return x.Stats
 	}
 	return nil
 }
@@ -299,17 +430,19 @@ func (x *Hello) GetPrepared() []*PartitionEpoch {
 // Heartbeat extends the shard's lease once acknowledged.
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// seq identifies the heartbeat; the shard remembers its own send time for it, and an
-	// acknowledgement extends the right to work until that send time plus the TTL.
-	Seq           uint64          `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Stats         *HeartbeatStats `protobuf:"bytes,2,opt,name=stats,proto3" json:"stats,omitempty"`
+	// seq identifies the heartbeat within the session; the shard remembers its own send time
+	// for it, and an acknowledgement extends the right to work until that send time plus the
+	// TTL. No timestamp crosses the wire.
+	Seq           uint64      `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Leaving       bool        `protobuf:"varint,2,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	Stats         *ShardStats `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_kshard_v1_session_proto_msgTypes[3]
+	mi := &file_kshard_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +454,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[3]
+	mi := &file_kshard_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +467,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Heartbeat) GetSeq() uint64 {
@@ -344,15 +477,22 @@ func (x *Heartbeat) GetSeq() uint64 {
 	return 0
 }
 
-func (x *Heartbeat) GetStats() *HeartbeatStats {
+func (x *Heartbeat) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
+}
+
+func (x *Heartbeat) GetStats() *ShardStats {
 	if x != nil {
 		return x.Stats
 	}
 	return nil
 }
 
-// HeartbeatStats are reported for the coordinator's metrics and the assignments view.
-type HeartbeatStats struct {
+// ShardStats are reported for the coordinator's metrics and its assignments view.
+type ShardStats struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	AcquiredPartitions uint32                 `protobuf:"varint,1,opt,name=acquired_partitions,json=acquiredPartitions,proto3" json:"acquired_partitions,omitempty"`
 	PreparedPartitions uint32                 `protobuf:"varint,2,opt,name=prepared_partitions,json=preparedPartitions,proto3" json:"prepared_partitions,omitempty"`
@@ -364,21 +504,21 @@ type HeartbeatStats struct {
 	sizeCache          protoimpl.SizeCache
 }
 
-func (x *HeartbeatStats) Reset() {
-	*x = HeartbeatStats{}
-	mi := &file_kshard_v1_session_proto_msgTypes[4]
+func (x *ShardStats) Reset() {
+	*x = ShardStats{}
+	mi := &file_kshard_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *HeartbeatStats) String() string {
+func (x *ShardStats) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*HeartbeatStats) ProtoMessage() {}
+func (*ShardStats) ProtoMessage() {}
 
-func (x *HeartbeatStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[4]
+func (x *ShardStats) ProtoReflect() protoreflect.Message {
+	mi := &file_kshard_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,120 +529,77 @@ func (x *HeartbeatStats) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use HeartbeatStats.ProtoReflect.Descriptor instead.
-func (*HeartbeatStats) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{4}
+// Deprecated: Use ShardStats.ProtoReflect.Descriptor instead.
+func (*ShardStats) Descriptor() ([]byte, []int) {
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *HeartbeatStats) GetAcquiredPartitions() uint32 {
+func (x *ShardStats) GetAcquiredPartitions() uint32 {
 	if x != nil {
 		return x.AcquiredPartitions
 	}
 	return 0
 }
 
-func (x *HeartbeatStats) GetPreparedPartitions() uint32 {
+func (x *ShardStats) GetPreparedPartitions() uint32 {
 	if x != nil {
 		return x.PreparedPartitions
 	}
 	return 0
 }
 
-func (x *HeartbeatStats) GetNamespaces() uint64 {
+func (x *ShardStats) GetNamespaces() uint64 {
 	if x != nil {
 		return x.Namespaces
 	}
 	return 0
 }
 
-func (x *HeartbeatStats) GetCachedObjects() uint64 {
+func (x *ShardStats) GetCachedObjects() uint64 {
 	if x != nil {
 		return x.CachedObjects
 	}
 	return 0
 }
 
-func (x *HeartbeatStats) GetQueueDepth() uint64 {
+func (x *ShardStats) GetQueueDepth() uint64 {
 	if x != nil {
 		return x.QueueDepth
 	}
 	return 0
 }
 
-func (x *HeartbeatStats) GetFenced() bool {
+func (x *ShardStats) GetFenced() bool {
 	if x != nil {
 		return x.Fenced
 	}
 	return false
 }
 
-// Prepared says the caches of these partitions are synced.
-type Prepared struct {
+// PartitionReport answers a command for one partition: prepared (caches synced), released
+// (no longer worked, in-flight work finished), acquired (now worked).
+type PartitionReport struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partitions    []*PartitionEpoch      `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Prepared) Reset() {
-	*x = Prepared{}
-	mi := &file_kshard_v1_session_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Prepared) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Prepared) ProtoMessage() {}
-
-func (x *Prepared) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Prepared.ProtoReflect.Descriptor instead.
-func (*Prepared) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *Prepared) GetPartitions() []*PartitionEpoch {
-	if x != nil {
-		return x.Partitions
-	}
-	return nil
-}
-
-// Released says these partitions are no longer worked and their caches are dropped.
-type Released struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partitions    []*PartitionEpoch      `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Released) Reset() {
-	*x = Released{}
+func (x *PartitionReport) Reset() {
+	*x = PartitionReport{}
 	mi := &file_kshard_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Released) String() string {
+func (x *PartitionReport) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Released) ProtoMessage() {}
+func (*PartitionReport) ProtoMessage() {}
 
-func (x *Released) ProtoReflect() protoreflect.Message {
+func (x *PartitionReport) ProtoReflect() protoreflect.Message {
 	mi := &file_kshard_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -514,65 +611,39 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Released.ProtoReflect.Descriptor instead.
-func (*Released) Descriptor() ([]byte, []int) {
+// Deprecated: Use PartitionReport.ProtoReflect.Descriptor instead.
+func (*PartitionReport) Descriptor() ([]byte, []int) {
 	return file_kshard_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *Released) GetPartitions() []*PartitionEpoch {
+func (x *PartitionReport) GetPartition() uint32 {
 	if x != nil {
-		return x.Partitions
+		return x.Partition
 	}
-	return nil
+	return 0
 }
 
-// Leaving asks the coordinator to move every partition away before the shard exits.
-type Leaving struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Leaving) Reset() {
-	*x = Leaving{}
-	mi := &file_kshard_v1_session_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Leaving) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Leaving) ProtoMessage() {}
-
-func (x *Leaving) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[7]
+func (x *PartitionReport) GetEpoch() uint64 {
 	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
+		return x.Epoch
 	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Leaving.ProtoReflect.Descriptor instead.
-func (*Leaving) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{7}
+	return 0
 }
 
 // CoordinatorMessage is everything the coordinator says.
 type CoordinatorMessage struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//
-	//	*CoordinatorMessage_Params
-	//	*CoordinatorMessage_HeartbeatAck
+	//	*CoordinatorMessage_Welcome
+	//	*CoordinatorMessage_Ack
 	//	*CoordinatorMessage_Prepare
 	//	*CoordinatorMessage_Release
 	//	*CoordinatorMessage_Acquire
+	//	*CoordinatorMessage_Cancel
+	//	*CoordinatorMessage_SessionEnded
+	//	*CoordinatorMessage_Farewell
 	Kind          isCoordinatorMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -580,7 +651,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_kshard_v1_session_proto_msgTypes[8]
+	mi := &file_kshard_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +663,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[8]
+	mi := &file_kshard_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +676,14 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CoordinatorMessage) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
 }
 
 func (x *CoordinatorMessage) GetKind() isCoordinatorMessage_Kind {
@@ -615,25 +693,25 @@ func (x *CoordinatorMessage) GetKind() isCoordinatorMessage_Kind {
 	return nil
 }
 
-func (x *CoordinatorMessage) GetParams() *SessionParams {
+func (x *CoordinatorMessage) GetWelcome() *Welcome {
 	if x != nil {
-		if x, ok := x.Kind.(*CoordinatorMessage_Params); ok {
-			return x.Params
+		if x, ok := x.Kind.(*CoordinatorMessage_Welcome); ok {
+			return x.Welcome
 		}
 	}
 	return nil
 }
 
-func (x *CoordinatorMessage) GetHeartbeatAck() *HeartbeatAck {
+func (x *CoordinatorMessage) GetAck() *HeartbeatAck {
 	if x != nil {
-		if x, ok := x.Kind.(*CoordinatorMessage_HeartbeatAck); ok {
-			return x.HeartbeatAck
+		if x, ok := x.Kind.(*CoordinatorMessage_Ack); ok {
+			return x.Ack
 		}
 	}
 	return nil
 }
 
-func (x *CoordinatorMessage) GetPrepare() *Prepare {
+func (x *CoordinatorMessage) GetPrepare() *PartitionCommand {
 	if x != nil {
 		if x, ok := x.Kind.(*CoordinatorMessage_Prepare); ok {
 			return x.Prepare
@@ -642,7 +720,7 @@ func (x *CoordinatorMessage) GetPrepare() *Prepare {
 	return nil
 }
 
-func (x *CoordinatorMessage) GetRelease() *Release {
+func (x *CoordinatorMessage) GetRelease() *PartitionCommand {
 	if x != nil {
 		if x, ok := x.Kind.(*CoordinatorMessage_Release); ok {
 			return x.Release
@@ -651,10 +729,37 @@ func (x *CoordinatorMessage) GetRelease() *Release {
 	return nil
 }
 
-func (x *CoordinatorMessage) GetAcquire() *Acquire {
+func (x *CoordinatorMessage) GetAcquire() *PartitionCommand {
 	if x != nil {
 		if x, ok := x.Kind.(*CoordinatorMessage_Acquire); ok {
 			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *CoordinatorMessage) GetCancel() *PartitionCommand {
+	if x != nil {
+		if x, ok := x.Kind.(*CoordinatorMessage_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+func (x *CoordinatorMessage) GetSessionEnded() *SessionEnded {
+	if x != nil {
+		if x, ok := x.Kind.(*CoordinatorMessage_SessionEnded); ok {
+			return x.SessionEnded
+		}
+	}
+	return nil
+}
+
+func (x *CoordinatorMessage) GetFarewell() *Farewell {
+	if x != nil {
+		if x, ok := x.Kind.(*CoordinatorMessage_Farewell); ok {
+			return x.Farewell
 		}
 	}
 	return nil
@@ -664,29 +769,41 @@ type isCoordinatorMessage_Kind interface {
 	isCoordinatorMessage_Kind()
 }
 
-type CoordinatorMessage_Params struct {
-	Params *SessionParams `protobuf:"bytes,1,opt,name=params,proto3,oneof"`
+type CoordinatorMessage_Welcome struct {
+	Welcome *Welcome `protobuf:"bytes,2,opt,name=welcome,proto3,oneof"`
 }
 
-type CoordinatorMessage_HeartbeatAck struct {
-	HeartbeatAck *HeartbeatAck `protobuf:"bytes,2,opt,name=heartbeat_ack,json=heartbeatAck,proto3,oneof"`
+type CoordinatorMessage_Ack struct {
+	Ack *HeartbeatAck `protobuf:"bytes,3,opt,name=ack,proto3,oneof"`
 }
 
 type CoordinatorMessage_Prepare struct {
-	Prepare *Prepare `protobuf:"bytes,3,opt,name=prepare,proto3,oneof"`
+	Prepare *PartitionCommand `protobuf:"bytes,4,opt,name=prepare,proto3,oneof"`
 }
 
 type CoordinatorMessage_Release struct {
-	Release *Release `protobuf:"bytes,4,opt,name=release,proto3,oneof"`
+	Release *PartitionCommand `protobuf:"bytes,5,opt,name=release,proto3,oneof"`
 }
 
 type CoordinatorMessage_Acquire struct {
-	Acquire *Acquire `protobuf:"bytes,5,opt,name=acquire,proto3,oneof"`
+	Acquire *PartitionCommand `protobuf:"bytes,6,opt,name=acquire,proto3,oneof"`
 }
 
-func (*CoordinatorMessage_Params) isCoordinatorMessage_Kind() {}
+type CoordinatorMessage_Cancel struct {
+	Cancel *PartitionCommand `protobuf:"bytes,7,opt,name=cancel,proto3,oneof"`
+}
 
-func (*CoordinatorMessage_HeartbeatAck) isCoordinatorMessage_Kind() {}
+type CoordinatorMessage_SessionEnded struct {
+	SessionEnded *SessionEnded `protobuf:"bytes,8,opt,name=session_ended,json=sessionEnded,proto3,oneof"`
+}
+
+type CoordinatorMessage_Farewell struct {
+	Farewell *Farewell `protobuf:"bytes,9,opt,name=farewell,proto3,oneof"`
+}
+
+func (*CoordinatorMessage_Welcome) isCoordinatorMessage_Kind() {}
+
+func (*CoordinatorMessage_Ack) isCoordinatorMessage_Kind() {}
 
 func (*CoordinatorMessage_Prepare) isCoordinatorMessage_Kind() {}
 
@@ -694,36 +811,45 @@ func (*CoordinatorMessage_Release) isCoordinatorMessage_Kind() {}
 
 func (*CoordinatorMessage_Acquire) isCoordinatorMessage_Kind() {}
 
-// SessionParams is the first message of the coordinator on a session.
-type SessionParams struct {
+func (*CoordinatorMessage_Cancel) isCoordinatorMessage_Kind() {}
+
+func (*CoordinatorMessage_SessionEnded) isCoordinatorMessage_Kind() {}
+
+func (*CoordinatorMessage_Farewell) isCoordinatorMessage_Kind() {}
+
+// Welcome answers a Hello: the session parameters, and which reported partitions the shard
+// keeps (it drops the others). It acknowledges the Hello as heartbeat 0.
+type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ttl: a shard without an acknowledged heartbeat for this long stops all work.
 	Ttl               *durationpb.Duration `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	PartitionCount    uint32               `protobuf:"varint,3,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
-	// hasher names the namespace-to-partition hash, e.g. "xxhash64".
-	Hasher string `protobuf:"bytes,4,opt,name=hasher,proto3" json:"hasher,omitempty"`
-	// leader_term is the coordinator leader's term (the high bits of every epoch).
-	LeaderTerm    uint64 `protobuf:"varint,5,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Keep              []*Held              `protobuf:"bytes,3,rep,name=keep,proto3" json:"keep,omitempty"`
+	PartitionCount    uint32               `protobuf:"varint,4,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	// hasher names the namespace-to-partition hash, e.g. "xxhash64"; a shard refuses a
+	// session whose hasher or partition count it does not share.
+	Hasher string `protobuf:"bytes,5,opt,name=hasher,proto3" json:"hasher,omitempty"`
+	// leader_term is the coordinator leader's term (the high 32 bits of every epoch).
+	LeaderTerm    uint32 `protobuf:"varint,6,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SessionParams) Reset() {
-	*x = SessionParams{}
-	mi := &file_kshard_v1_session_proto_msgTypes[9]
+func (x *Welcome) Reset() {
+	*x = Welcome{}
+	mi := &file_kshard_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SessionParams) String() string {
+func (x *Welcome) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SessionParams) ProtoMessage() {}
+func (*Welcome) ProtoMessage() {}
 
-func (x *SessionParams) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[9]
+func (x *Welcome) ProtoReflect() protoreflect.Message {
+	mi := &file_kshard_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,40 +860,47 @@ func (x *SessionParams) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SessionParams.ProtoReflect.Descriptor instead.
-func (*SessionParams) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{9}
+// Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
+func (*Welcome) Descriptor() ([]byte, []int) {
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *SessionParams) GetTtl() *durationpb.Duration {
+func (x *Welcome) GetTtl() *durationpb.Duration {
 	if x != nil {
 		return x.Ttl
 	}
 	return nil
 }
 
-func (x *SessionParams) GetHeartbeatInterval() *durationpb.Duration {
+func (x *Welcome) GetHeartbeatInterval() *durationpb.Duration {
 	if x != nil {
 		return x.HeartbeatInterval
 	}
 	return nil
 }
 
-func (x *SessionParams) GetPartitionCount() uint32 {
+func (x *Welcome) GetKeep() []*Held {
+	if x != nil {
+		return x.Keep
+	}
+	return nil
+}
+
+func (x *Welcome) GetPartitionCount() uint32 {
 	if x != nil {
 		return x.PartitionCount
 	}
 	return 0
 }
 
-func (x *SessionParams) GetHasher() string {
+func (x *Welcome) GetHasher() string {
 	if x != nil {
 		return x.Hasher
 	}
 	return ""
 }
 
-func (x *SessionParams) GetLeaderTerm() uint64 {
+func (x *Welcome) GetLeaderTerm() uint32 {
 	if x != nil {
 		return x.LeaderTerm
 	}
@@ -784,7 +917,7 @@ type HeartbeatAck struct {
 
 func (x *HeartbeatAck) Reset() {
 	*x = HeartbeatAck{}
-	mi := &file_kshard_v1_session_proto_msgTypes[10]
+	mi := &file_kshard_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +929,7 @@ func (x *HeartbeatAck) String() string {
 func (*HeartbeatAck) ProtoMessage() {}
 
 func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[10]
+	mi := &file_kshard_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +942,7 @@ func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatAck.ProtoReflect.Descriptor instead.
 func (*HeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatAck) GetSeq() uint64 {
@@ -819,28 +952,83 @@ func (x *HeartbeatAck) GetSeq() uint64 {
 	return 0
 }
 
-// Prepare: start caching these partitions, do not work them, answer Prepared when synced.
-type Prepare struct {
+// PartitionCommand is Prepare (warm caches, do not work), Release (stop working, drain,
+// drop caches), Acquire (work it) or Cancel (drop prepared caches of a called-off move).
+type PartitionCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partitions    []*PartitionEpoch      `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Prepare) Reset() {
-	*x = Prepare{}
+func (x *PartitionCommand) Reset() {
+	*x = PartitionCommand{}
+	mi := &file_kshard_v1_session_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionCommand) ProtoMessage() {}
+
+func (x *PartitionCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_kshard_v1_session_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionCommand.ProtoReflect.Descriptor instead.
+func (*PartitionCommand) Descriptor() ([]byte, []int) {
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PartitionCommand) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionCommand) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// SessionEnded: the coordinator no longer honours this session; stop all work at once and
+// say Hello again.
+type SessionEnded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionEnded) Reset() {
+	*x = SessionEnded{}
 	mi := &file_kshard_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Prepare) String() string {
+func (x *SessionEnded) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Prepare) ProtoMessage() {}
+func (*SessionEnded) ProtoMessage() {}
 
-func (x *Prepare) ProtoReflect() protoreflect.Message {
+func (x *SessionEnded) ProtoReflect() protoreflect.Message {
 	mi := &file_kshard_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -852,41 +1040,39 @@ func (x *Prepare) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Prepare.ProtoReflect.Descriptor instead.
-func (*Prepare) Descriptor() ([]byte, []int) {
+// Deprecated: Use SessionEnded.ProtoReflect.Descriptor instead.
+func (*SessionEnded) Descriptor() ([]byte, []int) {
 	return file_kshard_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *Prepare) GetPartitions() []*PartitionEpoch {
+func (x *SessionEnded) GetReason() string {
 	if x != nil {
-		return x.Partitions
+		return x.Reason
 	}
-	return nil
+	return ""
 }
 
-// Release: stop working these partitions, wait for in-flight work, drop their caches,
-// answer Released.
-type Release struct {
+// Farewell: a leaving shard holds nothing any more and may exit.
+type Farewell struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partitions    []*PartitionEpoch      `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Release) Reset() {
-	*x = Release{}
+func (x *Farewell) Reset() {
+	*x = Farewell{}
 	mi := &file_kshard_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Release) String() string {
+func (x *Farewell) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Release) ProtoMessage() {}
+func (*Farewell) ProtoMessage() {}
 
-func (x *Release) ProtoReflect() protoreflect.Message {
+func (x *Farewell) ProtoReflect() protoreflect.Message {
 	mi := &file_kshard_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -898,88 +1084,43 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Release.ProtoReflect.Descriptor instead.
-func (*Release) Descriptor() ([]byte, []int) {
+// Deprecated: Use Farewell.ProtoReflect.Descriptor instead.
+func (*Farewell) Descriptor() ([]byte, []int) {
 	return file_kshard_v1_session_proto_rawDescGZIP(), []int{12}
-}
-
-func (x *Release) GetPartitions() []*PartitionEpoch {
-	if x != nil {
-		return x.Partitions
-	}
-	return nil
-}
-
-// Acquire: start working these partitions (they were prepared before).
-type Acquire struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partitions    []*PartitionEpoch      `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Acquire) Reset() {
-	*x = Acquire{}
-	mi := &file_kshard_v1_session_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Acquire) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Acquire) ProtoMessage() {}
-
-func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
-func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{13}
-}
-
-func (x *Acquire) GetPartitions() []*PartitionEpoch {
-	if x != nil {
-		return x.Partitions
-	}
-	return nil
 }
 
 var File_kshard_v1_session_proto protoreflect.FileDescriptor
 
 const file_kshard_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x17kshard/v1/session.proto\x12\tkshard.v1\x1a\x1egoogle/protobuf/duration.proto\"D\n" +
-	"\x0ePartitionEpoch\x12\x1c\n" +
+	"\x17kshard/v1/session.proto\x12\tkshard.v1\x1a\x1egoogle/protobuf/duration.proto\"=\n" +
+	"\aSession\x12 \n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"f\n" +
+	"\x04Held\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\x8c\x02\n" +
-	"\fShardMessage\x12(\n" +
-	"\x05hello\x18\x01 \x01(\v2\x10.kshard.v1.HelloH\x00R\x05hello\x124\n" +
-	"\theartbeat\x18\x02 \x01(\v2\x14.kshard.v1.HeartbeatH\x00R\theartbeat\x121\n" +
-	"\bprepared\x18\x03 \x01(\v2\x13.kshard.v1.PreparedH\x00R\bprepared\x121\n" +
-	"\breleased\x18\x04 \x01(\v2\x13.kshard.v1.ReleasedH\x00R\breleased\x12.\n" +
-	"\aleaving\x18\x05 \x01(\v2\x12.kshard.v1.LeavingH\x00R\aleavingB\x06\n" +
-	"\x04kind\"\xd7\x01\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.kshard.v1.SlotStateR\x05state\"\xd2\x02\n" +
+	"\fShardMessage\x12,\n" +
+	"\asession\x18\x01 \x01(\v2\x12.kshard.v1.SessionR\asession\x12(\n" +
+	"\x05hello\x18\x02 \x01(\v2\x10.kshard.v1.HelloH\x00R\x05hello\x124\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x14.kshard.v1.HeartbeatH\x00R\theartbeat\x128\n" +
+	"\bprepared\x18\x04 \x01(\v2\x1a.kshard.v1.PartitionReportH\x00R\bprepared\x128\n" +
+	"\breleased\x18\x05 \x01(\v2\x1a.kshard.v1.PartitionReportH\x00R\breleased\x128\n" +
+	"\bacquired\x18\x06 \x01(\v2\x1a.kshard.v1.PartitionReportH\x00R\bacquiredB\x06\n" +
+	"\x04kind\"\xb3\x01\n" +
 	"\x05Hello\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12#\n" +
-	"\rbuild_version\x18\x03 \x01(\tR\fbuildVersion\x125\n" +
-	"\bacquired\x18\x04 \x03(\v2\x19.kshard.v1.PartitionEpochR\bacquired\x125\n" +
-	"\bprepared\x18\x05 \x03(\v2\x19.kshard.v1.PartitionEpochR\bprepared\"N\n" +
+	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12#\n" +
+	"\rbuild_version\x18\x02 \x01(\tR\fbuildVersion\x12\x18\n" +
+	"\aleaving\x18\x03 \x01(\bR\aleaving\x12#\n" +
+	"\x04held\x18\x04 \x03(\v2\x0f.kshard.v1.HeldR\x04held\x12+\n" +
+	"\x05stats\x18\x05 \x01(\v2\x15.kshard.v1.ShardStatsR\x05stats\"d\n" +
 	"\tHeartbeat\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12/\n" +
-	"\x05stats\x18\x02 \x01(\v2\x19.kshard.v1.HeartbeatStatsR\x05stats\"\xf2\x01\n" +
-	"\x0eHeartbeatStats\x12/\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n" +
+	"\aleaving\x18\x02 \x01(\bR\aleaving\x12+\n" +
+	"\x05stats\x18\x03 \x01(\v2\x15.kshard.v1.ShardStatsR\x05stats\"\xee\x01\n" +
+	"\n" +
+	"ShardStats\x12/\n" +
 	"\x13acquired_partitions\x18\x01 \x01(\rR\x12acquiredPartitions\x12/\n" +
 	"\x13prepared_partitions\x18\x02 \x01(\rR\x12preparedPartitions\x12\x1e\n" +
 	"\n" +
@@ -989,43 +1130,43 @@ const file_kshard_v1_session_proto_rawDesc = "" +
 	"\vqueue_depth\x18\x05 \x01(\x04R\n" +
 	"queueDepth\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\"E\n" +
-	"\bPrepared\x129\n" +
-	"\n" +
-	"partitions\x18\x01 \x03(\v2\x19.kshard.v1.PartitionEpochR\n" +
-	"partitions\"E\n" +
-	"\bReleased\x129\n" +
-	"\n" +
-	"partitions\x18\x01 \x03(\v2\x19.kshard.v1.PartitionEpochR\n" +
-	"partitions\"\t\n" +
-	"\aLeaving\"\xa0\x02\n" +
-	"\x12CoordinatorMessage\x122\n" +
-	"\x06params\x18\x01 \x01(\v2\x18.kshard.v1.SessionParamsH\x00R\x06params\x12>\n" +
-	"\rheartbeat_ack\x18\x02 \x01(\v2\x17.kshard.v1.HeartbeatAckH\x00R\fheartbeatAck\x12.\n" +
-	"\aprepare\x18\x03 \x01(\v2\x12.kshard.v1.PrepareH\x00R\aprepare\x12.\n" +
-	"\arelease\x18\x04 \x01(\v2\x12.kshard.v1.ReleaseH\x00R\arelease\x12.\n" +
-	"\aacquire\x18\x05 \x01(\v2\x12.kshard.v1.AcquireH\x00R\aacquireB\x06\n" +
-	"\x04kind\"\xe8\x01\n" +
-	"\rSessionParams\x12+\n" +
+	"\x0fPartitionReport\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\xfc\x03\n" +
+	"\x12CoordinatorMessage\x12,\n" +
+	"\asession\x18\x01 \x01(\v2\x12.kshard.v1.SessionR\asession\x12.\n" +
+	"\awelcome\x18\x02 \x01(\v2\x12.kshard.v1.WelcomeH\x00R\awelcome\x12+\n" +
+	"\x03ack\x18\x03 \x01(\v2\x17.kshard.v1.HeartbeatAckH\x00R\x03ack\x127\n" +
+	"\aprepare\x18\x04 \x01(\v2\x1b.kshard.v1.PartitionCommandH\x00R\aprepare\x127\n" +
+	"\arelease\x18\x05 \x01(\v2\x1b.kshard.v1.PartitionCommandH\x00R\arelease\x127\n" +
+	"\aacquire\x18\x06 \x01(\v2\x1b.kshard.v1.PartitionCommandH\x00R\aacquire\x125\n" +
+	"\x06cancel\x18\a \x01(\v2\x1b.kshard.v1.PartitionCommandH\x00R\x06cancel\x12>\n" +
+	"\rsession_ended\x18\b \x01(\v2\x17.kshard.v1.SessionEndedH\x00R\fsessionEnded\x121\n" +
+	"\bfarewell\x18\t \x01(\v2\x13.kshard.v1.FarewellH\x00R\bfarewellB\x06\n" +
+	"\x04kind\"\x87\x02\n" +
+	"\aWelcome\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12H\n" +
-	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12'\n" +
-	"\x0fpartition_count\x18\x03 \x01(\rR\x0epartitionCount\x12\x16\n" +
-	"\x06hasher\x18\x04 \x01(\tR\x06hasher\x12\x1f\n" +
-	"\vleader_term\x18\x05 \x01(\x04R\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12#\n" +
+	"\x04keep\x18\x03 \x03(\v2\x0f.kshard.v1.HeldR\x04keep\x12'\n" +
+	"\x0fpartition_count\x18\x04 \x01(\rR\x0epartitionCount\x12\x16\n" +
+	"\x06hasher\x18\x05 \x01(\tR\x06hasher\x12\x1f\n" +
+	"\vleader_term\x18\x06 \x01(\rR\n" +
 	"leaderTerm\" \n" +
 	"\fHeartbeatAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"D\n" +
-	"\aPrepare\x129\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"F\n" +
+	"\x10PartitionCommand\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"&\n" +
+	"\fSessionEnded\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\n" +
 	"\n" +
-	"partitions\x18\x01 \x03(\v2\x19.kshard.v1.PartitionEpochR\n" +
-	"partitions\"D\n" +
-	"\aRelease\x129\n" +
-	"\n" +
-	"partitions\x18\x01 \x03(\v2\x19.kshard.v1.PartitionEpochR\n" +
-	"partitions\"D\n" +
-	"\aAcquire\x129\n" +
-	"\n" +
-	"partitions\x18\x01 \x03(\v2\x19.kshard.v1.PartitionEpochR\n" +
-	"partitions2T\n" +
+	"\bFarewell*\x8b\x01\n" +
+	"\tSlotState\x12\x1a\n" +
+	"\x16SLOT_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12SLOT_STATE_WARMING\x10\x01\x12\x17\n" +
+	"\x13SLOT_STATE_PREPARED\x10\x02\x12\x17\n" +
+	"\x13SLOT_STATE_ACQUIRED\x10\x03\x12\x18\n" +
+	"\x14SLOT_STATE_RELEASING\x10\x042T\n" +
 	"\vCoordinator\x12E\n" +
 	"\aSession\x12\x17.kshard.v1.ShardMessage\x1a\x1d.kshard.v1.CoordinatorMessage(\x010\x01B3Z1github.com/kshard/kshard/proto/kshard/v1;kshardv1b\x06proto3"
 
@@ -1041,52 +1182,55 @@ func file_kshard_v1_session_proto_rawDescGZIP() []byte {
 	return file_kshard_v1_session_proto_rawDescData
 }
 
-var file_kshard_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_kshard_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_kshard_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_kshard_v1_session_proto_goTypes = []any{
-	(*PartitionEpoch)(nil),      // 0: kshard.v1.PartitionEpoch
-	(*ShardMessage)(nil),        // 1: kshard.v1.ShardMessage
-	(*Hello)(nil),               // 2: kshard.v1.Hello
-	(*Heartbeat)(nil),           // 3: kshard.v1.Heartbeat
-	(*HeartbeatStats)(nil),      // 4: kshard.v1.HeartbeatStats
-	(*Prepared)(nil),            // 5: kshard.v1.Prepared
-	(*Released)(nil),            // 6: kshard.v1.Released
-	(*Leaving)(nil),             // 7: kshard.v1.Leaving
+	(SlotState)(0),              // 0: kshard.v1.SlotState
+	(*Session)(nil),             // 1: kshard.v1.Session
+	(*Held)(nil),                // 2: kshard.v1.Held
+	(*ShardMessage)(nil),        // 3: kshard.v1.ShardMessage
+	(*Hello)(nil),               // 4: kshard.v1.Hello
+	(*Heartbeat)(nil),           // 5: kshard.v1.Heartbeat
+	(*ShardStats)(nil),          // 6: kshard.v1.ShardStats
+	(*PartitionReport)(nil),     // 7: kshard.v1.PartitionReport
 	(*CoordinatorMessage)(nil),  // 8: kshard.v1.CoordinatorMessage
-	(*SessionParams)(nil),       // 9: kshard.v1.SessionParams
+	(*Welcome)(nil),             // 9: kshard.v1.Welcome
 	(*HeartbeatAck)(nil),        // 10: kshard.v1.HeartbeatAck
-	(*Prepare)(nil),             // 11: kshard.v1.Prepare
-	(*Release)(nil),             // 12: kshard.v1.Release
-	(*Acquire)(nil),             // 13: kshard.v1.Acquire
+	(*PartitionCommand)(nil),    // 11: kshard.v1.PartitionCommand
+	(*SessionEnded)(nil),        // 12: kshard.v1.SessionEnded
+	(*Farewell)(nil),            // 13: kshard.v1.Farewell
 	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
 }
 var file_kshard_v1_session_proto_depIdxs = []int32{
-	2,  // 0: kshard.v1.ShardMessage.hello:type_name -> kshard.v1.Hello
-	3,  // 1: kshard.v1.ShardMessage.heartbeat:type_name -> kshard.v1.Heartbeat
-	5,  // 2: kshard.v1.ShardMessage.prepared:type_name -> kshard.v1.Prepared
-	6,  // 3: kshard.v1.ShardMessage.released:type_name -> kshard.v1.Released
-	7,  // 4: kshard.v1.ShardMessage.leaving:type_name -> kshard.v1.Leaving
-	0,  // 5: kshard.v1.Hello.acquired:type_name -> kshard.v1.PartitionEpoch
-	0,  // 6: kshard.v1.Hello.prepared:type_name -> kshard.v1.PartitionEpoch
-	4,  // 7: kshard.v1.Heartbeat.stats:type_name -> kshard.v1.HeartbeatStats
-	0,  // 8: kshard.v1.Prepared.partitions:type_name -> kshard.v1.PartitionEpoch
-	0,  // 9: kshard.v1.Released.partitions:type_name -> kshard.v1.PartitionEpoch
-	9,  // 10: kshard.v1.CoordinatorMessage.params:type_name -> kshard.v1.SessionParams
-	10, // 11: kshard.v1.CoordinatorMessage.heartbeat_ack:type_name -> kshard.v1.HeartbeatAck
-	11, // 12: kshard.v1.CoordinatorMessage.prepare:type_name -> kshard.v1.Prepare
-	12, // 13: kshard.v1.CoordinatorMessage.release:type_name -> kshard.v1.Release
-	13, // 14: kshard.v1.CoordinatorMessage.acquire:type_name -> kshard.v1.Acquire
-	14, // 15: kshard.v1.SessionParams.ttl:type_name -> google.protobuf.Duration
-	14, // 16: kshard.v1.SessionParams.heartbeat_interval:type_name -> google.protobuf.Duration
-	0,  // 17: kshard.v1.Prepare.partitions:type_name -> kshard.v1.PartitionEpoch
-	0,  // 18: kshard.v1.Release.partitions:type_name -> kshard.v1.PartitionEpoch
-	0,  // 19: kshard.v1.Acquire.partitions:type_name -> kshard.v1.PartitionEpoch
-	1,  // 20: kshard.v1.Coordinator.Session:input_type -> kshard.v1.ShardMessage
-	8,  // 21: kshard.v1.Coordinator.Session:output_type -> kshard.v1.CoordinatorMessage
-	21, // [21:22] is the sub-list for method output_type
-	20, // [20:21] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	0,  // 0: kshard.v1.Held.state:type_name -> kshard.v1.SlotState
+	1,  // 1: kshard.v1.ShardMessage.session:type_name -> kshard.v1.Session
+	4,  // 2: kshard.v1.ShardMessage.hello:type_name -> kshard.v1.Hello
+	5,  // 3: kshard.v1.ShardMessage.heartbeat:type_name -> kshard.v1.Heartbeat
+	7,  // 4: kshard.v1.ShardMessage.prepared:type_name -> kshard.v1.PartitionReport
+	7,  // 5: kshard.v1.ShardMessage.released:type_name -> kshard.v1.PartitionReport
+	7,  // 6: kshard.v1.ShardMessage.acquired:type_name -> kshard.v1.PartitionReport
+	2,  // 7: kshard.v1.Hello.held:type_name -> kshard.v1.Held
+	6,  // 8: kshard.v1.Hello.stats:type_name -> kshard.v1.ShardStats
+	6,  // 9: kshard.v1.Heartbeat.stats:type_name -> kshard.v1.ShardStats
+	1,  // 10: kshard.v1.CoordinatorMessage.session:type_name -> kshard.v1.Session
+	9,  // 11: kshard.v1.CoordinatorMessage.welcome:type_name -> kshard.v1.Welcome
+	10, // 12: kshard.v1.CoordinatorMessage.ack:type_name -> kshard.v1.HeartbeatAck
+	11, // 13: kshard.v1.CoordinatorMessage.prepare:type_name -> kshard.v1.PartitionCommand
+	11, // 14: kshard.v1.CoordinatorMessage.release:type_name -> kshard.v1.PartitionCommand
+	11, // 15: kshard.v1.CoordinatorMessage.acquire:type_name -> kshard.v1.PartitionCommand
+	11, // 16: kshard.v1.CoordinatorMessage.cancel:type_name -> kshard.v1.PartitionCommand
+	12, // 17: kshard.v1.CoordinatorMessage.session_ended:type_name -> kshard.v1.SessionEnded
+	13, // 18: kshard.v1.CoordinatorMessage.farewell:type_name -> kshard.v1.Farewell
+	14, // 19: kshard.v1.Welcome.ttl:type_name -> google.protobuf.Duration
+	14, // 20: kshard.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	2,  // 21: kshard.v1.Welcome.keep:type_name -> kshard.v1.Held
+	3,  // 22: kshard.v1.Coordinator.Session:input_type -> kshard.v1.ShardMessage
+	8,  // 23: kshard.v1.Coordinator.Session:output_type -> kshard.v1.CoordinatorMessage
+	23, // [23:24] is the sub-list for method output_type
+	22, // [22:23] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_kshard_v1_session_proto_init() }
@@ -1094,32 +1238,36 @@ func file_kshard_v1_session_proto_init() {
 	if File_kshard_v1_session_proto != nil {
 		return
 	}
-	file_kshard_v1_session_proto_msgTypes[1].OneofWrappers = []any{
+	file_kshard_v1_session_proto_msgTypes[2].OneofWrappers = []any{
 		(*ShardMessage_Hello)(nil),
 		(*ShardMessage_Heartbeat)(nil),
 		(*ShardMessage_Prepared)(nil),
 		(*ShardMessage_Released)(nil),
-		(*ShardMessage_Leaving)(nil),
+		(*ShardMessage_Acquired)(nil),
 	}
-	file_kshard_v1_session_proto_msgTypes[8].OneofWrappers = []any{
-		(*CoordinatorMessage_Params)(nil),
-		(*CoordinatorMessage_HeartbeatAck)(nil),
+	file_kshard_v1_session_proto_msgTypes[7].OneofWrappers = []any{
+		(*CoordinatorMessage_Welcome)(nil),
+		(*CoordinatorMessage_Ack)(nil),
 		(*CoordinatorMessage_Prepare)(nil),
 		(*CoordinatorMessage_Release)(nil),
 		(*CoordinatorMessage_Acquire)(nil),
+		(*CoordinatorMessage_Cancel)(nil),
+		(*CoordinatorMessage_SessionEnded)(nil),
+		(*CoordinatorMessage_Farewell)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kshard_v1_session_proto_rawDesc), len(file_kshard_v1_session_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   14,
+			NumEnums:      1,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_kshard_v1_session_proto_goTypes,
 		DependencyIndexes: file_kshard_v1_session_proto_depIdxs,
+		EnumInfos:         file_kshard_v1_session_proto_enumTypes,
 		MessageInfos:      file_kshard_v1_session_proto_msgTypes,
 	}.Build()
 	File_kshard_v1_session_proto = out.File

@@ -36,6 +36,7 @@ type Server struct {
 	mu       sync.RWMutex
 	live     map[string]Check
 	ready    map[string]Check
+	extra    map[string]http.Handler
 	listener net.Listener
 	srv      *http.Server
 }
@@ -43,6 +44,16 @@ type Server struct {
 // New returns a server; add checks, then Start it.
 func New(opts Options) *Server {
 	return &Server{opts: opts, live: map[string]Check{}, ready: map[string]Check{}}
+}
+
+// Handle mounts another route (such as the coordinator's /assignments); call before Start.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.extra == nil {
+		s.extra = map[string]http.Handler{}
+	}
+	s.extra[pattern] = h
 }
 
 // AddLivez adds a liveness check: failing it makes the kubelet restart the process, so
@@ -58,6 +69,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/livez", s.checks(func() map[string]Check { return s.live }))
 	mux.HandleFunc("/readyz", s.checks(func() map[string]Check { return s.ready }))
+	s.mu.RLock()
+	for p, h := range s.extra {
+		mux.Handle(p, h)
+	}
+	s.mu.RUnlock()
 	if s.opts.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -12,17 +12,13 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 )
 
-// Record is one reconcile.
-type Record struct {
-	Shard     string `json:"shard"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	// Start and End are wall-clock Unix nanoseconds; all processes run on one host.
-	Start int64 `json:"start"`
-	End   int64 `json:"end"`
-}
+// Record is one reconcile. Start and End are wall-clock Unix nanoseconds; all processes
+// of a test run on one host.
+type Record = audit.Record
 
 // Overlap is a violation: two shards working one namespace at the same time.
 type Overlap struct {

@@ -1,0 +1,169 @@
+// Package app is the coordinator command: flags, wiring and lifecycle.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/kshard/kshard/pkg/httpserver"
+	"github.com/kshard/kshard/pkg/logging"
+	restmetrics "github.com/kshard/kshard/pkg/metrics/restclient"
+	"github.com/kshard/kshard/pkg/sharding/leader"
+	"github.com/kshard/kshard/pkg/sharding/server"
+	"github.com/kshard/kshard/pkg/sharding/transport"
+	"github.com/kshard/kshard/pkg/version"
+	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
+)
+
+// Main runs the coordinator (or its `assignments` subcommand) and returns the exit code.
+func Main(args []string) int {
+	if len(args) > 0 && args[0] == "assignments" {
+		return assignmentsMain(args[1:])
+	}
+	o := NewOptions()
+	fs := pflag.NewFlagSet("coordinator", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "invalid flags:\n%v\n", err)
+		return 2
+	}
+	log, flush, err := logging.New(*o.Logging, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer flush()
+	log = log.WithValues("coordinator", o.ID)
+	ctx, cancel := signal.NotifyContext(klog.NewContext(context.Background(), log), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	code, err := run(ctx, o)
+	if err != nil {
+		log.Error(err, "coordinator failed")
+	}
+	return code
+}
+
+func run(ctx context.Context, o *Options) (int, error) {
+	log := klog.FromContext(ctx)
+	var cfg *rest.Config
+	var err error
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return 1, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cfg.UserAgent = "kshard-coordinator/" + version.Version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 1, err
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	restmetrics.Register(registry)
+	metrics := server.NewMetrics(registry)
+
+	leadCtx, stepDown := context.WithCancelCause(ctx)
+	defer stepDown(nil)
+	srv, err := server.New(server.Options{
+		Config:  o.Handoff,
+		Metrics: metrics,
+		StepDown: func(reason string) {
+			stepDown(errors.New(reason))
+		},
+	}, log)
+	if err != nil {
+		return 2, err
+	}
+
+	creds, err := transport.ServerCredentials(o.TLS)
+	if err != nil {
+		return 1, err
+	}
+	g := grpc.NewServer(append(transport.ServerOptions(), grpc.Creds(creds))...)
+	srv.Register(g)
+	hs := health.NewServer()
+	hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(g, hs)
+	l, err := net.Listen("tcp", o.GRPCBindAddress)
+	if err != nil {
+		return 1, fmt.Errorf("listening for gRPC on %s: %w", o.GRPCBindAddress, err)
+	}
+	go func() {
+		if err := g.Serve(l); err != nil {
+			log.Error(err, "gRPC server stopped")
+		}
+	}()
+	defer g.Stop()
+	log.Info("gRPC session service listening", "addr", l.Addr().String(), "advertise", o.AdvertiseAddress,
+		"tls", !o.TLS.Insecure, "mutualTLS", o.TLS.CAFile != "")
+
+	hsrv := httpserver.New(httpserver.Options{Addr: o.HTTPBindAddress, Gatherer: registry, EnablePprof: o.EnablePprof})
+	hsrv.AddLivez("ping", func() error { return nil })
+	hsrv.AddReadyz("leader", func() error {
+		if !srv.Leading() {
+			return errors.New("not the leader")
+		}
+		return nil
+	})
+	hsrv.Handle("/assignments", srv.AssignmentsHandler())
+	if err := hsrv.Start(ctx); err != nil {
+		return 1, err
+	}
+
+	identity := leader.Identity(o.ID, o.AdvertiseAddress)
+	lost := false
+	err = leader.Run(leadCtx, o.Leader, client, identity, leader.Callbacks{
+		OnLeading: func(ctx context.Context, term uint64) {
+			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+			srv.SetLeaderAddress(o.AdvertiseAddress)
+			if err := srv.Lead(ctx, uint32(term)); err != nil {
+				log.Error(err, "cannot lead")
+			}
+			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+		},
+		OnNewLeader: func(id string) {
+			log.Info("leader observed", "leader", id)
+			if id != identity {
+				srv.SetLeaderAddress(leader.AddressOf(id))
+			}
+		},
+		OnStopped: func() { lost = ctx.Err() == nil },
+	})
+	if err != nil {
+		return 1, err
+	}
+	if lost {
+		// A replica that led once exits, so its next incarnation is a new Lease holder
+		// (and so a new term), as kube-controller-manager does.
+		cause := context.Cause(leadCtx)
+		return 1, fmt.Errorf("leadership lost: %v", cause)
+	}
+	log.Info("coordinator stopped")
+	return 0, nil
+}

@@ -1,0 +1,106 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/logging"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/protocol"
+	"github.com/kshard/kshard/pkg/sharding/transport"
+)
+
+// Options are the shard's flags.
+type Options struct {
+	Kubeconfig   string
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	ShardID         string
+	Coordinators    []string
+	TLS             transport.TLSOptions
+	Partitions      int
+	HTTPBindAddress string
+	EnablePprof     bool
+	LeaveTimeout    time.Duration
+	WarmupLists     int
+
+	Controllers controllers.Selection
+	Logging     *logging.Options
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	id := os.Getenv("POD_NAME")
+	if id == "" {
+		id, _ = os.Hostname()
+		id = strings.ToLower(id)
+	}
+	return &Options{
+		KubeAPIQPS: 50, KubeAPIBurst: 100,
+		ShardID:         id,
+		Partitions:      partition.DefaultCount,
+		HTTPBindAddress: ":8080",
+		LeaveTimeout:    60 * time.Second,
+		WarmupLists:     4,
+		Controllers:     append(controllers.Selection(nil), controllers.DefaultSelection...),
+		Logging:         logging.NewOptions(),
+	}
+}
+
+// AddFlags registers the flags; the registry adds the controllers' own.
+func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; empty means in-cluster configuration")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the Kubernetes API server")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst to use while talking with the Kubernetes API server")
+	fs.StringVar(&o.ShardID, "shard-id", o.ShardID, "stable identity of this shard (default $POD_NAME, else the host name)")
+	fs.StringSliceVar(&o.Coordinators, "coordinator-address", o.Coordinators, "host:port of the coordinator's gRPC endpoint (a Service), or of each replica; repeatable")
+	o.TLS.AddFlags(fs, "grpc-", false)
+	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "number of namespace partitions; must equal the coordinator's")
+	fs.StringVar(&o.HTTPBindAddress, "http-bind-address", o.HTTPBindAddress, "address of /metrics, /livez and /readyz")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve /debug/pprof on the HTTP port")
+	fs.DurationVar(&o.LeaveTimeout, "leave-timeout", o.LeaveTimeout, "on SIGTERM, how long to wait for the coordinator to move this shard's partitions away before exiting anyway")
+	fs.IntVar(&o.WarmupLists, "warmup-concurrency", o.WarmupLists, "namespace-scoped LIST calls a partition warm-up runs at once")
+	o.Controllers.AddFlags(fs, reg.Names())
+	reg.AddFlags(fs)
+	o.Logging.AddFlags(fs)
+}
+
+// Validate reports every bad flag at once.
+func (o *Options) Validate(reg *controllers.Registry) error {
+	var errs []error
+	if err := protocol.ValidateShardID(o.ShardID); err != nil {
+		errs = append(errs, fmt.Errorf("--shard-id: %w", err))
+	}
+	if len(o.Coordinators) == 0 {
+		errs = append(errs, errors.New("--coordinator-address is required"))
+	}
+	if err := o.TLS.Validate(false, "grpc-"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := partition.ValidateCount(o.Partitions); err != nil {
+		errs = append(errs, fmt.Errorf("--partitions: %w", err))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.LeaveTimeout < 0 {
+		errs = append(errs, errors.New("--leave-timeout must not be negative"))
+	}
+	if o.WarmupLists < 1 {
+		errs = append(errs, errors.New("--warmup-concurrency must be at least 1"))
+	}
+	if err := reg.Validate(o.Controllers); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Logging.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

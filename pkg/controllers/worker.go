@@ -1,0 +1,63 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// SyncFunc reconciles one key. An error retries the key with the queue's backoff.
+type SyncFunc func(ctx context.Context, key string) error
+
+// RunWorkers is the loop every controller shares (sample-controller's Run → runWorker →
+// processNextWorkItem), so the retry policy lives in one place: success forgets the key's
+// backoff, an error requeues it rate-limited. It blocks until ctx ends, then shuts the
+// queue down and waits for the workers.
+func RunWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[string], workers int,
+	syncFn SyncFunc, metrics *ReconcileMetrics) {
+	defer utilruntime.HandleCrash()
+	log := klog.FromContext(ctx).WithValues("controller", name)
+	ctx = klog.NewContext(ctx, log)
+	log.Info("starting workers", "workers", workers)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for processNext(ctx, log, name, queue, syncFn, metrics) {
+				}
+			}, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	queue.ShutDown()
+	wg.Wait()
+	log.Info("workers stopped")
+}
+
+func processNext(ctx context.Context, log logr.Logger, name string, queue workqueue.TypedRateLimitingInterface[string],
+	syncFn SyncFunc, metrics *ReconcileMetrics) bool {
+	key, shutdown := queue.Get()
+	if shutdown {
+		return false
+	}
+	defer queue.Done(key)
+	start := time.Now()
+	err := syncFn(ctx, key)
+	metrics.Observe(name, start, err)
+	if err == nil {
+		queue.Forget(key)
+		return true
+	}
+	log.V(2).Info("sync failed; retrying with backoff", "key", key, "err", err.Error(), "retries", queue.NumRequeues(key))
+	utilruntime.HandleErrorWithContext(ctx, err, "sync failed", "controller", name, "key", key)
+	queue.AddRateLimited(key)
+	return true
+}

@@ -1,0 +1,175 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/ring"
+)
+
+// Defaults, chosen for a coordinator and shards in one cluster network.
+const (
+	// DefaultSessionTTL: a shard that hears nothing for 10s stops working.
+	// Shorter makes failover faster but turns API-server hiccups and GC
+	// pauses into fencing.
+	DefaultSessionTTL = 10 * time.Second
+	// DefaultMargin covers clock-rate drift over a TTL (far below 2s for
+	// any sane clock) plus the time workers need to stop at the deadline.
+	DefaultMargin = 2 * time.Second
+	// DefaultMaxClockDrift is the assumed bound on how much any clock's
+	// rate differs from real time (1%, generous for NTP-disciplined hosts).
+	DefaultMaxClockDrift = 0.01
+	// DefaultDebounce: membership must be quiet this long before the target
+	// assignment changes, so a rolling update or a burst of new replicas
+	// becomes one rebalance instead of many.
+	DefaultDebounce = 3 * time.Second
+	// DefaultMaxDebounce bounds how long a stream of changes can postpone a
+	// rebalance (and a leaving shard's exit).
+	DefaultMaxDebounce = 15 * time.Second
+	// DefaultPrepareTimeout: how long a move waits for warm caches before
+	// it goes on cold (the new owner then warms while it works).
+	DefaultPrepareTimeout = 30 * time.Second
+	// DefaultReleaseTimeout: a live shard that has not released a partition
+	// this long after being asked is stuck; it is fenced out (its
+	// heartbeats are no longer acknowledged) so its lease runs out.
+	DefaultReleaseTimeout = 2 * time.Minute
+	// DefaultRetryInterval: how often an unanswered Release or Acquire is
+	// sent again.
+	DefaultRetryInterval = 2 * time.Second
+	// DefaultMaxConcurrentMoves caps handoffs in flight so a rebalance does
+	// not make every shard warm caches at once.
+	DefaultMaxConcurrentMoves = 32
+)
+
+// Config configures a Coordinator. Zero fields take defaults (WithDefaults).
+type Config struct {
+	// PartitionCount is P; it must equal Ring.PartitionCount (zero there
+	// means the same).
+	PartitionCount int
+	// Ring configures the partition-to-shard assignment.
+	Ring ring.Config
+	// SessionTTL is the shard's lease: right to work until the send time of
+	// its last acknowledged heartbeat plus SessionTTL.
+	SessionTTL time.Duration
+	// HeartbeatInterval is how often shards send heartbeats; at most
+	// SessionTTL/2 so one lost heartbeat does not fence a healthy shard.
+	HeartbeatInterval time.Duration
+	// Margin is added to SessionTTL before the coordinator treats a silent
+	// shard's partitions as released. It must cover clock-rate drift (see
+	// MaxClockDrift) and the time the shard's workers need to stop.
+	Margin time.Duration
+	// MaxClockDrift is the bound ρ on clock-rate error assumed by the
+	// safety argument; Validate requires Margin ≥ SessionTTL·2ρ/(1−ρ).
+	MaxClockDrift float64
+	// Debounce and MaxDebounce: membership changes reach the target
+	// assignment after Debounce of quiet, or MaxDebounce after the first
+	// unapplied change, whichever is first.
+	Debounce    time.Duration
+	MaxDebounce time.Duration
+	// PrepareTimeout bounds the wait for Prepared in a move.
+	PrepareTimeout time.Duration
+	// ReleaseTimeout bounds the wait for Released from a live shard before
+	// it is fenced out.
+	ReleaseTimeout time.Duration
+	// RetryInterval paces resending Release and Acquire.
+	RetryInterval time.Duration
+	// MaxConcurrentMoves caps moves (Prepare→Release) in flight. Grants of
+	// unowned partitions are not capped: they restore service.
+	MaxConcurrentMoves int
+}
+
+// WithDefaults returns c with zero fields set to defaults.
+func (c Config) WithDefaults() Config {
+	if c.PartitionCount == 0 {
+		c.PartitionCount = partition.DefaultCount
+	}
+	if c.Ring.PartitionCount == 0 {
+		c.Ring.PartitionCount = c.PartitionCount
+	}
+	c.Ring = c.Ring.WithDefaults()
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.SessionTTL / 3
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if c.MaxClockDrift == 0 {
+		c.MaxClockDrift = DefaultMaxClockDrift
+	}
+	if c.Debounce == 0 {
+		c.Debounce = DefaultDebounce
+	}
+	if c.MaxDebounce == 0 {
+		c.MaxDebounce = max(DefaultMaxDebounce, c.Debounce)
+	}
+	if c.PrepareTimeout == 0 {
+		c.PrepareTimeout = DefaultPrepareTimeout
+	}
+	if c.ReleaseTimeout == 0 {
+		c.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if c.RetryInterval == 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+	if c.MaxConcurrentMoves == 0 {
+		c.MaxConcurrentMoves = DefaultMaxConcurrentMoves
+	}
+	return c
+}
+
+// MinMargin is the smallest Margin that keeps the coordinator's expiry
+// after the shard's self-fencing deadline when clocks run up to drift
+// fast or slow: the shard may need TTL/(1−ρ) real time to reach its
+// deadline, the coordinator may take only (TTL+Margin)/(1+ρ) to reach its.
+func MinMargin(ttl time.Duration, drift float64) time.Duration {
+	return time.Duration(math.Ceil(float64(ttl) * 2 * drift / (1 - drift)))
+}
+
+// Validate reports an unusable configuration. It does not apply defaults.
+func (c Config) Validate() error {
+	var errs []error
+	if err := partition.ValidateCount(c.PartitionCount); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Ring.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if c.Ring.PartitionCount != c.PartitionCount {
+		errs = append(errs, fmt.Errorf("ring partition count %d differs from partition count %d", c.Ring.PartitionCount, c.PartitionCount))
+	}
+	if c.SessionTTL <= 0 {
+		errs = append(errs, fmt.Errorf("session TTL %v must be positive", c.SessionTTL))
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.SessionTTL/2 {
+		errs = append(errs, fmt.Errorf("heartbeat interval %v must be in (0, TTL/2 = %v]", c.HeartbeatInterval, c.SessionTTL/2))
+	}
+	if math.IsNaN(c.MaxClockDrift) || c.MaxClockDrift < 0 || c.MaxClockDrift >= 0.5 {
+		errs = append(errs, fmt.Errorf("max clock drift %v must be in [0, 0.5)", c.MaxClockDrift))
+	} else if min := MinMargin(c.SessionTTL, c.MaxClockDrift); c.Margin <= 0 || c.Margin < min {
+		errs = append(errs, fmt.Errorf("margin %v must be positive and at least %v (TTL·2ρ/(1−ρ) for ρ=%v)", c.Margin, min, c.MaxClockDrift))
+	}
+	if c.Debounce < 0 || c.MaxDebounce < c.Debounce {
+		errs = append(errs, fmt.Errorf("debounce %v must be ≥ 0 and ≤ max debounce %v", c.Debounce, c.MaxDebounce))
+	}
+	if c.PrepareTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("prepare timeout %v must be positive", c.PrepareTimeout))
+	}
+	if c.RetryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("retry interval %v must be positive", c.RetryInterval))
+	}
+	if c.ReleaseTimeout < c.RetryInterval {
+		errs = append(errs, fmt.Errorf("release timeout %v must be at least the retry interval %v", c.ReleaseTimeout, c.RetryInterval))
+	}
+	if c.MaxConcurrentMoves < 1 {
+		errs = append(errs, fmt.Errorf("max concurrent moves %d must be at least 1", c.MaxConcurrentMoves))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("handoff config: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package handoff
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string
+	}{
+		{name: "defaults", mutate: func(*Config) {}},
+		{name: "too many partitions", mutate: func(c *Config) { c.PartitionCount, c.Ring.PartitionCount = 70000, 70000 }, wantErr: "partition count"},
+		{name: "ring count differs", mutate: func(c *Config) { c.Ring.PartitionCount = 7 }, wantErr: "differs"},
+		{name: "heartbeat too slow", mutate: func(c *Config) { c.HeartbeatInterval = c.SessionTTL }, wantErr: "heartbeat interval"},
+		{name: "margin below drift bound", mutate: func(c *Config) { c.MaxClockDrift, c.Margin = 0.2, time.Second }, wantErr: "margin"},
+		{name: "zero margin", mutate: func(c *Config) { c.Margin = -1 }, wantErr: "margin"},
+		{name: "drift too large", mutate: func(c *Config) { c.MaxClockDrift = 0.5 }, wantErr: "drift"},
+		{name: "max debounce below debounce", mutate: func(c *Config) { c.MaxDebounce = c.Debounce - 1 }, wantErr: "debounce"},
+		{name: "release timeout below retry", mutate: func(c *Config) { c.ReleaseTimeout = c.RetryInterval - 1 }, wantErr: "release timeout"},
+		{name: "no moves", mutate: func(c *Config) { c.MaxConcurrentMoves = -1 }, wantErr: "concurrent moves"},
+		{name: "load below one", mutate: func(c *Config) { c.Ring.Load = 0.5 }, wantErr: "load"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{}.WithDefaults()
+			tt.mutate(&cfg)
+			err := cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestMinMargin(t *testing.T) {
+	tests := []struct {
+		name  string
+		ttl   time.Duration
+		drift float64
+		want  time.Duration
+	}{
+		{name: "no drift", ttl: 10 * time.Second, drift: 0, want: 0},
+		{name: "1 percent", ttl: 10 * time.Second, drift: 0.01, want: 202020203},
+		{name: "5 percent, 3s", ttl: 3 * time.Second, drift: 0.05, want: 315789474},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := MinMargin(tt.ttl, tt.drift); got != tt.want {
+				t.Fatalf("MinMargin = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEpochAndSession(t *testing.T) {
+	tests := []struct {
+		name          string
+		term, counter uint32
+	}{
+		{name: "first", term: 1, counter: 1},
+		{name: "max counter", term: 7, counter: ^uint32(0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := MakeEpoch(tt.term, tt.counter)
+			if e.Term() != tt.term || e.Counter() != tt.counter {
+				t.Fatalf("%v: term %d counter %d", e, e.Term(), e.Counter())
+			}
+			if next := MakeEpoch(tt.term+1, 0); next <= e {
+				t.Fatalf("a newer term's epoch %v is not above %v", next, e)
+			}
+		})
+	}
+	if !(Session{Incarnation: 1, Seq: 9}).Less(Session{Incarnation: 2, Seq: 1}) {
+		t.Fatal("incarnation must dominate the session order")
+	}
+}

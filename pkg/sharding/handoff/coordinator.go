@@ -1,0 +1,310 @@
+package handoff
+
+import (
+	"slices"
+	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/ring"
+)
+
+// Coordinator is the leader's pure state machine: it tracks shard sessions,
+// computes the target assignment and drives every handoff. It does no I/O
+// and reads no clock: every input carries now, outputs are drained with
+// Outbox and Events. It is not safe for concurrent use; the edge serialises
+// calls (one goroutine or a mutex) and sends what Outbox returns after each.
+//
+// A new leader builds a fresh Coordinator from nothing but a higher term:
+// everything else it learns from the shards' hellos.
+type Coordinator struct {
+	cfg  Config
+	ring *ring.Ring
+
+	term    uint32
+	counter uint32
+
+	startedAt  time.Time
+	graceUntil time.Time
+	now        time.Time
+
+	members map[string]*member
+	ids     []string // sorted keys of members: deterministic iteration
+	tombs   map[string]tomb
+	parts   []part
+
+	// Membership debounce: desired is the member set as of the last step,
+	// applied the one the target was computed from.
+	desired    []string
+	applied    []string
+	target     []string // per partition; nil until first computed
+	dirty      bool
+	dirtySince time.Time
+	lastChange time.Time
+
+	movesInFlight int
+
+	outbox []Command
+	events []Event
+	stats  Stats
+}
+
+// member is one shard session the coordinator honours.
+type member struct {
+	id        string
+	session   Session
+	joined    time.Time
+	lastRecv  time.Time // latest Hello or Heartbeat received from this incarnation
+	connected bool
+	leaving   bool
+	fencedOut bool
+	farewell  time.Time // last Farewell sent
+}
+
+// tomb remembers the last session of a removed shard so a delayed hello of
+// that (or an older) session is not taken for a new member.
+type tomb struct {
+	session Session
+	until   time.Time
+}
+
+// part is the coordinator's record of one partition.
+//
+// Invariant: owner != "" implies members[owner] exists and its incarnation
+// is ownerInc. The owner (and every stale holder) may be working the
+// partition; nobody else may, and a grant to anybody else waits until each
+// of them has released or expired.
+type part struct {
+	owner    string
+	ownerInc uint64
+	epoch    Epoch // of the owner's grant; when unowned, the last epoch issued
+	acked    bool  // the owner confirmed (Acquired, or reported it acquired)
+	lastSent time.Time
+
+	holdUntil time.Time // unowned: not grantable before (new leader, restarted owner)
+
+	// For metrics: when the partition last lost its worker, who that was,
+	// and when the move that is completing began.
+	freedAt      time.Time
+	prevOwner    string
+	handoffStart time.Time
+
+	move  *move
+	stale []staleHolder
+}
+
+// move is a handoff of a partition from its owner to another shard.
+type move struct {
+	to           string // "" for a release without a destination
+	toInc        uint64
+	epoch        Epoch
+	releasing    bool
+	prepared     bool
+	needPrepare  bool // resend Prepare (the destination reconnected)
+	started      time.Time
+	phaseAt      time.Time
+	lastSent     time.Time
+	capped       bool
+	releaseTried bool
+}
+
+// staleHolder is a shard other than the owner that may still be working a
+// partition (a double claim to a new leader) and is being asked to release.
+type staleHolder struct {
+	shard    string
+	inc      uint64
+	epoch    Epoch
+	lastSent time.Time
+}
+
+// New returns the coordinator of a leader that won term at now. Terms must
+// strictly grow across leaders (e.g. the Lease's leaseTransitions+1); the
+// term is the high half of every epoch this leader issues.
+//
+// Until now+SessionTTL+Margin the coordinator only adopts what shards report
+// and grants nothing: any shard that worked a partition under the previous
+// leader has either reported it by then or stopped working.
+func New(cfg Config, term uint32, now time.Time) (*Coordinator, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if term == 0 {
+		return nil, reject(ReasonMalformed, "", "term must be positive")
+	}
+	r, err := ring.New(cfg.Ring)
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{
+		cfg:        cfg,
+		ring:       r,
+		term:       term,
+		startedAt:  now,
+		graceUntil: now.Add(cfg.SessionTTL + cfg.Margin),
+		now:        now,
+		members:    map[string]*member{},
+		tombs:      map[string]tomb{},
+		parts:      make([]part, cfg.PartitionCount),
+	}
+	for i := range c.parts {
+		c.parts[i].holdUntil = c.graceUntil
+		c.parts[i].freedAt = now
+	}
+	c.stats.Term = term
+	c.stats.GraceUntil = c.graceUntil
+	return c, nil
+}
+
+// Config returns the effective configuration (defaults applied).
+func (c *Coordinator) Config() Config { return c.cfg }
+
+// Step feeds one message from a shard. A non-nil error is a *Rejection: the
+// message was refused and changed nothing the edge needs to act on besides
+// counting it (and sending the Outbox, which may hold a SessionEnded).
+func (c *Coordinator) Step(now time.Time, r Report) error {
+	now = c.observe(now)
+	c.expire(now)
+	var err *Rejection
+	switch r.Kind {
+	case ReportHello:
+		err = c.hello(now, r)
+	case ReportHeartbeat:
+		err = c.heartbeat(now, r)
+	case ReportPrepared, ReportReleased, ReportAcquired:
+		err = c.progress(now, r)
+	default:
+		err = reject(ReasonMalformed, r.Shard, "unknown report kind %d", r.Kind)
+	}
+	c.step(now)
+	if err != nil {
+		c.stats.Rejected[err.Reason]++
+		return err
+	}
+	return nil
+}
+
+// Tick advances time: expiries, timeouts, retries, debounce and planning.
+// The edge calls it periodically (every few hundred milliseconds).
+func (c *Coordinator) Tick(now time.Time) {
+	c.step(c.observe(now))
+}
+
+// Disconnected tells the coordinator that the stream of session closed.
+// The shard still owns its partitions until its last heartbeat + TTL +
+// Margin (it may be alive and reconnecting); nothing is sent to it and no
+// new work is planned for it meanwhile.
+func (c *Coordinator) Disconnected(now time.Time, shard string, session Session) {
+	now = c.observe(now)
+	if m := c.members[shard]; m != nil && m.session == session {
+		m.connected = false
+		if m.leaving && !m.farewell.IsZero() && !c.involved(m.id) {
+			// It said goodbye and holds nothing: gone for good.
+			c.dropMember(m, now, now, EventMemberLeft)
+		}
+	}
+	c.step(now)
+}
+
+// Outbox returns and clears the commands to send, in order.
+func (c *Coordinator) Outbox() []Command {
+	out := c.outbox
+	c.outbox = nil
+	return out
+}
+
+// Events returns and clears what happened since the last call, for logs and
+// metrics (handoff durations, ownership gaps, membership changes).
+func (c *Coordinator) Events() []Event {
+	out := c.events
+	c.events = nil
+	return out
+}
+
+// observe makes time monotone: an edge that passes an earlier time than
+// before (e.g. two goroutines racing to the lock) is treated as "now".
+func (c *Coordinator) observe(now time.Time) time.Time {
+	if now.After(c.now) {
+		c.now = now
+	}
+	return c.now
+}
+
+// step runs everything time-driven, in an order that lets one call finish
+// a cascade (expiry frees partitions, which planning then grants).
+func (c *Coordinator) step(now time.Time) {
+	c.expire(now)
+	c.advanceMoves(now)
+	c.retry(now)
+	if now.Before(c.graceUntil) {
+		return
+	}
+	c.applyMembership(now)
+	c.plan(now)
+	c.farewells(now)
+}
+
+// nextEpoch issues a new epoch of this leader's term.
+func (c *Coordinator) nextEpoch() (Epoch, bool) {
+	if c.counter == ^uint32(0) {
+		c.stats.EpochsExhausted = true
+		return 0, false
+	}
+	c.counter++
+	return MakeEpoch(c.term, c.counter), true
+}
+
+// send queues a command for the current session of m, if it is connected.
+func (c *Coordinator) send(m *member, cmd Command) {
+	if m == nil || !m.connected {
+		return
+	}
+	cmd.To = m.id
+	cmd.Session = m.session
+	c.outbox = append(c.outbox, cmd)
+}
+
+func (c *Coordinator) sendPart(m *member, kind CommandKind, p int, e Epoch) {
+	c.send(m, Command{Kind: kind, Partition: partition.ID(p), Epoch: e})
+}
+
+func (c *Coordinator) emit(e Event) {
+	if len(c.events) >= maxEvents {
+		c.stats.EventsDropped++
+		return
+	}
+	c.events = append(c.events, e)
+}
+
+// maxEvents bounds the event buffer of an edge that forgets to drain it.
+const maxEvents = 1 << 16
+
+func (c *Coordinator) addMember(m *member) {
+	c.members[m.id] = m
+	i, _ := slices.BinarySearch(c.ids, m.id)
+	c.ids = slices.Insert(c.ids, i, m.id)
+}
+
+func (c *Coordinator) removeMember(id string) {
+	delete(c.members, id)
+	if i, ok := slices.BinarySearch(c.ids, id); ok {
+		c.ids = slices.Delete(c.ids, i, i+1)
+	}
+}
+
+// memberInc returns the member only if it is still the given incarnation.
+func (c *Coordinator) memberInc(id string, inc uint64) *member {
+	if m := c.members[id]; m != nil && m.session.Incarnation == inc {
+		return m
+	}
+	return nil
+}
+
+// eligible reports whether id may receive new partitions now.
+func (c *Coordinator) eligible(id string) bool {
+	m := c.members[id]
+	return m != nil && m.connected && !m.leaving && !m.fencedOut
+}
+
+func (c *Coordinator) expiresAt(m *member) time.Time {
+	return m.lastRecv.Add(c.cfg.SessionTTL + c.cfg.Margin)
+}

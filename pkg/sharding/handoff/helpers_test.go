@@ -1,0 +1,135 @@
+package handoff
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// testConfig is a small, fast configuration for unit tests.
+func testConfig(p int) Config {
+	return Config{
+		PartitionCount:     p,
+		SessionTTL:         10 * time.Second,
+		HeartbeatInterval:  3 * time.Second,
+		Margin:             2 * time.Second,
+		Debounce:           time.Second,
+		MaxDebounce:        5 * time.Second,
+		PrepareTimeout:     5 * time.Second,
+		ReleaseTimeout:     30 * time.Second,
+		RetryInterval:      time.Second,
+		MaxConcurrentMoves: 64,
+	}
+}
+
+// cluster wires one coordinator and shards with a perfect, synchronous
+// network and instant caches/drains unless told otherwise. One clock.
+type cluster struct {
+	t         *testing.T
+	now       time.Time
+	c         *Coordinator
+	shards    map[string]*Shard
+	down      map[string]bool // network to this shard is cut
+	slowSync  bool            // do not sync caches automatically
+	holdDrain bool            // do not finish drains automatically
+	sent      []Command       // every command delivered, in order
+	rejects   []error
+}
+
+func newCluster(t *testing.T, cfg Config, term uint32) *cluster {
+	t.Helper()
+	c, err := New(cfg, term, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{t: t, now: t0, c: c, shards: map[string]*Shard{}, down: map[string]bool{}}
+}
+
+func (k *cluster) addShard(id string, inc uint64) *Shard {
+	s := NewShard(id, inc)
+	k.shards[id] = s
+	s.Connect(k.now)
+	k.pump()
+	return s
+}
+
+// pump delivers messages and finishes syncs/drains until nothing moves.
+func (k *cluster) pump() {
+	for range 1000 {
+		moved := false
+		for _, cmd := range k.c.Outbox() {
+			moved = true
+			s := k.shards[cmd.To]
+			if s == nil || k.down[cmd.To] {
+				continue
+			}
+			k.sent = append(k.sent, cmd)
+			if err := s.Step(k.now, cmd); err != nil {
+				k.rejects = append(k.rejects, err)
+			}
+		}
+		for id, s := range k.shards {
+			for _, a := range s.Actions() {
+				moved = true
+				switch {
+				case a.Kind == ActionWarm && !k.slowSync:
+					s.Synced(k.now, a.Partition, a.Epoch)
+				case a.Kind == ActionDrain && !k.holdDrain:
+					s.Drained(k.now, a.Partition)
+				}
+			}
+			for _, r := range s.Outbox() {
+				moved = true
+				if k.down[id] {
+					continue
+				}
+				if err := k.c.Step(k.now, r); err != nil {
+					k.rejects = append(k.rejects, err)
+				}
+			}
+			if s.NeedsHello() && !k.down[id] {
+				moved = true
+				s.Connect(k.now)
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+	k.t.Fatal("cluster did not quiesce")
+}
+
+// run advances time in steps of d, with heartbeats and ticks, for total.
+func (k *cluster) run(total, d time.Duration) {
+	for end := k.now.Add(total); k.now.Before(end); {
+		k.now = k.now.Add(d)
+		for _, s := range k.shards {
+			if int(k.now.Sub(t0)/d)%int(3*time.Second/d) == 0 {
+				s.Heartbeat(k.now)
+			}
+		}
+		k.c.Tick(k.now)
+		k.pump()
+	}
+}
+
+// workers returns, per partition, the shards working it now.
+func (k *cluster) workers() map[partition.ID][]string {
+	out := map[partition.ID][]string{}
+	for id, s := range k.shards {
+		s.ForEachWorking(k.now, func(p partition.ID) { out[p] = append(out[p], id) })
+	}
+	return out
+}
+
+func (k *cluster) checkSafe() {
+	k.t.Helper()
+	for p, w := range k.workers() {
+		if len(w) > 1 {
+			k.t.Fatalf("partition %d worked by %v", p, w)
+		}
+	}
+}

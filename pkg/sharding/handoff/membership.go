@@ -1,0 +1,274 @@
+package handoff
+
+import (
+	"slices"
+	"time"
+)
+
+// hello opens (or reopens) a session and reconciles what the shard holds.
+func (c *Coordinator) hello(now time.Time, r Report) *Rejection {
+	if r.Shard == "" {
+		return reject(ReasonMalformed, "", "hello without shard ID")
+	}
+	for _, h := range r.Held {
+		if h.Epoch.Term() > c.term {
+			c.stats.NewerTermSeen = true
+			return reject(ReasonNewerTerm, r.Shard, "holds p%d at %s, this leader's term is %d", h.Partition, h.Epoch, c.term)
+		}
+	}
+	m := c.members[r.Shard]
+	if m != nil {
+		switch {
+		case r.Session.Incarnation < m.session.Incarnation:
+			return reject(ReasonStaleIncarnation, r.Shard, "hello of %s, current %s", r.Session, m.session)
+		case r.Session.Incarnation == m.session.Incarnation && !m.session.Less(r.Session):
+			return reject(ReasonStaleSession, r.Shard, "hello of %s, current %s", r.Session, m.session)
+		case r.Session.Incarnation == m.session.Incarnation && m.fencedOut:
+			// Its old lease must run out before it may start over.
+			return reject(ReasonFencedOut, r.Shard, "fenced out until %v", c.expiresAt(m))
+		case r.Session.Incarnation > m.session.Incarnation:
+			// The process restarted. The old one is presumably dead, but its
+			// partitions are only free once its lease has certainly run out.
+			c.dropMember(m, now, c.expiresAt(m), EventMemberRestarted)
+			m = nil
+		}
+	} else if t, ok := c.tombs[r.Shard]; ok && !t.session.Less(r.Session) {
+		reason := ReasonStaleSession
+		if r.Session.Incarnation < t.session.Incarnation {
+			reason = ReasonStaleIncarnation
+		}
+		return reject(reason, r.Shard, "hello of %s after session %s ended", r.Session, t.session)
+	}
+	if m == nil {
+		m = &member{id: r.Shard, joined: now}
+		c.addMember(m)
+		c.stats.Joins++
+		c.emit(Event{Kind: EventMemberJoined, At: now, Shard: r.Shard})
+	}
+	m.session = r.Session
+	if now.After(m.lastRecv) {
+		m.lastRecv = now
+	}
+	m.connected = true
+	m.farewell = time.Time{}
+	if r.Leaving && !m.leaving {
+		c.markLeaving(m, now)
+	}
+	keep := c.reconcile(m, r.Held, now)
+	c.send(m, Command{Kind: CmdWelcome, TTL: c.cfg.SessionTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, Keep: keep})
+	return nil
+}
+
+// heartbeat acknowledges a heartbeat of the current session.
+func (c *Coordinator) heartbeat(now time.Time, r Report) *Rejection {
+	m := c.members[r.Shard]
+	if m == nil || r.Session != m.session {
+		if m != nil && r.Session.Less(m.session) {
+			if r.Session.Incarnation < m.session.Incarnation {
+				return reject(ReasonStaleIncarnation, r.Shard, "heartbeat of %s, current %s", r.Session, m.session)
+			}
+			return reject(ReasonStaleSession, r.Shard, "heartbeat of %s, current %s", r.Session, m.session)
+		}
+		// Nobody honours this session (it expired): tell the shard, which
+		// stops working at once and says hello again.
+		c.outbox = append(c.outbox, Command{Kind: CmdSessionEnded, To: r.Shard, Session: r.Session})
+		return reject(ReasonUnknownShard, r.Shard, "no session %s", r.Session)
+	}
+	if m.fencedOut {
+		c.send(m, Command{Kind: CmdSessionEnded})
+		return reject(ReasonFencedOut, r.Shard, "heartbeat while fenced out")
+	}
+	if now.After(m.lastRecv) {
+		m.lastRecv = now
+	}
+	if r.Leaving && !m.leaving {
+		c.markLeaving(m, now)
+	}
+	c.send(m, Command{Kind: CmdAck, Seq: r.Seq})
+	return nil
+}
+
+func (c *Coordinator) markLeaving(m *member, now time.Time) {
+	m.leaving = true
+	c.stats.Leaves++
+	c.emit(Event{Kind: EventMemberLeaving, At: now, Shard: m.id})
+}
+
+// expire drops every member whose lease has certainly run out.
+func (c *Coordinator) expire(now time.Time) {
+	for i := 0; i < len(c.ids); {
+		m := c.members[c.ids[i]]
+		if !now.Before(c.expiresAt(m)) {
+			c.dropMember(m, now, now, EventMemberExpired)
+			continue // ids shrank; same index is the next member
+		}
+		i++
+	}
+	for id, t := range c.tombs {
+		if now.After(t.until) {
+			delete(c.tombs, id)
+		}
+	}
+}
+
+// dropMember removes m and frees what it held. Its partitions become
+// grantable at hold: now for an expired lease, later for a restarted
+// process whose old lease may still run.
+func (c *Coordinator) dropMember(m *member, now, hold time.Time, why EventKind) {
+	c.removeMember(m.id)
+	c.tombs[m.id] = tomb{session: m.session, until: now.Add(4 * (c.cfg.SessionTTL + c.cfg.Margin))}
+	inc := m.session.Incarnation
+	switch why {
+	case EventMemberExpired:
+		c.stats.Expirations++
+	case EventMemberRestarted:
+		c.stats.Restarts++
+	}
+	c.emit(Event{Kind: why, At: now, Shard: m.id})
+	for p := range c.parts {
+		pr := &c.parts[p]
+		if n := len(pr.stale); n > 0 {
+			pr.stale = slices.DeleteFunc(pr.stale, func(s staleHolder) bool { return s.shard == m.id && s.inc == inc })
+			if len(pr.stale) < n && hold.After(pr.holdUntil) {
+				pr.holdUntil = hold // its old lease may still run
+			}
+		}
+		if mv := pr.move; mv != nil && mv.to == m.id && mv.toInc == inc {
+			if mv.releasing {
+				mv.to = "" // the owner still has to finish releasing
+			} else {
+				c.abortMove(p, now, false)
+			}
+		}
+		if pr.owner != m.id || pr.ownerInc != inc {
+			continue
+		}
+		switch {
+		case pr.move != nil && !hold.After(now):
+			// The source is gone: the release is complete, the prepared
+			// destination (if still there) takes over warm.
+			c.completeRelease(p, now)
+		case pr.move != nil:
+			c.abortMove(p, now, true)
+			c.orphan(p, now, hold)
+		default:
+			c.orphan(p, now, hold)
+		}
+	}
+}
+
+// applyMembership recomputes the target assignment once membership has been
+// quiet for Debounce (or changing for MaxDebounce).
+func (c *Coordinator) applyMembership(now time.Time) {
+	desired := c.desiredMembers()
+	if !slices.Equal(desired, c.desired) {
+		c.desired = desired
+		c.lastChange = now
+		if !c.dirty {
+			c.dirty = true
+			c.dirtySince = now
+		}
+	}
+	first := c.target == nil
+	if !first && !c.dirty {
+		return
+	}
+	if !first && now.Sub(c.lastChange) < c.cfg.Debounce && now.Sub(c.dirtySince) < c.cfg.MaxDebounce {
+		return
+	}
+	c.dirty = false
+	if !first && slices.Equal(c.desired, c.applied) {
+		return
+	}
+	target, err := c.ring.AssignSlice(c.desired)
+	if err != nil {
+		c.stats.RingErrors++
+		c.stats.LastRingError = err.Error()
+		if !first {
+			return
+		}
+		target = make([]string, len(c.parts))
+	}
+	c.applied = slices.Clone(c.desired)
+	c.target = target
+	c.stats.TargetChanges++
+	c.emit(Event{Kind: EventTargetChanged, At: now, Members: len(c.applied)})
+}
+
+// desiredMembers is the member set the target should be computed from:
+// everyone with a session except those leaving or fenced out. Disconnected
+// members stay in: they may be reconnecting, and expiry removes them.
+func (c *Coordinator) desiredMembers() []string {
+	out := make([]string, 0, len(c.ids))
+	for _, id := range c.ids {
+		if m := c.members[id]; !m.leaving && !m.fencedOut {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// involved reports whether shard id owns, is receiving or is still
+// releasing any partition.
+func (c *Coordinator) involved(id string) bool {
+	for p := range c.parts {
+		pr := &c.parts[p]
+		if pr.owner == id || (pr.move != nil && pr.move.to == id) {
+			return true
+		}
+		for _, s := range pr.stale {
+			if s.shard == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// farewells tells leaving shards that hold nothing that they may exit.
+func (c *Coordinator) farewells(now time.Time) {
+	var busy map[string]bool
+	for _, id := range c.ids {
+		m := c.members[id]
+		if !m.leaving || !m.connected || m.fencedOut {
+			continue
+		}
+		if !m.farewell.IsZero() && now.Sub(m.farewell) < c.cfg.RetryInterval {
+			continue
+		}
+		if busy == nil {
+			busy = c.busyMembers()
+		}
+		if busy[id] {
+			continue
+		}
+		m.farewell = now
+		c.send(m, Command{Kind: CmdFarewell})
+	}
+}
+
+func (c *Coordinator) busyMembers() map[string]bool {
+	busy := map[string]bool{}
+	for p := range c.parts {
+		pr := &c.parts[p]
+		if pr.owner != "" {
+			busy[pr.owner] = true
+		}
+		if pr.move != nil && pr.move.to != "" {
+			busy[pr.move.to] = true
+		}
+		for _, s := range pr.stale {
+			busy[s.shard] = true
+		}
+	}
+	return busy
+}
+
+// fenceOut stops acknowledging a live shard that does not release, so its
+// lease runs out and its partitions can be taken without it.
+func (c *Coordinator) fenceOut(m *member, now time.Time) {
+	m.fencedOut = true
+	c.stats.FenceOuts++
+	c.emit(Event{Kind: EventMemberFencedOut, At: now, Shard: m.id})
+	c.send(m, Command{Kind: CmdSessionEnded})
+}

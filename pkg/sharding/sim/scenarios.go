@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"time"
+)
+
+// maxWarmGap bounds how long a partition may go unworked in a warm handoff:
+// Released and Acquire are two message delays, plus processing.
+const maxWarmGap = 4*maxBaseDelay + 20*time.Millisecond
+
+// onConverged runs when the cluster converged after the faults (or the
+// scenario's action) settled.
+func (w *world) onConverged() error {
+	switch w.opts.Scenario {
+	case Chaos:
+		w.stopAt = w.now + confirmFor
+		return nil
+	}
+	switch w.phase {
+	case 0:
+		w.phase = 1
+		w.after(time.Second, &event{kind: evScenario})
+		return nil
+	default:
+		return w.finishScenario()
+	}
+}
+
+// scenarioStep performs the scenario's action once the cluster converged.
+func (w *world) scenarioStep(*event) error {
+	for p := range w.unworked {
+		if w.unworked[p] < 0 {
+			continue
+		}
+		return w.violation("partition %d unworked before the scenario action", p)
+	}
+	w.measuring = true
+	// A new phase: convergence is measured again from here.
+	w.converged, w.workedAt, w.deadline = -1, -1, 0
+	w.settle(w.now)
+	switch w.opts.Scenario {
+	case LeaderChange:
+		w.snapshot = w.snapshot[:0]
+		for _, a := range w.leader.c.Assignments() {
+			w.snapshot = append(w.snapshot, a.Owner)
+		}
+		w.depose(w.dur(200*time.Millisecond, 800*time.Millisecond))
+	case GracefulLeave:
+		w.leaver = w.randomLive()
+		w.leave(w.leaver)
+		w.settled = w.now // the leave deadline is not a fault here
+	case ScaleUp:
+		w.joiner = w.addShard()
+	}
+	return nil
+}
+
+func (w *world) finishScenario() error {
+	w.stopAt = w.now + confirmFor
+	switch w.opts.Scenario {
+	case LeaderChange:
+		st := w.leader.c.Stats()
+		if st.MovesStarted != 0 || st.Grants != 0 {
+			return w.violation("leader change with stable membership moved %d and granted %d partitions", st.MovesStarted, st.Grants)
+		}
+		for i, a := range w.leader.c.Assignments() {
+			if a.Owner != w.snapshot[i] {
+				return w.violation("partition %d changed owner across the leader change: %s → %s", i, w.snapshot[i], a.Owner)
+			}
+		}
+		if w.res.MaxGap > 0 {
+			return w.violation("a partition went unworked for %v during the leader change", w.res.MaxGap)
+		}
+	case GracefulLeave:
+		if !w.leaver.exitedClean {
+			return w.violation("%s did not exit on farewell", w.leaver.id)
+		}
+		if w.res.MaxGap > maxWarmGap {
+			return w.violation("graceful leave left a partition unworked for %v (bound %v)", w.res.MaxGap, maxWarmGap)
+		}
+	case ScaleUp:
+		n := 0
+		for _, a := range w.leader.c.Assignments() {
+			if a.Owner == w.joiner.id {
+				n++
+			}
+		}
+		if n == 0 {
+			return w.violation("the new shard %s got no partition", w.joiner.id)
+		}
+		if w.res.MaxGap > maxWarmGap {
+			return w.violation("scale-up left a partition unworked for %v (bound %v)", w.res.MaxGap, maxWarmGap)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeeds = flag.Int("sim.seeds", 1000, "number of seeds per simulation test (soak: 100000 with -timeout 0)")
+	flagSeed  = flag.Int64("sim.seed", -1, "run only this seed (reproduce a failure)")
+	flagFirst = flag.Int64("sim.first", 0, "first seed of the range")
+	flagV     = flag.Bool("sim.v", false, "print the full trace of a single -sim.seed run")
+)
+
+// summary aggregates the results of many seeds.
+type summary struct {
+	mu        sync.Mutex
+	seeds     int
+	steps     int
+	simTime   time.Duration
+	worked    []time.Duration
+	converged []time.Duration
+	maxGap    time.Duration
+	moves     uint64
+	leaders   int
+	faults    map[string]int
+}
+
+func (s *summary) add(r Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seeds++
+	s.steps += r.Steps
+	s.simTime += r.SimTime
+	s.worked = append(s.worked, r.TimeToWorked)
+	s.converged = append(s.converged, r.TimeToConverged)
+	s.maxGap = max(s.maxGap, r.MaxGap)
+	s.moves += r.Moves
+	s.leaders += r.LeaderChanges
+	if s.faults == nil {
+		s.faults = map[string]int{}
+	}
+	for k, v := range r.Faults {
+		s.faults[k] += v
+	}
+}
+
+func pct(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// runSeeds runs count seeds of a scenario on all CPUs and fails on the
+// first violation, replaying that seed with a trace.
+func runSeeds(t testing.TB, sc Scenario, count int) *summary {
+	t.Helper()
+	if *flagSeed >= 0 {
+		var trace bytes.Buffer
+		opts := Options{Seed: *flagSeed, Scenario: sc}
+		if *flagV {
+			opts.Trace = os.Stdout
+		} else {
+			opts.Trace = &trace
+		}
+		r, err := Run(opts)
+		if err != nil {
+			t.Fatalf("%v\nlast steps:\n%s", err, tail(trace.String(), 150))
+		}
+		t.Logf("seed %d: %d steps, %v simulated, worked after %v, converged after %v, faults %v",
+			r.Seed, r.Steps, r.SimTime, r.TimeToWorked, r.TimeToConverged, r.Faults)
+		return nil
+	}
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		first  error
+		sum    = &summary{}
+	)
+	next.Store(*flagFirst)
+	end := *flagFirst + int64(count)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				seed := next.Add(1) - 1
+				if seed >= end {
+					return
+				}
+				r, err := Run(Options{Seed: seed, Scenario: sc})
+				if err != nil {
+					mu.Lock()
+					var v, fv *Violation
+					if first == nil || (errors.As(err, &v) && errors.As(first, &fv) && v.Seed < fv.Seed) {
+						first = err
+					}
+					mu.Unlock()
+					failed.Store(true)
+					return
+				}
+				sum.add(r)
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		var v *Violation
+		seed := int64(-1)
+		if errors.As(first, &v) {
+			seed = v.Seed
+		}
+		var trace bytes.Buffer
+		Run(Options{Seed: seed, Scenario: sc, Trace: &trace})
+		t.Fatalf("%v\nreproduce: go test ./pkg/sharding/sim -run '%s' -sim.seed=%d -sim.v\nlast steps:\n%s",
+			first, t.Name(), seed, tail(trace.String(), 150))
+	}
+	return sum
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
+
+// TestSimulation is the chaos simulation: safety at every step, liveness
+// after the faults stop. Soak: -sim.seeds=100000 -timeout 0.
+func TestSimulation(t *testing.T) {
+	start := time.Now()
+	sum := runSeeds(t, Chaos, *flagSeeds)
+	if sum == nil {
+		return
+	}
+	el := time.Since(start)
+	t.Logf("%d seeds in %v (%.0f seeds/s, %d CPUs): %d steps, %.0f simulated hours, %d leader changes, %d moves",
+		sum.seeds, el.Round(time.Millisecond), float64(sum.seeds)/el.Seconds(), runtime.GOMAXPROCS(0),
+		sum.steps, sum.simTime.Hours(), sum.leaders, sum.moves)
+	t.Logf("faults: %v", sum.faults)
+	t.Logf("after faults settled: all partitions worked p50 %v p99 %v max %v (bound %v); converged p50 %v p99 %v max %v",
+		pct(sum.worked, 0.5), pct(sum.worked, 0.99), pct(sum.worked, 1), workedBound(),
+		pct(sum.converged, 0.5), pct(sum.converged, 0.99), pct(sum.converged, 1))
+}
+
+func scenarioSeeds() int { return max(1, *flagSeeds/5) }
+
+// TestLeaderChangeMovesNothing: with stable membership, a new leader built
+// only from hellos adopts every partition where it is, grants and moves
+// nothing, and no partition is unworked at any instant.
+func TestLeaderChangeMovesNothing(t *testing.T) {
+	sum := runSeeds(t, LeaderChange, scenarioSeeds())
+	if sum != nil {
+		t.Logf("%d seeds: longest unworked partition %v", sum.seeds, sum.maxGap)
+	}
+}
+
+// TestGracefulLeaveIsWarm: a leaving shard's partitions move warm (gap of a
+// few message delays) and it exits on Farewell.
+func TestGracefulLeaveIsWarm(t *testing.T) {
+	sum := runSeeds(t, GracefulLeave, scenarioSeeds())
+	if sum != nil {
+		t.Logf("%d seeds: longest unworked partition %v (bound %v)", sum.seeds, sum.maxGap, maxWarmGap)
+	}
+}
+
+// TestScaleUpIsWarm: partitions move warm to a new shard.
+func TestScaleUpIsWarm(t *testing.T) {
+	sum := runSeeds(t, ScaleUp, scenarioSeeds())
+	if sum != nil {
+		t.Logf("%d seeds: longest unworked partition %v (bound %v)", sum.seeds, sum.maxGap, maxWarmGap)
+	}
+}
+
+// TestRunIsDeterministic: the same seed gives the same run.
+func TestRunIsDeterministic(t *testing.T) {
+	tests := []struct {
+		name string
+		seed int64
+		sc   Scenario
+	}{
+		{name: "chaos 7", seed: 7, sc: Chaos},
+		{name: "leader change 3", seed: 3, sc: LeaderChange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var a, b bytes.Buffer
+			ra, errA := Run(Options{Seed: tt.seed, Scenario: tt.sc, Trace: &a})
+			rb, errB := Run(Options{Seed: tt.seed, Scenario: tt.sc, Trace: &b})
+			if fmt.Sprint(errA) != fmt.Sprint(errB) || ra.Steps != rb.Steps || a.String() != b.String() {
+				t.Fatalf("two runs of seed %d differ: %d vs %d steps", tt.seed, ra.Steps, rb.Steps)
+			}
+		})
+	}
+}
+
+// BenchmarkSimulation reports chaos seeds per second.
+func BenchmarkSimulation(b *testing.B) {
+	seed := int64(0)
+	start := time.Now()
+	for b.Loop() {
+		if _, err := Run(Options{Seed: seed}); err != nil {
+			b.Fatal(err)
+		}
+		seed++
+	}
+	b.ReportMetric(float64(seed)/time.Since(start).Seconds(), "seeds/s")
+}

@@ -78,3 +78,7 @@ clean: ## remove build output (not the tool cache)
 .PHONY: generate
 generate: ## regenerate protobuf/gRPC code (protoc from Debian's protobuf-compiler)
 	$(CURDIR)/hack/generate.sh
+
+.PHONY: soak
+soak: ## the deterministic sharding simulation over 100,000 seeds (minutes)
+	$(GO) test ./pkg/sharding/sim -run TestSimulation -sim.seeds=100000 -timeout 0 -v

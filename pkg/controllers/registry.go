@@ -48,6 +48,10 @@ type Context struct {
 	Logger logr.Logger
 	// Metrics records reconciles, errors and durations per controller.
 	Metrics *ReconcileMetrics
+	// WriteAllowed fails while the shard must not change anything (its lease ran out).
+	// Client's API writes are already checked by its transport; a controller with
+	// effects outside the API must call it right before each.
+	WriteAllowed func() error
 }
 
 // Controller is a running controller.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -58,7 +59,15 @@ func Start(t testing.TB, name, bin string, args ...string) *Process {
 	dir := ArtifactsDir(t)
 	p := &Process{Name: name, Args: args, LogPath: filepath.Join(dir, name+".log")}
 	p.start(t, bin)
-	t.Cleanup(func() { p.Kill() })
+	t.Cleanup(func() {
+		if t.Failed() && !p.Exited() {
+			// Leave every goroutine's stack in the log for the investigation.
+			_ = p.Signal(syscall.SIGCONT)
+			_ = p.Signal(syscall.SIGQUIT)
+			_, _ = p.Wait(3 * time.Second)
+		}
+		p.Kill()
+	})
 	return p
 }
 
@@ -69,6 +78,7 @@ func (p *Process) start(t testing.TB, bin string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, p.Args...)
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -157,7 +167,7 @@ func ArtifactsDir(t testing.TB) string {
 	if base == "" {
 		base = filepath.Join(RepoRoot(), "_output", "artifacts")
 	}
-	dir := filepath.Join(base, namePrefix(t.Name()))
+	dir := filepath.Join(base, strings.TrimSuffix(namePrefix(t.Name()), "-"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -16,6 +17,10 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/ring"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 )
+
+// DefaultSessionTTL exceeds the default leader failover (15s lease + 2s retry): a shard
+// keeps its partitions through a coordinator leader change.
+const DefaultSessionTTL = 20 * time.Second
 
 // Options are the coordinator's flags.
 type Options struct {
@@ -50,7 +55,9 @@ func NewOptions() *Options {
 		Handoff: handoff.Config{
 			PartitionCount: partition.DefaultCount,
 			Ring:           ring.Config{ReplicationFactor: ring.DefaultReplicationFactor, Load: ring.DefaultLoad},
-			SessionTTL:     handoff.DefaultSessionTTL, Margin: handoff.DefaultMargin,
+			// Longer than the leader election's worst failover (lease duration + retry
+			// period), so shards keep working while a new leader takes over.
+			SessionTTL: DefaultSessionTTL, Margin: handoff.DefaultMargin,
 			Debounce: handoff.DefaultDebounce, MaxDebounce: handoff.DefaultMaxDebounce,
 			PrepareTimeout: handoff.DefaultPrepareTimeout, ReleaseTimeout: handoff.DefaultReleaseTimeout,
 			MaxConcurrentMoves: handoff.DefaultMaxConcurrentMoves,
@@ -104,6 +111,10 @@ func (o *Options) Validate() error {
 	h := o.Handoff.WithDefaults()
 	if err := h.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if failover := o.Leader.LeaseDuration + o.Leader.RetryPeriod; o.Leader.Enabled && h.SessionTTL <= failover {
+		errs = append(errs, fmt.Errorf("--session-ttl (%s) must exceed --leader-elect-lease-duration + --leader-elect-retry-period (%s): "+
+			"otherwise every shard's lease runs out while a new leader takes over, and all work stops", h.SessionTTL, failover))
 	}
 	if err := o.Logging.Validate(); err != nil {
 		errs = append(errs, err)

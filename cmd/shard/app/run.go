@@ -144,6 +144,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	for _, d := range enabled {
 		ccfg := rest.CopyConfig(cfg)
 		ccfg.UserAgent = "kshard-shard/" + version.Version + " " + d.Name + "-controller"
+		ccfg.Wrap(shardruntime.FenceTransport(gate))
 		cclient, err := kubernetes.NewForConfig(ccfg)
 		if err != nil {
 			return err
@@ -158,6 +159,9 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 			Shard:    o.ShardID,
 			Logger:   log.WithValues("controller", d.Name),
 			Metrics:  reconcileMetrics,
+			WriteAllowed: func() error {
+				return shardruntime.WriteAllowed(gate)
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("controller %s: %w", d.Name, err)

@@ -16,7 +16,6 @@ import (
 // Hasher names the namespace-to-partition hash both sides must share.
 const Hasher = "xxhash64"
 
-
 // ErrMalformed wraps every validation failure.
 var ErrMalformed = errors.New("malformed message")
 

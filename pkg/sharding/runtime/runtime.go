@@ -268,7 +268,9 @@ func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
 			opCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			if err := o.fn(opCtx); err != nil {
-				log.Info("partition operation failed; retrying", "op", o.name, "attempt", attempt, "err", err.Error())
+				if ctx.Err() == nil {
+					log.Info("partition operation failed; retrying", "op", o.name, "attempt", attempt, "err", err.Error())
+				}
 				return false, nil
 			}
 			return true, nil

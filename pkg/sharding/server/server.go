@@ -355,16 +355,23 @@ func (s *Server) flushLocked() {
 	for _, e := range s.core.Events() {
 		s.recordEvent(e)
 	}
-	if st := s.core.Stats(); st.NewerTermSeen || st.EpochsExhausted {
-		reason := "a shard reported an epoch of a newer leader term"
-		if st.EpochsExhausted {
-			reason = "this leader issued all epochs of its term"
-		}
-		s.stepDown.Do(func() {
-			s.log.Info("stepping down", "reason", reason)
-			go s.opts.StepDown(reason)
-		})
+}
+
+// checkStepDownLocked steps down when the state machine says a newer term exists or this
+// term's epochs ran out. Stats walks every partition, so this runs on the gauge ticker, not
+// per message; s.mu must be held.
+func (s *Server) checkStepDownLocked(st handoff.Stats) {
+	if !st.NewerTermSeen && !st.EpochsExhausted {
+		return
 	}
+	reason := "a shard reported an epoch of a newer leader term"
+	if st.EpochsExhausted {
+		reason = "this leader issued all epochs of its term"
+	}
+	s.stepDown.Do(func() {
+		s.log.Info("stepping down", "reason", reason)
+		go s.opts.StepDown(reason)
+	})
 }
 
 func (s *Server) recordEvent(e handoff.Event) {
@@ -415,6 +422,7 @@ func (s *Server) updateGauges() {
 		return
 	}
 	st := s.core.Stats()
+	s.checkStepDownLocked(st)
 	m.Members.Set(float64(st.Members))
 	m.MovesInFlight.Set(float64(st.MovesInFlight))
 	for i, n := range st.ByState {

@@ -138,13 +138,14 @@ func (k *conn) close() {
 func (c *Client) Run(ctx context.Context) error {
 	var (
 		cur      *conn
-		next     = 0     // index into Addresses
-		hint     = ""    // leader address named by a follower
+		next     = 0  // index into Addresses
+		hint     = "" // leader address named by a follower
 		backoff  = time.Duration(0)
 		retry    = time.NewTimer(0)
 		hb       = time.NewTicker(time.Hour)
 		hbEvery  time.Duration
 		deadline = time.NewTimer(time.Hour)
+		armed    time.Time // the deadline the timer is set for
 		leaving  = c.leave
 	)
 	defer hb.Stop()
@@ -263,13 +264,20 @@ func (c *Client) Run(ctx context.Context) error {
 			c.core.Leave(c.opts.Now())
 			c.step(&cur, &backoff, retry)
 		}
-		c.welcomed.Store(c.core.Welcomed() && c.core.CanWork(c.opts.Now()))
-		if d := c.core.Deadline(); !d.IsZero() {
-			deadline.Reset(max(time.Until(d), 0) + time.Millisecond)
+		c.welcomed.Store(cur != nil && c.core.Welcomed() && c.core.CanWork(c.opts.Now()))
+		// Wake up once when the lease deadline passes, so the state machine demotes what
+		// it holds even if nothing else happens. Only a new deadline re-arms the timer.
+		if d := c.core.Deadline(); !d.Equal(armed) && d.After(c.opts.Now()) {
+			armed = d
+			deadline.Reset(d.Sub(c.opts.Now()) + time.Millisecond)
 		}
-		if cur == nil && c.core.Welcomed() {
-			// The stream broke; Connect will open a new session.
-			c.welcomed.Store(false)
+		if cur != nil && c.core.NeedsHello() {
+			// The lease ran out or the coordinator ended the session: a new session (a
+			// new stream, so commands of the old one cannot arrive on it) says Hello.
+			c.log.Info("session lost its lease; opening a new session")
+			cur.close()
+			cur = nil
+			retry.Reset(c.opts.MinBackoff)
 		}
 	}
 }
@@ -294,8 +302,14 @@ func (c *Client) step(cur **conn, backoff *time.Duration, retry *time.Timer) {
 // apply carries out actions, publishes the deadline and sends the outbox on k.
 func (c *Client) apply(k *conn) error {
 	c.applyLocal()
-	stats := c.handler.Stats()
+	// Stats walk every partition: compute them only for the hellos and heartbeats that
+	// carry them, not for each of the thousands of reports of a rebalance.
+	var stats protocol.Stats
+	haveStats := false
 	for _, r := range c.core.Outbox() {
+		if !haveStats && (r.Kind == handoff.ReportHello || r.Kind == handoff.ReportHeartbeat) {
+			stats, haveStats = c.handler.Stats(), true
+		}
 		m, err := protocol.ReportToWire(r, stats, c.opts.BuildVersion)
 		if err != nil {
 			return err

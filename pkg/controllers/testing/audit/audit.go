@@ -125,6 +125,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	case <-time.After(opts.work):
 	case <-ctx.Done():
 	}
+	// The record is this controller's only effect: like an API write, it must not happen
+	// once the shard's lease has run out (e.g. the process was paused mid-reconcile).
+	if err := c.ctx.WriteAllowed(); err != nil {
+		return err
+	}
 	end := time.Now()
 	c.mu.Lock()
 	err = c.enc.Encode(Record{Shard: c.shard, Namespace: ns, Name: name, Start: start.UnixNano(), End: end.UnixNano()})

@@ -1,0 +1,247 @@
+package framework
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/server"
+)
+
+// KShardOptions size a set of kshard processes for a test.
+type KShardOptions struct {
+	Partitions int
+	SessionTTL time.Duration
+	Margin     time.Duration
+	// ShardArgs are added to every shard's flags (e.g. --controllers).
+	ShardArgs []string
+	// CoordinatorArgs are added to every coordinator's flags.
+	CoordinatorArgs []string
+}
+
+// KShard runs coordinators and shards as real processes against the local control
+// plane, with mutual TLS between them, and kills them all when the test ends.
+type KShard struct {
+	t            testing.TB
+	f            *Framework
+	opts         KShardOptions
+	pki          PKI
+	leaseName    string
+	shardArgs    func(name string) []string
+	mu           sync.Mutex
+	Coordinators []*Coordinator
+	Shards       map[string]*Shard
+}
+
+// Coordinator is one coordinator replica.
+type Coordinator struct {
+	*Process
+	Name     string
+	GRPCAddr string
+	HTTPURL  string
+}
+
+// Shard is one shard process.
+type Shard struct {
+	*Process
+	Name    string
+	HTTPURL string
+}
+
+// NewKShard prepares a set of processes; start them with StartCoordinator and StartShard.
+func (f *Framework) NewKShard(t testing.TB, opts KShardOptions) *KShard {
+	if opts.Partitions == 0 {
+		opts.Partitions = 4096
+	}
+	if opts.SessionTTL == 0 {
+		opts.SessionTTL = 8 * time.Second // above the 4s+0.5s leader failover below
+	}
+	if opts.Margin == 0 {
+		opts.Margin = time.Second
+	}
+	return &KShard{t: t, f: f, opts: opts, pki: NewPKI(t), leaseName: "kshard-e2e-" + f.RunID + "-" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano()%1e6, 36)),
+		Shards: map[string]*Shard{}}
+}
+
+// SetShardArgs adds per-shard flags (e.g. a file named after the shard).
+func (k *KShard) SetShardArgs(fn func(name string) []string) { k.shardArgs = fn }
+
+// StartCoordinator starts a coordinator replica with leader election on.
+func (k *KShard) StartCoordinator(name string) *Coordinator {
+	k.t.Helper()
+	grpcAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(k.t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(k.t))
+	args := []string{
+		"--kubeconfig", k.f.Kubeconfig, "--id", name,
+		"--grpc-bind-address", grpcAddr, "--advertise-address", grpcAddr, "--http-bind-address", httpAddr,
+		"--grpc-tls-cert-file", k.pki.ServerCert, "--grpc-tls-private-key-file", k.pki.ServerKey, "--grpc-tls-client-ca-file", k.pki.CA,
+		"--leader-elect-resource-namespace", "kube-system", "--leader-elect-resource-name", k.leaseName,
+		"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms",
+		"--partitions", strconv.Itoa(k.opts.Partitions),
+		"--session-ttl", k.opts.SessionTTL.String(), "--fencing-margin", k.opts.Margin.String(),
+		"--membership-debounce", "1s", "--membership-max-debounce", "5s",
+	}
+	args = append(args, k.opts.CoordinatorArgs...)
+	c := &Coordinator{Process: Start(k.t, name, Binary(k.t, "coordinator"), args...), Name: name, GRPCAddr: grpcAddr, HTTPURL: "http://" + httpAddr}
+	k.mu.Lock()
+	k.Coordinators = append(k.Coordinators, c)
+	k.mu.Unlock()
+	return c
+}
+
+// StartShard starts a shard that knows every coordinator started so far.
+func (k *KShard) StartShard(name string) *Shard {
+	k.t.Helper()
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(k.t))
+	var addrs []string
+	k.mu.Lock()
+	for _, c := range k.Coordinators {
+		addrs = append(addrs, c.GRPCAddr)
+	}
+	k.mu.Unlock()
+	args := []string{
+		"--kubeconfig", k.f.Kubeconfig, "--shard-id", name, "--http-bind-address", httpAddr,
+		"--coordinator-address", strings.Join(addrs, ","),
+		"--grpc-tls-ca-file", k.pki.CA, "--grpc-tls-cert-file", k.pki.ClientCert, "--grpc-tls-private-key-file", k.pki.ClientKey,
+		"--partitions", strconv.Itoa(k.opts.Partitions), "--leave-timeout", "60s",
+	}
+	args = append(args, k.opts.ShardArgs...)
+	if k.shardArgs != nil {
+		args = append(args, k.shardArgs(name)...)
+	}
+	s := &Shard{Process: Start(k.t, name, Binary(k.t, "shard"), args...), Name: name, HTTPURL: "http://" + httpAddr}
+	k.mu.Lock()
+	k.Shards[name] = s
+	k.mu.Unlock()
+	return s
+}
+
+// Live returns the shards whose processes still run.
+func (k *KShard) Live() map[string]bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string]bool{}
+	for n, s := range k.Shards {
+		if !s.Exited() {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// Leader returns the coordinator whose /readyz answers 200 (only the leader is Ready).
+func (k *KShard) Leader(ctx context.Context) (*Coordinator, error) {
+	k.mu.Lock()
+	cs := append([]*Coordinator(nil), k.Coordinators...)
+	k.mu.Unlock()
+	for _, c := range cs {
+		if c.Exited() {
+			continue
+		}
+		if code, _, err := httpGet(ctx, c.HTTPURL+"/readyz"); err == nil && code == http.StatusOK {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("no coordinator is Ready (leading)")
+}
+
+// Assignments asks a coordinator for GET /assignments?partitions=true.
+func (c *Coordinator) Assignments(ctx context.Context) (server.Assignments, error) {
+	var a server.Assignments
+	code, body, err := httpGet(ctx, c.HTTPURL+"/assignments?partitions=true")
+	if err != nil {
+		return a, err
+	}
+	if code != http.StatusOK {
+		return a, fmt.Errorf("GET /assignments: %d %s", code, body)
+	}
+	return a, json.Unmarshal(body, &a)
+}
+
+// Metric returns the sum of the samples of a metric family on a process's /metrics
+// whose label set contains every one of match (e.g. `shard="s-1"`).
+func Metric(ctx context.Context, baseURL, name string, match ...string) (float64, error) {
+	code, body, err := httpGet(ctx, baseURL+"/metrics")
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %d", code)
+	}
+	sum := 0.0
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	sc.Buffer(make([]byte, 1024*1024), 4*1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		ok := true
+		for _, m := range match {
+			ok = ok && strings.Contains(rest, m)
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+// Owners maps each partition to its owner in an assignments answer.
+func Owners(a server.Assignments) map[uint32]string {
+	out := map[uint32]string{}
+	for _, s := range a.Shards {
+		for _, p := range s.PartitionIDs {
+			out[p] = s.Shard
+		}
+	}
+	return out
+}
+
+// AuditDir is the (empty) folder the shards' audit logs go to.
+func AuditDir(t testing.TB) string {
+	dir := filepath.Join(ArtifactsDir(t), "audit")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func httpGet(ctx context.Context, url string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}

@@ -94,17 +94,16 @@ type part struct {
 
 // move is a handoff of a partition from its owner to another shard.
 type move struct {
-	to           string // "" for a release without a destination
-	toInc        uint64
-	epoch        Epoch
-	releasing    bool
-	prepared     bool
-	needPrepare  bool // resend Prepare (the destination reconnected)
-	started      time.Time
-	phaseAt      time.Time
-	lastSent     time.Time
-	capped       bool
-	releaseTried bool
+	to          string // "" for a release without a destination
+	toInc       uint64
+	epoch       Epoch
+	releasing   bool
+	prepared    bool
+	needPrepare bool // resend Prepare (the destination reconnected)
+	started     time.Time
+	phaseAt     time.Time
+	lastSent    time.Time
+	capped      bool
 }
 
 // staleHolder is a shard other than the owner that may still be working a

@@ -27,7 +27,8 @@ func TestAddressOf(t *testing.T) {
 }
 
 func TestIdentityIsUniquePerCall(t *testing.T) {
-	if Identity("c", "a:1") == Identity("c", "a:1") {
+	first, second := Identity("c", "a:1"), Identity("c", "a:1")
+	if first == second {
 		t.Fatal("two identities for the same name must differ, so a restart bumps the Lease transitions")
 	}
 }

@@ -1,18 +1,69 @@
 #!/usr/bin/env bash
-# `make demo`: the local control plane plus a sample workload spread over many namespaces,
-# then a summary of where to look. `make demo-down` stops everything it started.
+# `make demo`: the local control plane, two coordinators (one leads through a Lease) and
+# three shards as local processes talking mutual TLS, plus a sample workload spread over
+# many namespaces; then a summary of where to look. `make demo-down` stops all of it.
 #
-# DEMO_NAMESPACES (default 20) and DEMO_DEPLOYMENTS (per namespace, default 2) size it.
+# DEMO_NAMESPACES (default 20), DEMO_DEPLOYMENTS (per namespace, default 2),
+# DEMO_REPLICAS (default 2) and DEMO_SHARDS (default 3) size it.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 namespaces=${DEMO_NAMESPACES:-20}
 deployments=${DEMO_DEPLOYMENTS:-2}
 replicas=${DEMO_REPLICAS:-2}
+shards=${DEMO_SHARDS:-3}
 out=$root/_output/demo
+pki=$out/pki
+logs=$out/logs
+run=$out/run
 kubeconfig=$(hack/cluster.sh env | sed 's/^KUBECONFIG=//')
 kubectl() { "$(hack/tools.sh path kubectl)" --kubeconfig "$kubeconfig" "$@"; }
 log() { printf '[demo] %s\n' "$*" >&2; }
+die() { printf '[demo] error: %s\n' "$*" >&2; exit 1; }
+
+coord_grpc() { echo $((29090 + $1)); }
+coord_http() { echo $((28080 + $1)); }
+shard_http() { echo $((28090 + $1)); }
+
+# make_pki: a CA, a serving certificate for the coordinators and a client certificate for
+# the shards, so the demo runs the session with mutual TLS as a cluster would.
+make_pki() {
+  [ -f "$pki/client.crt" ] && return 0
+  mkdir -p "$pki"
+  openssl req -x509 -new -newkey rsa:2048 -nodes -days 365 -subj "/CN=kshard-demo-ca" \
+    -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+  local name ext
+  for name in server client; do
+    ext=$pki/$name.ext
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$ext"
+    openssl req -new -newkey rsa:2048 -nodes -subj "/CN=kshard-demo-$name" -keyout "$pki/$name.key" -out "$pki/$name.csr" 2>/dev/null
+    openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 365 -sha256 \
+      -extfile "$ext" -out "$pki/$name.crt" 2>/dev/null
+    rm -f "$pki/$name.csr" "$ext"
+  done
+}
+
+running() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
+
+start() {
+  local name=$1; shift
+  if running "$name"; then
+    log "$name already running (pid $(cat "$run/$name.pid"))"
+    return 0
+  fi
+  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$run/$name.pid"
+  log "started $name (pid $!, log $logs/$name.log)"
+}
+
+wait_ready() {
+  local name=$1 url=$2 deadline=$((SECONDS + 90))
+  until curl -fsS "$url" >/dev/null 2>&1; do
+    running "$name" || { tail -n 20 "$logs/$name.log" >&2; die "$name exited"; }
+    [ $SECONDS -lt $deadline ] || die "$name not ready after 90s: $(curl -s "$url")"
+    sleep 0.5
+  done
+}
 
 workload() {
   local i j ns
@@ -44,32 +95,85 @@ YAML
 }
 
 up() {
-  mkdir -p "$out"
+  [ -x bin/coordinator ] && [ -x bin/shard ] || die "bin/coordinator and bin/shard missing: run 'make build'"
+  mkdir -p "$logs" "$run"
   hack/cluster.sh up
+  make_pki
+  local i
+  for i in 0 1; do
+    start "coordinator-$i" bin/coordinator --kubeconfig "$kubeconfig" --id "coordinator-$i" \
+      --grpc-bind-address "127.0.0.1:$(coord_grpc $i)" --advertise-address "127.0.0.1:$(coord_grpc $i)" \
+      --http-bind-address "127.0.0.1:$(coord_http $i)" \
+      --grpc-tls-cert-file "$pki/server.crt" --grpc-tls-private-key-file "$pki/server.key" --grpc-tls-client-ca-file "$pki/ca.crt" \
+      --leader-elect-resource-namespace kube-system
+  done
+  for ((i = 0; i < shards; i++)); do
+    start "shard-$i" bin/shard --kubeconfig "$kubeconfig" --shard-id "shard-$i" \
+      --coordinator-address "127.0.0.1:$(coord_grpc 0),127.0.0.1:$(coord_grpc 1)" \
+      --grpc-tls-ca-file "$pki/ca.crt" --grpc-tls-cert-file "$pki/client.crt" --grpc-tls-private-key-file "$pki/client.key" \
+      --http-bind-address "127.0.0.1:$(shard_http $i)"
+  done
+  local leader=""
+  local deadline=$((SECONDS + 90))
+  until [ -n "$leader" ]; do
+    for i in 0 1; do
+      curl -fsS "http://127.0.0.1:$(coord_http $i)/readyz" >/dev/null 2>&1 && leader=$i
+    done
+    [ -n "$leader" ] || { [ $SECONDS -lt $deadline ] || die "no coordinator became leader"; sleep 0.5; }
+  done
+  for ((i = 0; i < shards; i++)); do wait_ready "shard-$i" "http://127.0.0.1:$(shard_http $i)/readyz"; done
+  log "coordinator-$leader leads; $shards shards are Ready"
+
   workload >"$out/workload.yaml"
-  local start=$SECONDS
+  local start=$SECONDS ns
   kubectl apply -f "$out/workload.yaml" >/dev/null
   log "applied $namespaces namespaces x $deployments Deployments x $replicas replicas ($out/workload.yaml)"
-  local ns
   for ns in $(kubectl get ns -l kshard.io/demo=true -o name | sed 's|namespace/||'); do
     kubectl -n "$ns" wait deployment --all --for=condition=Available --timeout=180s >/dev/null
   done
-  local running
-  running=$(kubectl get pods -A -l 'app' --field-selector=status.phase=Running --no-headers 2>/dev/null | grep -c demo-tenant || true)
-  log "all sample Deployments Available after $((SECONDS - start))s; $running demo pods Running on kwok nodes"
+  local pods
+  pods=$(kubectl get pods -A --field-selector=status.phase=Running --no-headers 2>/dev/null | grep -c demo-tenant || true)
+  log "all sample Deployments Available after $((SECONDS - start))s; $pods demo pods Running on kwok nodes"
+  echo
+  bin/coordinator assignments --server "http://127.0.0.1:$(coord_http "$leader")"
+  echo
+  bin/coordinator assignments --server "http://127.0.0.1:$(coord_http "$leader")" --namespace demo-tenant-000
   cat <<INFO
 
 kshard demo is up.
-  kubeconfig:   export KUBECONFIG=$kubeconfig
-  kubectl:      $(hack/tools.sh path kubectl) (v1.37.1, same as the control plane)
-  try:          kubectl get deployments -A; kubectl -n demo-tenant-000 get pods -o wide
-  logs:         $(dirname "$kubeconfig")/logs/   (one file per process)
-  status:       make cluster-status
-  stop:         make demo-down
+  kubeconfig:    export KUBECONFIG=$kubeconfig
+  kubectl:       $(hack/tools.sh path kubectl) (v1.37.1, same as the control plane)
+  try:           kubectl get deployments -A; kubectl -n demo-tenant-000 get pods -o wide
+  who owns what: bin/coordinator assignments --server http://127.0.0.1:$(coord_http "$leader") [--namespace NS]
+  coordinators:  http://127.0.0.1:$(coord_http 0)/metrics  http://127.0.0.1:$(coord_http 1)/metrics  (only the leader is /readyz)
+  shards:        $(for ((i = 0; i < shards; i++)); do printf 'http://127.0.0.1:%s/metrics  ' "$(shard_http $i)"; done)
+  kshard logs:   $logs/
+  cluster logs:  $(dirname "$kubeconfig")/logs/
+  note:          Deployments and ReplicaSets are still reconciled by the upstream kube-controller-manager
+                 until kshard's own controllers land; the shards already own and cache their namespaces.
+  stop:          make demo-down
 INFO
 }
 
+# stop_all GLOB: SIGTERM every matching process at once, wait up to 60s, then SIGKILL.
+stop_all() {
+  local f pids=() deadline=$((SECONDS + 60))
+  for f in $1; do
+    [ -f "$f" ] || continue
+    running "$(basename "$f" .pid)" && { kill "$(cat "$f")" 2>/dev/null || true; pids+=("$(cat "$f")"); }
+    log "stopping $(basename "$f" .pid)"
+  done
+  for p in "${pids[@]}"; do
+    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+  for f in $1; do rm -f "$f"; done
+}
+
 down() {
+  # Shards first: on SIGTERM each hands its partitions over while a coordinator runs.
+  stop_all "$run/shard-*.pid"
+  stop_all "$run/coordinator-*.pid"
   hack/cluster.sh down
 }
 

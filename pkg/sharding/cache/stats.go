@@ -54,9 +54,46 @@ func (c *Cache) CachedObjects() map[string]int {
 	return out
 }
 
+// OpenWatches returns, for each filtered resource type, the number of cluster-wide watch
+// streams open towards the apiserver: 1 while the feed's current watch call runs, 0
+// between a watch's end and the reflector's next call. It does not depend on the number
+// of namespaces or admitted partitions. The Namespace informer's own watch (always one,
+// unfiltered) is not included.
+func (c *Cache) OpenWatches() map[string]int {
+	out := map[string]int{}
+	for _, f := range c.feedList() {
+		out[f.rt.Name()] += f.openWatches()
+	}
+	return out
+}
+
+// openWatches is 1 while the feed's active watch instance runs.
+func (f *feed) openWatches() int {
+	f.mu.Lock()
+	w := f.active
+	f.mu.Unlock()
+	if w == nil {
+		return 0
+	}
+	select {
+	case <-w.done:
+		return 0
+	default:
+		return 1
+	}
+}
+
 var cachedObjectsDesc = prometheus.NewDesc(
 	"kshard_shard_cached_objects",
 	"Objects in the shard's informer stores, by resource.",
+	[]string{"resource"}, nil,
+)
+
+var watchesDesc = prometheus.NewDesc(
+	"kshard_shard_cache_watches",
+	"Watch streams the shard's filtered informers hold open to the apiserver, by resource "+
+		"(one cluster-wide watch per resource type, whatever the number of namespaces; the "+
+		"unfiltered Namespace informer's watch is not included).",
 	[]string{"resource"}, nil,
 )
 
@@ -64,17 +101,24 @@ var cachedObjectsDesc = prometheus.NewDesc(
 type metricsCollector struct{ c *Cache }
 
 // Describe implements prometheus.Collector.
-func (metricsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cachedObjectsDesc }
+func (metricsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cachedObjectsDesc
+	ch <- watchesDesc
+}
 
 // Collect implements prometheus.Collector.
 func (k metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range k.c.Stats() {
 		ch <- prometheus.MustNewConstMetric(cachedObjectsDesc, prometheus.GaugeValue, float64(s.Objects), s.Resource)
 	}
+	for resource, n := range k.c.OpenWatches() {
+		ch <- prometheus.MustNewConstMetric(watchesDesc, prometheus.GaugeValue, float64(n), resource)
+	}
 }
 
-// RegisterMetrics registers kshard_shard_cached_objects{resource} with reg. The value is
-// computed from the stores at scrape time. Nothing is registered globally.
+// RegisterMetrics registers kshard_shard_cached_objects{resource} and
+// kshard_shard_cache_watches{resource} with reg. The values are computed from the stores
+// and feeds at scrape time. Nothing is registered globally.
 func (c *Cache) RegisterMetrics(reg prometheus.Registerer) error {
 	return reg.Register(metricsCollector{c})
 }

@@ -183,6 +183,8 @@ func (c *Coordinator) Members() []MemberInfo {
 type Stats struct {
 	Term       uint32
 	GraceUntil time.Time
+	// Epoch is the latest epoch this leader issued (its term in the high bits).
+	Epoch Epoch
 
 	// Gauges (filled by Stats()).
 	Members       int
@@ -221,6 +223,7 @@ func (c *Coordinator) Stats() Stats {
 		s.ByState[c.assignment(p).State]++
 	}
 	s.MovesInFlight = c.movesInFlight
+	s.Epoch = MakeEpoch(c.term, c.counter)
 	return s
 }
 

@@ -8,6 +8,7 @@ import (
 type Metrics struct {
 	Leader          prometheus.Gauge
 	Term            prometheus.Gauge
+	Epoch           prometheus.Gauge
 	Members         prometheus.Gauge
 	Partitions      *prometheus.GaugeVec // by shard
 	Namespaces      *prometheus.GaugeVec // by shard, as the shard reports
@@ -31,6 +32,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while this coordinator replica is the leader."}),
 		Term: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_term",
 			Help: "Leader term of this coordinator (the high 32 bits of every epoch it issues)."}),
+		Epoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_epoch",
+			Help: "Latest handoff epoch this leader issued (term in the high 32 bits, so it only grows across leaders; float precision is exact below 2^53)."}),
 		Members: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_members",
 			Help: "Shards with a live session."}),
 		Partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_shard_partitions",
@@ -58,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		MemberEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_member_events_total",
 			Help: "Membership changes, by kind (joined, leaving, left, expired, restarted, fenced-out)."}, []string{"kind"}),
 	}
-	reg.MustRegister(m.Leader, m.Term, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+	reg.MustRegister(m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
 		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents)
 	return m
 }

@@ -423,6 +423,7 @@ func (s *Server) updateGauges() {
 	}
 	st := s.core.Stats()
 	s.checkStepDownLocked(st)
+	m.Epoch.Set(float64(st.Epoch))
 	m.Members.Set(float64(st.Members))
 	m.MovesInFlight.Set(float64(st.MovesInFlight))
 	for i, n := range st.ByState {

@@ -2,16 +2,7 @@ package transport
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/kshard/kshard/test/framework"
 )
 
 func TestValidate(t *testing.T) {
@@ -49,54 +42,11 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// writePair writes a certificate signed by parent (self-signed when parent is nil).
-func writePair(t *testing.T, dir, name string, isCA bool, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  isCA,
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		BasicConstraintsValid: true,
-	}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	must(t, os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	cert, _ := x509.ParseCertificate(der)
-	return cert, key
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestMutualTLS(t *testing.T) {
-	dir := t.TempDir()
-	ca, caKey := writePair(t, dir, "ca", true, nil, nil)
-	writePair(t, dir, "server", false, ca, caKey)
-	writePair(t, dir, "client", false, ca, caKey)
-	writePair(t, dir, "stranger", true, nil, nil)
-	p := func(n string) string { return filepath.Join(dir, n) }
+	pki := framework.NewPKI(t)
+	other := framework.NewPKI(t) // a second, unrelated CA
 
-	creds, err := ServerCredentials(TLSOptions{CertFile: p("server.crt"), KeyFile: p("server.key"), CAFile: p("ca.crt")})
+	creds, err := ServerCredentials(TLSOptions{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, CAFile: pki.CA})
 	must(t, err)
 	srv := grpc.NewServer(append(ServerOptions(), grpc.Creds(creds))...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
@@ -110,9 +60,9 @@ func TestMutualTLS(t *testing.T) {
 		opts   TLSOptions
 		wantOK bool
 	}{
-		{name: "client certificate from the CA", opts: TLSOptions{CertFile: p("client.crt"), KeyFile: p("client.key"), CAFile: p("ca.crt")}, wantOK: true},
-		{name: "no client certificate", opts: TLSOptions{CAFile: p("ca.crt")}},
-		{name: "certificate from another CA", opts: TLSOptions{CertFile: p("stranger.crt"), KeyFile: p("stranger.key"), CAFile: p("ca.crt")}},
+		{name: "client certificate from the CA", opts: TLSOptions{CertFile: pki.ClientCert, KeyFile: pki.ClientKey, CAFile: pki.CA}, wantOK: true},
+		{name: "no client certificate", opts: TLSOptions{CAFile: pki.CA}},
+		{name: "certificate from another CA", opts: TLSOptions{CertFile: other.ClientCert, KeyFile: other.ClientKey, CAFile: pki.CA}},
 		{name: "plaintext", opts: TLSOptions{Insecure: true}},
 	}
 	for _, tc := range tests {
@@ -129,5 +79,12 @@ func TestMutualTLS(t *testing.T) {
 				t.Fatalf("health check error = %v, want ok=%v", err, tc.wantOK)
 			}
 		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

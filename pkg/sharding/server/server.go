@@ -125,13 +125,16 @@ func (s *Server) Lead(ctx context.Context, term uint32) error {
 	if err != nil {
 		return err
 	}
+	// Read before the core is published: from then on only s.mu guards it, and sessions
+	// step it at once.
+	graceUntil := core.Stats().GraceUntil
 	s.mu.Lock()
 	s.core, s.term = core, term
 	s.mu.Unlock()
 	s.opts.Metrics.Leader.Set(1)
 	s.opts.Metrics.Term.Set(float64(term))
 	s.log.Info("serving shard sessions", "term", term, "partitions", s.opts.Config.PartitionCount,
-		"graceUntil", core.Stats().GraceUntil.Format(time.RFC3339))
+		"graceUntil", graceUntil.Format(time.RFC3339))
 
 	tick := time.NewTicker(s.opts.TickInterval)
 	defer tick.Stop()
@@ -199,16 +202,21 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 		s.mu.Unlock()
 		return s.notLeader(ss)
 	}
-	if old := s.streams[shard]; old != nil {
-		old.cancel(errors.New("replaced by a newer stream of the same shard"))
-	}
-	s.streams[shard] = st
-	s.versions[shard] = first.BuildVersion
 	s.opts.Metrics.Sessions.Inc()
-	rejected := s.stepLocked(first, log)
+	// Only an accepted hello replaces the shard's current stream: a refused one (an older
+	// process of the same shard, a duplicate of an old hello) must leave it alone. The
+	// Welcome is sent after the new stream is in place.
+	rejected := s.feedLocked(first, log)
+	if rejected == nil {
+		if old := s.streams[shard]; old != nil {
+			old.cancel(errors.New("replaced by a newer stream of the same shard"))
+		}
+		s.streams[shard] = st
+		s.versions[shard] = first.BuildVersion
+	}
+	s.flushLocked()
 	s.mu.Unlock()
 	if rejected != nil {
-		s.closeStream(st)
 		return status.Errorf(codes.FailedPrecondition, "hello rejected: %v", rejected)
 	}
 	log.V(1).Info("session opened", "held", len(first.Report.Held), "leaving", first.Report.Leaving)
@@ -313,12 +321,20 @@ func (s *Server) sendLoop(ctx context.Context, ss kshardv1.Coordinator_SessionSe
 	}
 }
 
-// stepLocked feeds one validated report to the state machine; s.mu must be held.
+// stepLocked feeds one validated report to the state machine and sends what it produced;
+// s.mu must be held.
 func (s *Server) stepLocked(in protocol.Incoming, log logr.Logger) error {
-	if in.Stats != nil {
-		s.stats[in.Report.Shard] = *in.Stats
-	}
+	err := s.feedLocked(in, log)
+	s.flushLocked()
+	return err
+}
+
+// feedLocked feeds one validated report to the state machine without sending; s.mu held.
+func (s *Server) feedLocked(in protocol.Incoming, log logr.Logger) error {
 	err := s.core.Step(s.opts.Now(), in.Report)
+	if err == nil && in.Stats != nil {
+		s.stats[in.Report.Shard] = *in.Stats // a refused message does not speak for the shard
+	}
 	if err != nil {
 		var rej *handoff.Rejection
 		reason := "other"
@@ -328,7 +344,6 @@ func (s *Server) stepLocked(in protocol.Incoming, log logr.Logger) error {
 		s.opts.Metrics.Rejected.WithLabelValues(reason).Inc()
 		log.V(1).Info("rejected shard message", "report", in.Report.String(), "err", err.Error())
 	}
-	s.flushLocked()
 	return err
 }
 

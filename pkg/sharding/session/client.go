@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -291,6 +292,14 @@ func (c *Client) step(cur **conn, backoff *time.Duration, retry *time.Timer) {
 		return
 	}
 	if err := c.apply(*cur); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The coordinator ended the stream (e.g. a follower refused it before the
+			// hello went out). Its status, with the leader a follower names in the
+			// trailer, only Recv reports: the stream's error channel delivers it and
+			// reconnects. Closing here would lose the leader hint.
+			c.log.V(1).Info("the coordinator ended the stream; waiting for its status")
+			return
+		}
 		c.log.Info("sending to the coordinator failed; reconnecting", "err", err.Error())
 		(*cur).close()
 		*cur = nil

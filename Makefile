@@ -35,8 +35,10 @@ test-integration: ## integration tests against the local control plane (started 
 	$(CURDIR)/hack/test-integration.sh
 
 .PHONY: bench
-bench: ## Go benchmarks
+bench: build ## Go benchmarks: the packages', then the sharding measurements on the real control plane
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(TOOLS) cluster
+	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/sharding -run '^$$' -bench . -benchtime=1x -timeout 30m -v
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck

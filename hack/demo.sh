@@ -134,6 +134,14 @@ up() {
   local pods
   pods=$(kubectl get pods -A --field-selector=status.phase=Running --no-headers 2>/dev/null | grep -c demo-tenant || true)
   log "all sample Deployments Available after $((SECONDS - start))s; $pods demo pods Running on kwok nodes"
+  # A new leader grants nothing for session TTL + margin (shards of an earlier leader may
+  # still be working); wait for the first assignment to settle before showing it.
+  log "waiting for the coordinator's first assignment (a new leader waits one session TTL + margin, ~22s)"
+  local deadline=$((SECONDS + 120))
+  until curl -fsS "http://127.0.0.1:$(coord_http "$leader")/assignments" 2>/dev/null | grep -q '"converged": true'; do
+    [ $SECONDS -lt $deadline ] || die "assignment did not converge within 120s"
+    sleep 1
+  done
   echo
   bin/coordinator assignments --server "http://127.0.0.1:$(coord_http "$leader")"
   echo

@@ -232,6 +232,41 @@ func TestGracefulLeave(t *testing.T) {
 	}
 }
 
+// TestEveryShardLeaving: when all members leave (scale to zero), there is nowhere to move
+// their partitions; they are released to nobody so every shard gets its Farewell promptly,
+// and a shard that joins later is granted them.
+func TestEveryShardLeaving(t *testing.T) {
+	k := converged(t, 16, "a", "b")
+	k.shards["a"].Leave(k.now)
+	k.shards["b"].Leave(k.now)
+	for range 40 {
+		k.run(500*time.Millisecond, 500*time.Millisecond)
+		k.checkSafe()
+		if k.shards["a"].Done() && k.shards["b"].Done() {
+			break
+		}
+	}
+	if !k.shards["a"].Done() || !k.shards["b"].Done() {
+		t.Fatalf("leaving shards got no farewell when nobody is left to take their partitions (at %v)", k.now)
+	}
+	if w := k.workers(); len(w) != 0 {
+		t.Fatalf("partitions still worked after every shard left: %v", w)
+	}
+	for _, id := range []string{"a", "b"} {
+		k.c.Disconnected(k.now, id, k.shards[id].Session())
+		delete(k.shards, id)
+	}
+	k.addShard("c", 1)
+	for range 60 {
+		k.run(500*time.Millisecond, 500*time.Millisecond)
+		k.checkSafe()
+		if len(k.workers()) == 16 {
+			return
+		}
+	}
+	t.Fatalf("a shard joining after everyone left did not get the partitions: %d worked", len(k.workers()))
+}
+
 // TestStuckReleaseFencesOut: a live shard that never finishes draining is
 // fenced out after ReleaseTimeout; its partitions move once its lease ran
 // out, never earlier.

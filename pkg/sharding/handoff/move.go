@@ -108,6 +108,17 @@ func (c *Coordinator) plan(now time.Time) {
 				}
 				continue
 			}
+			if t == "" {
+				// No shard is left to take it (every member is leaving, as in a scale to
+				// zero or an uninstall): release it to nobody so the leaving shard can
+				// exit now instead of at its leave timeout.
+				if pass == 0 && pr.acked {
+					if owner := c.members[pr.owner]; owner != nil && owner.leaving && !owner.fencedOut {
+						c.releaseToNobody(p, now)
+					}
+				}
+				continue
+			}
 			if !pr.acked || pr.owner == t || !c.eligible(t) {
 				continue
 			}
@@ -157,6 +168,19 @@ func (c *Coordinator) startMove(p int, t string, now time.Time) {
 	c.stats.MovesStarted++
 	c.emit(Event{Kind: EventMoveStarted, At: now, Partition: partition.ID(p), Shard: t, From: pr.owner, Epoch: e})
 	c.sendPart(m, CmdPrepare, p, e)
+}
+
+// releaseToNobody starts a move without destination, straight in its Release phase:
+// once the owner reports Released (or expires), completeRelease leaves p unowned, to be
+// granted when a shard joins. It is not counted against MaxConcurrentMoves: it warms
+// nothing.
+func (c *Coordinator) releaseToNobody(p int, now time.Time) {
+	e, ok := c.nextEpoch()
+	if !ok {
+		return
+	}
+	pr := &c.parts[p]
+	pr.move = &move{epoch: e, started: now, phaseAt: now, releasing: true}
 }
 
 // advanceMoves runs the Prepare and Release phases of every move.

@@ -17,11 +17,10 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/httpserver"
+	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/logging"
 	restmetrics "github.com/kshard/kshard/pkg/metrics/restclient"
 	"github.com/kshard/kshard/pkg/sharding/leader"
@@ -67,17 +66,10 @@ func Main(args []string) int {
 
 func run(ctx context.Context, o *Options) (int, error) {
 	log := klog.FromContext(ctx)
-	var cfg *rest.Config
-	var err error
-	if o.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := kubeclient.Config(o.Kubeconfig, "kshard-coordinator/"+version.Version)
 	if err != nil {
-		return 1, fmt.Errorf("kubernetes client configuration: %w", err)
+		return 1, err
 	}
-	cfg.UserAgent = "kshard-coordinator/" + version.Version
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return 1, err

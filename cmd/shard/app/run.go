@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	clientgoworkqueue "k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -25,6 +24,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/httpserver"
+	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/logging"
 	restmetrics "github.com/kshard/kshard/pkg/metrics/restclient"
 	wqmetrics "github.com/kshard/kshard/pkg/metrics/workqueue"
@@ -82,18 +82,11 @@ func Main(args []string) int {
 }
 
 func restConfig(o *Options) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := kubeclient.Config(o.Kubeconfig, "kshard-shard/"+version.Version)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	cfg.UserAgent = "kshard-shard/" + version.Version
 	return cfg, nil
 }
 

@@ -1,0 +1,28 @@
+// Package kubeclient builds the Kubernetes client configuration both kshard binaries use:
+// a kubeconfig file when one is named (local runs, tests), the pod's service account
+// otherwise (in a cluster).
+package kubeclient
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Config returns the REST configuration for kubeconfig ("" means in-cluster) with the
+// given user agent, so API server logs and audit events name the kshard component.
+func Config(kubeconfig, userAgent string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cfg.UserAgent = userAgent
+	return cfg, nil
+}

@@ -1,4 +1,4 @@
-package session_test
+package edgetest_test
 
 import (
 	"context"

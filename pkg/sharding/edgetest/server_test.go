@@ -1,4 +1,4 @@
-package server_test
+package edgetest_test
 
 import (
 	"context"

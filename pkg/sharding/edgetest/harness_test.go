@@ -1,10 +1,10 @@
-package session_test
+package edgetest_test
 
 // Test harness of the session and server tests: a real coordinator (server.Server behind
 // a gRPC server on 127.0.0.1:0), real session.Clients, and fake in-memory Handlers that
 // record every action in one "world", so the tests can check at any instant that no
-// partition is worked by two shards. pkg/sharding/server/harness_test.go is a near-copy
-// (each keeps the helpers its own tests use).
+// partition is worked by two shards. It serves both server_test.go (the coordinator edge,
+// pkg/sharding/server) and client_test.go (the shard edge, pkg/sharding/session).
 
 import (
 	"context"
@@ -395,6 +395,16 @@ func (h *fakeHandler) getDeadline() time.Time {
 	return h.deadline
 }
 
+func (h *fakeHandler) countsCopy() map[string]int {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range h.counts {
+		out[k] = v
+	}
+	return out
+}
+
 // ---------------------------------------------------------------------------------------
 // Coordinator replicas.
 
@@ -490,6 +500,25 @@ func (c *coordinator) stopLeading(t testing.TB) {
 		t.Errorf("%s: Lead did not return after its context ended", c.name)
 	}
 	c.cancel = nil
+}
+
+// metricSum adds up every series of the named metric (a counter or gauge vector).
+func (c *coordinator) metricSum(t testing.TB, name string) float64 {
+	t.Helper()
+	mfs, err := c.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
 }
 
 // get answers GET /assignments<query> through the handler.

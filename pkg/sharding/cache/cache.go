@@ -25,18 +25,14 @@ const (
 	// ModeClientFilter (the default) watches each resource type cluster-wide and drops
 	// other partitions' objects in the shard, before they reach the store. It works with
 	// any apiserver; the shard's memory is its own share, its network ingress is not.
+	//
+	// Server-side filtering (KEP-5866, ListOptions.ShardSelector with kube-apiserver's
+	// ShardedListAndWatch gate) would be a second Mode: the feed would send shardRange()
+	// selectors covering the admitted partitions' FNV-1a ranges and re-establish its
+	// watch when admission changes. It pays off only when a shard's namespaces form few
+	// ranges, so it is left for when that is measured.
 	ModeClientFilter Mode = iota
-	// ModeShardSelector is reserved for server-side filtering (KEP-5866,
-	// ListOptions.ShardSelector with kube-apiserver's ShardedListAndWatch gate): the
-	// feed would send shardRange() selectors covering the admitted partitions' FNV-1a
-	// ranges, and re-establish its watch when admission changes. It pays off only when
-	// a shard's namespaces form few ranges, so it waits for measurements. New rejects it
-	// with ErrModeNotImplemented.
-	ModeShardSelector
 )
-
-// ErrModeNotImplemented is returned by New for modes that are reserved but not built yet.
-var ErrModeNotImplemented = errors.New("sharding cache: mode not implemented")
 
 // Options configures a Cache. The zero value is ready to use.
 type Options struct {
@@ -114,12 +110,8 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 	if client == nil || partitionOf == nil {
 		return nil, errors.New("sharding cache: New needs a client and a PartitionFunc")
 	}
-	switch opts.Mode {
-	case ModeClientFilter:
-	case ModeShardSelector:
-		return nil, fmt.Errorf("%w: ModeShardSelector", ErrModeNotImplemented)
-	default:
-		return nil, fmt.Errorf("sharding cache: unknown mode %d", opts.Mode)
+	if opts.Mode != ModeClientFilter {
+		return nil, fmt.Errorf("sharding cache: unknown mode %d (only ModeClientFilter exists)", opts.Mode)
 	}
 	opts.defaults()
 	c := &Cache{

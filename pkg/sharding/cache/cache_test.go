@@ -277,10 +277,9 @@ func TestCacheReleaseDuringWarmup(t *testing.T) {
 	}
 }
 
-func TestNewRejectsServerSideMode(t *testing.T) {
-	_, err := New(fake.NewClientset(), testPartition, Options{Mode: ModeShardSelector})
-	if !errors.Is(err, ErrModeNotImplemented) {
-		t.Errorf("New(ModeShardSelector) error %v, want ErrModeNotImplemented", err)
+func TestNewRejectsUnknownMode(t *testing.T) {
+	if _, err := New(fake.NewClientset(), testPartition, Options{Mode: Mode(7)}); err == nil {
+		t.Error("New with an unknown mode succeeded")
 	}
 }
 

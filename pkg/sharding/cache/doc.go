@@ -80,6 +80,5 @@
 // # Server-side filtering
 //
 // Options.Mode leaves room for KEP-5866 (ListOptions.ShardSelector): the feed is the one
-// place that would turn admitted partitions into shardRange selectors. It is not built
-// yet; see ModeShardSelector.
+// place that would turn admitted partitions into shardRange selectors (see Mode).
 package cache

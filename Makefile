@@ -66,7 +66,7 @@ cluster-status: ## show the local control plane's processes
 	$(CLUSTER) status
 
 .PHONY: demo
-demo: build tools ## build everything, start the control plane, apply a sample workload
+demo: build tools ## build everything; start the control plane, 2 coordinators and 3 shards; apply a sample workload
 	$(CURDIR)/hack/demo.sh up
 
 .PHONY: demo-down

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +58,11 @@ func New(c *cache.Cache, g *workqueue.Gate, ctrls []controllers.Controller, opts
 func (r *Runtime) Run(ctx context.Context, workers func(i int) int) {
 	r.mu.Lock()
 	r.ctx = ctx
+	early := len(r.serial) > 0 // Warm or Work arrived before Run: start the informers now
 	r.mu.Unlock()
+	if early {
+		r.armStart()
+	}
 	var wg sync.WaitGroup
 	for i, c := range r.ctrls {
 		wg.Add(1)
@@ -163,6 +168,9 @@ func (r *Runtime) Stop(p partition.ID) {
 // Drop drops p's caches.
 func (r *Runtime) Drop(p partition.ID) {
 	r.gate.Revoke(uint32(p))
+	// A warm-up that cannot finish (an unreachable apiserver) must not hold the drop
+	// back: Warm and Work of this partition still queued or running are abandoned.
+	r.abandon(p, "warm", "work")
 	r.do(p, "drop", func(ctx context.Context) error {
 		r.gate.Revoke(uint32(p))
 		return r.cache.Release(ctx, []uint32{uint32(p)})
@@ -219,6 +227,24 @@ func (r *Runtime) Synced() error {
 type opQueue struct {
 	ops     []op
 	running bool
+	// current is the running operation's name and the cancel func of its context.
+	current       string
+	cancelCurrent context.CancelFunc
+}
+
+// abandon drops the queued operations of p with one of names and cancels the running one
+// if it has one of them; an abandoned operation never calls its done callback.
+func (r *Runtime) abandon(p partition.ID, names ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.serial[p]
+	if q == nil {
+		return
+	}
+	q.ops = slices.DeleteFunc(q.ops, func(o op) bool { return slices.Contains(names, o.name) })
+	if q.cancelCurrent != nil && slices.Contains(names, q.current) {
+		q.cancelCurrent()
+	}
 }
 
 type op struct {
@@ -260,10 +286,12 @@ func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
 		}
 		o := q.ops[0]
 		q.ops = q.ops[1:]
+		opCtx, cancel := context.WithCancel(ctx)
+		q.current, q.cancelCurrent = o.name, cancel
 		r.mu.Unlock()
 
 		attempt := 0
-		_ = wait.PollUntilContextCancel(ctx, r.opts.RetryInterval, true, func(ctx context.Context) (bool, error) {
+		_ = wait.PollUntilContextCancel(opCtx, r.opts.RetryInterval, true, func(ctx context.Context) (bool, error) {
 			attempt++
 			opCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
@@ -275,5 +303,9 @@ func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
 			}
 			return true, nil
 		})
+		cancel()
+		r.mu.Lock()
+		q.current, q.cancelCurrent = "", nil
+		r.mu.Unlock()
 	}
 }

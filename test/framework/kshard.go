@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -148,7 +147,7 @@ func (k *KShard) Leader(ctx context.Context) (*Coordinator, error) {
 		if c.Exited() {
 			continue
 		}
-		if code, _, err := httpGet(ctx, c.HTTPURL+"/readyz"); err == nil && code == http.StatusOK {
+		if code, _, err := HTTPGet(ctx, c.HTTPURL+"/readyz"); err == nil && code == http.StatusOK {
 			return c, nil
 		}
 	}
@@ -158,7 +157,7 @@ func (k *KShard) Leader(ctx context.Context) (*Coordinator, error) {
 // Assignments asks a coordinator for GET /assignments?partitions=true.
 func (c *Coordinator) Assignments(ctx context.Context) (server.Assignments, error) {
 	var a server.Assignments
-	code, body, err := httpGet(ctx, c.HTTPURL+"/assignments?partitions=true")
+	code, body, err := HTTPGet(ctx, c.HTTPURL+"/assignments?partitions=true")
 	if err != nil {
 		return a, err
 	}
@@ -168,43 +167,14 @@ func (c *Coordinator) Assignments(ctx context.Context) (server.Assignments, erro
 	return a, json.Unmarshal(body, &a)
 }
 
-// Metric returns the sum of the samples of a metric family on a process's /metrics
-// whose label set contains every one of match (e.g. `shard="s-1"`).
+// Metric returns the sum of the samples of a metric on a process's /metrics whose labels
+// match every one of match (e.g. `shard="s-1"`).
 func Metric(ctx context.Context, baseURL, name string, match ...string) (float64, error) {
-	code, body, err := httpGet(ctx, baseURL+"/metrics")
+	s, err := Scrape(ctx, baseURL)
 	if err != nil {
 		return 0, err
 	}
-	if code != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %d", code)
-	}
-	sum := 0.0
-	sc := bufio.NewScanner(strings.NewReader(string(body)))
-	sc.Buffer(make([]byte, 1024*1024), 4*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		ok := true
-		for _, m := range match {
-			ok = ok && strings.Contains(rest, m)
-		}
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing %q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, nil
+	return s.Value(name, match...), nil
 }
 
 // Owners maps each partition to its owner in an assignments answer.
@@ -230,7 +200,8 @@ func AuditDir(t testing.TB) string {
 	return dir
 }
 
-func httpGet(ctx context.Context, url string) (int, []byte, error) {
+// HTTPGet GETs url with a timeout and returns the status code and body.
+func HTTPGet(ctx context.Context, url string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

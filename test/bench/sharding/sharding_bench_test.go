@@ -26,10 +26,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -220,7 +218,7 @@ func (e *env) benchScaleOut(b *testing.B) {
 		}
 		// How long moves took: histograms from the coordinator's metrics.
 		const hName, gName = "kshard_coordinator_handoff_duration_seconds", "kshard_coordinator_ownership_gap_seconds"
-		hb, gb := mAfter.buckets(hName).sub(mBefore.buckets(hName)), mAfter.buckets(gName).sub(mBefore.buckets(gName))
+		hb, gb := buckets(mAfter, hName).sub(buckets(mBefore, hName)), buckets(mAfter, gName).sub(buckets(mBefore, gName))
 		// And exactly, from the coordinator's "partition acquired" log lines of moves.
 		// Moves of partitions that hold namespaces warm caches (namespace-scoped lists);
 		// moves of empty partitions have nothing to warm.
@@ -247,7 +245,7 @@ func (e *env) benchScaleOut(b *testing.B) {
 			len(fullHandoffs), exact(fullHandoffs, 0.5), exact(fullHandoffs, 0.99), exact(fullGaps, 0.5), exact(fullGaps, 0.99))
 		const rl = "kshard_rest_client_rate_limiter_duration_seconds"
 		b.Logf("  joining shard %s: %v API requests waited %.3fs in total in its client-side rate limiter, by wait %s",
-			joined.Name, mJoined.value(rl+"_count"), mJoined.value(rl+"_sum"), mJoined.buckets(rl))
+			joined.Name, mJoined.Value(rl+"_count"), mJoined.Value(rl+"_sum"), buckets(mJoined, rl))
 		b.ReportMetric(float64(movedNS)/float64(len(nss)), "moved-ns-frac")
 		b.ReportMetric(float64(movedParts)/partitions, "moved-partitions-frac")
 		b.ReportMetric(hb.quantile(0.5), "handoff-p50-s")
@@ -358,11 +356,11 @@ func (e *env) benchRSS(b *testing.B) {
 				m := scrape(b, s.HTTPURL)
 				r.rssTotal += rss
 				r.rssMax = max(r.rssMax, rss)
-				r.promAvg += m.value("process_resident_memory_bytes") / (1 << 20)
-				r.heapAvg += m.value("go_memstats_heap_inuse_bytes") / (1 << 20)
+				r.promAvg += m.Value("process_resident_memory_bytes") / (1 << 20)
+				r.heapAvg += m.Value("go_memstats_heap_inuse_bytes") / (1 << 20)
 				r.hwmAvg += procStatusKB(b, s.Pid(), "VmHWM") / 1024
-				r.cachedCMAvg += m.value("kshard_shard_cached_objects", `resource="configmaps"`)
-				r.cachedNSAvg += m.value("kshard_shard_cached_objects", `resource="namespaces"`)
+				r.cachedCMAvg += m.Value("kshard_shard_cached_objects", `resource="configmaps"`)
+				r.cachedNSAvg += m.Value("kshard_shard_cached_objects", `resource="namespaces"`)
 			}
 			fn := float64(n)
 			r.rssAvg = r.rssTotal / fn
@@ -699,7 +697,7 @@ func (c *cluster) waitAllReconciled(what string, since time.Time, nss []string) 
 // compares with partition.Map.
 func (c *cluster) checkPartitionMapping(ctx context.Context, nss []string) {
 	for _, ns := range nss {
-		_, body, err := get(ctx, c.coord.HTTPURL+"/assignments?namespace="+ns)
+		_, body, err := framework.HTTPGet(ctx, c.coord.HTTPURL+"/assignments?namespace="+ns)
 		if err != nil {
 			c.b.Fatal(err)
 		}
@@ -719,9 +717,9 @@ func (c *cluster) shardWatches(ctx context.Context) (map[string]float64, map[str
 	for _, s := range c.liveShards() {
 		m := scrape(c.b, s.HTTPURL)
 		for _, smp := range m {
-			if smp.name == "kshard_shard_cache_watches" {
-				perShard[s.Name] += smp.value
-				perRes[smp.labels["resource"]] += smp.value
+			if smp.Name == "kshard_shard_cache_watches" {
+				perShard[s.Name] += smp.Value
+				perRes[smp.Labels["resource"]] += smp.Value
 			}
 		}
 		if _, ok := perShard[s.Name]; !ok {
@@ -734,85 +732,14 @@ func (c *cluster) shardWatches(ctx context.Context) (map[string]float64, map[str
 // ---------------------------------------------------------------------------------------
 // Metrics
 
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
-type samples []sample
-
-var labelRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
-
-// scrape reads a process's /metrics (Prometheus text format).
-func scrape(b testing.TB, baseURL string) samples {
+// scrape reads a process's /metrics.
+func scrape(b testing.TB, baseURL string) framework.Samples {
 	b.Helper()
-	code, body, err := get(context.Background(), baseURL+"/metrics")
-	if err != nil || code != http.StatusOK {
-		b.Fatalf("GET %s/metrics: %d %v", baseURL, code, err)
+	s, err := framework.Scrape(context.Background(), baseURL)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return parseMetrics(string(body))
-}
-
-func parseMetrics(text string) samples {
-	var out samples
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s := sample{labels: map[string]string{}}
-		rest := line
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
-				continue
-			}
-			s.name = line[:i]
-			for _, m := range labelRE.FindAllStringSubmatch(line[i+1:j], -1) {
-				s.labels[m[1]] = m[2]
-			}
-			rest = line[j+1:]
-		} else {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				continue
-			}
-			s.name, rest = f[0], strings.Join(f[1:], " ")
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		s.value = v
-		out = append(out, s)
-	}
-	return out
-}
-
-// value sums the samples named name whose labels match every k="v" of match.
-func (m samples) value(name string, match ...string) float64 {
-	sum := 0.0
-	for _, s := range m {
-		if s.name != name {
-			continue
-		}
-		ok := true
-		for _, kv := range match {
-			k, v, _ := strings.Cut(kv, "=")
-			ok = ok && s.labels[k] == strings.Trim(v, `"`)
-		}
-		if ok {
-			sum += s.value
-		}
-	}
-	return sum
+	return s
 }
 
 // bucket is one cumulative histogram bucket.
@@ -825,17 +752,17 @@ type histogram []bucket
 
 // buckets returns the cumulative buckets of histogram name, summed over its series
 // (e.g. every verb), sorted by le.
-func (m samples) buckets(name string) histogram {
+func buckets(m framework.Samples, name string) histogram {
 	byLE := map[float64]float64{}
 	for _, s := range m {
-		if s.name != name+"_bucket" {
+		if s.Name != name+"_bucket" {
 			continue
 		}
-		le, err := strconv.ParseFloat(s.labels["le"], 64)
+		le, err := strconv.ParseFloat(s.Labels["le"], 64)
 		if err != nil {
 			continue
 		}
-		byLE[le] += s.value
+		byLE[le] += s.Value
 	}
 	var h histogram
 	for le, n := range byLE {
@@ -938,13 +865,13 @@ func (e *env) apiserverWatches(b testing.TB) apiWatches {
 		b.Fatalf("apiserver /metrics: %v", err)
 	}
 	out := apiWatches{}
-	for _, s := range parseMetrics(string(body)) {
-		if s.name == "apiserver_longrunning_requests" && s.labels["verb"] == "WATCH" {
-			res := s.labels["resource"]
-			if g := s.labels["group"]; g != "" {
+	for _, s := range framework.ParseMetrics(string(body)) {
+		if s.Name == "apiserver_longrunning_requests" && s.Labels["verb"] == "WATCH" {
+			res := s.Labels["resource"]
+			if g := s.Labels["group"]; g != "" {
 				res += "." + g
 			}
-			out[res+"/"+s.labels["scope"]] += s.value
+			out[res+"/"+s.Labels["scope"]] += s.Value
 		}
 	}
 	return out
@@ -1112,22 +1039,6 @@ func median3(fn func() float64) float64 {
 	}
 	sort.Float64s(xs)
 	return xs[1]
-}
-
-func get(ctx context.Context, url string) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, body, err
 }
 
 // pollUntil polls cond every 500ms until it is true or timeout passes.

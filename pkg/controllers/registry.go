@@ -75,8 +75,21 @@ type Descriptor struct {
 	DefaultWorkers int
 	// AddFlags registers controller-specific flags (optional).
 	AddFlags func(fs *pflag.FlagSet)
+	// Permissions are the API permissions the controller needs, cluster-wide. The shard
+	// checks them at start (a missing one is a clear startup error, not a stream of
+	// 403s), and the Helm chart's ClusterRole grants exactly these for the enabled
+	// controllers (a test keeps the two equal).
+	Permissions []Permission
 	// New builds the controller.
 	New func(ctx Context) (Controller, error)
+}
+
+// Permission is one RBAC rule a controller needs: verbs on a resource (or a subresource,
+// as "replicasets/status") of an API group ("" is the core group).
+type Permission struct {
+	Group    string
+	Resource string
+	Verbs    []string
 }
 
 // Registry holds the known controllers and their worker counts.

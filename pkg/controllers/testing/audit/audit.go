@@ -41,7 +41,8 @@ func Descriptor() controllers.Descriptor {
 			fs.DurationVar(&opts.interval, "audit-resync-interval", opts.interval, "kshard-audit: how often each ConfigMap is reconciled again")
 			fs.DurationVar(&opts.work, "audit-work-duration", opts.work, "kshard-audit: how long one reconcile pretends to work")
 		},
-		New: New,
+		Permissions: []controllers.Permission{{Resource: "configmaps", Verbs: []string{"list", "watch"}}},
+		New:         New,
 	}
 }
 

@@ -252,6 +252,9 @@ up() {
     --authentication-kubeconfig="$dir/kube-scheduler.kubeconfig" --authorization-kubeconfig="$dir/kube-scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --secure-port="$scheduler_port" --leader-elect=false \
     --kube-api-qps=500 --kube-api-burst=1000
+  # Record the controllers this cluster's kube-controller-manager runs, so tests can tell
+  # whether the cluster or kshard owns a controller (kept when it is already running).
+  running kube-controller-manager || kcm_controllers >"$dir/kcm-controllers"
   start kube-controller-manager --kubeconfig="$dir/kube-controller-manager.kubeconfig" \
     --authentication-kubeconfig="$dir/kube-controller-manager.kubeconfig" --authorization-kubeconfig="$dir/kube-controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 --secure-port="$kcm_port" --leader-elect=false \

@@ -254,6 +254,12 @@ up() {
     --kube-api-qps=500 --kube-api-burst=1000
   # Record the controllers this cluster's kube-controller-manager runs, so tests can tell
   # whether the cluster or kshard owns a controller (kept when it is already running).
+  # A kube-controller-manager started before a kshard controller landed still runs that
+  # controller too: two controllers would fight over the same objects. Restart it.
+  if running kube-controller-manager && [ "$(cat "$dir/kcm-controllers" 2>/dev/null)" != "$(kcm_controllers)" ]; then
+    log "kube-controller-manager runs an outdated controller list; restarting it"
+    stop kube-controller-manager
+  fi
   running kube-controller-manager || kcm_controllers >"$dir/kcm-controllers"
   start kube-controller-manager --kubeconfig="$dir/kube-controller-manager.kubeconfig" \
     --authentication-kubeconfig="$dir/kube-controller-manager.kubeconfig" --authorization-kubeconfig="$dir/kube-controller-manager.kubeconfig" \
@@ -280,18 +286,23 @@ up() {
   log "kube-controller-manager runs --controllers=$(kcm_controllers)"
 }
 
+# stop NAME stops one component (by its pid file, if that pid still runs it).
+stop() {
+  local name=$1 pid
+  if running "$name"; then
+    pid=$(cat "$run/$name.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    log "stopped $name (pid $pid)"
+  fi
+  rm -f "$run/$name.pid"
+}
+
 down() {
-  local name pid i
+  local i
   for ((i = ${#components[@]} - 1; i >= 0; i--)); do
-    name=${components[i]}
-    if running "$name"; then
-      pid=$(cat "$run/$name.pid")
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-      log "stopped $name (pid $pid)"
-    fi
-    rm -f "$run/$name.pid"
+    stop "${components[i]}"
   done
   if [ "${KSHARD_KEEP_DATA:-0}" != 1 ] && [ -d "$dir/etcd" ]; then
     rm -rf "$dir/etcd"

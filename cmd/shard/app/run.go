@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/httpserver"
 	"github.com/kshard/kshard/pkg/kubeclient"
@@ -41,6 +42,7 @@ import (
 func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		audit.Descriptor(),
+		replicaset.Descriptor(),
 	}
 }
 

@@ -1,0 +1,26 @@
+// Package replicaset is kshard's ReplicaSet controller ("replicaset"), equal in behaviour to
+// kube-controller-manager's: it creates and deletes pods so that each ReplicaSet has
+// spec.replicas active pods, and reports their counts in its status.
+//
+// One sync of a ReplicaSet:
+//
+//  1. Claim pods: the ReplicaSet's own pods and its namespace's orphans, adopting orphans its
+//     selector matches and releasing owned pods it no longer matches (internal/claim). Pods
+//     controlled by someone else are never touched; pods being deleted and Succeeded or
+//     Failed pods are not active and do not count.
+//  2. Unless it is being deleted or earlier creates/deletes have not been observed yet
+//     (expectations), create missing pods in slow-start batches (1, 2, 4, … stopping at
+//     the first failing batch) or delete surplus pods, at most 500 per sync, choosing the
+//     pods to delete as upstream ranks them (rank.go).
+//  3. Write the status (replicas, fullyLabeledReplicas, readyReplicas, availableReplicas,
+//     terminatingReplicas, observedGeneration and the ReplicaFailure condition) and requeue
+//     when a ready pod will turn available after minReadySeconds.
+//
+// Expectations (expectations.go) make informer lag harmless: after creating n pods the
+// controller does not manage the ReplicaSet again until it has seen n pod additions (or a
+// create failed, or five minutes passed); deletions are tracked per pod. Under sharding the
+// shard's cache emits deletes for every object of a namespace that moves away, which drops
+// that ReplicaSet's expectations; a deletion already visible in the cache counts as
+// observed at every sync, so expectations left behind by a sync that raced a handoff
+// cannot hold a ReplicaSet back after the namespace comes back.
+package replicaset

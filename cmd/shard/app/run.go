@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/deployment"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/httpserver"
@@ -42,6 +43,7 @@ import (
 func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		audit.Descriptor(),
+		deployment.Descriptor(),
 		replicaset.Descriptor(),
 	}
 }

@@ -1,0 +1,378 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/claim"
+)
+
+// Name is kube-controller-manager's name for the controller.
+const Name = "deployment"
+
+var controllerKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
+
+// Descriptor registers the controller with the shard.
+func Descriptor() controllers.Descriptor {
+	return controllers.Descriptor{
+		Name: Name, OnByDefault: true, WorkersFlag: "concurrent-deployment-syncs", DefaultWorkers: 5,
+		Permissions: []controllers.Permission{
+			{Group: "apps", Resource: "deployments", Verbs: []string{"get", "list", "watch", "update"}},
+			{Group: "apps", Resource: "deployments/status", Verbs: []string{"update"}},
+			{Group: "apps", Resource: "replicasets", Verbs: []string{"list", "watch", "create", "update", "patch", "delete"}},
+			{Resource: "pods", Verbs: []string{"list", "watch"}},
+			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
+		},
+		New: New,
+	}
+}
+
+// Controller is the Deployment controller.
+type Controller struct {
+	client    kubernetes.Interface
+	dLister   appslisters.DeploymentLister
+	rsLister  appslisters.ReplicaSetLister
+	podLister corelisters.PodLister
+	queue     workqueue.TypedRateLimitingInterface[string]
+	recorder  record.EventRecorder
+	metrics   *controllers.ReconcileMetrics
+	// clock stamps conditions and measures progress deadlines (a fake one in tests).
+	clock clock.PassiveClock
+}
+
+// New builds the controller from the shard's context.
+func New(c controllers.Context) (controllers.Controller, error) {
+	ctrl, err := newController(c, clock.RealClock{})
+	if err != nil {
+		return nil, err
+	}
+	return ctrl, nil
+}
+
+func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, error) {
+	dInf, rsInf, podInf := c.Informers.Deployments(), c.Informers.ReplicaSets(), c.Informers.Pods()
+	ctrl := &Controller{
+		client:    c.Client,
+		dLister:   dInf.Lister(),
+		rsLister:  rsInf.Lister(),
+		podLister: podInf.Lister(),
+		queue:     c.NewQueue(Name),
+		recorder:  c.Recorder,
+		metrics:   c.Metrics,
+		clock:     clk,
+	}
+	log := c.Logger
+	if _, err := dInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    ctrl.enqueue,
+		UpdateFunc: func(_, cur any) { ctrl.enqueue(cur) },
+		DeleteFunc: ctrl.enqueue,
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { ctrl.addReplicaSet(log, obj) },
+		UpdateFunc: func(old, cur any) { ctrl.updateReplicaSet(log, old, cur) },
+		DeleteFunc: func(obj any) { ctrl.deleteReplicaSet(log, obj) },
+	}); err != nil {
+		return nil, err
+	}
+	// Only deletions matter: a Recreate rollout waits for the old pods to be gone.
+	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: ctrl.deletePod,
+	}); err != nil {
+		return nil, err
+	}
+	return ctrl, nil
+}
+
+// Run runs the workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	controllers.RunWorkers(ctx, Name, c.queue, workers, c.syncKey, c.metrics)
+}
+
+// EnqueueNamespace queues every Deployment of namespace.
+func (c *Controller) EnqueueNamespace(namespace string) {
+	ds, err := c.dLister.Deployments(namespace).List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("listing deployments of namespace %s: %w", namespace, err))
+		return
+	}
+	for _, d := range ds {
+		c.queue.Add(d.Namespace + "/" + d.Name)
+	}
+}
+
+func (c *Controller) enqueue(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) enqueueDeployment(d *appsv1.Deployment) { c.queue.Add(d.Namespace + "/" + d.Name) }
+
+// owner returns the Deployment a controllerRef points to, if it is in the cache with that
+// UID.
+func (c *Controller) owner(namespace string, ref *metav1.OwnerReference) *appsv1.Deployment {
+	if ref == nil || ref.Kind != controllerKind.Kind {
+		return nil
+	}
+	d, err := c.dLister.Deployments(namespace).Get(ref.Name)
+	if err != nil || d.UID != ref.UID {
+		return nil
+	}
+	return d
+}
+
+// selecting returns the Deployments whose selector matches rs's labels (candidates to
+// adopt an orphan).
+func (c *Controller) selecting(log klog.Logger, rs *appsv1.ReplicaSet) []*appsv1.Deployment {
+	if len(rs.Labels) == 0 {
+		return nil
+	}
+	ds, err := c.dLister.Deployments(rs.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []*appsv1.Deployment
+	for _, d := range ds {
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Labels)) {
+			continue
+		}
+		out = append(out, d)
+	}
+	if len(out) > 1 {
+		log.V(4).Info("more than one deployment selects the replica set", "replicaSet", klog.KObj(rs))
+	}
+	return out
+}
+
+func (c *Controller) addReplicaSet(log klog.Logger, obj any) {
+	rs := obj.(*appsv1.ReplicaSet)
+	if rs.DeletionTimestamp != nil {
+		c.deleteReplicaSet(log, rs)
+		return
+	}
+	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
+		if d := c.owner(rs.Namespace, ref); d != nil {
+			c.enqueueDeployment(d)
+		}
+		return
+	}
+	for _, d := range c.selecting(log, rs) {
+		c.enqueueDeployment(d)
+	}
+}
+
+func (c *Controller) updateReplicaSet(log klog.Logger, oldObj, curObj any) {
+	cur, old := curObj.(*appsv1.ReplicaSet), oldObj.(*appsv1.ReplicaSet)
+	if cur.ResourceVersion == old.ResourceVersion {
+		return // a resync
+	}
+	curRef, oldRef := metav1.GetControllerOfNoCopy(cur), metav1.GetControllerOfNoCopy(old)
+	refChanged := !reflect.DeepEqual(curRef, oldRef)
+	if refChanged && oldRef != nil {
+		if d := c.owner(old.Namespace, oldRef); d != nil {
+			c.enqueueDeployment(d) // the old owner lost it
+		}
+	}
+	if curRef != nil {
+		if d := c.owner(cur.Namespace, curRef); d != nil {
+			c.enqueueDeployment(d)
+		}
+		return
+	}
+	if refChanged || !reflect.DeepEqual(cur.Labels, old.Labels) {
+		for _, d := range c.selecting(log, cur) {
+			c.enqueueDeployment(d)
+		}
+	}
+}
+
+func (c *Controller) deleteReplicaSet(_ klog.Logger, obj any) {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
+		if !isTomb {
+			utilruntime.HandleError(fmt.Errorf("unexpected object in a ReplicaSet delete: %T", obj))
+			return
+		}
+		if rs, ok = tomb.Obj.(*appsv1.ReplicaSet); !ok {
+			utilruntime.HandleError(fmt.Errorf("tombstone holds %T, not a ReplicaSet", tomb.Obj))
+			return
+		}
+	}
+	if d := c.owner(rs.Namespace, metav1.GetControllerOfNoCopy(rs)); d != nil {
+		c.enqueueDeployment(d)
+	}
+}
+
+func (c *Controller) deletePod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
+		if !isTomb {
+			utilruntime.HandleError(fmt.Errorf("unexpected object in a Pod delete: %T", obj))
+			return
+		}
+		if pod, ok = tomb.Obj.(*corev1.Pod); !ok {
+			utilruntime.HandleError(fmt.Errorf("tombstone holds %T, not a Pod", tomb.Obj))
+			return
+		}
+	}
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.Kind != "ReplicaSet" {
+		return
+	}
+	rs, err := c.rsLister.ReplicaSets(pod.Namespace).Get(ref.Name)
+	if err != nil || rs.UID != ref.UID {
+		return
+	}
+	if d := c.owner(rs.Namespace, metav1.GetControllerOfNoCopy(rs)); d != nil && d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		c.enqueueDeployment(d)
+	}
+}
+
+// syncKey is the worker's entry point. A namespace being deleted refuses creates; that is
+// not retried, as upstream does not.
+func (c *Controller) syncKey(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("invalid key %q: %w", key, err))
+		return nil
+	}
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("namespace", ns, "name", name))
+	err = c.syncDeployment(ctx, ns, name)
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return nil
+	}
+	return err
+}
+
+// syncDeployment reconciles one Deployment: claim its ReplicaSets, then only the status if
+// it is being deleted, the paused condition, a scale-only sync when paused or resized, a
+// deprecated rollback request, or one step of its strategy.
+func (c *Controller) syncDeployment(ctx context.Context, ns, name string) error {
+	cached, err := c.dLister.Deployments(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).V(2).Info("deployment has been deleted")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d := cached.DeepCopy()
+
+	if d.Spec.Selector == nil || reflect.DeepEqual(*d.Spec.Selector, metav1.LabelSelector{}) {
+		c.recorder.Eventf(d, corev1.EventTypeWarning, "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.")
+		if d.Status.ObservedGeneration < d.Generation {
+			d.Status.ObservedGeneration = d.Generation
+			if _, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+				klog.FromContext(ctx).V(2).Info("updating observedGeneration failed", "err", err)
+			}
+		}
+		return nil
+	}
+
+	rss, err := c.claimReplicaSets(ctx, d)
+	if err != nil {
+		return err
+	}
+	if d.DeletionTimestamp != nil {
+		return c.syncStatusOnly(ctx, d, rss)
+	}
+	if err := c.checkPausedConditions(ctx, d); err != nil {
+		return err
+	}
+	if d.Spec.Paused {
+		return c.sync(ctx, d, rss)
+	}
+	if rollbackTo(d) != nil {
+		return c.rollback(ctx, d, rss)
+	}
+	resized, err := c.isScalingEvent(ctx, d, rss)
+	if err != nil {
+		return err
+	}
+	if resized {
+		return c.sync(ctx, d, rss)
+	}
+	switch d.Spec.Strategy.Type {
+	case appsv1.RecreateDeploymentStrategyType:
+		pods, err := c.podsByReplicaSet(d.Namespace, rss)
+		if err != nil {
+			return err
+		}
+		return c.rolloutRecreate(ctx, d, rss, pods)
+	case appsv1.RollingUpdateDeploymentStrategyType:
+		return c.rolloutRolling(ctx, d, rss)
+	}
+	return fmt.Errorf("unexpected deployment strategy type %q", d.Spec.Strategy.Type)
+}
+
+// claimReplicaSets returns the ReplicaSets the Deployment owns after adopting orphans its
+// selector matches and releasing owned ones it no longer matches.
+func (c *Controller) claimReplicaSets(ctx context.Context, d *appsv1.Deployment) ([]*appsv1.ReplicaSet, error) {
+	all, err := c.rsLister.ReplicaSets(d.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("deployment %s/%s has an invalid label selector: %w", d.Namespace, d.Name, err)
+	}
+	m := &claim.Manager[*appsv1.ReplicaSet]{
+		Controller: d, Kind: controllerKind, Selector: sel,
+		Fresh: func(ctx context.Context) (metav1.Object, error) {
+			return c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		},
+		Patch: func(ctx context.Context, name string, patch []byte) error {
+			_, err := c.client.AppsV1().ReplicaSets(d.Namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			return err
+		},
+	}
+	return m.Claim(ctx, all)
+}
+
+// podsByReplicaSet maps each ReplicaSet's UID to the pods it controls.
+func (c *Controller) podsByReplicaSet(namespace string, rss []*appsv1.ReplicaSet) (map[types.UID][]*corev1.Pod, error) {
+	out := make(map[types.UID][]*corev1.Pod, len(rss))
+	for _, rs := range rss {
+		out[rs.UID] = nil
+	}
+	pods, err := c.podLister.Pods(namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pods {
+		ref := metav1.GetControllerOfNoCopy(p)
+		if ref == nil || ref.Kind != "ReplicaSet" {
+			continue
+		}
+		if list, ok := out[ref.UID]; ok {
+			out[ref.UID] = append(list, p)
+		}
+	}
+	return out, nil
+}

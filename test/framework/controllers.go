@@ -1,0 +1,398 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// UpstreamControllersEnv, set to 1, declares that the cluster's kube-controller-manager runs
+// every upstream controller (as hack/cluster.sh does with the same variable), so tests use
+// it instead of starting kshard.
+const UpstreamControllersEnv = "KSHARD_UPSTREAM_CONTROLLERS"
+
+// Controllers tells who runs the kube-controller-manager controllers a test package needs:
+// the cluster's own kube-controller-manager, or kshard processes the package started.
+type Controllers struct {
+	// Names are the controllers the package asked for.
+	Names []string
+	// ByCluster are those the cluster's kube-controller-manager runs.
+	ByCluster []string
+	// ByKShard are those the package's kshard shards run.
+	ByKShard []string
+	// KShard runs ByKShard; nil when the cluster runs every controller asked for.
+	KShard *KShard
+	// ClusterList is the cluster's --controllers value, and where it was read.
+	ClusterList, ClusterListFrom string
+}
+
+// Upstream reports whether every controller asked for is upstream's own.
+func (c *Controllers) Upstream() bool { return len(c.ByKShard) == 0 }
+
+// String says who runs what, for logs and failure messages.
+func (c *Controllers) String() string {
+	if c == nil {
+		return "controllers: unknown"
+	}
+	var parts []string
+	if len(c.ByCluster) > 0 {
+		parts = append(parts, fmt.Sprintf("%s by the cluster's kube-controller-manager (--controllers=%s, from %s)",
+			strings.Join(c.ByCluster, ","), c.ClusterList, c.ClusterListFrom))
+	}
+	if len(c.ByKShard) > 0 {
+		s := fmt.Sprintf("%s by kshard", strings.Join(c.ByKShard, ","))
+		if c.KShard != nil {
+			var logs []string
+			for _, sh := range c.KShard.Shards {
+				state := "running"
+				if sh.Exited() {
+					state = "EXITED"
+				}
+				logs = append(logs, fmt.Sprintf("%s %s (log %s)", sh.Name, state, sh.LogPath))
+			}
+			slices.Sort(logs)
+			s += " [" + strings.Join(logs, "; ") + "]"
+		}
+		parts = append(parts, s)
+	}
+	return "controllers: " + strings.Join(parts, "; ")
+}
+
+// ControllersOptions size the kshard processes MainWithControllers starts when the cluster
+// does not run the controllers itself.
+type ControllersOptions struct {
+	// Names are kube-controller-manager's names of the controllers the tests need.
+	Names []string
+	// Coordinators and Shards are how many processes of each to start (default 1 and 2).
+	Coordinators, Shards int
+	// ShardArgs are added to every shard's flags.
+	ShardArgs []string
+}
+
+var sharedControllers *Controllers
+
+// RunningControllers returns who runs the package's controllers; only valid in tests of a
+// package whose TestMain calls MainWithControllers.
+func RunningControllers(t testing.TB) *Controllers {
+	t.Helper()
+	if sharedControllers == nil {
+		t.Fatal("framework.RunningControllers called without framework.MainWithControllers in TestMain")
+	}
+	return sharedControllers
+}
+
+// MainWithControllers is TestMain for packages whose tests need some of
+// kube-controller-manager's controllers running. Like Main it connects to the local control
+// plane; then, for each controller the cluster's kube-controller-manager does not run (read
+// from the cluster's kcm-controllers file, see ClusterControllers), it starts kshard
+// (coordinators and shards with --controllers set to those), waits until every partition is
+// owned, runs the tests, and stops kshard. So the same tests run against upstream
+// kube-controller-manager (hack/cluster-upstream.sh) and against kshard.
+func MainWithControllers(m *testing.M, opts ControllersOptions) {
+	if os.Getenv(SkipEnv) == "1" {
+		fmt.Fprintf(os.Stderr, "integration tests skipped: %s=1\n", SkipEnv)
+		os.Exit(0)
+	}
+	if len(opts.Names) == 0 {
+		fmt.Fprintln(os.Stderr, "framework.MainWithControllers: no controller names given")
+		os.Exit(2)
+	}
+	f, err := connect()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "integration tests need the local control plane: %v\n"+
+			"start it with 'make cluster-up', or set %s=1 to skip on purpose\n", err, SkipEnv)
+		os.Exit(1)
+	}
+	shared = f
+	tb := newMainTB("TestMain-" + strings.TrimSuffix(filepath.Base(os.Args[0]), ".test"))
+	code := tb.run(func() int {
+		c, err := startControllers(tb, f, opts)
+		if err != nil {
+			tb.Fatalf("%v", err)
+		}
+		sharedControllers = c
+		fmt.Fprintln(os.Stderr, c.String())
+		return m.Run()
+	})
+	os.Exit(code)
+}
+
+// ClusterControllers returns the --controllers value of the kube-controller-manager of the
+// cluster whose kubeconfig is given, and where it was found: the kcm-controllers file
+// hack/cluster.sh writes beside the kubeconfig, else the command line of the process its pid
+// file names. KSHARD_UPSTREAM_CONTROLLERS=1 answers "*" without looking.
+func ClusterControllers(kubeconfig string) (list, from string, err error) {
+	if os.Getenv(UpstreamControllersEnv) == "1" {
+		return "*", UpstreamControllersEnv + "=1", nil
+	}
+	dir := filepath.Dir(kubeconfig)
+	file := filepath.Join(dir, "kcm-controllers")
+	if b, err := os.ReadFile(file); err == nil {
+		return strings.TrimSpace(string(b)), file, nil
+	}
+	pidFile := filepath.Join(dir, "run", "kube-controller-manager.pid")
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		return "", "", fmt.Errorf("cannot tell which controllers the cluster runs: neither %s nor %s is readable "+
+			"(restart the cluster with hack/cluster.sh, or set %s=1 if its kube-controller-manager runs every controller)",
+			file, pidFile, UpstreamControllersEnv)
+	}
+	cmdlineFile := filepath.Join("/proc", strings.TrimSpace(string(pid)), "cmdline")
+	cmdline, err := os.ReadFile(cmdlineFile)
+	if err != nil {
+		return "", "", fmt.Errorf("kube-controller-manager of %s is not running (%v)", kubeconfig, err)
+	}
+	for _, arg := range strings.Split(string(cmdline), "\x00") {
+		if v, ok := strings.CutPrefix(arg, "--controllers="); ok {
+			return v, cmdlineFile, nil
+		}
+	}
+	// kube-controller-manager's default is "*".
+	return "*", cmdlineFile, nil
+}
+
+// ControllerEnabled evaluates a kube-controller-manager --controllers list for one
+// controller: "name" enables it, "-name" disables it, "*" enables those on by default
+// (every controller this framework is asked about is).
+func ControllerEnabled(list, name string) bool {
+	star := false
+	for _, item := range strings.Split(list, ",") {
+		switch strings.TrimSpace(item) {
+		case name:
+			return true
+		case "-" + name:
+			return false
+		case "*":
+			star = true
+		}
+	}
+	return star
+}
+
+func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Controllers, error) {
+	list, from, err := ClusterControllers(f.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controllers{Names: opts.Names, ClusterList: list, ClusterListFrom: from}
+	for _, n := range opts.Names {
+		if ControllerEnabled(list, n) {
+			c.ByCluster = append(c.ByCluster, n)
+		} else {
+			c.ByKShard = append(c.ByKShard, n)
+		}
+	}
+	if len(c.ByKShard) == 0 {
+		return c, nil
+	}
+	if err := checkShardKnows(t, c.ByKShard); err != nil {
+		return nil, err
+	}
+	coordinators, shards := max(opts.Coordinators, 1), max(opts.Shards, 1)
+	if opts.Shards == 0 {
+		shards = 2
+	}
+	k := f.NewKShard(t, KShardOptions{
+		ShardArgs: append([]string{"--controllers", strings.Join(c.ByKShard, ",")}, opts.ShardArgs...),
+	})
+	for i := range coordinators {
+		k.StartCoordinator(fmt.Sprintf("coordinator-%d", i))
+	}
+	for i := range shards {
+		k.StartShard(fmt.Sprintf("shard-%d", i))
+	}
+	c.KShard = k
+	if err := waitOwned(k, 90*time.Second); err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, c)
+	}
+	for _, s := range k.Shards {
+		WaitHTTP(t, s.HTTPURL+"/readyz", 60*time.Second)
+	}
+	return c, nil
+}
+
+// checkShardKnows fails early, with a clear message, when the built shard binary predates
+// one of the controllers.
+func checkShardKnows(t testing.TB, names []string) error {
+	bin := Binary(t, "shard")
+	b, _ := exec.Command(bin, "--help").CombinedOutput()
+	out := string(b)
+	for _, n := range names {
+		if !strings.Contains(out, n) {
+			return fmt.Errorf("%s does not know controller %q (its --help does not name it): run 'make build'", bin, n)
+		}
+	}
+	return nil
+}
+
+// waitOwned waits until the leading coordinator reports a converged assignment in which
+// every live shard owns partitions.
+func waitOwned(k *KShard, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for {
+		last = func() error {
+			l, err := k.Leader(ctx)
+			if err != nil {
+				return err
+			}
+			a, err := l.Assignments(ctx)
+			if err != nil {
+				return err
+			}
+			if !a.Converged {
+				return fmt.Errorf("assignment not converged: %v", a.ByState)
+			}
+			live := k.Live()
+			owners := 0
+			for _, s := range a.Shards {
+				if s.Partitions > 0 && live[s.Shard] {
+					owners++
+				}
+			}
+			if owners != len(live) || len(live) == 0 {
+				return fmt.Errorf("%d of %d live shards own partitions", owners, len(live))
+			}
+			return nil
+		}()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kshard did not take every partition within %s: %v", timeout, last)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// mainTB lets TestMain use the helpers that take a testing.TB (processes, PKI, ports): it
+// runs cleanups at the end and turns FailNow into a non-zero exit. Only the goroutine that
+// calls run may call FailNow.
+type mainTB struct {
+	testing.TB // nil; present only for the interface's unexported method
+	name       string
+	mu         sync.Mutex
+	cleanups   []func()
+	failed     bool
+	ctx        context.Context
+	cancel     context.CancelFunc
+}
+
+type mainFailNow struct{}
+
+func newMainTB(name string) *mainTB {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &mainTB{name: name, ctx: ctx, cancel: cancel}
+}
+
+// run calls body and then the cleanups; it returns body's code, or 1 when body failed.
+func (m *mainTB) run(body func() int) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(mainFailNow); !ok {
+				panic(r)
+			}
+			code = 1
+		}
+		m.cancel()
+		m.mu.Lock()
+		cs := m.cleanups
+		m.cleanups = nil
+		m.mu.Unlock()
+		for i := len(cs) - 1; i >= 0; i-- {
+			cs[i]()
+		}
+		if m.Failed() && code == 0 {
+			code = 1
+		}
+	}()
+	return body()
+}
+
+func (m *mainTB) ArtifactDir() string    { return ArtifactsDir(m) }
+func (m *mainTB) Attr(key, value string) {}
+func (m *mainTB) Cleanup(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cleanups = append(m.cleanups, f)
+}
+func (m *mainTB) Error(args ...any) { m.Log(args...); m.Fail() }
+func (m *mainTB) Errorf(format string, args ...any) {
+	m.Logf(format, args...)
+	m.Fail()
+}
+func (m *mainTB) Fail() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failed = true
+}
+func (m *mainTB) FailNow() { m.Fail(); panic(mainFailNow{}) }
+func (m *mainTB) Failed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.failed
+}
+func (m *mainTB) Fatal(args ...any) { m.Log(args...); m.FailNow() }
+func (m *mainTB) Fatalf(format string, args ...any) {
+	m.Logf(format, args...)
+	m.FailNow()
+}
+func (m *mainTB) Helper()         {}
+func (m *mainTB) Log(args ...any) { fmt.Fprintln(os.Stderr, append([]any{m.name + ":"}, args...)...) }
+func (m *mainTB) Logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, m.name+": "+format+"\n", args...)
+}
+func (m *mainTB) Name() string { return m.name }
+func (m *mainTB) Setenv(key, value string) {
+	prev, had := os.LookupEnv(key)
+	if err := os.Setenv(key, value); err != nil {
+		m.Fatal(err)
+	}
+	m.Cleanup(func() {
+		if had {
+			_ = os.Setenv(key, prev)
+		} else {
+			_ = os.Unsetenv(key)
+		}
+	})
+}
+func (m *mainTB) Chdir(dir string) {
+	prev, err := os.Getwd()
+	if err != nil {
+		m.Fatal(err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		m.Fatal(err)
+	}
+	m.Cleanup(func() { _ = os.Chdir(prev) })
+}
+
+// Skipping is not possible in TestMain: it fails instead, saying why.
+func (m *mainTB) Skip(args ...any) { m.Fatal(append([]any{"skip in TestMain:"}, args...)...) }
+func (m *mainTB) SkipNow()         { m.Fatal("skip in TestMain") }
+func (m *mainTB) Skipf(format string, args ...any) {
+	m.Fatalf("skip in TestMain: "+format, args...)
+}
+func (m *mainTB) Skipped() bool { return false }
+func (m *mainTB) TempDir() string {
+	dir, err := os.MkdirTemp("", "kshard-main-")
+	if err != nil {
+		m.Fatal(err)
+	}
+	m.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+func (m *mainTB) Context() context.Context { return m.ctx }
+func (m *mainTB) Output() io.Writer        { return os.Stderr }
+
+var _ testing.TB = (*mainTB)(nil)

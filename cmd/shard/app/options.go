@@ -30,6 +30,8 @@ type Options struct {
 	EnablePprof     bool
 	LeaveTimeout    time.Duration
 	WarmupLists     int
+	// CheckPermissions makes a missing RBAC permission a startup error.
+	CheckPermissions bool
 
 	Controllers controllers.Selection
 	Logging     *logging.Options
@@ -44,13 +46,14 @@ func NewOptions() *Options {
 	}
 	return &Options{
 		KubeAPIQPS: 50, KubeAPIBurst: 100,
-		ShardID:         id,
-		Partitions:      partition.DefaultCount,
-		HTTPBindAddress: ":8080",
-		LeaveTimeout:    60 * time.Second,
-		WarmupLists:     4,
-		Controllers:     append(controllers.Selection(nil), controllers.DefaultSelection...),
-		Logging:         logging.NewOptions(),
+		ShardID:          id,
+		Partitions:       partition.DefaultCount,
+		HTTPBindAddress:  ":8080",
+		LeaveTimeout:     60 * time.Second,
+		WarmupLists:      4,
+		CheckPermissions: true,
+		Controllers:      append(controllers.Selection(nil), controllers.DefaultSelection...),
+		Logging:          logging.NewOptions(),
 	}
 }
 
@@ -67,6 +70,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve /debug/pprof on the HTTP port")
 	fs.DurationVar(&o.LeaveTimeout, "leave-timeout", o.LeaveTimeout, "on SIGTERM, how long to wait for the coordinator to move this shard's partitions away before exiting anyway")
 	fs.IntVar(&o.WarmupLists, "warmup-concurrency", o.WarmupLists, "namespace-scoped LIST calls a partition warm-up runs at once")
+	fs.BoolVar(&o.CheckPermissions, "check-permissions", o.CheckPermissions, "at start, check with SelfSubjectAccessReviews that the shard may do what it and the enabled controllers need, and exit naming what is missing")
 	o.Controllers.AddFlags(fs, reg.Names())
 	reg.AddFlags(fs)
 	o.Logging.AddFlags(fs)

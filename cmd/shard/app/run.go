@@ -104,6 +104,12 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	if err != nil {
 		return err
 	}
+	if o.CheckPermissions {
+		if err := CheckPermissions(ctx, client, RequiredPermissions(reg.Enabled(o.Controllers))); err != nil {
+			return err
+		}
+		log.V(1).Info("permissions checked")
+	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -1,0 +1,162 @@
+{{/* Names, labels and shared pieces of the kshard chart. */}}
+
+{{- define "kshard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* fullname: the release name, with the chart name added unless it is already in it. */}}
+{{- define "kshard.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kshard.coordinator.fullname" -}}
+{{- printf "%s-coordinator" (include "kshard.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kshard.shard.fullname" -}}
+{{- printf "%s-shard" (include "kshard.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kshard.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The recommended app.kubernetes.io labels; kshard.labels takes (dict "ctx" $ "component" "shard"). */}}
+{{- define "kshard.labels" -}}
+helm.sh/chart: {{ include "kshard.chart" .ctx }}
+{{ include "kshard.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: kshard
+{{- end }}
+
+{{- define "kshard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kshard.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end }}
+
+{{- define "kshard.coordinator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.coordinator.create }}
+{{- default (include "kshard.coordinator.fullname" .) .Values.serviceAccount.coordinator.name }}
+{{- else }}
+{{- required "serviceAccount.coordinator.name is required when serviceAccount.coordinator.create is false" .Values.serviceAccount.coordinator.name }}
+{{- end }}
+{{- end }}
+
+{{- define "kshard.shard.serviceAccountName" -}}
+{{- if .Values.serviceAccount.shard.create }}
+{{- default (include "kshard.shard.fullname" .) .Values.serviceAccount.shard.name }}
+{{- else }}
+{{- required "serviceAccount.shard.name is required when serviceAccount.shard.create is false" .Values.serviceAccount.shard.name }}
+{{- end }}
+{{- end }}
+
+{{- define "kshard.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The gRPC Service shards dial: it has the leader as its only endpoint (only the leader is Ready). */}}
+{{- define "kshard.coordinator.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "kshard.coordinator.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/* TLS Secret names: the chart's own, or the existing ones named in values. */}}
+{{- define "kshard.coordinator.tlsSecret" -}}
+{{- if eq .Values.tls.certificates "existingSecrets" }}
+{{- required "tls.existingSecrets.coordinator is required when tls.certificates is existingSecrets" .Values.tls.existingSecrets.coordinator }}
+{{- else }}
+{{- printf "%s-tls" (include "kshard.coordinator.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "kshard.shard.tlsSecret" -}}
+{{- if eq .Values.tls.certificates "existingSecrets" }}
+{{- required "tls.existingSecrets.shard is required when tls.certificates is existingSecrets" .Values.tls.existingSecrets.shard }}
+{{- else }}
+{{- printf "%s-tls" (include "kshard.shard.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+kshard.enabledControllers: the names of the controllers .Values.controllers enables, one per
+line, with the shard's --controllers rules: a name's own entry ("name" or "-name") wins, else
+"*" enables the controllers on by default. Unknown names fail the render, as they fail the shard.
+*/}}
+{{- define "kshard.enabledControllers" -}}
+{{- $table := .Files.Get "files/permissions.yaml" | fromYaml }}
+{{- $known := keys $table.controllers | sortAlpha }}
+{{- $sel := .Values.controllers }}
+{{- range $sel }}
+{{- $n := trimPrefix "-" . }}
+{{- if and (ne . "*") (not (has $n $known)) }}
+{{- fail (printf "controllers: unknown controller %q; known: %s (use \"*\" for all on by default, \"-name\" to disable one)" . (join ", " $known)) }}
+{{- end }}
+{{- end }}
+{{- range $known }}
+{{- $on := false }}
+{{- if has (printf "-%s" .) $sel }}
+{{- else if has . $sel }}
+{{- $on = true }}
+{{- else if and (has "*" $sel) (index $table.controllers .).onByDefault }}
+{{- $on = true }}
+{{- end }}
+{{- if $on }}
+{{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* kshard.shardRules: the shard ClusterRole's rules: the base, then each enabled controller's. */}}
+{{- define "kshard.shardRules" -}}
+{{- $table := .Files.Get "files/permissions.yaml" | fromYaml }}
+{{- $rules := $table.base }}
+{{- range (include "kshard.enabledControllers" . | trim | splitList "\n") }}
+{{- if . }}
+{{- $rules = concat $rules (index $table.controllers .).rules }}
+{{- end }}
+{{- end }}
+{{- toYaml $rules }}
+{{- end }}
+
+{{- define "kshard.podEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end }}
+
+{{/* kshard.topologySpread takes (dict "values" .Values.shard "labels" (selector labels)). */}}
+{{- define "kshard.topologySpread" -}}
+{{- if .values.topologySpreadConstraints }}
+{{- toYaml .values.topologySpreadConstraints }}
+{{- else }}
+{{- range .values.topologySpreadKeys }}
+- maxSkew: 1
+  topologyKey: {{ . }}
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- $.labels | nindent 6 }}
+{{- end }}
+{{- end }}
+{{- end }}

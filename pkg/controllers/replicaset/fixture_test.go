@@ -1,0 +1,390 @@
+package replicaset
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers"
+)
+
+// t0 is the fixtures' "now".
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// testInformers serves the controller the informers of a SharedInformerFactory.
+type testInformers struct{ informers.SharedInformerFactory }
+
+func (i testInformers) Pods() coreinformers.PodInformer { return i.Core().V1().Pods() }
+func (i testInformers) ConfigMaps() coreinformers.ConfigMapInformer {
+	return i.Core().V1().ConfigMaps()
+}
+func (i testInformers) Secrets() coreinformers.SecretInformer { return i.Core().V1().Secrets() }
+func (i testInformers) ServiceAccounts() coreinformers.ServiceAccountInformer {
+	return i.Core().V1().ServiceAccounts()
+}
+func (i testInformers) Namespaces() coreinformers.NamespaceInformer {
+	return i.Core().V1().Namespaces()
+}
+func (i testInformers) ReplicaSets() appsinformers.ReplicaSetInformer {
+	return i.Apps().V1().ReplicaSets()
+}
+func (i testInformers) Deployments() appsinformers.DeploymentInformer {
+	return i.Apps().V1().Deployments()
+}
+func (i testInformers) ControllerRevisions() appsinformers.ControllerRevisionInformer {
+	return i.Apps().V1().ControllerRevisions()
+}
+func (i testInformers) Jobs() batchinformers.JobInformer       { return i.Batch().V1().Jobs() }
+func (i testInformers) CronJobs() batchinformers.CronJobInformer { return i.Batch().V1().CronJobs() }
+
+// recordingQueue remembers delayed adds, so tests can see requeues after
+// minReadySeconds.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	mu     sync.Mutex
+	afters map[string]time.Duration
+}
+
+func (q *recordingQueue) AddAfter(key string, d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if prev, ok := q.afters[key]; !ok || d < prev {
+		q.afters[key] = d
+	}
+}
+
+func (q *recordingQueue) after(key string) (time.Duration, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d, ok := q.afters[key]
+	return d, ok
+}
+
+// keys drains the queue's immediately available keys, sorted.
+func (q *recordingQueue) keys() []string {
+	var out []string
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		q.Done(k)
+		q.Forget(k)
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fixture is a controller on a fake clientset whose informer caches the test fills by
+// hand (sample-controller style): the informers never run, so "informer lag" is simply
+// not adding an object to an indexer.
+type fixture struct {
+	t        *testing.T
+	client   *fake.Clientset
+	factory  informers.SharedInformerFactory
+	ctrl     *Controller
+	queue    *recordingQueue
+	recorder *record.FakeRecorder
+	clock    *clocktesting.FakeClock
+	created  atomic.Int32
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{t: t, client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(1000),
+		clock: clocktesting.NewFakeClock(t0)}
+	// The fake clientset does not generate names.
+	f.client.PrependReactor("create", "pods", func(a core.Action) (bool, runtime.Object, error) {
+		pod := a.(core.CreateAction).GetObject().(*corev1.Pod)
+		if pod.Name == "" {
+			pod.Name = fmt.Sprintf("%s%05d", pod.GenerateName, f.created.Add(1))
+		}
+		return false, nil, nil
+	})
+	f.factory = informers.NewSharedInformerFactory(f.client, 0)
+	f.queue = &recordingQueue{
+		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		afters:                     map[string]time.Duration{},
+	}
+	t.Cleanup(f.queue.ShutDown)
+	log, _ := ktesting.NewTestContext(t)
+	ctrl, err := newController(controllers.Context{
+		Client:       f.client,
+		Informers:    testInformers{f.factory},
+		NewQueue:     func(string) workqueue.TypedRateLimitingInterface[string] { return f.queue },
+		Recorder:     f.recorder,
+		Logger:       log,
+		WriteAllowed: func() error { return nil },
+	}, f.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ctrl = ctrl
+	for _, o := range objs {
+		f.cache(o)
+	}
+	f.queue.keys() // the fixture's own adds are not what tests look at
+	f.client.ClearActions()
+	return f
+}
+
+// cache puts obj into the controller's informer cache without running handlers.
+func (f *fixture) cache(o runtime.Object) {
+	f.t.Helper()
+	var err error
+	switch o := o.(type) {
+	case *corev1.Pod:
+		err = f.factory.Core().V1().Pods().Informer().GetIndexer().Add(o)
+	case *appsv1.ReplicaSet:
+		err = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Add(o)
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) uncache(o runtime.Object) {
+	f.t.Helper()
+	var err error
+	switch o := o.(type) {
+	case *corev1.Pod:
+		err = f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(o)
+	case *appsv1.ReplicaSet:
+		err = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Delete(o)
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) sync(key string) error {
+	_, ctx := ktesting.NewTestContext(f.t)
+	return f.ctrl.sync(ctx, key)
+}
+
+func (f *fixture) mustSync(key string) {
+	f.t.Helper()
+	if err := f.sync(key); err != nil {
+		f.t.Fatalf("sync %s: %v", key, err)
+	}
+}
+
+// actions returns the fake client's actions as "verb resource[/subresource] [name]",
+// reads left out unless withReads.
+func (f *fixture) actions(withReads bool) []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		verb := a.GetVerb()
+		if !withReads && (verb == "get" || verb == "list" || verb == "watch") {
+			continue
+		}
+		res := a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			res += "/" + a.GetSubresource()
+		}
+		s := verb + " " + res
+		switch a := a.(type) {
+		case core.DeleteAction:
+			s += " " + a.GetName()
+		case core.PatchAction:
+			s += " " + a.GetName()
+		case core.GetAction:
+			s += " " + a.GetName()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// count returns how many actions are "verb resource".
+func (f *fixture) count(verb, resource string) int {
+	n := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource && a.GetSubresource() == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// createdPods returns the pods the controller created.
+func (f *fixture) createdPods() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, a := range f.client.Actions() {
+		if c, ok := a.(core.CreateAction); ok && a.GetResource().Resource == "pods" {
+			out = append(out, c.GetObject().(*corev1.Pod))
+		}
+	}
+	return out
+}
+
+// lastStatus returns the status of the last UpdateStatus, and false without one.
+func (f *fixture) lastStatus() (appsv1.ReplicaSetStatus, bool) {
+	acts := f.client.Actions()
+	for i := len(acts) - 1; i >= 0; i-- {
+		if u, ok := acts[i].(core.UpdateAction); ok && acts[i].GetSubresource() == "status" {
+			return u.GetObject().(*appsv1.ReplicaSet).Status, true
+		}
+	}
+	return appsv1.ReplicaSetStatus{}, false
+}
+
+// events drains the recorded events.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// eventReasons counts the drained events by "type reason".
+func (f *fixture) eventReasons() map[string]int {
+	out := map[string]int{}
+	for _, e := range f.events() {
+		parts := strings.SplitN(e, " ", 3)
+		out[parts[0]+" "+parts[1]]++
+	}
+	return out
+}
+
+// --- object builders ---
+
+var selectorLabels = map[string]string{"app": "web"}
+
+type rsOpt func(*appsv1.ReplicaSet)
+
+func newRS(name string, replicas int32, opts ...rsOpt) *appsv1.ReplicaSet {
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), Generation: 1,
+			ResourceVersion: "1"},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web", "tier": "front"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}},
+			},
+		},
+	}
+	for _, o := range opts {
+		o(rs)
+	}
+	return rs
+}
+
+func withMinReady(s int32) rsOpt { return func(rs *appsv1.ReplicaSet) { rs.Spec.MinReadySeconds = s } }
+
+func withStatus(st appsv1.ReplicaSetStatus) rsOpt {
+	return func(rs *appsv1.ReplicaSet) { rs.Status = st }
+}
+
+func ownedBy(owner metav1.Object, kind string) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: owner.GetName(), UID: owner.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+}
+
+type podOpt func(*corev1.Pod)
+
+func newPodOf(name string, rs *appsv1.ReplicaSet, opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name),
+			ResourceVersion: "1", Labels: map[string]string{"app": "web", "tier": "front"},
+			CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
+		Spec:   corev1.PodSpec{NodeName: "node-1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	if rs != nil {
+		p.OwnerReferences = []metav1.OwnerReference{ownedBy(rs, "ReplicaSet")}
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func ready(since time.Time) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue,
+			LastTransitionTime: metav1.NewTime(since)}}
+	}
+}
+
+func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
+
+func deleting() podOpt {
+	return func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.NewTime(t0.Add(-time.Second))) }
+}
+
+func labelled(l map[string]string) podOpt { return func(p *corev1.Pod) { p.Labels = l } }
+
+func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+
+func created(t time.Time) podOpt {
+	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(t) }
+}
+
+func restarts(n int32) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", RestartCount: n}}
+	}
+}
+
+func cost(v string) podOpt {
+	return func(p *corev1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[DeletionCostAnnotation] = v
+	}
+}
+
+func rv(v string) podOpt { return func(p *corev1.Pod) { p.ResourceVersion = v } }
+
+func objs(rs *appsv1.ReplicaSet, pods ...*corev1.Pod) []runtime.Object {
+	out := []runtime.Object{rs}
+	for _, p := range pods {
+		out = append(out, p)
+	}
+	return out
+}
+
+var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
+
+// apiPods returns the pods the fake API server holds, by name.
+func (f *fixture) apiPods() []*corev1.Pod {
+	f.t.Helper()
+	l, err := f.client.Tracker().List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), "ns")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []*corev1.Pod
+	for i := range l.(*corev1.PodList).Items {
+		out = append(out, &l.(*corev1.PodList).Items[i])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

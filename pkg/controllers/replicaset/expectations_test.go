@@ -14,7 +14,9 @@ import (
 
 func TestExpectations(t *testing.T) {
 	type step func(e *expectations, c *clocktesting.FakeClock)
-	creations := func(n int) step { return func(e *expectations, _ *clocktesting.FakeClock) { e.expectCreations("k", n) } }
+	creations := func(n int) step {
+		return func(e *expectations, _ *clocktesting.FakeClock) { e.expectCreations("k", n) }
+	}
 	deletions := func(keys ...string) step {
 		return func(e *expectations, _ *clocktesting.FakeClock) { e.expectDeletions("k", keys) }
 	}

@@ -33,7 +33,9 @@ import (
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // testInformers serves the controller the informers of a SharedInformerFactory.
-type testInformers struct{ informers.SharedInformerFactory }
+type testInformers struct {
+	informers.SharedInformerFactory
+}
 
 func (i testInformers) Pods() coreinformers.PodInformer { return i.Core().V1().Pods() }
 func (i testInformers) ConfigMaps() coreinformers.ConfigMapInformer {
@@ -55,7 +57,7 @@ func (i testInformers) Deployments() appsinformers.DeploymentInformer {
 func (i testInformers) ControllerRevisions() appsinformers.ControllerRevisionInformer {
 	return i.Apps().V1().ControllerRevisions()
 }
-func (i testInformers) Jobs() batchinformers.JobInformer       { return i.Batch().V1().Jobs() }
+func (i testInformers) Jobs() batchinformers.JobInformer         { return i.Batch().V1().Jobs() }
 func (i testInformers) CronJobs() batchinformers.CronJobInformer { return i.Batch().V1().CronJobs() }
 
 // recordingQueue remembers delayed adds, so tests can see requeues after

@@ -67,7 +67,7 @@ func TestManageReplicas(t *testing.T) {
 				newPodOf("c", rs3, phase(corev1.PodSucceeded)), newPodOf("d", rs3, phase(corev1.PodFailed))},
 			wantCreates: 2, wantEvents: map[string]int{"Normal SuccessfulCreate": 2}, wantPendingAdds: 2},
 		{name: "a pod controlled by another owner does not count", rs: rs3,
-			pods: []*corev1.Pod{newPodOf("a", newRS("other", 1))},
+			pods:        []*corev1.Pod{newPodOf("a", newRS("other", 1))},
 			wantCreates: 3, wantEvents: map[string]int{"Normal SuccessfulCreate": 3}, wantPendingAdds: 3},
 		{name: "burst cap: at most 500 creates per sync", rs: newRS("rs", 600), wantCreates: 500,
 			wantEvents: map[string]int{"Normal SuccessfulCreate": 500}, wantPendingAdds: 500},

@@ -1,0 +1,285 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers"
+)
+
+// now is the fake clock's time in every test.
+var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+const ns = "ns"
+
+// sharedInformers gives the controller the three informers it asks for; the others are
+// left to the nil embedded interface (asking for them panics, which a test would show).
+type sharedInformers struct {
+	controllers.Informers
+	f informers.SharedInformerFactory
+}
+
+func (s sharedInformers) Pods() coreinformers.PodInformer { return s.f.Core().V1().Pods() }
+func (s sharedInformers) ReplicaSets() appsinformers.ReplicaSetInformer {
+	return s.f.Apps().V1().ReplicaSets()
+}
+func (s sharedInformers) Deployments() appsinformers.DeploymentInformer {
+	return s.f.Apps().V1().Deployments()
+}
+
+// delayQueue records AddAfter and AddRateLimited delays instead of waiting.
+type delayQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	after       map[string]time.Duration
+	rateLimited []string
+}
+
+func (q *delayQueue) AddAfter(key string, d time.Duration) { q.after[key] = d }
+func (q *delayQueue) AddRateLimited(key string)            { q.rateLimited = append(q.rateLimited, key) }
+
+// queued drains the queue and returns its keys, sorted.
+func (q *delayQueue) queued() []string {
+	var keys []string
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		q.Done(k)
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// fixture is a controller on a fake clientset whose informer caches hold the test's
+// objects (the informers never run; sample-controller style).
+type fixture struct {
+	t        *testing.T
+	client   *fake.Clientset
+	factory  informers.SharedInformerFactory
+	ctrl     *Controller
+	queue    *delayQueue
+	recorder *record.FakeRecorder
+	clock    *clocktesting.FakeClock
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{t: t, client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(100),
+		clock: clocktesting.NewFakeClock(now)}
+	f.factory = informers.NewSharedInformerFactory(f.client, 0)
+	f.queue = &delayQueue{
+		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		after:                      map[string]time.Duration{},
+	}
+	t.Cleanup(f.queue.ShutDown)
+	log, _ := ktesting.NewTestContext(t)
+	ctrl, err := newController(controllers.Context{
+		Client: f.client, Informers: sharedInformers{f: f.factory}, Recorder: f.recorder, Logger: log,
+		NewQueue: func(string) workqueue.TypedRateLimitingInterface[string] { return f.queue },
+	}, f.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ctrl = ctrl
+	for _, o := range objs {
+		f.cache(o)
+	}
+	f.client.ClearActions()
+	return f
+}
+
+// cache adds obj to its informer's indexer.
+func (f *fixture) cache(o runtime.Object) {
+	f.t.Helper()
+	var err error
+	switch o := o.(type) {
+	case *appsv1.Deployment:
+		err = f.factory.Apps().V1().Deployments().Informer().GetIndexer().Add(o)
+	case *appsv1.ReplicaSet:
+		err = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Add(o)
+	case *corev1.Pod:
+		err = f.factory.Core().V1().Pods().Informer().GetIndexer().Add(o)
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) ctx() context.Context {
+	_, ctx := ktesting.NewTestContext(f.t)
+	return ctx
+}
+
+// sync runs one sync of the Deployment.
+func (f *fixture) sync(name string) error {
+	return f.ctrl.syncKey(f.ctx(), ns+"/"+name)
+}
+
+func (f *fixture) mustSync(name string) {
+	f.t.Helper()
+	if err := f.sync(name); err != nil {
+		f.t.Fatalf("sync %s: %v", name, err)
+	}
+}
+
+// writes returns the client's write actions as "verb resource[/subresource] [name]".
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		s := a.GetVerb() + " " + a.GetResource().Resource
+		if sub := a.GetSubresource(); sub != "" {
+			s += "/" + sub
+		}
+		switch a := a.(type) {
+		case core.CreateAction:
+			s += " " + a.GetObject().(metav1.Object).GetName()
+		case core.UpdateAction:
+			s += " " + a.GetObject().(metav1.Object).GetName()
+		case core.DeleteAction:
+			s += " " + a.GetName()
+		case core.PatchAction:
+			s += " " + a.GetName()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// replicaSet reads a ReplicaSet from the fake API server.
+func (f *fixture) replicaSet(name string) *appsv1.ReplicaSet {
+	f.t.Helper()
+	rs, err := f.client.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rs
+}
+
+// deployment reads a Deployment from the fake API server.
+func (f *fixture) deployment(name string) *appsv1.Deployment {
+	f.t.Helper()
+	d, err := f.client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return d
+}
+
+// events drains the recorder.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// newDeployment is a RollingUpdate Deployment as the API server defaults it (maxSurge and
+// maxUnavailable 25%, revisionHistoryLimit 10, progressDeadlineSeconds 600).
+func newDeployment(name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), Generation: 1,
+			Annotations: map[string]string{}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "image:1"}}},
+			},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromString("25%")),
+					MaxUnavailable: ptr.To(intstr.FromString("25%"))}},
+			RevisionHistoryLimit:    ptr.To[int32](10),
+			ProgressDeadlineSeconds: ptr.To[int32](600),
+		},
+	}
+}
+
+// withStrategy sets maxSurge and maxUnavailable.
+func withStrategy(d *appsv1.Deployment, surge, unavailable intstr.IntOrString) *appsv1.Deployment {
+	d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: &surge, MaxUnavailable: &unavailable}
+	return d
+}
+
+// recreate turns d into a Recreate Deployment.
+func recreate(d *appsv1.Deployment) *appsv1.Deployment {
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	return d
+}
+
+// withImage gives d's template another image (a new revision).
+func withImage(d *appsv1.Deployment, image string) *appsv1.Deployment {
+	d.Spec.Template.Spec.Containers[0].Image = image
+	return d
+}
+
+// newReplicaSet is a ReplicaSet of d for d's current template (change it for an old one),
+// created age before now, with replicas pods all available and revision rev.
+func newReplicaSet(d *appsv1.Deployment, name string, replicas int32, age time.Duration, rev int) *appsv1.ReplicaSet {
+	tmpl := *d.Spec.Template.DeepCopy()
+	tmpl.Labels = withLabel(tmpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey, name)
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-" + name, Namespace: ns, UID: types.UID("uid-" + d.Name + "-" + name),
+			CreationTimestamp: metav1.NewTime(now.Add(-age)), Labels: tmpl.Labels, Generation: 1,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, controllerKind)},
+			Annotations: map[string]string{RevisionAnnotation: fmt.Sprint(rev),
+				DesiredReplicasAnnotation: fmt.Sprint(*d.Spec.Replicas),
+				MaxReplicasAnnotation:     fmt.Sprint(*d.Spec.Replicas + maxSurge(d))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl},
+		Status: appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas,
+			ObservedGeneration: 1, TerminatingReplicas: ptr.To[int32](0)},
+	}
+}
+
+// oldReplicaSet is a ReplicaSet of an earlier template of d (image "image:old-NAME").
+func oldReplicaSet(d *appsv1.Deployment, name string, replicas int32, age time.Duration, rev int) *appsv1.ReplicaSet {
+	rs := newReplicaSet(d, name, replicas, age, rev)
+	rs.Spec.Template.Spec.Containers[0].Image = "image:old-" + name
+	return rs
+}
+
+// withAvailable sets a ReplicaSet's available (and ready) replicas.
+func withAvailable(rs *appsv1.ReplicaSet, available int32) *appsv1.ReplicaSet {
+	rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = available, available
+	return rs
+}
+
+// synced marks d as already synced at revision rev: its revision annotation is set and it
+// has a Progressing condition, so a sync writes nothing just for those.
+func synced(d *appsv1.Deployment, rev string) *appsv1.Deployment {
+	d.Annotations[RevisionAnnotation] = rev
+	t := metav1.NewTime(now.Add(-time.Minute))
+	d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing,
+		Status: corev1.ConditionTrue, Reason: ReasonReplicaSetUpdated, LastUpdateTime: t, LastTransitionTime: t})
+	return d
+}

@@ -28,6 +28,17 @@ func NewReconcileMetrics(reg prometheus.Registerer) *ReconcileMetrics {
 	return m
 }
 
+// Init creates controller's series at zero, so that a rate or an error ratio has a series
+// (and a dashboard panel shows 0, not "no data") before the first reconcile or error.
+func (m *ReconcileMetrics) Init(controller string) {
+	if m == nil {
+		return
+	}
+	m.Reconciles.WithLabelValues(controller)
+	m.Errors.WithLabelValues(controller)
+	m.Duration.WithLabelValues(controller)
+}
+
 // Observe records one reconcile of controller that started at start.
 func (m *ReconcileMetrics) Observe(controller string, start time.Time, err error) {
 	if m == nil {

@@ -25,6 +25,7 @@ func RunWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimit
 	log := klog.FromContext(ctx).WithValues("controller", name)
 	ctx = klog.NewContext(ctx, log)
 	log.Info("starting workers", "workers", workers)
+	metrics.Init(name)
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		wg.Add(1)

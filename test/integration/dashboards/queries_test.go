@@ -1,0 +1,311 @@
+package dashboards
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/audit"
+	"github.com/kshard/kshard/test/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
+
+const (
+	// namespaces of load: each has an audited ConfigMap, every third a Deployment.
+	namespaces = 24
+	// step of the range queries, like a Grafana panel a few hundred pixels wide over the
+	// test's few minutes; $__interval is the step.
+	step = 2 * time.Second
+)
+
+// rateInterval is Grafana's $__rate_interval: max($__interval + scrape interval,
+// 4 × scrape interval).
+func rateInterval() time.Duration {
+	return max(step+scrapeInterval, 4*scrapeInterval)
+}
+
+// createLoad makes namespaces with an audited ConfigMap each (the kshard-audit controller
+// reconciles it every second) and a one-replica Deployment in every third (for the
+// workload controllers, when the shards run them).
+func createLoad(t *testing.T, f *framework.Framework) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range namespaces {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ns := f.Namespace(t, nil).Name
+			ctx := context.Background()
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{audit.Label: "true"}}}
+			if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				t.Errorf("creating configmap in %s: %v", ns, err)
+			}
+			if i%3 != 0 {
+				return
+			}
+			labels := map[string]string{"app": "web"}
+			d := &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: "web"},
+				Spec: appsv1.DeploymentSpec{
+					Replicas: ptr.To[int32](1),
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.example/web:1.0"}}},
+					},
+				},
+			}
+			if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+				t.Errorf("creating deployment in %s: %v", ns, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// waitOwned waits until the leader has every partition owned by exactly n shards with
+// nothing moving.
+func waitOwned(t *testing.T, k *framework.KShard, n int) {
+	t.Helper()
+	framework.Eventually(t, 90*time.Second, fmt.Sprintf("partitions owned by %d shards, nothing moving", n), func(ctx context.Context) (bool, error) {
+		l, err := k.Leader(ctx)
+		if err != nil {
+			return false, err
+		}
+		a, err := l.Assignments(ctx)
+		if err != nil {
+			return false, err
+		}
+		owners := 0
+		for _, s := range a.Shards {
+			if s.Partitions > 0 {
+				owners++
+			}
+		}
+		if !a.Converged || owners != n {
+			return false, fmt.Errorf("converged %v, %d owners: %+v", a.Converged, owners, a.ByState)
+		}
+		return true, nil
+	})
+}
+
+// waitScraped waits until Prometheus has scraped every target up and has seen the
+// partition moves the scale-out caused.
+func waitScraped(t *testing.T, p *prometheus, targets int) {
+	t.Helper()
+	framework.Eventually(t, 60*time.Second, "Prometheus scraped every target and the moves", func(ctx context.Context) (bool, error) {
+		for expr, want := range map[string]float64{
+			`sum(up)`: float64(targets),
+			`sum(kshard_coordinator_moves_finished_total)`:  1,
+			`count(kshard_controller_reconciles_total > 0)`: 1,
+		} {
+			r, err := p.query(ctx, expr, time.Now())
+			if err != nil {
+				return false, err
+			}
+			if len(r.Result) == 0 || len(r.Result[0].Value) != 2 {
+				return false, fmt.Errorf("%s: no result", expr)
+			}
+			var got float64
+			if _, err := fmt.Sscan(r.Result[0].Value[1].(string), &got); err != nil || got < want {
+				return false, fmt.Errorf("%s = %v, want ≥ %v", expr, r.Result[0].Value[1], want)
+			}
+		}
+		return true, nil
+	})
+}
+
+// varValues is one way to fill a dashboard's variables: name → the text substituted.
+type varValues map[string]string
+
+// promRegexEscape escapes a label value for a =~ matcher inside a PromQL string, as
+// Grafana does for multi-value variables.
+func promRegexEscape(v string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`)
+}
+
+// substitute fills variables, Grafana's built-ins included, into expr.
+func substitute(expr string, vals varValues) string {
+	return varRef.ReplaceAllStringFunc(expr, func(ref string) string {
+		m := varRef.FindStringSubmatch(ref)
+		name := m[1]
+		if name == "" {
+			name = m[2]
+		}
+		if v, ok := vals[name]; ok {
+			return v
+		}
+		return ref
+	})
+}
+
+// resolvedVar is a query variable with the values its own query found.
+type resolvedVar struct {
+	variable
+	values []string
+}
+
+// allText is what Grafana substitutes when "All" is selected.
+func (v resolvedVar) allText() string {
+	if v.AllValue != "" {
+		return v.AllValue
+	}
+	esc := make([]string, len(v.values))
+	for i, s := range v.values {
+		esc[i] = promRegexEscape(s)
+	}
+	return "(" + strings.Join(esc, "|") + ")"
+}
+
+// combination is a named filling of the variables.
+type combination struct {
+	name string
+	vals varValues
+}
+
+// combinations resolves the dashboard's variables through their own label_values queries
+// (in order, each with the earlier ones at All) and returns: every variable at All, then
+// each value of each variable alone with the others at All.
+func combinations(ctx context.Context, p *prometheus, d *dashboard, builtins varValues, start, end time.Time) ([]combination, error) {
+	all := varValues{}
+	for k, v := range builtins {
+		all[k] = v
+	}
+	var vars []resolvedVar
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		q, err := v.query()
+		if err != nil {
+			return nil, err
+		}
+		sel, label, err := parseLabelValues(q)
+		if err != nil {
+			return nil, err
+		}
+		vals, err := p.labelValues(ctx, substitute(sel, all), label, start, end)
+		if err != nil {
+			return nil, fmt.Errorf("variable %s: %w", v.Name, err)
+		}
+		if len(vals) == 0 {
+			return nil, fmt.Errorf("variable %s: %s found no values", v.Name, q)
+		}
+		sort.Strings(vals)
+		rv := resolvedVar{variable: v, values: vals}
+		all[v.Name] = rv.allText()
+		vars = append(vars, rv)
+	}
+	out := []combination{{name: "all at All", vals: all}}
+	for _, v := range vars {
+		for _, val := range v.values {
+			c := varValues{}
+			for k, s := range all {
+				c[k] = s
+			}
+			c[v.Name] = promRegexEscape(val)
+			out = append(out, combination{name: v.Name + "=" + val, vals: c})
+		}
+	}
+	return out, nil
+}
+
+func TestDashboardQueriesReturnData(t *testing.T) {
+	f := framework.Get(t)
+	dashboards := loadDashboards(t)
+	prom := startPrometheus(t)
+	promStart := time.Now()
+
+	createLoad(t, f)
+	auditDir := framework.AuditDir(t)
+	k := f.NewKShard(t, framework.KShardOptions{
+		ShardArgs: []string{"--controllers", "*,kshard-audit", "--audit-resync-interval", "1s", "--audit-work-duration", "5ms"},
+	})
+	k.SetShardArgs(func(name string) []string {
+		return []string{"--audit-log-file", filepath.Join(auditDir, name+".jsonl")}
+	})
+	for _, name := range []string{"coordinator-a", "coordinator-b"} {
+		prom.addCoordinator(k.StartCoordinator(name))
+	}
+	for i := range 3 {
+		prom.addShard(k.StartShard(fmt.Sprintf("shard-%d", i)))
+	}
+	waitOwned(t, k, 3)
+	// Scale out: the fourth shard takes a quarter of the partitions, so moves, handoffs
+	// and ownership gaps are observed.
+	prom.addShard(k.StartShard("shard-3"))
+	waitOwned(t, k, 4)
+	waitScraped(t, prom, 2+4)
+	end := time.Now()
+	t.Logf("load running for %s; querying every dashboard panel over it", end.Sub(promStart).Round(time.Second))
+
+	builtins := varValues{
+		"__rate_interval": fmt.Sprintf("%ds", int(rateInterval().Seconds())),
+		"__interval":      fmt.Sprintf("%ds", int(step.Seconds())),
+		"__interval_ms":   fmt.Sprint(step.Milliseconds()),
+		"__range":         fmt.Sprintf("%ds", int(end.Sub(promStart).Seconds())+1),
+		"__range_s":       fmt.Sprint(int(end.Sub(promStart).Seconds()) + 1),
+		"__range_ms":      fmt.Sprint(end.Sub(promStart).Milliseconds()),
+	}
+	ctx := context.Background()
+	total := 0
+	for _, d := range dashboards {
+		t.Run(d.File, func(t *testing.T) {
+			combos, err := combinations(ctx, prom, d, builtins, promStart, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range combos {
+				for _, p := range d.leaves() {
+					for _, tg := range p.Targets {
+						expr := substitute(tg.Expr, c.vals)
+						var r apiResult
+						if tg.Instant {
+							r, err = prom.query(ctx, expr, end)
+						} else {
+							r, err = prom.queryRange(ctx, expr, promStart, end, step)
+						}
+						total++
+						where := fmt.Sprintf("panel %q target %s (%s)\n  query: %s", p.Title, tg.RefID, c.name, expr)
+						if err != nil {
+							t.Errorf("%s\n  error: %v", where, err)
+							continue
+						}
+						series, numbers := r.counts()
+						switch {
+						case series == 0:
+							t.Errorf("%s\n  returned no series", where)
+						case numbers == 0:
+							t.Errorf("%s\n  returned %d series, all NaN", where, series)
+						}
+					}
+				}
+			}
+			t.Logf("%d panels × %d variable fillings checked (%s)", len(d.leaves()), len(combos), combosNames(combos))
+		})
+	}
+	t.Logf("%d queries answered through %s", total, prom.URL)
+}
+
+func combosNames(cs []combination) string {
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
+}

@@ -114,14 +114,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{t: t, client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(1000),
 		clock: clocktesting.NewFakeClock(t0)}
-	// The fake clientset does not generate names.
-	f.client.PrependReactor("create", "pods", func(a core.Action) (bool, runtime.Object, error) {
-		pod := a.(core.CreateAction).GetObject().(*corev1.Pod)
-		if pod.Name == "" {
-			pod.Name = fmt.Sprintf("%s%05d", pod.GenerateName, f.created.Add(1))
-		}
-		return false, nil, nil
-	})
+	f.client.PrependReactor("create", "pods", nameGenerator(f))
 	f.factory = informers.NewSharedInformerFactory(f.client, 0)
 	f.queue = &recordingQueue{
 		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
@@ -389,4 +382,16 @@ func (f *fixture) apiPods() []*corev1.Pod {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// nameGenerator is a reactor that does what the fake clientset does not: generate the
+// names of pods created with generateName.
+func nameGenerator(f *fixture) core.ReactionFunc {
+	return func(a core.Action) (bool, runtime.Object, error) {
+		pod := a.(core.CreateAction).GetObject().(*corev1.Pod)
+		if pod.Name == "" {
+			pod.Name = fmt.Sprintf("%s%05d", pod.GenerateName, f.created.Add(1))
+		}
+		return false, nil, nil
+	}
 }

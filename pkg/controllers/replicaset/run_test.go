@@ -1,0 +1,89 @@
+package replicaset
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers"
+)
+
+// TestRun wires the controller to running informers of a fake API server: a new
+// ReplicaSet gets its pods and status, and a scale-down removes pods, with no more
+// creates than replicas however many events arrive.
+func TestRun(t *testing.T) {
+	log, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := fake.NewClientset()
+	f := &fixture{t: t, client: client}
+	client.PrependReactor("create", "pods", nameGenerator(f))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctrl, err := New(controllers.Context{
+		Client:    client,
+		Informers: testInformers{factory},
+		NewQueue: func(name string) workqueue.TypedRateLimitingInterface[string] {
+			return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+				workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+		},
+		Recorder:     record.NewFakeRecorder(100),
+		Logger:       log,
+		Metrics:      controllers.NewReconcileMetrics(prometheus.NewRegistry()),
+		WriteAllowed: func() error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	done := make(chan struct{})
+	go func() { defer close(done); ctrl.Run(ctx, 2) }()
+
+	rs := newRS("rs", 3)
+	if _, err := client.AppsV1().ReplicaSets("ns").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true,
+			func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	status := func() (int32, int64) {
+		got, err := client.AppsV1().ReplicaSets("ns").Get(ctx, "rs", metav1.GetOptions{})
+		if err != nil {
+			return -1, -1
+		}
+		return got.Status.Replicas, got.Status.ObservedGeneration
+	}
+	waitFor("3 pods and status.replicas 3", func() bool {
+		r, _ := status()
+		return len(f.apiPods()) == 3 && r == 3
+	})
+	scaled, _ := client.AppsV1().ReplicaSets("ns").Get(ctx, "rs", metav1.GetOptions{})
+	scaled.Spec.Replicas = ptr.To[int32](1)
+	scaled.Generation = 2
+	if _, err := client.AppsV1().ReplicaSets("ns").Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("1 pod and status.replicas 1 at generation 2", func() bool {
+		r, g := status()
+		return len(f.apiPods()) == 1 && r == 1 && g == 2
+	})
+	if n := f.count("create", "pods"); n != 3 {
+		t.Errorf("pod creates = %d, want 3", n)
+	}
+	cancel()
+	<-done
+}

@@ -20,6 +20,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -154,9 +155,7 @@ func (f *fixture) writes() []string {
 			s += "/" + sub
 		}
 		switch a := a.(type) {
-		case core.CreateAction:
-			s += " " + a.GetObject().(metav1.Object).GetName()
-		case core.UpdateAction:
+		case core.CreateAction: // updates too: the two interfaces are the same
 			s += " " + a.GetObject().(metav1.Object).GetName()
 		case core.DeleteAction:
 			s += " " + a.GetName()
@@ -283,3 +282,5 @@ func synced(d *appsv1.Deployment, rev string) *appsv1.Deployment {
 		Status: corev1.ConditionTrue, Reason: ReasonReplicaSetUpdated, LastUpdateTime: t, LastTransitionTime: t})
 	return d
 }
+
+func (c *Controller) logForTest() klog.Logger { return klog.Background() }

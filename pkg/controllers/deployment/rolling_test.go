@@ -44,8 +44,8 @@ func TestResolveFenceposts(t *testing.T) {
 
 func TestMaxSurgeMaxUnavailable(t *testing.T) {
 	tests := []struct {
-		name                  string
-		d                     *appsv1.Deployment
+		name                   string
+		d                      *appsv1.Deployment
 		wantSurge, wantUnavail int32
 	}{
 		{name: "defaults of 4", d: newDeployment("d", 4), wantSurge: 1, wantUnavail: 1},

@@ -176,17 +176,9 @@ func (c *Controller) updateRS(old, cur any) {
 }
 
 func (c *Controller) deleteRS(log klog.Logger, obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
+	rs, ok := deleted[*appsv1.ReplicaSet](obj)
 	if !ok {
-		tomb, isTomb := obj.(toolscache.DeletedFinalStateUnknown)
-		if !isTomb {
-			utilruntime.HandleError(fmt.Errorf("replicaset delete handler: unexpected object %T", obj))
-			return
-		}
-		if rs, ok = tomb.Obj.(*appsv1.ReplicaSet); !ok {
-			utilruntime.HandleError(fmt.Errorf("replicaset delete handler: tombstone holds %T", tomb.Obj))
-			return
-		}
+		return
 	}
 	log.V(4).Info("replicaset deleted from cache; dropping its expectations", "namespace", rs.Namespace, "name", rs.Name)
 	c.expectations.forget(keyOf(rs))
@@ -284,17 +276,9 @@ func (c *Controller) updatePod(log klog.Logger, old, cur any) {
 }
 
 func (c *Controller) deletePod(log klog.Logger, obj any) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := deleted[*corev1.Pod](obj)
 	if !ok {
-		tomb, isTomb := obj.(toolscache.DeletedFinalStateUnknown)
-		if !isTomb {
-			utilruntime.HandleError(fmt.Errorf("pod delete handler: unexpected object %T", obj))
-			return
-		}
-		if pod, ok = tomb.Obj.(*corev1.Pod); !ok {
-			utilruntime.HandleError(fmt.Errorf("pod delete handler: tombstone holds %T", tomb.Obj))
-			return
-		}
+		return
 	}
 	rs := c.controllerOf(pod.Namespace, metav1.GetControllerOfNoCopy(pod))
 	if rs == nil {
@@ -304,4 +288,23 @@ func (c *Controller) deletePod(log klog.Logger, obj any) {
 		"deletionTimestamp", pod.DeletionTimestamp)
 	c.expectations.deletionObserved(keyOf(rs), podKey(pod))
 	c.enqueue(rs)
+}
+
+// deleted returns the object of a delete event: the object itself, or the last state a
+// tombstone (DeletedFinalStateUnknown, a delete the watch missed) recorded.
+func deleted[T any](obj any) (T, bool) {
+	if o, ok := obj.(T); ok {
+		return o, true
+	}
+	var zero T
+	tomb, ok := obj.(toolscache.DeletedFinalStateUnknown)
+	if !ok {
+		utilruntime.HandleError(fmt.Errorf("delete handler: unexpected object %T, want %T", obj, zero))
+		return zero, false
+	}
+	o, ok := tomb.Obj.(T)
+	if !ok {
+		utilruntime.HandleError(fmt.Errorf("delete handler: tombstone holds %T, want %T", tomb.Obj, zero))
+	}
+	return o, ok
 }

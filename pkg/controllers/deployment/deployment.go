@@ -211,35 +211,38 @@ func (c *Controller) updateReplicaSet(log klog.Logger, oldObj, curObj any) {
 }
 
 func (c *Controller) deleteReplicaSet(_ klog.Logger, obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
+	rs, ok := deleted[*appsv1.ReplicaSet](obj)
 	if !ok {
-		tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
-		if !isTomb {
-			utilruntime.HandleError(fmt.Errorf("unexpected object in a ReplicaSet delete: %T", obj))
-			return
-		}
-		if rs, ok = tomb.Obj.(*appsv1.ReplicaSet); !ok {
-			utilruntime.HandleError(fmt.Errorf("tombstone holds %T, not a ReplicaSet", tomb.Obj))
-			return
-		}
+		return
 	}
 	if d := c.owner(rs.Namespace, metav1.GetControllerOfNoCopy(rs)); d != nil {
 		c.enqueueDeployment(d)
 	}
 }
 
-func (c *Controller) deletePod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
+// deleted unwraps the object of a delete event, which may come as a tombstone when the
+// informer missed the deletion.
+func deleted[T any](obj any) (T, bool) {
+	if o, ok := obj.(T); ok {
+		return o, true
+	}
+	var zero T
+	tomb, ok := obj.(cache.DeletedFinalStateUnknown)
 	if !ok {
-		tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
-		if !isTomb {
-			utilruntime.HandleError(fmt.Errorf("unexpected object in a Pod delete: %T", obj))
-			return
-		}
-		if pod, ok = tomb.Obj.(*corev1.Pod); !ok {
-			utilruntime.HandleError(fmt.Errorf("tombstone holds %T, not a Pod", tomb.Obj))
-			return
-		}
+		utilruntime.HandleError(fmt.Errorf("unexpected object %T in a delete event", obj))
+		return zero, false
+	}
+	o, ok := tomb.Obj.(T)
+	if !ok {
+		utilruntime.HandleError(fmt.Errorf("tombstone holds %T, not %T", tomb.Obj, zero))
+	}
+	return o, ok
+}
+
+func (c *Controller) deletePod(obj any) {
+	pod, ok := deleted[*corev1.Pod](obj)
+	if !ok {
+		return
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil || ref.Kind != "ReplicaSet" {

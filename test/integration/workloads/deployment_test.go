@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -543,6 +544,22 @@ func TestDeploymentProportionalScaling(t *testing.T) {
 		}
 		return nil
 	})
+	// Ready pods never fall below replicas-maxUnavailable of the smallest size asked for
+	// so far (all 6 old pods are ready now; the new ones never become ready).
+	var minReady atomic.Int32
+	minReady.Store(5)
+	ready := track(t, w, w.pods(), func(all []*corev1.Pod) error {
+		n := int32(0)
+		for _, p := range all {
+			if active(p) && podReady(p) {
+				n++
+			}
+		}
+		if m := minReady.Load(); n < m {
+			return fmt.Errorf("%d ready pods < replicas-maxUnavailable=%d", n, m)
+		}
+		return nil
+	})
 	// The new template cannot be scheduled, so the rollout stops where the bounds hold it.
 	e.updateDeployment("prop", func(d *appsv1.Deployment) { bumpTemplate(d, "2"); unschedulable(&d.Spec.Template.Spec) })
 	waitSpecs := func(wantOld, wantNew int32, desired, maxR string) {
@@ -595,9 +612,11 @@ func TestDeploymentProportionalScaling(t *testing.T) {
 	})
 	// Scale to 4 (6 with the surge): 8 fewer, shared 9*6/14 -> 4 and 5*6/14 -> 2; then the
 	// rollout goes on to old 3, new 3.
+	minReady.Store(3)
 	e.updateDeployment("prop", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](4) })
 	waitSpecs(3, 3, "4", "6")
 	rssTracker.assertNone(t, "two replicasets")
+	ready.assertNone(t, "ready pods >= replicas-maxUnavailable")
 	mu.Lock()
 	if !slices.Contains(seen, pair{4, 2}) {
 		t.Errorf("scaling 12 -> 4 mid-rollout never showed old 4, new 2; (old, new) seen: %v", seen)

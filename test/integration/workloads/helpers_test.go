@@ -473,6 +473,7 @@ type tracker[T metav1.Object] struct {
 	objs       map[string]T
 	check      func(objs []T) error
 	armed      bool
+	reported   bool
 	states     int
 	failures   int
 	violations []string
@@ -527,6 +528,7 @@ func (tr *tracker[T]) assertNone(t *testing.T, what string) {
 	t.Helper()
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
+	tr.reported = true
 	if tr.failures > 0 {
 		t.Errorf("%s: violated in %d of %d observed states, first ones:\n  %s", what, tr.failures, tr.states, strings.Join(tr.violations, "\n  "))
 		return
@@ -562,6 +564,15 @@ func track[T metav1.Object](t *testing.T, w *watchers, inf cache.SharedIndexInfo
 		t.Fatal("informer did not sync")
 	}
 	tr.arm()
+	// A test that stops early (a failed wait) still reports what the tracker saw.
+	t.Cleanup(func() {
+		tr.mu.Lock()
+		reported := tr.reported
+		tr.mu.Unlock()
+		if !reported {
+			tr.assertNone(t, "invariant watched until the test stopped")
+		}
+	})
 	return tr
 }
 

@@ -291,7 +291,7 @@ func (c *Controller) syncDeployment(ctx context.Context, ns, name string) error 
 		c.recorder.Eventf(d, corev1.EventTypeWarning, "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.")
 		if d.Status.ObservedGeneration < d.Generation {
 			d.Status.ObservedGeneration = d.Generation
-			if _, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			if err := c.updateStatus(ctx, d); err != nil {
 				klog.FromContext(ctx).V(2).Info("updating observedGeneration failed", "err", err)
 			}
 		}

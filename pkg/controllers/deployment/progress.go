@@ -158,8 +158,7 @@ func (c *Controller) syncRolloutStatus(ctx context.Context, all []*appsv1.Replic
 		return nil
 	}
 	d.Status = s
-	_, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
-	return err
+	return c.updateStatus(ctx, d)
 }
 
 // replicaFailure returns the first ReplicaFailure condition of the new ReplicaSet, else of

@@ -64,8 +64,7 @@ func (c *Controller) checkPausedConditions(ctx context.Context, d *appsv1.Deploy
 	default:
 		return nil
 	}
-	_, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
-	return err
+	return c.updateStatus(ctx, d)
 }
 
 // replicaSetsAndSyncRevision splits rss into the new ReplicaSet and the old ones, keeps
@@ -102,7 +101,7 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ex
 			changed = true
 		}
 		if changed {
-			if _, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			if err := c.updateStatus(ctx, d); err != nil {
 				return nil, err
 			}
 		}
@@ -158,7 +157,7 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ex
 		}
 		previous := ptr.Deref(d.Status.CollisionCount, 0)
 		d.Status.CollisionCount = ptr.To(previous + 1)
-		if _, uErr := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); uErr == nil {
+		if uErr := c.updateStatus(ctx, d); uErr == nil {
 			log.V(2).Info("hash collision; increased collisionCount", "replicaSet", rs.Name, "oldCollisionCount", previous, "newCollisionCount", previous+1)
 		}
 		return nil, err
@@ -169,7 +168,7 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ex
 		if hasProgressDeadline(d) {
 			setCondition(&d.Status, c.newCondition(appsv1.DeploymentProgressing, corev1.ConditionFalse, ReasonReplicaSetCreateError, msg))
 			// The create error is what is returned and retried; this write is best effort.
-			_, _ = c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+			_ = c.updateStatus(ctx, d)
 		}
 		c.recorder.Eventf(d, corev1.EventTypeWarning, ReasonReplicaSetCreateError, "%s", msg)
 		return nil, err
@@ -184,9 +183,21 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ex
 		changed = true
 	}
 	if changed {
-		_, err = c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+		err = c.updateStatus(ctx, d)
 	}
 	return created, err
+}
+
+// updateStatus writes d's status and annotations (the revision: the status subresource of
+// Deployments takes annotations too). It keeps the resourceVersion the write returned, so
+// that a second status write in the same sync is not refused as a conflict with the first
+// (upstream's controller sends the stale one and retries the whole sync).
+func (c *Controller) updateStatus(ctx context.Context, d *appsv1.Deployment) error {
+	updated, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+	if err == nil && updated != nil {
+		d.ResourceVersion = updated.ResourceVersion
+	}
+	return err
 }
 
 // withLabel returns a copy of labels with key=value added.
@@ -338,8 +349,7 @@ func (c *Controller) syncDeploymentStatus(ctx context.Context, all []*appsv1.Rep
 		return nil
 	}
 	d.Status = s
-	_, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
-	return err
+	return c.updateStatus(ctx, d)
 }
 
 // calculateStatus derives the status from the ReplicaSets: counts of the pods that exist

@@ -366,3 +366,35 @@ func TestPaused(t *testing.T) {
 		t.Errorf("replicas = %d, want 4", got)
 	}
 }
+
+// TestStatusWritesDoNotConflict runs a first rollout against an API that enforces
+// resourceVersions: the sync writes the status twice (revision and condition of the new
+// ReplicaSet, then the rollout status) and the second must not be refused as stale.
+func TestStatusWritesDoNotConflict(t *testing.T) {
+	d := newDeployment("d", 2)
+	d.ResourceVersion = "1"
+	f := newFixture(t, d)
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+	f.client.PrependReactor("update", "deployments", func(a core.Action) (bool, runtime.Object, error) {
+		obj := a.(core.UpdateAction).GetObject().(*appsv1.Deployment).DeepCopy()
+		cur, err := f.client.Tracker().Get(gvr, obj.Namespace, obj.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		rv := cur.(*appsv1.Deployment).ResourceVersion
+		if obj.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(appsv1.Resource("deployments"), obj.Name, fmt.Errorf("stale resourceVersion %s, now %s", obj.ResourceVersion, rv))
+		}
+		var n int
+		fmt.Sscan(rv, &n)
+		obj.ResourceVersion = fmt.Sprint(n + 1)
+		return true, obj, f.client.Tracker().Update(gvr, obj, obj.Namespace)
+	})
+	f.mustSync("d")
+	if got := f.writes(); len(got) < 3 || got[0] != "create replicasets "+replicaSetName("d", podTemplateHash(&d.Spec.Template, nil)) {
+		t.Errorf("writes = %q, want the create and two status writes", got)
+	}
+	if got := f.deployment("d").ResourceVersion; got != "3" {
+		t.Errorf("resourceVersion = %s, want 3 after two status writes", got)
+	}
+}

@@ -23,4 +23,9 @@
 // that ReplicaSet's expectations; a deletion already visible in the cache counts as
 // observed at every sync, so expectations left behind by a sync that raced a handoff
 // cannot hold a ReplicaSet back after the namespace comes back.
+//
+// As kube-controller-manager 1.37 does (StaleControllerConsistencyReplicaSet), a sync also
+// waits until the pod and ReplicaSet caches have reached the resourceVersions of the
+// controller's own last writes for that ReplicaSet (consistency.go): it fails and is
+// retried with backoff instead of acting on a cache older than what it wrote.
 package replicaset

@@ -70,6 +70,7 @@ type Controller struct {
 	metrics    *controllers.ReconcileMetrics
 
 	expectations  *expectations
+	consistency   *consistency
 	clock         clock.PassiveClock
 	burstReplicas int
 }
@@ -83,15 +84,19 @@ func New(c controllers.Context) (controllers.Controller, error) {
 func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, error) {
 	rsInf, podInf := c.Informers.ReplicaSets(), c.Informers.Pods()
 	ctrl := &Controller{
-		client:        c.Client,
-		rsLister:      rsInf.Lister(),
-		rsIndexer:     rsInf.Informer().GetIndexer(),
-		podLister:     podInf.Lister(),
-		podIndexer:    podInf.Informer().GetIndexer(),
-		queue:         c.NewQueue(Name),
-		recorder:      c.Recorder,
-		metrics:       c.Metrics,
-		expectations:  newExpectations(clk),
+		client:       c.Client,
+		rsLister:     rsInf.Lister(),
+		rsIndexer:    rsInf.Informer().GetIndexer(),
+		podLister:    podInf.Lister(),
+		podIndexer:   podInf.Informer().GetIndexer(),
+		queue:        c.NewQueue(Name),
+		recorder:     c.Recorder,
+		metrics:      c.Metrics,
+		expectations: newExpectations(clk),
+		consistency: newConsistency(map[resource]rvSource{
+			resourcePods:        podInf.Informer().GetStore(),
+			resourceReplicaSets: rsInf.Informer().GetStore(),
+		}),
 		clock:         clk,
 		burstReplicas: BurstReplicas,
 	}
@@ -171,6 +176,7 @@ func (c *Controller) updateRS(old, cur any) {
 	// the old one's expectations must not apply to the new one.
 	if oldRS.UID != curRS.UID {
 		c.expectations.forget(keyOf(oldRS))
+		c.consistency.clear(keyOf(oldRS), oldRS.UID)
 	}
 	c.enqueue(curRS)
 }
@@ -182,6 +188,7 @@ func (c *Controller) deleteRS(log klog.Logger, obj any) {
 	}
 	log.V(4).Info("replicaset deleted from cache; dropping its expectations", "namespace", rs.Namespace, "name", rs.Name)
 	c.expectations.forget(keyOf(rs))
+	c.consistency.clear(keyOf(rs), rs.UID)
 	c.enqueue(rs)
 }
 

@@ -17,9 +17,17 @@ if ! hack/cluster.sh status >/dev/null 2>&1; then
   hack/cluster.sh up
   started=1
 fi
+# The differential tests (test/integration/differential, shardedrollout's reference run)
+# also need the reference control plane with every upstream controller; same rule.
+upstream_started=0
+if ! hack/cluster-upstream.sh status >/dev/null 2>&1; then
+  hack/cluster-upstream.sh up
+  upstream_started=1
+fi
 cleanup() {
-  if [ "$started" = 1 ] && [ "${KSHARD_KEEP_CLUSTER:-0}" != 1 ]; then
-    hack/cluster.sh down
+  if [ "${KSHARD_KEEP_CLUSTER:-0}" != 1 ]; then
+    if [ "$upstream_started" = 1 ]; then hack/cluster-upstream.sh down; fi
+    if [ "$started" = 1 ]; then hack/cluster.sh down; fi
   fi
 }
 trap cleanup EXIT

@@ -286,6 +286,11 @@ func (c *Controller) syncDeployment(ctx context.Context, ns, name string) error 
 		return err
 	}
 	d := cached.DeepCopy()
+	if d.Spec.Replicas == nil {
+		// The API server defaults it; a missing one is an object no retry will fix.
+		utilruntime.HandleErrorWithContext(ctx, nil, "deployment has no spec.replicas; not syncing it", "namespace", ns, "name", name)
+		return nil
+	}
 
 	if d.Spec.Selector == nil || reflect.DeepEqual(*d.Spec.Selector, metav1.LabelSelector{}) {
 		c.recorder.Eventf(d, corev1.EventTypeWarning, "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.")

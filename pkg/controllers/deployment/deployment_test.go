@@ -169,6 +169,12 @@ func TestSyncMissingDeployment(t *testing.T) {
 	if err := f.sync("gone"); err != nil {
 		t.Errorf("sync of a deleted Deployment: %v", err)
 	}
+	noReplicas := newDeployment("undefaulted", 1)
+	noReplicas.Spec.Replicas = nil
+	f.cache(noReplicas)
+	if err := f.sync("undefaulted"); err != nil || len(f.writes()) != 0 {
+		t.Errorf("sync of a Deployment without spec.replicas: %v, writes %q", err, f.writes())
+	}
 	if err := f.ctrl.syncKey(context.Background(), "a/b/c"); err != nil {
 		t.Errorf("invalid key: %v", err)
 	}

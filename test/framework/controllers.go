@@ -97,20 +97,11 @@ func RunningControllers(t testing.TB) *Controllers {
 // owned, runs the tests, and stops kshard. So the same tests run against upstream
 // kube-controller-manager (hack/cluster-upstream.sh) and against kshard.
 func MainWithControllers(m *testing.M, opts ControllersOptions) {
-	if os.Getenv(SkipEnv) == "1" {
-		fmt.Fprintf(os.Stderr, "integration tests skipped: %s=1\n", SkipEnv)
-		os.Exit(0)
-	}
 	if len(opts.Names) == 0 {
 		fmt.Fprintln(os.Stderr, "framework.MainWithControllers: no controller names given")
 		os.Exit(2)
 	}
-	f, err := connect()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "integration tests need the local control plane: %v\n"+
-			"start it with 'make cluster-up', or set %s=1 to skip on purpose\n", err, SkipEnv)
-		os.Exit(1)
-	}
+	f := connectForMain()
 	shared = f
 	tb := newMainTB("TestMain-" + strings.TrimSuffix(filepath.Base(os.Args[0]), ".test"))
 	code := tb.run(func() int {

@@ -52,6 +52,13 @@ func RepoRoot() string {
 // control plane, runs the tests and exits. It exits non-zero when the control plane cannot
 // be reached, unless KSHARD_SKIP_INTEGRATION=1.
 func Main(m *testing.M) {
+	shared = connectForMain()
+	os.Exit(m.Run())
+}
+
+// connectForMain connects TestMain to the control plane, or exits: 0 when
+// KSHARD_SKIP_INTEGRATION=1, 1 when the control plane cannot be reached.
+func connectForMain() *Framework {
 	if os.Getenv(SkipEnv) == "1" {
 		fmt.Fprintf(os.Stderr, "integration tests skipped: %s=1\n", SkipEnv)
 		os.Exit(0)
@@ -62,8 +69,7 @@ func Main(m *testing.M) {
 			"start it with 'make cluster-up', or set %s=1 to skip on purpose\n", err, SkipEnv)
 		os.Exit(1)
 	}
-	shared = f
-	os.Exit(m.Run())
+	return f
 }
 
 // Get returns the package's framework; only valid in tests of a package whose TestMain

@@ -146,7 +146,7 @@ func TestDeploymentRecreate(t *testing.T) {
 	e := newEnv(t)
 	d := newDeployment("recreate", 3)
 	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
-	d = e.createDeployment(d)
+	e.createDeployment(d)
 	e.waitComplete("recreate", 60*time.Second)
 	first, err := e.newRSOf(e.ctx(), e.deployment("recreate"))
 	if err != nil {
@@ -255,8 +255,8 @@ func TestDeploymentReplicaSetNameAndHashLabel(t *testing.T) {
 func TestDeploymentHashCollision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	d := e.createDeployment(newDeployment("collide", 1))
-	d = e.waitComplete("collide", 60*time.Second)
+	e.createDeployment(newDeployment("collide", 1))
+	d := e.waitComplete("collide", 60*time.Second)
 	rs, err := e.newRSOf(e.ctx(), d)
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +299,7 @@ func TestDeploymentRevisionAnnotations(t *testing.T) {
 	e := newEnv(t)
 	d := newDeployment("rev", 2)
 	d.Spec.Strategy = rollingUpdate(intstr.FromInt32(1), intstr.FromInt32(0))
-	d = e.createDeployment(d)
+	e.createDeployment(d)
 	e.waitComplete("rev", 60*time.Second)
 	want := func(annotations map[string]map[string]string, depRevision string) {
 		t.Helper()
@@ -584,32 +584,27 @@ func TestDeploymentProportionalScaling(t *testing.T) {
 			return nil
 		})
 	}
+	staysAt := func(wantOld, wantNew int32) {
+		t.Helper()
+		e.consistently(2*time.Second, fmt.Sprintf("the stuck rollout stays at old %d, new %d", wantOld, wantNew), func(ctx context.Context) error {
+			rss, err := e.replicaSetsOf(ctx, d)
+			if err != nil {
+				return err
+			}
+			if len(rss) != 2 || ptr.Deref(rss[1].Spec.Replicas, -1) != wantOld || ptr.Deref(rss[0].Spec.Replicas, -1) != wantNew {
+				return fmt.Errorf("replicasets %s", describeRSs(rss))
+			}
+			return nil
+		})
+	}
 	// 6 replicas, surge 2, unavailable 1: the new ReplicaSet surges to 2, the old one
 	// gives up 1, the new one takes the freed slot: old 5 + new 3 = 8.
 	waitSpecs(5, 3, "6", "8")
-	e.consistently(2*time.Second, "the stuck rollout stays at old 5, new 3", func(ctx context.Context) error {
-		rss, err := e.replicaSetsOf(ctx, d)
-		if err != nil {
-			return err
-		}
-		if len(rss) != 2 || ptr.Deref(rss[1].Spec.Replicas, -1) != 5 || ptr.Deref(rss[0].Spec.Replicas, -1) != 3 {
-			return fmt.Errorf("replicasets %s", describeRSs(rss))
-		}
-		return nil
-	})
+	staysAt(5, 3)
 	// Scale to 12 (14 with the surge): the 6 more are shared 5*14/8 -> 9 and 3*14/8 -> 5.
 	e.updateDeployment("prop", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](12) })
 	waitSpecs(9, 5, "12", "14")
-	e.consistently(2*time.Second, "the stuck rollout stays at old 9, new 5", func(ctx context.Context) error {
-		rss, err := e.replicaSetsOf(ctx, d)
-		if err != nil {
-			return err
-		}
-		if len(rss) != 2 || ptr.Deref(rss[1].Spec.Replicas, -1) != 9 || ptr.Deref(rss[0].Spec.Replicas, -1) != 5 {
-			return fmt.Errorf("replicasets %s", describeRSs(rss))
-		}
-		return nil
-	})
+	staysAt(9, 5)
 	// Scale to 4 (6 with the surge): 8 fewer, shared 9*6/14 -> 4 and 5*6/14 -> 2; then the
 	// rollout goes on to old 3, new 3.
 	minReady.Store(3)
@@ -639,15 +634,11 @@ func TestDeploymentMinReadySeconds(t *testing.T) {
 	const minReady = 4
 	d := newDeployment("minready", 2)
 	d.Spec.MinReadySeconds = minReady
-	type obs struct {
-		at        time.Time
-		available int32
-		cond      string
-	}
 	var mu sync.Mutex
-	var seen []obs
+	var seen []availabilitySample
+	var seenConds []string
 	w := e.watchers()
-	deps := track(t, w, w.deployments(), func(all []*appsv1.Deployment) error {
+	track(t, w, w.deployments(), func(all []*appsv1.Deployment) error {
 		for _, d := range all {
 			c := condition(d, appsv1.DeploymentAvailable)
 			s := "none"
@@ -655,45 +646,25 @@ func TestDeploymentMinReadySeconds(t *testing.T) {
 				s = fmt.Sprintf("%s/%s/%s", c.Status, c.Reason, c.Message)
 			}
 			mu.Lock()
-			seen = append(seen, obs{time.Now(), d.Status.AvailableReplicas, s})
+			seen = append(seen, availabilitySample{time.Now(), d.Status.AvailableReplicas})
+			seenConds = append(seenConds, s)
 			mu.Unlock()
 		}
 		return nil
 	})
-	d = e.createDeployment(d)
+	e.createDeployment(d)
 	d = e.waitComplete("minready", time.Duration(minReady+60)*time.Second)
 	rs, err := e.newRSOf(e.ctx(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	act, _, err := e.ownedPods(e.ctx(), rs.UID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var readyAt []time.Time
-	for _, p := range act {
-		at, ok := readySince(&p)
-		if !ok {
-			t.Fatalf("pod %s not ready", p.Name)
-		}
-		readyAt = append(readyAt, at)
-	}
-	deps.assertNone(t, "deployment observed")
 	mu.Lock()
 	defer mu.Unlock()
+	e.checkNotAvailableEarly(rs.UID, minReady*time.Second, seen)
 	var conds []string
-	for _, o := range seen {
-		allowed := int32(0)
-		for _, at := range readyAt {
-			if !at.Add(minReady * time.Second).After(o.at) {
-				allowed++
-			}
-		}
-		if o.available > allowed {
-			t.Errorf("at %s availableReplicas=%d, but only %d pods had been ready for %ds (ready at %v)", o.at.Format("15:04:05.000"), o.available, allowed, minReady, readyAt)
-		}
-		if len(conds) == 0 || conds[len(conds)-1] != o.cond {
-			conds = append(conds, o.cond)
+	for _, c := range seenConds {
+		if len(conds) == 0 || conds[len(conds)-1] != c {
+			conds = append(conds, c)
 		}
 	}
 	wantConds := []string{
@@ -717,7 +688,7 @@ func TestDeploymentProgressDeadline(t *testing.T) {
 	var mu sync.Mutex
 	var progressing []string
 	w := e.watchers()
-	deps := track(t, w, w.deployments(), func(all []*appsv1.Deployment) error {
+	track(t, w, w.deployments(), func(all []*appsv1.Deployment) error {
 		for _, d := range all {
 			if c := condition(d, appsv1.DeploymentProgressing); c != nil {
 				s := fmt.Sprintf("%s/%s", c.Status, c.Reason)
@@ -731,7 +702,7 @@ func TestDeploymentProgressDeadline(t *testing.T) {
 		return nil
 	})
 	start := time.Now()
-	d = e.createDeployment(d)
+	e.createDeployment(d)
 	stuck := e.waitProgressing("deadline", corev1.ConditionFalse, "ProgressDeadlineExceeded", func(rs string) string {
 		return fmt.Sprintf("ReplicaSet %q has timed out progressing.", rs)
 	})
@@ -753,7 +724,6 @@ func TestDeploymentProgressDeadline(t *testing.T) {
 	if c := condition(done, appsv1.DeploymentAvailable); c == nil || c.Status != corev1.ConditionTrue {
 		t.Errorf("Available condition %+v after the rollout", c)
 	}
-	deps.assertNone(t, "deployment observed")
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{"True/NewReplicaSetCreated", "False/ProgressDeadlineExceeded", "True/NewReplicaSetAvailable"}
@@ -829,7 +799,7 @@ func TestDeploymentScalingEvents(t *testing.T) {
 	e := newEnv(t)
 	d := newDeployment("events", 2)
 	d.Spec.Strategy = rollingUpdate(intstr.FromInt32(1), intstr.FromInt32(0))
-	d = e.createDeployment(d)
+	e.createDeployment(d)
 	d = e.waitComplete("events", 60*time.Second)
 	first, err := e.newRSOf(e.ctx(), d)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -707,19 +705,40 @@ func (e *env) mustKubectl(args ...string) string {
 	return out
 }
 
-// ignoreNotFound turns a NotFound error into nil.
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+// availabilitySample is an availableReplicas value and when the watch showed it.
+type availabilitySample struct {
+	at        time.Time
+	available int32
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// checkNotAvailableEarly fails the test for each sample that counts more pods available
+// than the pods uid controls had been Ready for minReady when the sample was seen. A
+// Ready condition's lastTransitionTime is truncated to the second, so it is never later
+// than the true transition, and the bound holds without slack.
+func (e *env) checkNotAvailableEarly(uid types.UID, minReady time.Duration, samples []availabilitySample) {
+	e.t.Helper()
+	act, _, err := e.ownedPods(e.ctx(), uid)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	slices.Sort(out)
-	return out
+	var readyAt []time.Time
+	for _, p := range act {
+		at, ok := readySince(&p)
+		if !ok {
+			e.t.Fatalf("pod %s not ready", p.Name)
+		}
+		readyAt = append(readyAt, at)
+	}
+	for _, o := range samples {
+		allowed := int32(0)
+		for _, at := range readyAt {
+			if !at.Add(minReady).After(o.at) {
+				allowed++
+			}
+		}
+		if o.available > allowed {
+			e.t.Errorf("at %s availableReplicas=%d, but only %d pods had been ready for %s (ready at %v)",
+				o.at.Format("15:04:05.000"), o.available, allowed, minReady, readyAt)
+		}
+	}
 }

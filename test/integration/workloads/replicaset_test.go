@@ -370,17 +370,13 @@ func TestReplicaSetStatus(t *testing.T) {
 	rs.Spec.Template.Labels["tier"] = "web"
 	rs.Spec.MinReadySeconds = minReady
 
-	type obs struct {
-		at        time.Time
-		available int32
-	}
 	var mu sync.Mutex
-	var seen []obs
+	var seen []availabilitySample
 	w := e.watchers()
 	rss := track(t, w, w.replicaSets(), func(all []*appsv1.ReplicaSet) error {
 		for _, r := range all {
 			mu.Lock()
-			seen = append(seen, obs{time.Now(), r.Status.AvailableReplicas})
+			seen = append(seen, availabilitySample{time.Now(), r.Status.AvailableReplicas})
 			mu.Unlock()
 			if r.Status.AvailableReplicas > r.Status.ReadyReplicas || r.Status.ReadyReplicas > r.Status.Replicas {
 				return fmt.Errorf("status available=%d ready=%d replicas=%d", r.Status.AvailableReplicas, r.Status.ReadyReplicas, r.Status.Replicas)
@@ -403,33 +399,8 @@ func TestReplicaSetStatus(t *testing.T) {
 		}
 		return nil
 	})
-	act, _, err := e.ownedPods(e.ctx(), created.UID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var readyAt []time.Time
-	for _, p := range act {
-		at, ok := readySince(&p)
-		if !ok {
-			t.Fatalf("pod %s not ready", p.Name)
-		}
-		readyAt = append(readyAt, at)
-	}
 	mu.Lock()
-	for _, o := range seen {
-		// LastTransitionTime is truncated to the second, so it is never later than the
-		// true transition: a pod counted available must have readyAt+minReady <= o.at.
-		allowed := int32(0)
-		for _, at := range readyAt {
-			if !at.Add(minReady * time.Second).After(o.at) {
-				allowed++
-			}
-		}
-		if o.available > allowed {
-			t.Errorf("at %s availableReplicas=%d, but only %d pods had been ready for %ds (ready at %v)",
-				o.at.Format("15:04:05.000"), o.available, allowed, minReady, readyAt)
-		}
-	}
+	e.checkNotAvailableEarly(created.UID, minReady*time.Second, seen)
 	mu.Unlock()
 	rss.assertNone(t, "available <= ready <= replicas")
 

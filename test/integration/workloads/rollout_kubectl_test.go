@@ -39,7 +39,7 @@ func TestKubectlRolloutStatus(t *testing.T) {
 		t.Fatalf("rollout status printed %q; want it to end with the success line", out)
 	}
 	for _, s := range l[:len(l)-1] {
-		if !strings.HasPrefix(s, `Waiting for deployment "web" rollout to finish: `) {
+		if !waitingLine(s, "web") {
 			t.Errorf("unexpected line %q", s)
 		}
 	}
@@ -67,10 +67,17 @@ func TestKubectlRolloutStatusDeadlineExceeded(t *testing.T) {
 		t.Errorf("rollout status took %s to report the deadline of 5s", el)
 	}
 	for _, s := range lines(out) {
-		if !strings.HasPrefix(s, `Waiting for deployment "stuck" rollout to finish: `) {
+		if !waitingLine(s, "stuck") {
 			t.Errorf("unexpected line %q", s)
 		}
 	}
+}
+
+// waitingLine reports whether s is one of the progress lines rollout status prints
+// while it waits.
+func waitingLine(s, name string) bool {
+	return s == "Waiting for deployment spec update to be observed..." ||
+		strings.HasPrefix(s, `Waiting for deployment "`+name+`" rollout to finish: `)
 }
 
 // undo goes back to the previous template, reusing its ReplicaSet at a new revision;

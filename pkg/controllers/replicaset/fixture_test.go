@@ -20,6 +20,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
@@ -145,30 +146,29 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 // cache puts obj into the controller's informer cache without running handlers.
 func (f *fixture) cache(o runtime.Object) {
 	f.t.Helper()
-	var err error
-	switch o := o.(type) {
-	case *corev1.Pod:
-		err = f.factory.Core().V1().Pods().Informer().GetIndexer().Add(o)
-	case *appsv1.ReplicaSet:
-		err = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Add(o)
-	}
-	if err != nil {
+	if err := f.indexerOf(o).Add(o); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
+// uncache removes obj from the cache without running handlers.
 func (f *fixture) uncache(o runtime.Object) {
 	f.t.Helper()
-	var err error
-	switch o := o.(type) {
-	case *corev1.Pod:
-		err = f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(o)
-	case *appsv1.ReplicaSet:
-		err = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Delete(o)
-	}
-	if err != nil {
+	if err := f.indexerOf(o).Delete(o); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+func (f *fixture) indexerOf(o runtime.Object) toolscache.Indexer {
+	f.t.Helper()
+	switch o.(type) {
+	case *corev1.Pod:
+		return f.factory.Core().V1().Pods().Informer().GetIndexer()
+	case *appsv1.ReplicaSet:
+		return f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer()
+	}
+	f.t.Fatalf("no informer for %T", o)
+	return nil
 }
 
 func (f *fixture) sync(key string) error {

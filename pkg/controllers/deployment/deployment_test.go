@@ -3,6 +3,7 @@ package deployment
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -177,5 +178,39 @@ func TestSyncMissingDeployment(t *testing.T) {
 	}
 	if err := f.ctrl.syncKey(context.Background(), "a/b/c"); err != nil {
 		t.Errorf("invalid key: %v", err)
+	}
+}
+
+// BenchmarkSyncSettled measures the sync of a settled Deployment with a full revision
+// history: the work every resync and every unrelated ReplicaSet event costs.
+func BenchmarkSyncSettled(b *testing.B) {
+	d := newDeployment("d", 10)
+	d.Annotations[RevisionAnnotation] = "11"
+	objs := []runtime.Object{d}
+	for i := range 10 {
+		objs = append(objs, oldReplicaSet(d, fmt.Sprint("old", i), 0, time.Duration(20-i)*time.Hour, i+1))
+	}
+	objs = append(objs, newReplicaSet(d, "cur", 10, time.Minute, 11))
+	f := newFixture(b, objs...)
+	f.mustSync("d")
+	f.cache(f.deployment("d"))
+	f.client.ClearActions()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := f.ctrl.syncKey(ctx, ns+"/d"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if w := f.writes(); len(w) != 0 {
+		b.Fatalf("a settled Deployment was written: %q", w)
+	}
+}
+
+func BenchmarkPodTemplateHash(b *testing.B) {
+	tmpl := newDeployment("d", 1).Spec.Template
+	b.ReportAllocs()
+	for b.Loop() {
+		podTemplateHash(&tmpl, nil)
 	}
 }

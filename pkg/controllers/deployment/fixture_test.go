@@ -73,7 +73,7 @@ func (q *delayQueue) queued() []string {
 // fixture is a controller on a fake clientset whose informer caches hold the test's
 // objects (the informers never run; sample-controller style).
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
 	ctrl     *Controller
@@ -82,7 +82,7 @@ type fixture struct {
 	clock    *clocktesting.FakeClock
 }
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{t: t, client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(100),
 		clock: clocktesting.NewFakeClock(now)}

@@ -103,11 +103,28 @@ func terminatingReplicas(rss []*appsv1.ReplicaSet) *int32 {
 
 // equalIgnoringHash compares pod templates semantically, ignoring the pod-template-hash
 // label: a ReplicaSet whose template equals the Deployment's is its current one.
+//
+// Only the label maps are copied (the templates are shared cache objects, never written):
+// a settled Deployment compares its template with every ReplicaSet's on each sync.
 func equalIgnoringHash(a, b *corev1.PodTemplateSpec) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	delete(a.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	delete(b.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	return apiequality.Semantic.DeepEqual(a, b)
+	ca, cb := *a, *b
+	ca.Labels = withoutHashLabel(a.Labels)
+	cb.Labels = withoutHashLabel(b.Labels)
+	return apiequality.Semantic.DeepEqual(&ca, &cb)
+}
+
+// withoutHashLabel returns labels without pod-template-hash, copied only if it is there.
+func withoutHashLabel(labels map[string]string) map[string]string {
+	if _, ok := labels[appsv1.DefaultDeploymentUniqueLabelKey]; !ok {
+		return labels
+	}
+	out := make(map[string]string, len(labels)-1)
+	for k, v := range labels {
+		if k != appsv1.DefaultDeploymentUniqueLabelKey {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // splitReplicaSets sorts rss oldest first and returns the oldest whose template equals the

@@ -92,7 +92,7 @@ func RunningControllers(t testing.TB) *Controllers {
 // MainWithControllers is TestMain for packages whose tests need some of
 // kube-controller-manager's controllers running. Like Main it connects to the local control
 // plane; then, for each controller the cluster's kube-controller-manager does not run (read
-// from the cluster's kcm-controllers file, see ClusterControllers), it starts kshard
+// from the kcm-controllers file hack/cluster.sh writes, see Framework.KCMRuns), it starts kshard
 // (coordinators and shards with --controllers set to those), waits until every partition is
 // owned, runs the tests, and stops kshard. So the same tests run against upstream
 // kube-controller-manager (hack/cluster-upstream.sh) and against kshard.
@@ -116,66 +116,26 @@ func MainWithControllers(m *testing.M, opts ControllersOptions) {
 	os.Exit(code)
 }
 
-// ClusterControllers returns the --controllers value of the kube-controller-manager of the
-// cluster whose kubeconfig is given, and where it was found: the kcm-controllers file
-// hack/cluster.sh writes beside the kubeconfig, else the command line of the process its pid
-// file names. KSHARD_UPSTREAM_CONTROLLERS=1 answers "*" without looking.
-func ClusterControllers(kubeconfig string) (list, from string, err error) {
-	if os.Getenv(UpstreamControllersEnv) == "1" {
-		return "*", UpstreamControllersEnv + "=1", nil
-	}
-	dir := filepath.Dir(kubeconfig)
-	file := filepath.Join(dir, "kcm-controllers")
-	if b, err := os.ReadFile(file); err == nil {
-		return strings.TrimSpace(string(b)), file, nil
-	}
-	pidFile := filepath.Join(dir, "run", "kube-controller-manager.pid")
-	pid, err := os.ReadFile(pidFile)
-	if err != nil {
-		return "", "", fmt.Errorf("cannot tell which controllers the cluster runs: neither %s nor %s is readable "+
-			"(restart the cluster with hack/cluster.sh, or set %s=1 if its kube-controller-manager runs every controller)",
-			file, pidFile, UpstreamControllersEnv)
-	}
-	cmdlineFile := filepath.Join("/proc", strings.TrimSpace(string(pid)), "cmdline")
-	cmdline, err := os.ReadFile(cmdlineFile)
-	if err != nil {
-		return "", "", fmt.Errorf("kube-controller-manager of %s is not running (%v)", kubeconfig, err)
-	}
-	for _, arg := range strings.Split(string(cmdline), "\x00") {
-		if v, ok := strings.CutPrefix(arg, "--controllers="); ok {
-			return v, cmdlineFile, nil
-		}
-	}
-	// kube-controller-manager's default is "*".
-	return "*", cmdlineFile, nil
-}
-
-// ControllerEnabled evaluates a kube-controller-manager --controllers list for one
-// controller: "name" enables it, "-name" disables it, "*" enables those on by default
-// (every controller this framework is asked about is).
-func ControllerEnabled(list, name string) bool {
-	star := false
-	for _, item := range strings.Split(list, ",") {
-		switch strings.TrimSpace(item) {
-		case name:
-			return true
-		case "-" + name:
-			return false
-		case "*":
-			star = true
-		}
-	}
-	return star
-}
-
 func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Controllers, error) {
-	list, from, err := ClusterControllers(f.Kubeconfig)
-	if err != nil {
-		return nil, err
+	c := &Controllers{Names: opts.Names, ClusterList: "*", ClusterListFrom: UpstreamControllersEnv + "=1"}
+	upstream := os.Getenv(UpstreamControllersEnv) == "1"
+	if !upstream {
+		list, err := f.KCMControllers()
+		if err != nil {
+			return nil, fmt.Errorf("%w (hack/cluster.sh records them when it starts kube-controller-manager; "+
+				"set %s=1 if this cluster's kube-controller-manager runs every controller)", err, UpstreamControllersEnv)
+		}
+		c.ClusterList, c.ClusterListFrom = list, filepath.Join(f.ClusterDir(), "kcm-controllers")
 	}
-	c := &Controllers{Names: opts.Names, ClusterList: list, ClusterListFrom: from}
 	for _, n := range opts.Names {
-		if ControllerEnabled(list, n) {
+		on := upstream
+		if !upstream {
+			var err error
+			if on, err = f.KCMRuns(n); err != nil {
+				return nil, err
+			}
+		}
+		if on {
 			c.ByCluster = append(c.ByCluster, n)
 		} else {
 			c.ByKShard = append(c.ByKShard, n)

@@ -615,24 +615,6 @@ func condition(d *appsv1.Deployment, typ appsv1.DeploymentConditionType) *appsv1
 	return nil
 }
 
-// complete says why the deployment is not complete as upstream defines it (every replica
-// updated and available, nothing old left, status current, Progressing with
-// NewReplicaSetAvailable), or nil.
-func complete(d *appsv1.Deployment) error {
-	r := ptr.Deref(d.Spec.Replicas, 1)
-	st := d.Status
-	if st.ObservedGeneration < d.Generation {
-		return fmt.Errorf("observedGeneration %d < generation %d", st.ObservedGeneration, d.Generation)
-	}
-	if st.UpdatedReplicas != r || st.Replicas != r || st.AvailableReplicas != r || st.ReadyReplicas != r || st.UnavailableReplicas != 0 {
-		return fmt.Errorf("status replicas=%d updated=%d ready=%d available=%d unavailable=%d, want %d", st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas, st.UnavailableReplicas, r)
-	}
-	if c := condition(d, appsv1.DeploymentProgressing); c == nil || c.Reason != "NewReplicaSetAvailable" {
-		return fmt.Errorf("Progressing condition %+v", c)
-	}
-	return nil
-}
-
 // waitComplete waits until the deployment's rollout is complete and returns it.
 func (e *env) waitComplete(name string, timeout time.Duration) *appsv1.Deployment {
 	e.t.Helper()
@@ -643,7 +625,7 @@ func (e *env) waitComplete(name string, timeout time.Duration) *appsv1.Deploymen
 		if err != nil {
 			return err
 		}
-		return complete(d)
+		return framework.DeploymentComplete(d)
 	})
 	return d
 }

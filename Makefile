@@ -42,6 +42,17 @@ bench: build ## Go benchmarks: the packages', the sharding measurements, and wor
 	$(CURDIR)/hack/cluster-upstream.sh up
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/workloads -run '^$$' -bench . -benchtime=1x -timeout 60m -v
 
+.PHONY: image
+image: ## container image of both binaries (no Docker engine) as a tarball under _output/image; prints path and digest
+	$(CURDIR)/hack/image.sh build
+	$(CURDIR)/hack/image.sh verify
+
+.PHONY: chart-test
+chart-test: build ## Helm chart: lint, template, server-side dry-run, RBAC proof, image (also part of `make test`)
+	$(TOOLS) cluster helm
+	$(CLUSTER) up
+	KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -v ./test/integration/chart
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	$(TOOLS) staticcheck

@@ -157,21 +157,29 @@ func startContainer(t *testing.T, d *appsv1.Deployment, podName string, r *relea
 // that kshard and the cluster never run the same controller.
 func enabledControllers(t *testing.T, f *framework.Framework) ([]string, []controllers.Descriptor) {
 	t.Helper()
-	list, from, err := framework.ClusterControllers(f.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg, err := controllers.NewRegistry(shardapp.Descriptors()...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	list := "*"
+	if os.Getenv(framework.UpstreamControllersEnv) != "1" {
+		if list, err = f.KCMControllers(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sel := []string{"*"}
 	for _, d := range shardapp.Descriptors() {
-		if d.OnByDefault && framework.ControllerEnabled(list, d.Name) {
+		runs := os.Getenv(framework.UpstreamControllersEnv) == "1"
+		if !runs {
+			if runs, err = f.KCMRuns(d.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d.OnByDefault && runs {
 			sel = append(sel, "-"+d.Name)
 		}
 	}
-	t.Logf("cluster's kube-controller-manager runs --controllers=%s (from %s); rendering controllers=%v", list, from, sel)
+	t.Logf("the cluster's kube-controller-manager runs --controllers=%s; rendering controllers=%v", list, sel)
 	return sel, reg.Enabled(controllers.Selection(sel))
 }
 

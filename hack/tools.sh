@@ -2,7 +2,7 @@
 # Builds the binaries kshard's tests and demo need, once, into a cache outside the
 # repository keyed by version. A second run finds them and returns at once.
 #
-#   hack/tools.sh [kube|etcd|kwok|staticcheck|protoc-gen|cluster|all]   build what is missing
+#   hack/tools.sh [kube|etcd|kwok|staticcheck|protoc-gen|helm|cluster|all]   build what is missing
 #   hack/tools.sh path <name>                          print a tool's cached path
 #
 # KSHARD_CACHE overrides the cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/kshard).
@@ -17,12 +17,14 @@ KWOK_VERSION=v0.8.0
 STATICCHECK_VERSION=v0.8.2
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+HELM_VERSION=v3.22.0
 
 kube_dir=$cache/kube-$KUBE_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
 kwok_dir=$cache/kwok-$KWOK_VERSION
 staticcheck_dir=$cache/staticcheck-$STATICCHECK_VERSION
 protoc_gen_dir=$cache/protoc-gen-go-$PROTOC_GEN_GO_VERSION-grpc-$PROTOC_GEN_GO_GRPC_VERSION
+helm_dir=$cache/helm-$HELM_VERSION
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -86,6 +88,17 @@ build_protoc_gen() {
   GOBIN=$out CGO_ENABLED=0 go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
 }
 
+build_helm() {
+  log "building helm $HELM_VERSION"
+  # The release build stamps the version and the Kubernetes minor of its client-go (v0.37 ->
+  # 1.37): that is what `helm template` and `helm lint` assume when no cluster is asked.
+  local pkg=helm.sh/helm/v3
+  local ld="-s -w -X $pkg/internal/version.version=$HELM_VERSION -X $pkg/internal/version.gitTreeState=clean"
+  ld+=" -X $pkg/pkg/lint/rules.k8sVersionMajor=1 -X $pkg/pkg/lint/rules.k8sVersionMinor=37"
+  ld+=" -X $pkg/pkg/chartutil.k8sVersionMajor=1 -X $pkg/pkg/chartutil.k8sVersionMinor=37"
+  GOBIN=$out CGO_ENABLED=0 go install -trimpath -ldflags "$ld" "$pkg/cmd/helm@$HELM_VERSION"
+}
+
 tool_path() {
   case $1 in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "$kube_dir/$1" ;;
@@ -94,6 +107,7 @@ tool_path() {
     kwok-stages) echo "$kwok_dir/stages" ;;
     staticcheck) echo "$staticcheck_dir/staticcheck" ;;
     protoc-gen) echo "$protoc_gen_dir" ;;
+    helm) echo "$helm_dir/helm" ;;
     *) echo "unknown tool $1" >&2; return 2 ;;
   esac
 }
@@ -105,9 +119,10 @@ ensure() {
     kwok) build_into "$kwok_dir" build_kwok ;;
     staticcheck) build_into "$staticcheck_dir" build_staticcheck ;;
     protoc-gen) build_into "$protoc_gen_dir" build_protoc_gen ;;
+    helm) build_into "$helm_dir" build_helm ;;
     cluster) ensure etcd; ensure kwok; ensure kube ;;
-    all) ensure cluster; ensure staticcheck; ensure protoc-gen ;;
-    *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|cluster|all)" >&2; return 2 ;;
+    all) ensure cluster; ensure staticcheck; ensure protoc-gen; ensure helm ;;
+    *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|helm|cluster|all)" >&2; return 2 ;;
   esac
 }
 

@@ -175,8 +175,15 @@ func (c *Controller) cleanupUnhealthyReplicas(ctx context.Context, old []*appsv1
 			break
 		}
 		unavailable := *rs.Spec.Replicas - rs.Status.AvailableReplicas
-		if *rs.Spec.Replicas == 0 || unavailable <= 0 {
+		if *rs.Spec.Replicas == 0 || unavailable == 0 {
 			continue
+		}
+		if unavailable < 0 {
+			// The status is older than the spec (e.g. right after a proportional scale-down):
+			// its availability can't be trusted, and acting on it could scale below
+			// minAvailable. Stop this scale-down, as upstream; the status update requeues.
+			return nil, done, fmt.Errorf("when cleaning up unhealthy replicas, got invalid request to scale down %s/%s %d -> %d",
+				rs.Namespace, rs.Name, *rs.Spec.Replicas, *rs.Spec.Replicas-min(limit-done, unavailable))
 		}
 		cut := min(limit-done, unavailable)
 		_, updated, err := c.scaleReplicaSet(ctx, rs, *rs.Spec.Replicas-cut, d, false)

@@ -158,6 +158,18 @@ func TestRollingStep(t *testing.T) {
 			wantSizes: map[string]int32{"d-a": 3, "d-b": 0},
 			wantOrder: []string{"update replicasets d-a", "update deployments/status d"},
 		},
+		{
+			// Right after a proportional scale-down the old ReplicaSet's status still counts
+			// the replicas it had: scaling down on it could drop below minAvailable (it
+			// once cut 4 → 0). The sync fails and nothing is scaled, as upstream.
+			name: "status older than the spec stops the scale-down",
+			d:    withStrategy(newDeployment("d", 4), intstr.FromInt32(2), intstr.FromInt32(1)),
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{withAvailable(oldReplicaSet(d, "a", 4, time.Hour, 1), 9), withAvailable(newReplicaSet(d, "b", 2, time.Minute, 2), 0)}
+			},
+			wantSizes: map[string]int32{"d-a": 4, "d-b": 2},
+			wantOrder: []string{"update deployments/status d"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// quietRetries is how many times in a row a key may fail before it is logged as an error.
+const quietRetries = 5
+
 // SyncFunc reconciles one key. An error retries the key with the queue's backoff.
 type SyncFunc func(ctx context.Context, key string) error
 
@@ -57,8 +60,14 @@ func processNext(ctx context.Context, log logr.Logger, name string, queue workqu
 		queue.Forget(key)
 		return true
 	}
-	log.V(2).Info("sync failed; retrying with backoff", "key", key, "err", err.Error(), "retries", queue.NumRequeues(key))
-	utilruntime.HandleErrorWithContext(ctx, err, "sync failed", "controller", name, "key", key)
+	// A few failures are routine (a conflict with a lagging cache, a cache that has not yet
+	// seen the controller's own writes) and are retried quietly; a key that keeps failing
+	// is reported as an error. Either way it is retried with backoff, never dropped.
+	if retries := queue.NumRequeues(key); retries < quietRetries {
+		log.V(2).Info("sync failed; retrying with backoff", "key", key, "err", err.Error(), "retries", retries)
+	} else {
+		utilruntime.HandleErrorWithContext(ctx, err, "sync keeps failing; retrying with backoff", "key", key, "retries", retries)
+	}
 	queue.AddRateLimited(key)
 	return true
 }

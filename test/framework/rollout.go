@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -283,4 +284,45 @@ func (w *SurgeWatch) Report() SurgeReport {
 func (r SurgeReport) String() string {
 	return fmt.Sprintf("%d pod events checked (%d before their Deployment was seen); ReplicaSets over replicas+maxSurge: %d instants (max excess %d); Deployments whose total pods exceeded replicas+maxSurge at some instant: %d (max excess %d)",
 		r.Events, r.Unbounded, len(r.Violations), r.MaxRSExcess, r.DeploymentsOver, r.MaxDeploymentExcess)
+}
+
+// WaitAllOwned fails t unless, within timeout, the leading coordinator reports a converged
+// assignment in which every live shard owns partitions (so every namespace has a worker).
+func (k *KShard) WaitAllOwned(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if err := waitOwned(k, timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Parallel calls fn(0) … fn(n-1) on at most workers goroutines and returns the first
+// error (every call runs regardless).
+func Parallel(n, workers int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan int)
+	)
+	for range max(1, min(workers, n)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
 }

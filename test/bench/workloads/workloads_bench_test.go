@@ -33,7 +33,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -209,7 +208,7 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 			s := k.StartShard(fmt.Sprintf("shard-%d", i))
 			procs = append(procs, proc{s.Name, s.Pid(), "controller"})
 		}
-		waitAssigned(b, k, shards)
+		k.WaitAllOwned(b, 90*time.Second)
 		defer func() {
 			for _, s := range k.Shards {
 				s.Kill()
@@ -281,37 +280,11 @@ func createDeployments(b *testing.B, client kubernetes.Interface, nss []string, 
 	})
 }
 
-// parallel runs fn(0..n-1) on createWorkers goroutines and fails b on the first error.
+// parallel runs fn(0..n-1) on createWorkers goroutines and fails b on an error.
 func parallel(b *testing.B, n int, fn func(i int) error) {
 	b.Helper()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan int)
-	)
-	for w := 0; w < createWorkers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		b.Fatal(first)
+	if err := framework.Parallel(n, createWorkers, fn); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -370,31 +343,6 @@ func deleteNamespaces(b *testing.B, client kubernetes.Interface, run string) {
 	b.Errorf("namespaces of %s not gone after %s", run, gone)
 }
 
-// waitAssigned waits until the coordinator has handed every partition to the shards.
-func waitAssigned(b *testing.B, k *framework.KShard, shards int) {
-	b.Helper()
-	framework.Eventually(b, 2*time.Minute, "partitions assigned", func(ctx context.Context) (bool, error) {
-		l, err := k.Leader(ctx)
-		if err != nil {
-			return false, err
-		}
-		a, err := l.Assignments(ctx)
-		if err != nil {
-			return false, err
-		}
-		owners := 0
-		for _, s := range a.Shards {
-			if s.Partitions > 0 {
-				owners++
-			}
-		}
-		if !a.Converged || owners != shards {
-			return false, fmt.Errorf("converged %v, %d of %d shards own partitions", a.Converged, owners, shards)
-		}
-		return true, nil
-	})
-}
-
 func report(b *testing.B, r, upstream result) {
 	total, peak := r.rss()
 	b.ReportMetric(r.toAvailable.Seconds(), "s-to-available")
@@ -444,4 +392,3 @@ func summary(b *testing.B, results []result) {
 	}
 	b.Logf("summary written to %s", path)
 }
-

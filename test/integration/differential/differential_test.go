@@ -220,7 +220,7 @@ func TestDifferentialAgainstUpstream(t *testing.T) {
 			s.ns[ns] = s.f.Namespace(t, map[string]string{"kshard.io/e2e-differential": ns}).Name
 		}
 	}
-	waitAssigned(t, k)
+	k.WaitAllOwned(t, 90*time.Second)
 
 	var diffs []string
 	for stepNo, st := range scenario {
@@ -291,31 +291,6 @@ func explainedBy(diff string) string {
 		}
 	}
 	return ""
-}
-
-// waitAssigned waits until the coordinator has handed every partition out.
-func waitAssigned(t *testing.T, k *framework.KShard) {
-	t.Helper()
-	framework.Eventually(t, 60*time.Second, "partitions assigned to both shards", func(ctx context.Context) (bool, error) {
-		l, err := k.Leader(ctx)
-		if err != nil {
-			return false, err
-		}
-		a, err := l.Assignments(ctx)
-		if err != nil {
-			return false, err
-		}
-		owners := 0
-		for _, s := range a.Shards {
-			if s.Partitions > 0 {
-				owners++
-			}
-		}
-		if !a.Converged || owners != 2 {
-			return false, fmt.Errorf("converged %v, %d owners", a.Converged, owners)
-		}
-		return true, nil
-	})
 }
 
 func pollCtx(ctx context.Context, timeout time.Duration, cond func(context.Context) (bool, error)) error {

@@ -70,35 +70,24 @@ type workload struct {
 func create(t *testing.T, f *framework.Framework, n int) *workload {
 	t.Helper()
 	w := &workload{f: f, run: f.RunID + "-" + fmt.Sprint(time.Now().UnixNano()%1e6), image: 1}
-	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, 16)
-	)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ns := f.Namespace(t, nil).Name
-			for _, fx := range []fixture{fixtures[i%len(fixtures)], fixtures[(i+1)%len(fixtures)]} {
-				d := framework.NewRollingDeployment(fx.name, fx.replicas, fx.maxSurge, fx.maxUnavailable, w.imageName(), map[string]string{runLabel: w.run})
-				d.Labels = map[string]string{runLabel: w.run}
-				d.Spec.MinReadySeconds = fx.minReady
-				if _, err := f.Client.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
-					t.Errorf("creating Deployment %s/%s: %v", ns, fx.name, err)
-					return
-				}
-				mu.Lock()
-				w.deps = append(w.deps, types.NamespacedName{Namespace: ns, Name: fx.name})
-				mu.Unlock()
+	var mu sync.Mutex
+	err := framework.Parallel(n, 16, func(i int) error {
+		ns := f.Namespace(t, nil).Name
+		for _, fx := range []fixture{fixtures[i%len(fixtures)], fixtures[(i+1)%len(fixtures)]} {
+			d := framework.NewRollingDeployment(fx.name, fx.replicas, fx.maxSurge, fx.maxUnavailable, w.imageName(), map[string]string{runLabel: w.run})
+			d.Labels = map[string]string{runLabel: w.run}
+			d.Spec.MinReadySeconds = fx.minReady
+			if _, err := f.Client.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating Deployment %s/%s: %w", ns, fx.name, err)
 			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+			mu.Lock()
+			w.deps = append(w.deps, types.NamespacedName{Namespace: ns, Name: fx.name})
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return w
 }
@@ -114,22 +103,15 @@ func (w *workload) rollout(t *testing.T) {
 	t.Helper()
 	w.image++
 	patch := []byte(fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":%q}]`, w.imageName()))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for _, d := range w.deps {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if _, err := w.f.Client.AppsV1().Deployments(d.Namespace).Patch(context.Background(), d.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-				t.Errorf("setting the image of %s: %v", d, err)
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+	err := framework.Parallel(len(w.deps), 16, func(i int) error {
+		d := w.deps[i]
+		if _, err := w.f.Client.AppsV1().Deployments(d.Namespace).Patch(context.Background(), d.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("setting the image of %s: %w", d, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # `make demo`: the local control plane, two coordinators (one leads through a Lease) and
-# three shards as local processes talking mutual TLS, plus a sample workload spread over
-# many namespaces; then a summary of where to look. `make demo-down` stops all of it.
+# three shards as local processes talking mutual TLS, a Prometheus scraping them, plus a
+# sample workload spread over many namespaces, one Deployment of which is rolled out to a
+# new image by kshard's own controllers; then a summary of where to look. `make demo-down`
+# stops all of it.
 #
 # DEMO_NAMESPACES (default 20), DEMO_DEPLOYMENTS (per namespace, default 2),
-# DEMO_REPLICAS (default 2) and DEMO_SHARDS (default 3) size it.
+# DEMO_REPLICAS (default 2) and DEMO_SHARDS (default 3) size it; DEMO_PROMETHEUS_PORT
+# (default 29099) moves Prometheus.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -12,6 +15,7 @@ namespaces=${DEMO_NAMESPACES:-20}
 deployments=${DEMO_DEPLOYMENTS:-2}
 replicas=${DEMO_REPLICAS:-2}
 shards=${DEMO_SHARDS:-3}
+prom_port=${DEMO_PROMETHEUS_PORT:-29099}
 out=$root/_output/demo
 pki=$out/pki
 logs=$out/logs
@@ -41,6 +45,78 @@ make_pki() {
       -extfile "$ext" -out "$pki/$name.crt" 2>/dev/null
     rm -f "$pki/$name.csr" "$ext"
   done
+}
+
+# prometheus_config: a 1s scrape of every coordinator and shard. Shards keep the shard
+# label their own series carry (honor_labels) and give it to their go_*/process_* series
+# through the target label, as docs/observability.md asks of a ServiceMonitor.
+prometheus_config() {
+  local i
+  cat <<YAML
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: kshard-coordinator
+    static_configs:
+      - targets: ['127.0.0.1:$(coord_http 0)', '127.0.0.1:$(coord_http 1)']
+  - job_name: kshard-shard
+    honor_labels: true
+    static_configs:
+YAML
+  for ((i = 0; i < shards; i++)); do
+    printf "      - targets: ['127.0.0.1:%s']\n        labels: {shard: shard-%s}\n" "$(shard_http "$i")" "$i"
+  done
+}
+
+start_prometheus() {
+  local bin dir=$out/prometheus
+  bin=$(hack/tools.sh path prometheus)
+  [ -x "$bin" ] || hack/tools.sh prometheus
+  mkdir -p "$dir/data"
+  prometheus_config >"$dir/prometheus.yml"
+  start prometheus "$bin" --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+    --storage.tsdb.retention.time=1d --web.listen-address="127.0.0.1:$prom_port"
+  wait_ready prometheus "http://127.0.0.1:$prom_port/-/ready"
+}
+
+# kshard_controllers: the controllers the cluster's kube-controller-manager leaves to kshard
+# (hack/cluster.sh records its --controllers; each "-name" is one kshard runs).
+kshard_controllers() {
+  local f
+  f="$(dirname "$kubeconfig")/kcm-controllers"
+  [ -f "$f" ] || return 0
+  tr ',' '\n' <"$f" | sed -n 's/^-//p' | sort | paste -sd, -
+}
+
+# shard_controllers: the controllers shard-0 says it runs (its "controllers enabled" log line).
+shard_controllers() {
+  sed -n 's/.*"msg":"controllers enabled".*"controllers":\[\([^]]*\)\].*/\1/p' "$logs/shard-0.log" | tail -n 1 | tr -d '"'
+}
+
+# check_controllers: every controller kube-controller-manager leaves to kshard must run in
+# the shards, or the sample workload would never become Available.
+check_controllers() {
+  local ours theirs c
+  ours=$(kshard_controllers)
+  theirs=$(shard_controllers)
+  for c in ${ours//,/ }; do
+    [[ ,$theirs, == *,$c,* ]] || die "kube-controller-manager leaves $c to kshard, but the shards run only [$theirs] (see $logs/shard-0.log)"
+  done
+  log "controllers run by kshard's shards: ${theirs:-none}; kube-controller-manager runs --controllers=$(cat "$(dirname "$kubeconfig")/kcm-controllers" 2>/dev/null || echo '?')"
+}
+
+# rollout: a new image for one sample Deployment, rolled out by the shard that owns its
+# namespace; shows the ReplicaSets it made and that kshard's shard wrote them.
+rollout() {
+  local ns=demo-tenant-000 d=web-0 start=$SECONDS
+  log "rolling out $ns/$d to image registry.example/web:1.1"
+  kubectl -n "$ns" set image "deployment/$d" web=registry.example/web:1.1 >/dev/null
+  kubectl -n "$ns" rollout status "deployment/$d" --timeout=180s
+  log "rollout of $ns/$d finished in $((SECONDS - start))s; its ReplicaSets, with the field manager that wrote them:"
+  kubectl -n "$ns" get rs -l app=web-0 \
+    -o custom-columns='REPLICASET:.metadata.name,IMAGE:.spec.template.spec.containers[0].image,DESIRED:.spec.replicas,READY:.status.readyReplicas,REVISION:.metadata.annotations.deployment\.kubernetes\.io/revision,WRITTEN BY:.metadata.managedFields[*].manager'
 }
 
 running() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
@@ -99,6 +175,7 @@ up() {
   mkdir -p "$logs" "$run"
   hack/cluster.sh up
   make_pki
+  start_prometheus
   local i
   for i in 0 1; do
     start "coordinator-$i" bin/coordinator --kubeconfig "$kubeconfig" --id "coordinator-$i" \
@@ -123,6 +200,7 @@ up() {
   done
   for ((i = 0; i < shards; i++)); do wait_ready "shard-$i" "http://127.0.0.1:$(shard_http $i)/readyz"; done
   log "coordinator-$leader leads; $shards shards are Ready"
+  check_controllers
 
   workload >"$out/workload.yaml"
   local start=$SECONDS ns
@@ -146,6 +224,17 @@ up() {
   bin/coordinator assignments --server "http://127.0.0.1:$(coord_http "$leader")"
   echo
   bin/coordinator assignments --server "http://127.0.0.1:$(coord_http "$leader")" --namespace demo-tenant-000
+  echo
+  local ours note
+  ours=$(kshard_controllers)
+  if [[ ,$ours, == *,deployment,* ]]; then
+    rollout
+    note="kshard's shards run $ours (kube-controller-manager runs everything else): the
+                 rollout above was done by the shard that owns demo-tenant-000."
+  else
+    note="the cluster's kube-controller-manager runs every controller (kshard runs: ${ours:-none});
+                 the shards own and cache their namespaces."
+  fi
   cat <<INFO
 
 kshard demo is up.
@@ -157,8 +246,10 @@ kshard demo is up.
   shards:        $(for ((i = 0; i < shards; i++)); do printf 'http://127.0.0.1:%s/metrics  ' "$(shard_http $i)"; done)
   kshard logs:   $logs/
   cluster logs:  $(dirname "$kubeconfig")/logs/
-  note:          Deployments and ReplicaSets are still reconciled by the upstream kube-controller-manager
-                 until kshard's own controllers land; the shards already own and cache their namespaces.
+  prometheus:    http://127.0.0.1:$prom_port (HTTP API, 1s scrapes; config $out/prometheus/prometheus.yml)
+                 e.g. curl -s http://127.0.0.1:$prom_port/api/v1/query --data-urlencode 'query=sum by (shard) (kshard_shard_namespaces)'
+  dashboards:    charts/kshard/dashboards/*.json: import into a Grafana with that Prometheus as data source (docs/observability.md)
+  controllers:   $note
   stop:          make demo-down
 INFO
 }
@@ -182,6 +273,7 @@ down() {
   # Shards first: on SIGTERM each hands its partitions over while a coordinator runs.
   stop_all "$run/shard-*.pid"
   stop_all "$run/coordinator-*.pid"
+  stop_all "$run/prometheus.pid"
   hack/cluster.sh down
 }
 

@@ -2,7 +2,7 @@
 # Builds the binaries kshard's tests and demo need, once, into a cache outside the
 # repository keyed by version. A second run finds them and returns at once.
 #
-#   hack/tools.sh [kube|etcd|kwok|staticcheck|protoc-gen|helm|cluster|all]   build what is missing
+#   hack/tools.sh [kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|cluster|all]   build what is missing
 #   hack/tools.sh path <name>                          print a tool's cached path
 #
 # KSHARD_CACHE overrides the cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/kshard).
@@ -18,6 +18,7 @@ STATICCHECK_VERSION=v0.8.2
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
 HELM_VERSION=v3.22.0
+PROMETHEUS_VERSION=v0.315.0
 
 kube_dir=$cache/kube-$KUBE_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
@@ -25,6 +26,7 @@ kwok_dir=$cache/kwok-$KWOK_VERSION
 staticcheck_dir=$cache/staticcheck-$STATICCHECK_VERSION
 protoc_gen_dir=$cache/protoc-gen-go-$PROTOC_GEN_GO_VERSION-grpc-$PROTOC_GEN_GO_GRPC_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
+prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -99,6 +101,13 @@ build_helm() {
   GOBIN=$out CGO_ENABLED=0 go install -trimpath -ldflags "$ld" "$pkg/cmd/helm@$HELM_VERSION"
 }
 
+build_prometheus() {
+  log "building prometheus $PROMETHEUS_VERSION (a few minutes on a cold machine; no web UI assets, the HTTP API is complete)"
+  local ld="-X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v} -X github.com/prometheus/common/version.Branch=kshard-tools"
+  (cd "$root/hack/tools/prometheus" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w $ld" -o "$out/prometheus" \
+    github.com/prometheus/prometheus/cmd/prometheus)
+}
+
 tool_path() {
   case $1 in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "$kube_dir/$1" ;;
@@ -108,6 +117,7 @@ tool_path() {
     staticcheck) echo "$staticcheck_dir/staticcheck" ;;
     protoc-gen) echo "$protoc_gen_dir" ;;
     helm) echo "$helm_dir/helm" ;;
+    prometheus) echo "$prometheus_dir/prometheus" ;;
     *) echo "unknown tool $1" >&2; return 2 ;;
   esac
 }
@@ -120,9 +130,10 @@ ensure() {
     staticcheck) build_into "$staticcheck_dir" build_staticcheck ;;
     protoc-gen) build_into "$protoc_gen_dir" build_protoc_gen ;;
     helm) build_into "$helm_dir" build_helm ;;
+    prometheus) build_into "$prometheus_dir" build_prometheus ;;
     cluster) ensure etcd; ensure kwok; ensure kube ;;
-    all) ensure cluster; ensure staticcheck; ensure protoc-gen; ensure helm ;;
-    *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|helm|cluster|all)" >&2; return 2 ;;
+    all) ensure cluster; ensure staticcheck; ensure protoc-gen; ensure helm; ensure prometheus ;;
+    *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|cluster|all)" >&2; return 2 ;;
   esac
 }
 

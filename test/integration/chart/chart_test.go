@@ -282,8 +282,12 @@ func TestShardClusterRoleFollowsControllers(t *testing.T) {
 // `kubectl apply --dry-run=server` (with the ServiceMonitor CRD installed).
 func TestServerSideDryRun(t *testing.T) {
 	f := framework.Get(t)
+	const crd = "crd/servicemonitors.monitoring.coreos.com"
+	if _, err := runKubectl(t, f, "get", crd); err != nil {
+		t.Cleanup(func() { kubectl(t, f, "delete", crd, "--ignore-not-found") })
+	}
 	kubectl(t, f, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml"))
-	kubectl(t, f, "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com")
+	kubectl(t, f, "wait", "--for=condition=Established", "--timeout=60s", crd)
 	for _, file := range CIValuesFiles(t) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			ns := f.Namespace(t, nil).Name

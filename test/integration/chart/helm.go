@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,21 +34,29 @@ func CIValuesFiles(t testing.TB) []string {
 	return files
 }
 
-// Helm returns the helm binary hack/tools.sh builds from the module proxy (building it the
-// first time).
-func Helm(t testing.TB) string {
-	t.Helper()
+var helmPath = sync.OnceValues(func() (string, error) {
 	tools := filepath.Join(framework.RepoRoot(), "hack", "tools.sh")
 	cmd := exec.Command(tools, "helm")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/tools.sh helm: %v", err)
+		return "", fmt.Errorf("hack/tools.sh helm: %w", err)
 	}
 	out, err := exec.Command(tools, "path", "helm").Output()
 	if err != nil {
-		t.Fatalf("hack/tools.sh path helm: %v", err)
+		return "", fmt.Errorf("hack/tools.sh path helm: %w", err)
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
+})
+
+// Helm returns the helm binary hack/tools.sh builds from the module proxy (building it the
+// first time).
+func Helm(t testing.TB) string {
+	t.Helper()
+	p, err := helmPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // RunHelm runs helm with args and returns its combined output.

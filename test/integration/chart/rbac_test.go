@@ -395,16 +395,18 @@ func removeGrant(t *testing.T, u *unstructured.Unstructured, g Grant) {
 	u.Object["rules"] = rules
 }
 
-// failureMessage returns the error of the "shard failed" line of a JSON log.
+// failureMessage returns the error of the last "shard failed" line of a JSON log.
 func failureMessage(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	// The log file is appended to across runs: the last failure is this run's.
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
 		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) != nil {
+		if json.Unmarshal([]byte(lines[i]), &m) != nil {
 			continue
 		}
 		if m["msg"] == "shard failed" {

@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	shardapp "github.com/kshard/kshard/cmd/shard/app"
 	"github.com/kshard/kshard/pkg/controllers"
@@ -321,4 +322,51 @@ func runKubectl(t testing.TB, f *framework.Framework, args ...string) (string, e
 	cmd := exec.Command(strings.TrimSpace(string(path)), append([]string{"--kubeconfig", f.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestUpgradeKeepsCertificates installs the chart into the local control plane with helm,
+// upgrades it, and checks the generated certificates survived (lookup), so running shards
+// and coordinators keep trusting each other across upgrades.
+func TestUpgradeKeepsCertificates(t *testing.T) {
+	f := framework.Get(t)
+	ns := f.Namespace(t, nil).Name
+	release := "upgrade"
+	helm := func(args ...string) {
+		t.Helper()
+		out, err := RunHelm(t, append(args, "--kubeconfig", f.Kubeconfig, "--namespace", ns)...)
+		if err != nil {
+			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	t.Cleanup(func() {
+		if out, err := RunHelm(t, "uninstall", release, "--kubeconfig", f.Kubeconfig, "--namespace", ns); err != nil {
+			t.Errorf("helm uninstall: %v\n%s", err, out)
+		}
+	})
+	certs := func() (string, string) {
+		t.Helper()
+		var out [2]string
+		for i, n := range []string{release + "-kshard-coordinator-tls", release + "-kshard-shard-tls"} {
+			s, err := f.Client.CoreV1().Secrets(ns).Get(t.Context(), n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = string(s.Data["tls.crt"])
+		}
+		return out[0], out[1]
+	}
+	helm("install", release, ChartDir())
+	coord, shard := certs()
+	helm("upgrade", release, ChartDir(), "--set", "shard.replicas=4")
+	coord2, shard2 := certs()
+	if coord != coord2 || shard != shard2 {
+		t.Errorf("helm upgrade replaced the generated certificates")
+	}
+	d, err := f.Client.AppsV1().Deployments(ns).Get(t.Context(), release+"-kshard-shard", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 4 {
+		t.Errorf("shard replicas after upgrade = %d, want 4", *d.Spec.Replicas)
+	}
 }

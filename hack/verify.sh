@@ -3,7 +3,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rc=0
-for mod in . hack/tools/kube hack/tools/etcd; do
+# Every module: the product and each tools module under hack/tools.
+for mod in . hack/tools/*/; do
+  mod=${mod%/}
+  [ -f "$root/$mod/go.mod" ] || continue
   if ! (cd "$root/$mod" && go mod tidy -diff >/tmp/kshard-tidy.diff 2>&1); then
     echo "verify: $mod/go.mod is not tidy (run 'go mod tidy' in $mod):" >&2
     cat /tmp/kshard-tidy.diff >&2

@@ -7,23 +7,23 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/test/framework"
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }
 
 const (
-	// namespaces of load: each has an audited ConfigMap, every third a Deployment.
+	// namespaces of load at the start: each has an audited ConfigMap and a Deployment.
 	namespaces = 24
 	// step of the range queries, like a Grafana panel a few hundred pixels wide over the
 	// test's few minutes; $__interval is the step.
@@ -36,69 +36,99 @@ func rateInterval() time.Duration {
 	return max(step+scrapeInterval, 4*scrapeInterval)
 }
 
-// createLoad makes namespaces with an audited ConfigMap each (the kshard-audit controller
-// reconciles it every second) and a one-replica Deployment in every third (for the
-// workload controllers, when the shards run them).
-func createLoad(t *testing.T, f *framework.Framework) {
-	t.Helper()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range namespaces {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ns := f.Namespace(t, nil).Name
-			ctx := context.Background()
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{audit.Label: "true"}}}
-			if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-				t.Errorf("creating configmap in %s: %v", ns, err)
-			}
-			if i%3 != 0 {
-				return
-			}
-			labels := map[string]string{"app": "web"}
-			d := &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: "web"},
-				Spec: appsv1.DeploymentSpec{
-					Replicas: ptr.To[int32](1),
-					Selector: &metav1.LabelSelector{MatchLabels: labels},
-					Template: corev1.PodTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: labels},
-						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.example/web:1.0"}}},
-					},
-				},
-			}
-			if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-				t.Errorf("creating deployment in %s: %v", ns, err)
-			}
-		}()
+// loadNamespace makes a namespace with an audited ConfigMap (the kshard-audit controller
+// reconciles it every second) and a one-replica Deployment (for the workload controllers).
+func loadNamespace(t *testing.T, f *framework.Framework) (string, error) {
+	ns := f.Namespace(t, nil).Name
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{audit.Label: "true"}}}
+	if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating configmap in %s: %w", ns, err)
 	}
-	wg.Wait()
+	d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1.0", nil)
+	if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating deployment in %s: %w", ns, err)
+	}
+	return ns, nil
 }
 
-// waitOwned waits until the leader has every partition owned by exactly n shards with
-// nothing moving.
-func waitOwned(t *testing.T, k *framework.KShard, n int) {
+func createLoad(t *testing.T, f *framework.Framework, n int) []string {
 	t.Helper()
-	framework.Eventually(t, 90*time.Second, fmt.Sprintf("partitions owned by %d shards, nothing moving", n), func(ctx context.Context) (bool, error) {
+	nss := make([]string, n)
+	err := framework.Parallel(n, 8, func(i int) error {
+		var err error
+		nss[i], err = loadNamespace(t, f)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nss
+}
+
+// loadEveryShard adds namespaces until every shard owns at least one of the test's, so the
+// per-shard checks see each shard work; it returns the namespaces.
+func loadEveryShard(t *testing.T, f *framework.Framework, k *framework.KShard, nss []string) []string {
+	t.Helper()
+	pmap, err := partition.NewMap(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for len(nss) < 200 {
 		l, err := k.Leader(ctx)
 		if err != nil {
-			return false, err
+			t.Fatal(err)
 		}
 		a, err := l.Assignments(ctx)
 		if err != nil {
-			return false, err
+			t.Fatal(err)
 		}
-		owners := 0
-		for _, s := range a.Shards {
-			if s.Partitions > 0 {
-				owners++
+		owners := framework.Owners(a)
+		per := map[string]int{}
+		for _, ns := range nss {
+			per[owners[uint32(pmap.For(ns))]]++
+		}
+		idle := false
+		for name := range k.Live() {
+			idle = idle || per[name] == 0
+		}
+		if !idle {
+			t.Logf("the test's namespaces per shard: %v", per)
+			return nss
+		}
+		ns, err := loadNamespace(t, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nss = append(nss, ns)
+	}
+	t.Fatal("200 namespaces and still a shard owns none of them")
+	return nil
+}
+
+// rollOut changes every test Deployment's image and waits until each rollout is complete:
+// API traffic, reconciles and queue activity on every shard after the scale-out.
+func rollOut(t *testing.T, f *framework.Framework, nss []string) {
+	t.Helper()
+	ctx := context.Background()
+	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"registry.example/web:1.1"}]}}}}`)
+	err := framework.Parallel(len(nss), 8, func(i int) error {
+		_, err := f.Client.AppsV1().Deployments(nss[i]).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 90*time.Second, "every test Deployment rolled out to the new image", func(ctx context.Context) (bool, error) {
+		for _, ns := range nss {
+			d, err := f.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err
 			}
-		}
-		if !a.Converged || owners != n {
-			return false, fmt.Errorf("converged %v, %d owners: %+v", a.Converged, owners, a.ByState)
+			if err := framework.DeploymentComplete(d); err != nil {
+				return false, fmt.Errorf("%s: %w", ns, err)
+			}
 		}
 		return true, nil
 	})
@@ -231,7 +261,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	prom := startPrometheus(t)
 	promStart := time.Now()
 
-	createLoad(t, f)
+	nss := createLoad(t, f, namespaces)
 	auditDir := framework.AuditDir(t)
 	k := f.NewKShard(t, framework.KShardOptions{
 		ShardArgs: []string{"--controllers", "*,kshard-audit", "--audit-resync-interval", "1s", "--audit-work-duration", "5ms"},
@@ -245,12 +275,17 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	for i := range 3 {
 		prom.addShard(k.StartShard(fmt.Sprintf("shard-%d", i)))
 	}
-	waitOwned(t, k, 3)
+	k.WaitAllOwned(t, 90*time.Second)
 	// Scale out: the fourth shard takes a quarter of the partitions, so moves, handoffs
 	// and ownership gaps are observed.
 	prom.addShard(k.StartShard("shard-3"))
-	waitOwned(t, k, 4)
+	k.WaitAllOwned(t, 90*time.Second)
+	nss = loadEveryShard(t, f, k, nss)
+	rollOut(t, f, nss)
 	waitScraped(t, prom, 2+4)
+	// Let every target, the fourth shard included, be scraped for one more rate window and
+	// step, so the last steps of a range query see it as Grafana's "now" would.
+	time.Sleep(rateInterval() + 2*step)
 	end := time.Now()
 	t.Logf("load running for %s; querying every dashboard panel over it", end.Sub(promStart).Round(time.Second))
 

@@ -11,7 +11,8 @@ if [ "${KSHARD_SKIP_INTEGRATION:-0}" = 1 ]; then
   exit 0
 fi
 
-hack/tools.sh cluster
+# The control plane, plus helm and Prometheus for the chart and dashboard tests.
+hack/tools.sh cluster helm prometheus
 started=0
 if ! hack/cluster.sh status >/dev/null 2>&1; then
   hack/cluster.sh up

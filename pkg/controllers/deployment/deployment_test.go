@@ -65,7 +65,7 @@ func TestEventHandlers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, owner, other, rec, owned, recRS)
 			tt.event(f.ctrl)
-			if got := f.queue.queued(); !slices.Equal(got, tt.want) {
+			if got := f.queue.Keys(); !slices.Equal(got, tt.want) {
 				t.Errorf("queued %q, want %q", got, tt.want)
 			}
 		})

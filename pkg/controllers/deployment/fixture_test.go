@@ -3,7 +3,6 @@ package deployment
 import (
 	"context"
 	"fmt"
-	"sort"
 	"testing"
 	"time"
 
@@ -14,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -26,49 +23,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 // now is the fake clock's time in every test.
 var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 const ns = "ns"
-
-// sharedInformers gives the controller the three informers it asks for; the others are
-// left to the nil embedded interface (asking for them panics, which a test would show).
-type sharedInformers struct {
-	controllers.Informers
-	f informers.SharedInformerFactory
-}
-
-func (s sharedInformers) Pods() coreinformers.PodInformer { return s.f.Core().V1().Pods() }
-func (s sharedInformers) ReplicaSets() appsinformers.ReplicaSetInformer {
-	return s.f.Apps().V1().ReplicaSets()
-}
-func (s sharedInformers) Deployments() appsinformers.DeploymentInformer {
-	return s.f.Apps().V1().Deployments()
-}
-
-// delayQueue records AddAfter and AddRateLimited delays instead of waiting.
-type delayQueue struct {
-	workqueue.TypedRateLimitingInterface[string]
-	after       map[string]time.Duration
-	rateLimited []string
-}
-
-func (q *delayQueue) AddAfter(key string, d time.Duration) { q.after[key] = d }
-func (q *delayQueue) AddRateLimited(key string)            { q.rateLimited = append(q.rateLimited, key) }
-
-// queued drains the queue and returns its keys, sorted.
-func (q *delayQueue) queued() []string {
-	var keys []string
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		q.Done(k)
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // fixture is a controller on a fake clientset whose informer caches hold the test's
 // objects (the informers never run; sample-controller style).
@@ -77,7 +38,7 @@ type fixture struct {
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
 	ctrl     *Controller
-	queue    *delayQueue
+	queue    *controllertest.Queue
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakeClock
 }
@@ -87,14 +48,11 @@ func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	f := &fixture{t: t, client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(100),
 		clock: clocktesting.NewFakeClock(now)}
 	f.factory = informers.NewSharedInformerFactory(f.client, 0)
-	f.queue = &delayQueue{
-		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		after:                      map[string]time.Duration{},
-	}
+	f.queue = controllertest.NewQueue()
 	t.Cleanup(f.queue.ShutDown)
 	log, _ := ktesting.NewTestContext(t)
 	ctrl, err := newController(controllers.Context{
-		Client: f.client, Informers: sharedInformers{f: f.factory}, Recorder: f.recorder, Logger: log,
+		Client: f.client, Informers: controllertest.Informers{SharedInformerFactory: f.factory}, Recorder: f.recorder, Logger: log,
 		NewQueue: func(string) workqueue.TypedRateLimitingInterface[string] { return f.queue },
 	}, f.clock)
 	if err != nil {
@@ -111,14 +69,9 @@ func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 // cache adds obj to its informer's indexer.
 func (f *fixture) cache(o runtime.Object) {
 	f.t.Helper()
-	var err error
-	switch o := o.(type) {
-	case *appsv1.Deployment:
-		err = f.factory.Apps().V1().Deployments().Informer().GetIndexer().Add(o)
-	case *appsv1.ReplicaSet:
-		err = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Add(o)
-	case *corev1.Pod:
-		err = f.factory.Core().V1().Pods().Informer().GetIndexer().Add(o)
+	idx, err := controllertest.Informers{SharedInformerFactory: f.factory}.Indexer(o)
+	if err == nil {
+		err = idx.Add(o)
 	}
 	if err != nil {
 		f.t.Fatal(err)

@@ -95,7 +95,7 @@ func TestSyncRolloutStatus(t *testing.T) {
 					t.Errorf("lastTransitionTime = %v, want %v", cond.LastTransitionTime.Time, tt.wantTransition)
 				}
 			}
-			gotAfter, requeued := f.queue.after["ns/d"]
+			gotAfter, requeued := f.queue.After("ns/d")
 			if tt.wantAfter >= 0 != requeued || (requeued && gotAfter != tt.wantAfter+time.Second) {
 				t.Errorf("requeued after %v (%v), want %v + 1s", gotAfter, requeued, tt.wantAfter)
 			}
@@ -132,7 +132,7 @@ func TestRequeueForDeadline(t *testing.T) {
 			if got := f.ctrl.requeueForDeadline(f.ctx(), d, s); got != tt.want {
 				t.Errorf("requeue after %v, want %v", got, tt.want)
 			}
-			if limited := len(f.queue.rateLimited) > 0; limited != tt.wantLimited {
+			if limited := len(f.queue.RateLimited()) > 0; limited != tt.wantLimited {
 				t.Errorf("rate limited: %v, want %v", limited, tt.wantLimited)
 			}
 		})

@@ -166,7 +166,7 @@ func TestExpectationsDroppedWithTheReplicaSet(t *testing.T) {
 			if !f.ctrl.expectations.satisfied("ns/rs") {
 				t.Fatal("expectations still pending after the ReplicaSet left the cache")
 			}
-			if got := f.queue.keys(); tc.name != "sync finds it gone" && (len(got) != 1 || got[0] != "ns/rs") {
+			if got := f.queue.Keys(); tc.name != "sync finds it gone" && (len(got) != 1 || got[0] != "ns/rs") {
 				t.Errorf("queue = %v, want ns/rs", got)
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,9 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -28,74 +24,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 // t0 is the fixtures' "now".
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-
-// testInformers serves the controller the informers of a SharedInformerFactory.
-type testInformers struct {
-	informers.SharedInformerFactory
-}
-
-func (i testInformers) Pods() coreinformers.PodInformer { return i.Core().V1().Pods() }
-func (i testInformers) ConfigMaps() coreinformers.ConfigMapInformer {
-	return i.Core().V1().ConfigMaps()
-}
-func (i testInformers) Secrets() coreinformers.SecretInformer { return i.Core().V1().Secrets() }
-func (i testInformers) ServiceAccounts() coreinformers.ServiceAccountInformer {
-	return i.Core().V1().ServiceAccounts()
-}
-func (i testInformers) Namespaces() coreinformers.NamespaceInformer {
-	return i.Core().V1().Namespaces()
-}
-func (i testInformers) ReplicaSets() appsinformers.ReplicaSetInformer {
-	return i.Apps().V1().ReplicaSets()
-}
-func (i testInformers) Deployments() appsinformers.DeploymentInformer {
-	return i.Apps().V1().Deployments()
-}
-func (i testInformers) ControllerRevisions() appsinformers.ControllerRevisionInformer {
-	return i.Apps().V1().ControllerRevisions()
-}
-func (i testInformers) Jobs() batchinformers.JobInformer         { return i.Batch().V1().Jobs() }
-func (i testInformers) CronJobs() batchinformers.CronJobInformer { return i.Batch().V1().CronJobs() }
-
-// recordingQueue remembers delayed adds, so tests can see requeues after
-// minReadySeconds.
-type recordingQueue struct {
-	workqueue.TypedRateLimitingInterface[string]
-	mu     sync.Mutex
-	afters map[string]time.Duration
-}
-
-func (q *recordingQueue) AddAfter(key string, d time.Duration) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if prev, ok := q.afters[key]; !ok || d < prev {
-		q.afters[key] = d
-	}
-}
-
-func (q *recordingQueue) after(key string) (time.Duration, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	d, ok := q.afters[key]
-	return d, ok
-}
-
-// keys drains the queue's immediately available keys, sorted.
-func (q *recordingQueue) keys() []string {
-	var out []string
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		q.Done(k)
-		q.Forget(k)
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // fixture is a controller on a fake clientset whose informer caches the test fills by
 // hand (sample-controller style): the informers never run, so "informer lag" is simply
@@ -105,7 +38,7 @@ type fixture struct {
 	client   *fake.Clientset
 	factory  informers.SharedInformerFactory
 	ctrl     *Controller
-	queue    *recordingQueue
+	queue    *controllertest.Queue
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakeClock
 	created  atomic.Int32
@@ -117,15 +50,12 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		clock: clocktesting.NewFakeClock(t0)}
 	f.client.PrependReactor("create", "pods", nameGenerator(f))
 	f.factory = informers.NewSharedInformerFactory(f.client, 0)
-	f.queue = &recordingQueue{
-		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		afters:                     map[string]time.Duration{},
-	}
+	f.queue = controllertest.NewQueue()
 	t.Cleanup(f.queue.ShutDown)
 	log, _ := ktesting.NewTestContext(t)
 	ctrl, err := newController(controllers.Context{
 		Client:       f.client,
-		Informers:    testInformers{f.factory},
+		Informers:    controllertest.Informers{SharedInformerFactory: f.factory},
 		NewQueue:     func(string) workqueue.TypedRateLimitingInterface[string] { return f.queue },
 		Recorder:     f.recorder,
 		Logger:       log,
@@ -138,7 +68,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	for _, o := range objs {
 		f.cache(o)
 	}
-	f.queue.keys() // the fixture's own adds are not what tests look at
+	f.queue.Keys() // the fixture's own adds are not what tests look at
 	f.client.ClearActions()
 	return f
 }
@@ -161,14 +91,11 @@ func (f *fixture) uncache(o runtime.Object) {
 
 func (f *fixture) indexerOf(o runtime.Object) toolscache.Indexer {
 	f.t.Helper()
-	switch o.(type) {
-	case *corev1.Pod:
-		return f.factory.Core().V1().Pods().Informer().GetIndexer()
-	case *appsv1.ReplicaSet:
-		return f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer()
+	idx, err := controllertest.Informers{SharedInformerFactory: f.factory}.Indexer(o)
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	f.t.Fatalf("no informer for %T", o)
-	return nil
+	return idx
 }
 
 func (f *fixture) sync(key string) error {

@@ -107,16 +107,16 @@ func TestPodHandlers(t *testing.T) {
 				}
 			}
 			tc.event(f.ctrl)
-			if got := f.queue.keys(); fmt.Sprint(got) != fmt.Sprint(tc.wantKeys) {
+			if got := f.queue.Keys(); fmt.Sprint(got) != fmt.Sprint(tc.wantKeys) {
 				t.Errorf("queued %v, want %v", got, tc.wantKeys)
 			}
 			for k, want := range tc.wantAfter {
-				if d, ok := f.queue.after(k); !ok || d != want {
+				if d, ok := f.queue.After(k); !ok || d != want {
 					t.Errorf("%s requeued after %v (%v), want %v", k, d, ok, want)
 				}
 			}
-			if len(tc.wantAfter) == 0 && len(f.queue.afters) > 0 {
-				t.Errorf("delayed requeues %v, want none", f.queue.afters)
+			if delayed := f.queue.Delayed(); len(tc.wantAfter) == 0 && len(delayed) > 0 {
+				t.Errorf("delayed requeues %v, want none", delayed)
 			}
 			if adds, dels := f.ctrl.expectations.pending("ns/a"); adds != tc.wantAdds || dels != tc.wantDels {
 				t.Errorf("pending = %d adds, %d deletes; want %d, %d", adds, dels, tc.wantAdds, tc.wantDels)
@@ -134,11 +134,11 @@ func TestReplicaSetHandlersAndEnqueueNamespace(t *testing.T) {
 	cur := a.DeepCopy()
 	cur.Spec.Replicas = ptr.To[int32](4)
 	f.ctrl.updateRS(a, cur)
-	if got := f.queue.keys(); fmt.Sprint(got) != "[ns/a]" {
+	if got := f.queue.Keys(); fmt.Sprint(got) != "[ns/a]" {
 		t.Errorf("after add and update: %v, want [ns/a]", got)
 	}
 	f.ctrl.EnqueueNamespace("ns")
-	if got := f.queue.keys(); fmt.Sprint(got) != "[ns/a ns/b]" {
+	if got := f.queue.Keys(); fmt.Sprint(got) != "[ns/a ns/b]" {
 		t.Errorf("EnqueueNamespace(ns) queued %v, want [ns/a ns/b]", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 // TestRun wires the controller to running informers of a fake API server: a new
@@ -31,7 +32,7 @@ func TestRun(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctrl, err := New(controllers.Context{
 		Client:    client,
-		Informers: testInformers{factory},
+		Informers: controllertest.Informers{SharedInformerFactory: factory},
 		NewQueue: func(name string) workqueue.TypedRateLimitingInterface[string] {
 			return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 				workqueue.TypedRateLimitingQueueConfig[string]{Name: name})

@@ -262,7 +262,7 @@ func TestStatusRequeueAfterMinReadySeconds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, objs(rs, tc.pods...)...)
 			f.mustSync("ns/rs")
-			d, ok := f.queue.after("ns/rs")
+			d, ok := f.queue.After("ns/rs")
 			if ok != (tc.wantAfter > 0) || d != tc.wantAfter {
 				t.Errorf("requeue after = %v (%v), want %v", d, ok, tc.wantAfter)
 			}

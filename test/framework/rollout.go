@@ -108,13 +108,17 @@ type SurgeViolation struct {
 	ReplicaSet string // namespace/name
 	Pods       int
 	Bound      int
+	// Spec is the ReplicaSet's spec.replicas as the watch last saw it (-1: not seen), which
+	// tells a Deployment controller that scaled too far from a ReplicaSet controller that
+	// created too many.
+	Spec int
 	// PodNames are the ReplicaSet's counted pods at that instant, with their creation
 	// times, for the investigation.
 	PodNames []string
 }
 
 func (v SurgeViolation) String() string {
-	return fmt.Sprintf("%s: ReplicaSet %s had %d non-terminating pods, bound %d: %v", v.At.Format("15:04:05.000"), v.ReplicaSet, v.Pods, v.Bound, v.PodNames)
+	return fmt.Sprintf("%s: ReplicaSet %s had %d non-terminating pods (its spec.replicas %d), bound %d: %v", v.At.Format("15:04:05.000"), v.ReplicaSet, v.Pods, v.Spec, v.Bound, v.PodNames)
 }
 
 // SurgeWatch watches the pods and Deployments of a cluster and checks, at every pod event
@@ -132,6 +136,7 @@ type SurgeWatch struct {
 	perRS       map[string]int
 	perDeploy   map[string]int
 	bounds      map[string]int // namespace/deployment -> replicas+maxSurge (highest seen)
+	rsSpec      map[string]int // namespace/replicaset -> spec.replicas
 	events      int
 	unbounded   int
 	violations  []SurgeViolation
@@ -149,10 +154,17 @@ type surgePod struct {
 // until ctx ends; it returns when the informers have synced.
 func WatchSurge(ctx context.Context, client kubernetes.Interface, selector string) (*SurgeWatch, error) {
 	w := &SurgeWatch{pods: map[string]surgePod{}, perRS: map[string]int{}, perDeploy: map[string]int{},
-		bounds: map[string]int{}, maxDeploy: map[string]int{}}
+		bounds: map[string]int{}, rsSpec: map[string]int{}, maxDeploy: map[string]int{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	deps := factory.Apps().V1().Deployments().Informer()
+	rss := factory.Apps().V1().ReplicaSets().Informer()
+	if _, err := rss.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.onReplicaSet,
+		UpdateFunc: func(_, obj any) { w.onReplicaSet(obj) },
+	}); err != nil {
+		return nil, err
+	}
 	pods := factory.Core().V1().Pods().Informer()
 	if _, err := deps.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    w.onDeployment,
@@ -196,6 +208,20 @@ func (w *SurgeWatch) onDeployment(obj any) {
 	w.bounds[key] = max(w.bounds[key], b)
 }
 
+func (w *SurgeWatch) onReplicaSet(obj any) {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return
+	}
+	n := 1
+	if rs.Spec.Replicas != nil {
+		n = int(*rs.Spec.Replicas)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rsSpec[rs.Namespace+"/"+rs.Name] = n
+}
+
 func (w *SurgeWatch) onPod(obj any, deleted bool) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -233,7 +259,11 @@ func (w *SurgeWatch) onPod(obj any, deleted bool) {
 		return
 	}
 	if n := w.perRS[p.rs]; n > bound {
-		w.violations = append(w.violations, SurgeViolation{At: now, ReplicaSet: p.rs, Pods: n, Bound: bound, PodNames: w.podsOf(p.rs)})
+		spec, ok := w.rsSpec[p.rs]
+		if !ok {
+			spec = -1
+		}
+		w.violations = append(w.violations, SurgeViolation{At: now, ReplicaSet: p.rs, Pods: n, Spec: spec, Bound: bound, PodNames: w.podsOf(p.rs)})
 		w.maxRSExcess = max(w.maxRSExcess, n-bound)
 	}
 	if n := w.perDeploy[p.deploy]; n > bound {

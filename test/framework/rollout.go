@@ -356,3 +356,71 @@ func Parallel(n, workers int, fn func(i int) error) error {
 	wg.Wait()
 	return first
 }
+
+// GuardAlone fails t if, while t runs, another kshard instance (a coordinator leader of
+// another lease whose name starts with "kshard") is active on the same cluster. Each
+// kshard instance works every namespace of the cluster, so two at once create duplicate
+// pods and events, and a test of controller behaviour would blame the controllers for
+// what is a second owner. `make test` runs test packages one at a time; this catches
+// tests run by hand side by side.
+func (k *KShard) GuardAlone(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	started := time.Now()
+	var (
+		mu   sync.Mutex
+		seen = map[string]string{}
+		done = make(chan struct{})
+	)
+	check := func() {
+		leases, err := k.f.Client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		for _, l := range leases.Items {
+			if l.Name == k.leaseName || !strings.HasPrefix(l.Name, "kshard") || l.Spec.RenewTime == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+				continue
+			}
+			ttl := 15 * time.Second
+			if l.Spec.LeaseDurationSeconds != nil {
+				ttl = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+			}
+			// Renewed since the guard started (a leader that died just before leaves its
+			// Lease renewed a moment ago) and recently: a live instance.
+			if l.Spec.RenewTime.After(started.Add(time.Second)) && now.Sub(l.Spec.RenewTime.Time) < ttl+2*time.Second {
+				mu.Lock()
+				if _, ok := seen[l.Name]; !ok {
+					seen[l.Name] = fmt.Sprintf("lease %s held by %s, renewed %s", l.Name, *l.Spec.HolderIdentity, l.Spec.RenewTime.Format("15:04:05"))
+				}
+				mu.Unlock()
+			}
+		}
+	}
+	go func() {
+		defer close(done)
+		for {
+			check()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return
+		}
+		var others []string
+		for _, s := range seen {
+			others = append(others, s)
+		}
+		sort.Strings(others)
+		t.Errorf("another kshard instance worked this cluster during the test (%s): both own every namespace, so duplicate pods and events are expected and this test's results are void; run kshard tests one at a time", strings.Join(others, "; "))
+	})
+}

@@ -202,6 +202,7 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 			"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
 			"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
 		}})
+		k.GuardAlone(b)
 		c := k.StartCoordinator("coordinator")
 		procs = append(procs, proc{"coordinator", c.Pid(), "coordinator"})
 		for i := 1; i <= shards; i++ {

@@ -206,6 +206,7 @@ func TestRolloutWhileNamespacesMove(t *testing.T) {
 
 	k := f.NewKShard(t, framework.KShardOptions{SessionTTL: ttl, Margin: margin,
 		ShardArgs: []string{"--controllers", "replicaset,deployment", "-v=2"}})
+	k.GuardAlone(t)
 	k.StartCoordinator("coordinator-a")
 	k.StartCoordinator("coordinator-b")
 	for i := 1; i <= 3; i++ {

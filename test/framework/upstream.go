@@ -125,3 +125,18 @@ func (f *Framework) ComponentPid(name string) (int, error) {
 	}
 	return pid, nil
 }
+
+// RequireKCMWithout fails t unless the cluster's kube-controller-manager runs none of the
+// named controllers, so that kshard's are the only ones working their objects.
+func (f *Framework) RequireKCMWithout(t testing.TB, names ...string) {
+	t.Helper()
+	for _, c := range names {
+		on, err := f.KCMRuns(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if on {
+			t.Fatalf("%s: kube-controller-manager runs the %s controller, so kshard's would not be the only one: restart it with hack/cluster.sh up", f.ClusterDir(), c)
+		}
+	}
+}

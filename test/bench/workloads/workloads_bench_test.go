@@ -112,15 +112,7 @@ func BenchmarkWorkloads(b *testing.B) {
 	for _, bin := range []string{"coordinator", "shard"} {
 		framework.Binary(b, bin)
 	}
-	for _, c := range []string{"replicaset", "deployment"} {
-		on, err := kf.KCMRuns(c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if on {
-			b.Fatalf("the default cluster's kube-controller-manager runs %s: restart it with hack/cluster.sh up", c)
-		}
-	}
+	kf.RequireKCMWithout(b, "replicaset", "deployment")
 	for _, f := range []*framework.Framework{uf, kf} {
 		checkKCMFlags(b, f)
 	}

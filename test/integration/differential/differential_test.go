@@ -236,15 +236,7 @@ var scenario = []step{
 func TestDifferentialAgainstUpstream(t *testing.T) {
 	kf := framework.Get(t)
 	uf := framework.Upstream(t)
-	for _, c := range []string{"replicaset", "deployment"} {
-		on, err := kf.KCMRuns(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if on {
-			t.Fatalf("the default cluster's kube-controller-manager runs the %s controller: restart it with hack/cluster.sh up", c)
-		}
-	}
+	kf.RequireKCMWithout(t, "replicaset", "deployment")
 	k := kf.NewKShard(t, framework.KShardOptions{ShardArgs: []string{"--controllers", "replicaset,deployment"}})
 	k.GuardAlone(t)
 	k.StartCoordinator("coordinator")

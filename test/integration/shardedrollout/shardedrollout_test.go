@@ -185,15 +185,7 @@ func assertNoSurge(t *testing.T, watch *framework.SurgeWatch) {
 
 func TestRolloutWhileNamespacesMove(t *testing.T) {
 	f := framework.Get(t)
-	for _, c := range []string{"replicaset", "deployment"} {
-		on, err := f.KCMRuns(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if on {
-			t.Fatalf("the cluster's kube-controller-manager runs the %s controller, so kshard's would not be the only one: restart it with hack/cluster.sh up", c)
-		}
-	}
+	f.RequireKCMWithout(t, "replicaset", "deployment")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 

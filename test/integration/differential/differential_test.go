@@ -8,6 +8,9 @@
 // pods per ReplicaSet, Deployments (annotations, status, conditions) and the controllers'
 // events per object (reason, type, source and count). A difference fails the test unless
 // docs/controllers.md explains it and the explained table below names it.
+//
+// KSHARD_DIFFERENTIAL_SELFCHECK=1 runs upstream against itself instead, to tell a value that
+// depends on timing from one that depends on the implementation.
 package differential
 
 import (
@@ -233,23 +236,37 @@ var scenario = []step{
 	}},
 }
 
-func TestDifferentialAgainstUpstream(t *testing.T) {
-	kf := framework.Get(t)
-	uf := framework.Upstream(t)
-	kf.RequireKCMWithout(t, "replicaset", "deployment")
-	k := kf.NewKShard(t, framework.KShardOptions{ShardArgs: []string{"--controllers", "replicaset,deployment"}})
-	k.GuardAlone(t)
-	k.StartCoordinator("coordinator")
-	k.StartShard("shard-1")
-	k.StartShard("shard-2")
+// SelfCheckEnv, set to 1, runs the scenario on the reference control plane on both sides
+// (two sets of namespaces, upstream against itself): what differs then depends on timing,
+// not on the implementation. It is how a difference is told from noise.
+const SelfCheckEnv = "KSHARD_DIFFERENTIAL_SELFCHECK"
 
-	sides := []*side{{name: "upstream", f: uf, ns: map[string]string{}}, {name: "kshard", f: kf, ns: map[string]string{}}}
+func TestDifferentialAgainstUpstream(t *testing.T) {
+	uf := framework.Upstream(t)
+	other := &side{name: "kshard", ns: map[string]string{}}
+	var k *framework.KShard
+	if os.Getenv(SelfCheckEnv) == "1" {
+		other.name, other.f = "upstream-again", uf
+		t.Logf("%s=1: upstream against itself", SelfCheckEnv)
+	} else {
+		other.f = framework.Get(t)
+		other.f.RequireKCMWithout(t, "replicaset", "deployment")
+		k = other.f.NewKShard(t, framework.KShardOptions{ShardArgs: []string{"--controllers", "replicaset,deployment"}})
+		k.GuardAlone(t)
+		k.StartCoordinator("coordinator")
+		k.StartShard("shard-1")
+		k.StartShard("shard-2")
+	}
+
+	sides := []*side{{name: "upstream", f: uf, ns: map[string]string{}}, other}
 	for _, s := range sides {
 		for _, ns := range []string{"main", "quota"} {
 			s.ns[ns] = s.f.Namespace(t, map[string]string{"kshard.io/e2e-differential": ns}).Name
 		}
 	}
-	k.WaitAllOwned(t, 90*time.Second)
+	if k != nil {
+		k.WaitAllOwned(t, 90*time.Second)
+	}
 
 	var diffs []string
 	for stepNo, st := range scenario {
@@ -276,7 +293,7 @@ func TestDifferentialAgainstUpstream(t *testing.T) {
 				t.Fatalf("step %q: %v", st.name, err)
 			}
 		}
-		d := compare(snaps[0], snaps[1])
+		d := compare(snaps[0], snaps[1], sides[0].name, sides[1].name)
 		for i, s := range sides {
 			writeSnapshot(t, fmt.Sprintf("step%d-%s.txt", stepNo+1, s.name), snaps[i])
 			s.writeEvents(t, fmt.Sprintf("step%d-%s-events.txt", stepNo+1, s.name))
@@ -296,7 +313,7 @@ func TestDifferentialAgainstUpstream(t *testing.T) {
 		t.Errorf("difference: %s", d)
 	}
 	if failed > 0 {
-		t.Fatalf("%d unexplained differences between upstream and kshard", failed)
+		t.Fatalf("%d unexplained differences between %s and %s", failed, sides[0].name, sides[1].name)
 	}
 }
 
@@ -393,7 +410,7 @@ func (s *side) settle(ctx context.Context) (flat, error) {
 			lastErr, prev = err, nil
 		case !ready.ok():
 			lastErr, prev = ready, nil
-		case prev != nil && len(compare(prev, cur)) == 0:
+		case prev != nil && len(compare(prev, cur, "before", "now")) == 0:
 			if time.Since(since) >= quiet {
 				return cur, nil
 			}
@@ -419,18 +436,18 @@ func (n notReady) Error() string {
 // flat is a normalised snapshot: one value per path.
 type flat map[string]string
 
-func compare(a, b flat) []string {
+func compare(a, b flat, an, bn string) []string {
 	var out []string
 	for k, av := range a {
 		if bv, ok := b[k]; !ok {
-			out = append(out, fmt.Sprintf("%s: upstream %q, kshard has none", k, av))
+			out = append(out, fmt.Sprintf("%s: %s %q, %s has none", k, an, av, bn))
 		} else if av != bv {
-			out = append(out, fmt.Sprintf("%s: upstream %q, kshard %q", k, av, bv))
+			out = append(out, fmt.Sprintf("%s: %s %q, %s %q", k, an, av, bn, bv))
 		}
 	}
 	for k, bv := range b {
 		if _, ok := a[k]; !ok {
-			out = append(out, fmt.Sprintf("%s: kshard %q, upstream has none", k, bv))
+			out = append(out, fmt.Sprintf("%s: %s %q, %s has none", k, bn, bv, an))
 		}
 	}
 	sort.Strings(out)

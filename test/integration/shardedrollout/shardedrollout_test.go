@@ -33,6 +33,8 @@ func TestMain(m *testing.M) { framework.Main(m) }
 const (
 	// namespaces each get two Deployments of the fixtures below.
 	namespaces = 30
+	// referenceNamespaces is the size of the upstream reference run.
+	referenceNamespaces = 10
 	// runLabel marks the Deployments and pods of this test, so the pod watch sees only them.
 	runLabel = "kshard.io/e2e-rollout"
 	ttl      = 8 * time.Second
@@ -248,7 +250,7 @@ func TestUpstreamSurgeReference(t *testing.T) {
 	f := framework.Upstream(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w := create(t, f, namespaces/4)
+	w := create(t, f, referenceNamespaces)
 	watch, err := framework.WatchSurge(ctx, f.Client, w.selector())
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,14 @@ import (
 	"github.com/kshard/kshard/test/framework"
 )
 
-func TestMain(m *testing.M) { framework.Main(m) }
+// TestMain runs the workload controllers in kshard when the cluster's
+// kube-controller-manager leaves them to kshard (the default cluster does), so a
+// Deployment's pods run whichever side owns the controllers.
+func TestMain(m *testing.M) {
+	framework.MainWithControllers(m, framework.ControllersOptions{
+		Names: []string{"replicaset", "deployment"}, Coordinators: 1, Shards: 1,
+	})
+}
 
 func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{

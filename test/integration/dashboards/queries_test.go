@@ -281,6 +281,10 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	prom.addShard(k.StartShard("shard-3"))
 	k.WaitAllOwned(t, 90*time.Second)
 	nss = loadEveryShard(t, f, k, nss)
+	// Every target, the fourth shard included, must be scraped before the rollout: its API
+	// requests have to fall between two scrapes to show in a rate (CI once saw the fourth
+	// shard's latency panels all NaN when its file_sd target was picked up late).
+	waitScraped(t, prom, 2+4)
 	rollOut(t, f, nss)
 	waitScraped(t, prom, 2+4)
 	// Let every target, the fourth shard included, be scraped for one more rate window and

@@ -14,7 +14,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
+	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 )
 
 // Name is kube-controller-manager's name for the controller.
@@ -47,13 +47,14 @@ func Descriptor() controllers.Descriptor {
 
 // Controller is the Deployment controller.
 type Controller struct {
-	client    kubernetes.Interface
-	dLister   appslisters.DeploymentLister
-	rsLister  appslisters.ReplicaSetLister
-	podLister corelisters.PodLister
-	queue     workqueue.TypedRateLimitingInterface[string]
-	recorder  record.EventRecorder
-	metrics   *controllers.ReconcileMetrics
+	client   kubernetes.Interface
+	dLister  appslisters.DeploymentLister
+	rsLister appslisters.ReplicaSetLister
+	// podIndexer has podutil's controllerRef index (shared with the ReplicaSet controller).
+	podIndexer cache.Indexer
+	queue      workqueue.TypedRateLimitingInterface[string]
+	recorder   record.EventRecorder
+	metrics    *controllers.ReconcileMetrics
 	// clock stamps conditions and measures progress deadlines (a fake one in tests).
 	clock clock.PassiveClock
 }
@@ -70,14 +71,17 @@ func New(c controllers.Context) (controllers.Controller, error) {
 func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, error) {
 	dInf, rsInf, podInf := c.Informers.Deployments(), c.Informers.ReplicaSets(), c.Informers.Pods()
 	ctrl := &Controller{
-		client:    c.Client,
-		dLister:   dInf.Lister(),
-		rsLister:  rsInf.Lister(),
-		podLister: podInf.Lister(),
-		queue:     c.NewQueue(Name),
-		recorder:  c.Recorder,
-		metrics:   c.Metrics,
-		clock:     clk,
+		client:     c.Client,
+		dLister:    dInf.Lister(),
+		rsLister:   rsInf.Lister(),
+		podIndexer: podInf.Informer().GetIndexer(),
+		queue:      c.NewQueue(Name),
+		recorder:   c.Recorder,
+		metrics:    c.Metrics,
+		clock:      clk,
+	}
+	if err := podutil.AddControllerIndex(podInf.Informer()); err != nil {
+		return nil, err
 	}
 	log := c.Logger
 	if _, err := dInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -328,7 +332,7 @@ func (c *Controller) syncDeployment(ctx context.Context, ns, name string) error 
 	}
 	switch d.Spec.Strategy.Type {
 	case appsv1.RecreateDeploymentStrategyType:
-		pods, err := c.podsByReplicaSet(d.Namespace, rss)
+		pods, err := c.podsByReplicaSet(rss)
 		if err != nil {
 			return err
 		}
@@ -363,24 +367,17 @@ func (c *Controller) claimReplicaSets(ctx context.Context, d *appsv1.Deployment)
 	return m.Claim(ctx, all)
 }
 
-// podsByReplicaSet maps each ReplicaSet's UID to the pods it controls.
-func (c *Controller) podsByReplicaSet(namespace string, rss []*appsv1.ReplicaSet) (map[types.UID][]*corev1.Pod, error) {
+// podsByReplicaSet maps each ReplicaSet's UID to the pods it controls, through the
+// controllerRef index rather than a scan of the namespace.
+func (c *Controller) podsByReplicaSet(rss []*appsv1.ReplicaSet) (map[types.UID][]*corev1.Pod, error) {
 	out := make(map[types.UID][]*corev1.Pod, len(rss))
 	for _, rs := range rss {
-		out[rs.UID] = nil
-	}
-	pods, err := c.podLister.Pods(namespace).List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range pods {
-		ref := metav1.GetControllerOfNoCopy(p)
-		if ref == nil || ref.Kind != "ReplicaSet" {
-			continue
+		pods, err := podutil.ByController(c.podIndexer,
+			podutil.Owner{Namespace: rs.Namespace, Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID}, false)
+		if err != nil {
+			return nil, err
 		}
-		if list, ok := out[ref.UID]; ok {
-			out[ref.UID] = append(list, p)
-		}
+		out[rs.UID] = pods
 	}
 	return out, nil
 }

@@ -109,10 +109,10 @@ func loadEveryShard(t *testing.T, f *framework.Framework, k *framework.KShard, n
 
 // rollOut changes every test Deployment's image and waits until each rollout is complete:
 // API traffic, reconciles and queue activity on every shard after the scale-out.
-func rollOut(t *testing.T, f *framework.Framework, nss []string) {
+func rollOut(t *testing.T, f *framework.Framework, nss []string, image string) {
 	t.Helper()
 	ctx := context.Background()
-	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"registry.example/web:1.1"}]}}}}`)
+	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"` + image + `"}]}}}}`)
 	err := framework.Parallel(len(nss), 8, func(i int) error {
 		_, err := f.Client.AppsV1().Deployments(nss[i]).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		return err
@@ -285,7 +285,11 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	// requests have to fall between two scrapes to show in a rate (CI once saw the fourth
 	// shard's latency panels all NaN when its file_sd target was picked up late).
 	waitScraped(t, prom, 2+4)
-	rollOut(t, f, nss)
+	// Two rollouts: a series a shard creates during the first (a verb it had not used) has
+	// no earlier sample, so only the second shows up in a rate.
+	rollOut(t, f, nss, "registry.example/web:1.1")
+	waitScraped(t, prom, 2+4)
+	rollOut(t, f, nss, "registry.example/web:1.2")
 	waitScraped(t, prom, 2+4)
 	// Let every target, the fourth shard included, be scraped for one more rate window and
 	// step, so the last steps of a range query see it as Grafana's "now" would.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/pkg/sharding/server"
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 )
 
 // KShardOptions size a set of kshard processes for a test.
@@ -155,8 +155,8 @@ func (k *KShard) Leader(ctx context.Context) (*Coordinator, error) {
 }
 
 // Assignments asks a coordinator for GET /assignments?partitions=true.
-func (c *Coordinator) Assignments(ctx context.Context) (server.Assignments, error) {
-	var a server.Assignments
+func (c *Coordinator) Assignments(ctx context.Context) (coordinatorrpc.Assignments, error) {
+	var a coordinatorrpc.Assignments
 	code, body, err := HTTPGet(ctx, c.HTTPURL+"/assignments?partitions=true")
 	if err != nil {
 		return a, err
@@ -178,7 +178,7 @@ func Metric(ctx context.Context, baseURL, name string, match ...string) (float64
 }
 
 // Owners maps each partition to its owner in an assignments answer.
-func Owners(a server.Assignments) map[uint32]string {
+func Owners(a coordinatorrpc.Assignments) map[uint32]string {
 	out := map[uint32]string{}
 	for _, s := range a.Shards {
 		for _, p := range s.PartitionIDs {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kshard/kshard/pkg/sharding/server"
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 )
 
 // assignmentsMain prints GET /assignments of a coordinator for a person.
@@ -47,7 +47,7 @@ func assignmentsMain(args []string) int {
 		return 0
 	}
 	if *ns != "" {
-		var o server.Owner
+		var o coordinatorrpc.Owner
 		if err := json.Unmarshal(body, &o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -59,7 +59,7 @@ func assignmentsMain(args []string) int {
 		fmt.Printf("namespace %s is in partition %d, owned by %s (%s, epoch %s)\n", o.Namespace, o.Partition, owner, o.State, o.Epoch)
 		return 0
 	}
-	var a server.Assignments
+	var a coordinatorrpc.Assignments
 	if err := json.Unmarshal(body, &a); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

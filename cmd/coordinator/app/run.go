@@ -22,9 +22,9 @@ import (
 	"github.com/kshard/kshard/pkg/httpserver"
 	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/logging"
-	restmetrics "github.com/kshard/kshard/pkg/metrics/restclient"
+	"github.com/kshard/kshard/pkg/metrics/restmetrics"
 	"github.com/kshard/kshard/pkg/sharding/leader"
-	"github.com/kshard/kshard/pkg/sharding/server"
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 	"github.com/kshard/kshard/pkg/version"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
@@ -78,11 +78,11 @@ func run(ctx context.Context, o *Options) (int, error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	restmetrics.Register(registry)
-	metrics := server.NewMetrics(registry)
+	metrics := coordinatorrpc.NewMetrics(registry)
 
 	leadCtx, stepDown := context.WithCancelCause(ctx)
 	defer stepDown(nil)
-	srv, err := server.New(server.Options{
+	srv, err := coordinatorrpc.New(coordinatorrpc.Options{
 		Config:  o.Handoff,
 		Metrics: metrics,
 		StepDown: func(reason string) {

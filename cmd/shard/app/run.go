@@ -28,14 +28,14 @@ import (
 	"github.com/kshard/kshard/pkg/httpserver"
 	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/logging"
-	restmetrics "github.com/kshard/kshard/pkg/metrics/restclient"
-	wqmetrics "github.com/kshard/kshard/pkg/metrics/workqueue"
-	"github.com/kshard/kshard/pkg/sharding/cache"
+	"github.com/kshard/kshard/pkg/metrics/restmetrics"
+	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
+	"github.com/kshard/kshard/pkg/sharding/shardcache"
 	"github.com/kshard/kshard/pkg/sharding/partition"
-	shardruntime "github.com/kshard/kshard/pkg/sharding/runtime"
-	"github.com/kshard/kshard/pkg/sharding/session"
+	"github.com/kshard/kshard/pkg/sharding/shardruntime"
+	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/transport"
-	"github.com/kshard/kshard/pkg/sharding/workqueue"
+	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/version"
 )
 
@@ -121,19 +121,19 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 		return err
 	}
 	partitionOf := func(ns string) uint32 { return uint32(pmap.For(ns)) }
-	c, err := cache.New(client, partitionOf, cache.Options{WarmupConcurrency: o.WarmupLists})
+	c, err := shardcache.New(client, partitionOf, shardcache.Options{WarmupConcurrency: o.WarmupLists})
 	if err != nil {
 		return err
 	}
 	if err := c.RegisterMetrics(shardReg); err != nil {
 		return err
 	}
-	gate := workqueue.NewGate(workqueue.NamespaceKeyPartition(partitionOf))
-	wqProvider, err := wqmetrics.NewProvider(shardReg, nil)
+	g := gate.New(gate.NamespaceKeyPartition(partitionOf))
+	wqProvider, err := queuemetrics.NewProvider(shardReg, nil)
 	if err != nil {
 		return err
 	}
-	shardReg.MustRegister(wqmetrics.NewGateCollector(gate, nil))
+	shardReg.MustRegister(queuemetrics.NewGateCollector(gate, nil))
 	reconcileMetrics := controllers.NewReconcileMetrics(shardReg)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -147,7 +147,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	for _, d := range enabled {
 		ccfg := rest.CopyConfig(cfg)
 		ccfg.UserAgent = "kshard-shard/" + version.Version + " " + d.Name + "-controller"
-		ccfg.Wrap(shardruntime.FenceTransport(gate))
+		ccfg.Wrap(gate.FenceTransport(gate))
 		cclient, err := kubernetes.NewForConfig(ccfg)
 		if err != nil {
 			return err
@@ -156,14 +156,14 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 			Client:    cclient,
 			Informers: c,
 			NewQueue: func(name string) clientgoworkqueue.TypedRateLimitingInterface[string] {
-				return gate.NewQueue(workqueue.QueueConfig{Name: name, MetricsProvider: wqProvider})
+				return gate.NewQueue(gate.QueueConfig{Name: name, MetricsProvider: wqProvider})
 			},
 			Recorder: broadcaster.NewRecorder(clientgoScheme(), corev1.EventSource{Component: d.Name + "-controller"}),
 			Shard:    o.ShardID,
 			Logger:   log.WithValues("controller", d.Name),
 			Metrics:  reconcileMetrics,
 			WriteAllowed: func() error {
-				return shardruntime.WriteAllowed(gate)
+				return gate.WriteAllowed(gate)
 			},
 		})
 		if err != nil {
@@ -181,8 +181,8 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	if err != nil {
 		return err
 	}
-	sessionMetrics := session.NewMetrics(shardReg)
-	client2, err := session.New(session.Options{
+	sessionMetrics := shardrpc.NewMetrics(shardReg)
+	client2, err := shardrpc.New(shardrpc.Options{
 		ShardID: o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
 		Addresses: o.Coordinators, Credentials: creds, PartitionCount: o.Partitions, Metrics: sessionMetrics,
 	}, rt, log)

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
-	"github.com/kshard/kshard/pkg/sharding/session"
+	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 	"github.com/kshard/kshard/test/framework"
@@ -278,7 +278,7 @@ func TestClientFollowsLeaderHint(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startShard(t, w, fmt.Sprintf("hint-%d", i), creds, tc.addrs, func(_ *session.Options, h *fakeHandler) {
+			s := startShard(t, w, fmt.Sprintf("hint-%d", i), creds, tc.addrs, func(_ *shardrpc.Options, h *fakeHandler) {
 				h.statsDelay = tc.statsDelay
 			})
 			waitFor(t, 10*time.Second, "the leader to welcome the shard", func() (bool, string) {

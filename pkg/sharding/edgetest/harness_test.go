@@ -1,7 +1,7 @@
 package edgetest_test
 
-// Test harness of the session and server tests: a real coordinator (server.Server behind
-// a gRPC server on 127.0.0.1:0), real session.Clients, and fake in-memory Handlers that
+// Test harness of the session and server tests: a real coordinator (coordinatorrpc.Server behind
+// a gRPC server on 127.0.0.1:0), real shardrpc.Clients, and fake in-memory Handlers that
 // record every action in one "world", so the tests can check at any instant that no
 // partition is worked by two shards. It serves both server_test.go (the coordinator edge,
 // pkg/sharding/server) and client_test.go (the shard edge, pkg/sharding/session).
@@ -30,8 +30,8 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
-	"github.com/kshard/kshard/pkg/sharding/server"
-	"github.com/kshard/kshard/pkg/sharding/session"
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
+	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 )
 
@@ -273,7 +273,7 @@ func (w *world) owners(live ...*shard) (map[partition.ID]string, string) {
 	return out, ""
 }
 
-// fakeHandler is a session.Handler whose caches sync and drains finish after a small
+// fakeHandler is a shardrpc.Handler whose caches sync and drains finish after a small
 // random delay. Everything is guarded by world.mu.
 type fakeHandler struct {
 	w          *world
@@ -410,9 +410,9 @@ func (h *fakeHandler) countsCopy() map[string]int {
 
 type coordinator struct {
 	name      string
-	srv       *server.Server
+	srv       *coordinatorrpc.Server
 	reg       *prometheus.Registry
-	metrics   *server.Metrics
+	metrics   *coordinatorrpc.Metrics
 	addr      string
 	stepDowns chan string
 
@@ -420,11 +420,11 @@ type coordinator struct {
 	leadDone chan error
 }
 
-func startCoordinator(t testing.TB, w *world, name string, creds credentials.TransportCredentials, mutate func(*server.Options)) *coordinator {
+func startCoordinator(t testing.TB, w *world, name string, creds credentials.TransportCredentials, mutate func(*coordinatorrpc.Options)) *coordinator {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	c := &coordinator{name: name, reg: reg, metrics: server.NewMetrics(reg), stepDowns: make(chan string, 4)}
-	opts := server.Options{
+	c := &coordinator{name: name, reg: reg, metrics: coordinatorrpc.NewMetrics(reg), stepDowns: make(chan string, 4)}
+	opts := coordinatorrpc.Options{
 		Config:       testConfig(),
 		Metrics:      c.metrics,
 		TickInterval: 20 * time.Millisecond,
@@ -439,7 +439,7 @@ func startCoordinator(t testing.TB, w *world, name string, creds credentials.Tra
 	if mutate != nil {
 		mutate(&opts)
 	}
-	srv, err := server.New(opts, w.log.WithName(name))
+	srv, err := coordinatorrpc.New(opts, w.log.WithName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,13 +528,13 @@ func (c *coordinator) get(query string) (int, []byte) {
 	return rec.Code, rec.Body.Bytes()
 }
 
-func (c *coordinator) assignments(t testing.TB) (server.Assignments, bool) {
+func (c *coordinator) assignments(t testing.TB) (coordinatorrpc.Assignments, bool) {
 	t.Helper()
 	code, body := c.get("?partitions=true")
 	if code != http.StatusOK {
-		return server.Assignments{}, false
+		return coordinatorrpc.Assignments{}, false
 	}
-	var a server.Assignments
+	var a coordinatorrpc.Assignments
 	if err := json.Unmarshal(body, &a); err != nil {
 		t.Fatalf("decoding %s: %v", body, err)
 	}
@@ -595,8 +595,8 @@ func (c *coordinator) waitSettled(t testing.TB, w *world, live ...*shard) map[pa
 type shard struct {
 	id      string
 	h       *fakeHandler
-	c       *session.Client
-	metrics *session.Metrics
+	c       *shardrpc.Client
+	metrics *shardrpc.Metrics
 
 	cancel   context.CancelFunc
 	finished chan struct{}
@@ -604,10 +604,10 @@ type shard struct {
 	killOnce sync.Once
 }
 
-func startShard(t testing.TB, w *world, id string, creds credentials.TransportCredentials, addrs []string, mutate func(*session.Options, *fakeHandler)) *shard {
+func startShard(t testing.TB, w *world, id string, creds credentials.TransportCredentials, addrs []string, mutate func(*shardrpc.Options, *fakeHandler)) *shard {
 	t.Helper()
-	s := &shard{id: id, h: w.newHandler(id), metrics: session.NewMetrics(prometheus.NewRegistry()), finished: make(chan struct{})}
-	opts := session.Options{
+	s := &shard{id: id, h: w.newHandler(id), metrics: shardrpc.NewMetrics(prometheus.NewRegistry()), finished: make(chan struct{})}
+	opts := shardrpc.Options{
 		ShardID:        id,
 		Incarnation:    uint64(time.Now().UnixNano()),
 		BuildVersion:   "test",
@@ -621,7 +621,7 @@ func startShard(t testing.TB, w *world, id string, creds credentials.TransportCr
 	if mutate != nil {
 		mutate(&opts, s.h)
 	}
-	c, err := session.New(opts, s.h, w.log.WithName(id))
+	c, err := shardrpc.New(opts, s.h, w.log.WithName(id))
 	if err != nil {
 		t.Fatal(err)
 	}

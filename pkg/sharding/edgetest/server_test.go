@@ -22,8 +22,8 @@ import (
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
-	"github.com/kshard/kshard/pkg/sharding/server"
-	"github.com/kshard/kshard/pkg/sharding/session"
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
+	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
@@ -108,8 +108,8 @@ func TestFollowerRefusesSessions(t *testing.T) {
 		if wantHint != "" {
 			hint = []string{wantHint}
 		}
-		if tr := stream.Trailer().Get(server.LeaderMetadataKey); !slices.Equal(tr, hint) {
-			t.Errorf("trailer %s = %q, want %q", server.LeaderMetadataKey, tr, hint)
+		if tr := stream.Trailer().Get(coordinatorrpc.LeaderMetadataKey); !slices.Equal(tr, hint) {
+			t.Errorf("trailer %s = %q, want %q", coordinatorrpc.LeaderMetadataKey, tr, hint)
 		}
 		if wantHint != "" && !strings.Contains(status.Convert(err).Message(), wantHint) {
 			t.Errorf("refusal %q does not name the leader", status.Convert(err).Message())
@@ -186,7 +186,7 @@ func TestFollowerRefusesSessions(t *testing.T) {
 // their reason.
 func TestRejectedMessages(t *testing.T) {
 	w := newWorld(t)
-	co := startCoordinator(t, w, "coordinator", insecureServer(t), func(o *server.Options) {
+	co := startCoordinator(t, w, "coordinator", insecureServer(t), func(o *coordinatorrpc.Options) {
 		o.HelloTimeout = 500 * time.Millisecond
 	})
 	co.lead(t, 3)
@@ -414,7 +414,7 @@ func TestLeadershipChange(t *testing.T) {
 			}
 			// Adopted: the new leader keeps the old term's epochs.
 			for _, ns := range []string{"default", "kube-system", "team-a"} {
-				var o server.Owner
+				var o coordinatorrpc.Owner
 				code, body := next.get("?namespace=" + ns)
 				if err := json.Unmarshal(body, &o); code != http.StatusOK || err != nil {
 					t.Fatalf("GET ?namespace=%s: %d %s", ns, code, body)
@@ -497,13 +497,13 @@ func TestAssignmentsHTTP(t *testing.T) {
 			owners = co.waitSettled(st, w, shards...)
 			per := byShard(owners)
 			// Namespaces come from the shards' stats on their heartbeats.
-			var a server.Assignments
+			var a coordinatorrpc.Assignments
 			waitFor(st, 10*time.Second, "stats from the shards' heartbeats", func() (bool, string) {
 				code, ctype, body := get(st, http.MethodGet, "")
 				if code != http.StatusOK || ctype != "application/json" {
 					st.Fatalf("got %d %s: %s", code, ctype, body)
 				}
-				a = server.Assignments{}
+				a = coordinatorrpc.Assignments{}
 				decode(st, body, &a)
 				for _, v := range a.Shards {
 					if v.Namespaces != uint64(v.Partitions) {
@@ -512,11 +512,11 @@ func TestAssignmentsHTTP(t *testing.T) {
 				}
 				return true, ""
 			})
-			want := server.Assignments{Term: 5, PartitionCount: partitions, Converged: true,
+			want := coordinatorrpc.Assignments{Term: 5, PartitionCount: partitions, Converged: true,
 				ByState: map[string]int{"unowned": 0, "acquiring": 0, "owned": partitions, "preparing": 0, "releasing": 0}}
 			for _, s := range shards {
 				n := len(per[s.id])
-				want.Shards = append(want.Shards, server.ShardView{Shard: s.id, Partitions: n, Namespaces: uint64(n),
+				want.Shards = append(want.Shards, coordinatorrpc.ShardView{Shard: s.id, Partitions: n, Namespaces: uint64(n),
 					Connected: true, Version: "test"})
 			}
 			if ja, jw := mustJSON(st, a), mustJSON(st, want); ja != jw {
@@ -526,7 +526,7 @@ func TestAssignmentsHTTP(t *testing.T) {
 			if code != http.StatusOK {
 				st.Fatalf("?partitions=true: %d %s", code, body)
 			}
-			a = server.Assignments{}
+			a = coordinatorrpc.Assignments{}
 			decode(st, body, &a)
 			for _, v := range a.Shards {
 				var ids []uint32
@@ -557,7 +557,7 @@ func TestAssignmentsHTTP(t *testing.T) {
 				if code != http.StatusOK {
 					t.Fatalf("?namespace=%s: %d %s", ns, code, body)
 				}
-				var o server.Owner
+				var o coordinatorrpc.Owner
 				decode(t, body, &o)
 				p := pmap.For(ns)
 				if co.srv.PartitionOf(ns) != p {
@@ -602,7 +602,7 @@ func TestRejectedHelloKeepsCurrentSession(t *testing.T) {
 	co := startCoordinator(t, w, "coordinator", insecureServer(t), nil)
 	co.lead(t, 1)
 	const inc = 1_000_000
-	s := startShard(t, w, "shard-a", insecureClient(t), []string{co.addr}, func(o *session.Options, _ *fakeHandler) {
+	s := startShard(t, w, "shard-a", insecureClient(t), []string{co.addr}, func(o *shardrpc.Options, _ *fakeHandler) {
 		o.Incarnation = inc
 	})
 	waitFor(t, 10*time.Second, "the shard to be welcomed", func() (bool, string) { return s.c.Welcomed(), "not welcomed" })

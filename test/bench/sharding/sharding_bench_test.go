@@ -45,7 +45,7 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/sharding/partition"
-	"github.com/kshard/kshard/pkg/sharding/server"
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	auditlog "github.com/kshard/kshard/test/audit"
 	"github.com/kshard/kshard/test/framework"
 )
@@ -701,7 +701,7 @@ func (c *cluster) checkPartitionMapping(ctx context.Context, nss []string) {
 		if err != nil {
 			c.b.Fatal(err)
 		}
-		var o server.Owner
+		var o coordinatorrpc.Owner
 		if err := json.Unmarshal(body, &o); err != nil {
 			c.b.Fatal(err)
 		}

@@ -1,0 +1,273 @@
+package queuemetrics
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kshard/kshard/pkg/sharding/gate"
+)
+
+var shardLabels = prometheus.Labels{"shard": "s1"}
+
+// partitionByDigit maps namespace "nsN" (single digit) to partition N.
+var partitionByDigit = gate.NamespaceKeyPartition(func(ns string) uint32 {
+	return uint32(ns[len(ns)-1] - '0')
+})
+
+// sample returns the value of the series name{labels} gathered from g: the counter,
+// gauge or histogram sample count. It fails the test if the series does not exist.
+func sample(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !hasLabels(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	t.Fatalf("no series %s%v", name, labels)
+	return 0
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, lp := range m.GetLabel() {
+		got[lp.GetName()] = lp.GetValue()
+	}
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestProviderExportsClientGoQueueMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	p, err := NewProvider(reg, shardLabels)
+	if err != nil {
+		t.Fatalf("NewProvider: %v", err)
+	}
+	g := gate.New(partitionByDigit)
+	g.Acquire(1)
+	q := g.NewQueue(gate.QueueConfig{
+		Name:            "deployment",
+		MetricsProvider: p,
+		// Zero backoff: AddRateLimited re-adds at once, so counts are deterministic.
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](0, 0),
+	})
+	defer q.ShutDown()
+
+	q.Add("ns1/a")
+	q.Add("ns1/b")
+	q.Add("ns2/x") // partition not acquired: dropped before client-go sees it
+	q.AddRateLimited("ns1/c")
+	k, _ := q.Get()
+	q.Done(k)
+
+	series := map[string]string{"name": "deployment", "shard": "s1"}
+	tests := []struct {
+		name   string
+		metric string
+		want   float64
+	}{
+		{name: "adds count only admitted keys", metric: "kshard_workqueue_adds_total", want: 3},
+		{name: "depth", metric: "kshard_workqueue_depth", want: 2},
+		{name: "retries", metric: "kshard_workqueue_retries_total", want: 1},
+		{name: "queue duration observed once", metric: "kshard_workqueue_queue_duration_seconds", want: 1},
+		{name: "work duration observed once", metric: "kshard_workqueue_work_duration_seconds", want: 1},
+		{name: "unfinished work exists", metric: "kshard_workqueue_unfinished_work_seconds", want: 0},
+		{name: "longest running processor exists", metric: "kshard_workqueue_longest_running_processor_seconds", want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sample(t, reg, tt.metric, series); got != tt.want {
+				t.Fatalf("%s = %v, want %v", tt.metric, got, tt.want)
+			}
+		})
+	}
+
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatalf("GatherAndLint: %v", err)
+	}
+	for _, pr := range problems {
+		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
+	}
+}
+
+func TestNewProviderRegistration(t *testing.T) {
+	tests := []struct {
+		name    string
+		reg     func() prometheus.Registerer
+		wantErr string
+	}{
+		{name: "nil registerer", reg: func() prometheus.Registerer { return nil }, wantErr: "nil prometheus.Registerer"},
+		{
+			name: "second provider on one registry shares the collectors",
+			reg: func() prometheus.Registerer {
+				r := prometheus.NewRegistry()
+				if _, err := NewProvider(r, shardLabels); err != nil {
+					panic(err)
+				}
+				return r
+			},
+		},
+		{
+			name: "conflicting collector is an error",
+			reg: func() prometheus.Registerer {
+				r := prometheus.NewRegistry()
+				r.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_workqueue_depth", Help: "other", ConstLabels: shardLabels}))
+				return r
+			},
+			wantErr: "kshard_workqueue_depth",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewProvider(tt.reg(), shardLabels)
+			if tt.wantErr == "" {
+				if err != nil || p == nil {
+					t.Fatalf("NewProvider = %v, %v; want a provider", p, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("NewProvider error = %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestProvidersOnOneRegistryShareSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p1, err := NewProvider(reg, shardLabels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := NewProvider(reg, shardLabels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1.NewAddsMetric("job").Inc()
+	p2.NewAddsMetric("job").Inc()
+	if got := sample(t, reg, "kshard_workqueue_adds_total", map[string]string{"name": "job", "shard": "s1"}); got != 2 {
+		t.Fatalf("adds_total = %v, want 2", got)
+	}
+}
+
+type fakeStats gate.Stats
+
+func (f fakeStats) Stats() gate.Stats { return gate.Stats(f) }
+
+func TestGateCollector(t *testing.T) {
+	tests := []struct {
+		name  string
+		stats gate.Stats
+		want  map[string]float64 // "metric name|queue name" → value; queue "" for gate-wide
+	}{
+		{
+			name:  "idle unfenced gate",
+			stats: gate.Stats{Acquired: 3},
+			want:  map[string]float64{"kshard_workqueue_fenced|": 0, "kshard_workqueue_acquired_partitions|": 3},
+		},
+		{
+			name: "queues with the same name are summed",
+			stats: gate.Stats{Fenced: true, Queues: []gate.QueueStats{
+				{Name: "job", Dropped: 2, Discarded: 1, Stale: 4, Pending: 5, InFlight: 1},
+				{Name: "job", Dropped: 1, Stale: 1},
+				{Name: "cronjob", Pending: 7},
+			}},
+			want: map[string]float64{
+				"kshard_workqueue_fenced|":                1,
+				"kshard_workqueue_dropped_total|job":      3,
+				"kshard_workqueue_discarded_total|job":    1,
+				"kshard_workqueue_stale_keys|job":         5,
+				"kshard_workqueue_pending_keys|job":       5,
+				"kshard_workqueue_in_flight_keys|job":     1,
+				"kshard_workqueue_pending_keys|cronjob":   7,
+				"kshard_workqueue_dropped_total|cronjob":  0,
+				"kshard_workqueue_acquired_partitions|":   0,
+				"kshard_workqueue_in_flight_keys|cronjob": 0,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(NewGateCollector(fakeStats(tt.stats), shardLabels))
+			for key, want := range tt.want {
+				metric, queue, _ := strings.Cut(key, "|")
+				labels := map[string]string{"shard": "s1"}
+				if queue != "" {
+					labels["name"] = queue
+				}
+				if got := sample(t, reg, metric, labels); got != want {
+					t.Errorf("%s{%v} = %v, want %v", metric, labels, got, want)
+				}
+			}
+			if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) != 0 {
+				t.Fatalf("lint: %v %v", problems, err)
+			}
+		})
+	}
+}
+
+func TestGateCollectorWithLiveGate(t *testing.T) {
+	g := gate.New(partitionByDigit)
+	g.Acquire(1)
+	g.Acquire(2)
+	q := g.NewQueue(gate.QueueConfig{Name: "replicaset"})
+	defer q.ShutDown()
+	q.Add("ns1/a")
+	q.Add("ns2/b")
+	q.Add("ns3/c") // dropped
+	if err := g.Release(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	g.Fence()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewGateCollector(g, shardLabels))
+	labels := map[string]string{"name": "replicaset", "shard": "s1"}
+	for metric, want := range map[string]float64{
+		"kshard_workqueue_dropped_total":  1,
+		"kshard_workqueue_stale_keys":     1,
+		"kshard_workqueue_pending_keys":   1,
+		"kshard_workqueue_in_flight_keys": 0,
+	} {
+		if got := sample(t, reg, metric, labels); got != want {
+			t.Errorf("%s = %v, want %v", metric, got, want)
+		}
+	}
+	if got := sample(t, reg, "kshard_workqueue_fenced", map[string]string{"shard": "s1"}); got != 1 {
+		t.Errorf("fenced = %v, want 1", got)
+	}
+	if got := sample(t, reg, "kshard_workqueue_acquired_partitions", map[string]string{"shard": "s1"}); got != 1 {
+		t.Errorf("acquired_partitions = %v, want 1", got)
+	}
+}

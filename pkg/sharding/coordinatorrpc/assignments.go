@@ -1,0 +1,106 @@
+package coordinatorrpc
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+
+	"github.com/kshard/kshard/pkg/sharding/handoff"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+)
+
+// ShardView is one shard in the assignments answer.
+type ShardView struct {
+	Shard         string   `json:"shard"`
+	Partitions    int      `json:"partitions"`
+	Namespaces    uint64   `json:"namespaces"`
+	CachedObjects uint64   `json:"cachedObjects"`
+	QueueDepth    uint64   `json:"queueDepth"`
+	Fenced        bool     `json:"fenced"`
+	Connected     bool     `json:"connected"`
+	Leaving       bool     `json:"leaving"`
+	Version       string   `json:"version,omitempty"`
+	PartitionIDs  []uint32 `json:"partitionIDs,omitempty"`
+}
+
+// Assignments is the answer of GET /assignments.
+type Assignments struct {
+	Term           uint32         `json:"term"`
+	PartitionCount int            `json:"partitionCount"`
+	Converged      bool           `json:"converged"`
+	MovesInFlight  int            `json:"movesInFlight"`
+	ByState        map[string]int `json:"partitionsByState"`
+	Shards         []ShardView    `json:"shards"`
+}
+
+// Owner is the answer of GET /assignments?namespace=X.
+type Owner struct {
+	Namespace string `json:"namespace"`
+	Partition uint32 `json:"partition"`
+	Shard     string `json:"shard"`
+	State     string `json:"state"`
+	Epoch     string `json:"epoch"`
+}
+
+// AssignmentsHandler serves GET /assignments: every shard with its partition and
+// namespace counts (?partitions=true lists the partition IDs), or with ?namespace=X the
+// shard that owns X. A follower answers 503 naming the leader.
+func (s *Server) AssignmentsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			http.Error(w, "only GET", http.StatusMethodNotAllowed)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.core == nil {
+			msg := "this coordinator is not the leader"
+			if s.leaderAddr != "" {
+				msg += "; the leader is at " + s.leaderAddr
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
+		if ns := r.URL.Query().Get("namespace"); ns != "" {
+			p := s.pmap.For(ns)
+			a, _ := s.core.Assignment(p)
+			writeJSON(w, Owner{Namespace: ns, Partition: uint32(p), Shard: a.Owner, State: a.State.String(), Epoch: a.Epoch.String()})
+			return
+		}
+		withIDs := r.URL.Query().Get("partitions") == "true"
+		st := s.core.Stats()
+		out := Assignments{Term: s.term, PartitionCount: s.opts.Config.PartitionCount, Converged: s.core.Converged(),
+			MovesInFlight: st.MovesInFlight, ByState: map[string]int{}}
+		for i, n := range st.ByState {
+			out.ByState[stateName(i)] = n
+		}
+		ids := map[string][]uint32{}
+		if withIDs {
+			for _, a := range s.core.Assignments() {
+				if a.Owner != "" {
+					ids[a.Owner] = append(ids[a.Owner], uint32(a.Partition))
+				}
+			}
+		}
+		for _, m := range s.core.Members() {
+			ss := s.stats[m.ID]
+			out.Shards = append(out.Shards, ShardView{Shard: m.ID, Partitions: m.Owned, Namespaces: ss.Namespaces,
+				CachedObjects: ss.CachedObjects, QueueDepth: ss.QueueDepth, Fenced: ss.Fenced,
+				Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID]})
+		}
+		sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].Shard < out.Shards[j].Shard })
+		writeJSON(w, out)
+	})
+}
+
+// PartitionOf exposes the namespace mapping the coordinator uses.
+func (s *Server) PartitionOf(namespace string) partition.ID { return s.pmap.For(namespace) }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func stateName(i int) string { return handoff.PartitionState(i).String() }

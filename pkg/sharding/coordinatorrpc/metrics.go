@@ -1,0 +1,67 @@
+package coordinatorrpc
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the coordinator's Prometheus series.
+type Metrics struct {
+	Leader          prometheus.Gauge
+	Term            prometheus.Gauge
+	Epoch           prometheus.Gauge
+	Members         prometheus.Gauge
+	Partitions      *prometheus.GaugeVec // by shard
+	Namespaces      *prometheus.GaugeVec // by shard, as the shard reports
+	PartitionStates *prometheus.GaugeVec // by state
+	MovesStarted    prometheus.Counter
+	MovesFinished   prometheus.Counter
+	MovesAborted    prometheus.Counter
+	MovesInFlight   prometheus.Gauge
+	Handoff         prometheus.Histogram
+	Gap             prometheus.Histogram
+	Rejected        *prometheus.CounterVec // by reason
+	Sessions        prometheus.Counter
+	MemberEvents    *prometheus.CounterVec // by kind
+}
+
+// NewMetrics registers the coordinator's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	buckets := []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+	m := &Metrics{
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_leader",
+			Help: "1 while this coordinator replica is the leader."}),
+		Term: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_term",
+			Help: "Leader term of this coordinator (the high 32 bits of every epoch it issues)."}),
+		Epoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_epoch",
+			Help: "Latest handoff epoch this leader issued (term in the high 32 bits, so it only grows across leaders; float precision is exact below 2^53)."}),
+		Members: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_members",
+			Help: "Shards with a live session."}),
+		Partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_shard_partitions",
+			Help: "Partitions owned by each shard."}, []string{"shard"}),
+		Namespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_shard_namespaces",
+			Help: "Namespaces each shard reports owning in its last heartbeat."}, []string{"shard"}),
+		PartitionStates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_partitions",
+			Help: "Partitions by handoff state."}, []string{"state"}),
+		MovesStarted: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_moves_started_total",
+			Help: "Partition moves started (Prepare sent to the new owner)."}),
+		MovesFinished: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_moves_finished_total",
+			Help: "Partition moves finished (Acquire confirmed by the new owner)."}),
+		MovesAborted: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_moves_aborted_total",
+			Help: "Partition moves called off before anything was released."}),
+		MovesInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_moves_in_flight",
+			Help: "Partition moves between Prepare and Acquire."}),
+		Handoff: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_handoff_duration_seconds",
+			Help: "Duration of a partition move from Prepare to the confirmed Acquire.", Buckets: buckets}),
+		Gap: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_ownership_gap_seconds",
+			Help: "Time a partition was worked by nobody: from the old owner's release (or the partition becoming unowned) to the new owner's confirmed Acquire.", Buckets: buckets}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_rejected_messages_total",
+			Help: "Shard messages rejected, by reason."}, []string{"reason"}),
+		Sessions: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_sessions_total",
+			Help: "Session streams opened by shards."}),
+		MemberEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_member_events_total",
+			Help: "Membership changes, by kind (joined, leaving, left, expired, restarted, fenced-out)."}, []string{"kind"}),
+	}
+	reg.MustRegister(m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents)
+	return m
+}

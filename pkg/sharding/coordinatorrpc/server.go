@@ -1,0 +1,453 @@
+package coordinatorrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/kshard/kshard/pkg/sharding/handoff"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/protocol"
+	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
+)
+
+// LeaderMetadataKey is the trailer key in which a follower names the leader's address
+// when it refuses a session, so a shard can go there directly.
+const LeaderMetadataKey = "kshard-leader"
+
+// Options configure the Server.
+type Options struct {
+	// Config is the handoff state machine's configuration (defaults applied by New).
+	Config handoff.Config
+	// Metrics receives the coordinator's series; required.
+	Metrics *Metrics
+	// TickInterval is how often the state machine is ticked (timeouts, debounce).
+	TickInterval time.Duration
+	// SendBuffer bounds the commands queued for one shard; a shard that falls this far
+	// behind has its stream closed and reconnects.
+	SendBuffer int
+	// HelloTimeout bounds the wait for the first message of a stream.
+	HelloTimeout time.Duration
+	// StepDown is called when the state machine says this leader must step down (a newer
+	// term exists, or its epochs ran out).
+	StepDown func(reason string)
+	// Now is the clock; time.Now by default (monotonic).
+	Now func() time.Time
+}
+
+// Server is the coordinator's gRPC edge. It serves sessions only between Lead and the end
+// of that leadership.
+type Server struct {
+	kshardv1.UnimplementedCoordinatorServer
+
+	opts Options
+	pmap partition.Map
+	log  logr.Logger
+
+	mu         sync.Mutex
+	core       *handoff.Coordinator // nil unless leading
+	term       uint32
+	streams    map[string]*stream // current stream of each shard
+	stats      map[string]protocol.Stats
+	versions   map[string]string
+	leaderAddr string
+	stepDown   sync.Once
+}
+
+type stream struct {
+	shard   string
+	session handoff.Session
+	out     chan *kshardv1.CoordinatorMessage
+	cancel  context.CancelCauseFunc
+}
+
+// New validates the configuration and returns a Server that is not leading yet.
+func New(opts Options, log logr.Logger) (*Server, error) {
+	opts.Config = opts.Config.WithDefaults()
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Metrics == nil {
+		return nil, errors.New("server: Options.Metrics is required")
+	}
+	if opts.TickInterval <= 0 {
+		opts.TickInterval = 100 * time.Millisecond
+	}
+	if opts.SendBuffer <= 0 {
+		opts.SendBuffer = 4 * opts.Config.PartitionCount
+	}
+	if opts.HelloTimeout <= 0 {
+		opts.HelloTimeout = 30 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.StepDown == nil {
+		opts.StepDown = func(string) {}
+	}
+	pmap, err := partition.NewMap(opts.Config.PartitionCount)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{opts: opts, pmap: pmap, log: log, streams: map[string]*stream{},
+		stats: map[string]protocol.Stats{}, versions: map[string]string{}}, nil
+}
+
+// Register adds the Coordinator service to a gRPC server.
+func (s *Server) Register(g *grpc.Server) { kshardv1.RegisterCoordinatorServer(g, s) }
+
+// SetLeaderAddress records where the current leader is, for refusals while following.
+func (s *Server) SetLeaderAddress(addr string) {
+	s.mu.Lock()
+	s.leaderAddr = addr
+	s.mu.Unlock()
+}
+
+// Leading reports whether this replica serves sessions now.
+func (s *Server) Leading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.core != nil
+}
+
+// Lead serves sessions with a fresh state machine of the given term until ctx ends, then
+// closes every stream at once: a deposed leader must not say anything more.
+func (s *Server) Lead(ctx context.Context, term uint32) error {
+	core, err := handoff.New(s.opts.Config, term, s.opts.Now())
+	if err != nil {
+		return err
+	}
+	// Read before the core is published: from then on only s.mu guards it, and sessions
+	// step it at once.
+	graceUntil := core.Stats().GraceUntil
+	s.mu.Lock()
+	s.core, s.term = core, term
+	s.mu.Unlock()
+	s.opts.Metrics.Leader.Set(1)
+	s.opts.Metrics.Term.Set(float64(term))
+	s.log.Info("serving shard sessions", "term", term, "partitions", s.opts.Config.PartitionCount,
+		"graceUntil", graceUntil.Format(time.RFC3339))
+
+	tick := time.NewTicker(s.opts.TickInterval)
+	defer tick.Stop()
+	gauges := time.NewTicker(time.Second)
+	defer gauges.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+			s.mu.Lock()
+			if s.core != nil {
+				s.core.Tick(s.opts.Now())
+				s.flushLocked()
+			}
+			s.mu.Unlock()
+		case <-gauges.C:
+			s.updateGauges()
+		}
+	}
+
+	s.mu.Lock()
+	s.core = nil
+	for id, st := range s.streams {
+		st.cancel(errors.New("leadership lost"))
+		delete(s.streams, id)
+	}
+	s.mu.Unlock()
+	s.opts.Metrics.Leader.Set(0)
+	s.log.Info("stopped serving shard sessions: leadership ended", "term", term)
+	return nil
+}
+
+// notLeader is the refusal a follower gives; the trailer names the leader.
+func (s *Server) notLeader(ss grpc.ServerStream) error {
+	s.mu.Lock()
+	addr := s.leaderAddr
+	s.mu.Unlock()
+	if addr != "" {
+		ss.SetTrailer(metadata.Pairs(LeaderMetadataKey, addr))
+		return status.Errorf(codes.FailedPrecondition, "this coordinator is not the leader; the leader is at %s", addr)
+	}
+	return status.Error(codes.FailedPrecondition, "this coordinator is not the leader and knows no leader yet")
+}
+
+// Session implements the Coordinator service.
+func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
+	if !s.Leading() {
+		return s.notLeader(ss)
+	}
+	ctx, cancel := context.WithCancelCause(ss.Context())
+	defer cancel(nil)
+
+	first, err := s.recvHello(ctx, ss)
+	if err != nil {
+		return err
+	}
+	shard := first.Report.Shard
+	log := s.log.WithValues("shard", shard, "session", first.Report.Session.String())
+	st := &stream{shard: shard, session: first.Report.Session,
+		out: make(chan *kshardv1.CoordinatorMessage, s.opts.SendBuffer), cancel: cancel}
+
+	s.mu.Lock()
+	if s.core == nil {
+		s.mu.Unlock()
+		return s.notLeader(ss)
+	}
+	s.opts.Metrics.Sessions.Inc()
+	// Only an accepted hello replaces the shard's current stream: a refused one (an older
+	// process of the same shard, a duplicate of an old hello) must leave it alone. The
+	// Welcome is sent after the new stream is in place.
+	rejected := s.feedLocked(first, log)
+	if rejected == nil {
+		if old := s.streams[shard]; old != nil {
+			old.cancel(errors.New("replaced by a newer stream of the same shard"))
+		}
+		s.streams[shard] = st
+		s.versions[shard] = first.BuildVersion
+	}
+	s.flushLocked()
+	s.mu.Unlock()
+	if rejected != nil {
+		return status.Errorf(codes.FailedPrecondition, "hello rejected: %v", rejected)
+	}
+	log.V(1).Info("session opened", "held", len(first.Report.Held), "leaving", first.Report.Leaving)
+
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- s.sendLoop(ctx, ss, st) }()
+
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := ss.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			in, err := protocol.ReportFromWire(m, shard, s.opts.Config.PartitionCount)
+			if err != nil {
+				s.opts.Metrics.Rejected.WithLabelValues("malformed").Inc()
+				recvErr <- status.Errorf(codes.InvalidArgument, "%v", err)
+				return
+			}
+			s.mu.Lock()
+			if s.core == nil {
+				s.mu.Unlock()
+				recvErr <- status.Error(codes.FailedPrecondition, "leadership lost")
+				return
+			}
+			s.stepLocked(in, log)
+			s.mu.Unlock()
+		}
+	}()
+
+	var result error
+	select {
+	case err := <-recvErr:
+		result = err
+	case err := <-sendErr:
+		result = err
+	case <-ctx.Done():
+		result = status.Errorf(codes.Unavailable, "session closed: %v", context.Cause(ctx))
+	}
+	s.closeStream(st)
+	log.V(1).Info("session closed", "reason", fmt.Sprint(result))
+	return result
+}
+
+func (s *Server) recvHello(ctx context.Context, ss kshardv1.Coordinator_SessionServer) (protocol.Incoming, error) {
+	type res struct {
+		m   *kshardv1.ShardMessage
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { m, err := ss.Recv(); ch <- res{m, err} }()
+	var r res
+	select {
+	case r = <-ch:
+	case <-time.After(s.opts.HelloTimeout):
+		return protocol.Incoming{}, status.Errorf(codes.DeadlineExceeded, "no hello within %s", s.opts.HelloTimeout)
+	case <-ctx.Done():
+		return protocol.Incoming{}, status.FromContextError(ctx.Err()).Err()
+	}
+	if r.err != nil {
+		return protocol.Incoming{}, r.err
+	}
+	if r.m.GetHello() == nil {
+		s.opts.Metrics.Rejected.WithLabelValues("malformed").Inc()
+		return protocol.Incoming{}, status.Error(codes.InvalidArgument, "the first message of a session must be a hello")
+	}
+	in, err := protocol.ReportFromWire(r.m, "", s.opts.Config.PartitionCount)
+	if err != nil {
+		s.opts.Metrics.Rejected.WithLabelValues("malformed").Inc()
+		return protocol.Incoming{}, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	return in, nil
+}
+
+// closeStream unregisters st (if still current) and tells the state machine.
+func (s *Server) closeStream(st *stream) {
+	st.cancel(errors.New("stream closed"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[st.shard] != st {
+		return
+	}
+	delete(s.streams, st.shard)
+	if s.core != nil {
+		s.core.Disconnected(s.opts.Now(), st.shard, st.session)
+		s.flushLocked()
+	}
+}
+
+func (s *Server) sendLoop(ctx context.Context, ss kshardv1.Coordinator_SessionServer, st *stream) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-st.out:
+			if err := ss.Send(m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// stepLocked feeds one validated report to the state machine and sends what it produced;
+// s.mu must be held.
+func (s *Server) stepLocked(in protocol.Incoming, log logr.Logger) error {
+	err := s.feedLocked(in, log)
+	s.flushLocked()
+	return err
+}
+
+// feedLocked feeds one validated report to the state machine without sending; s.mu held.
+func (s *Server) feedLocked(in protocol.Incoming, log logr.Logger) error {
+	err := s.core.Step(s.opts.Now(), in.Report)
+	if err == nil && in.Stats != nil {
+		s.stats[in.Report.Shard] = *in.Stats // a refused message does not speak for the shard
+	}
+	if err != nil {
+		var rej *handoff.Rejection
+		reason := "other"
+		if errors.As(err, &rej) {
+			reason = rej.Reason.String()
+		}
+		s.opts.Metrics.Rejected.WithLabelValues(reason).Inc()
+		log.V(1).Info("rejected shard message", "report", in.Report.String(), "err", err.Error())
+	}
+	return err
+}
+
+// flushLocked sends the state machine's commands and records its events; s.mu held.
+func (s *Server) flushLocked() {
+	info := protocol.SessionInfo{PartitionCount: s.opts.Config.PartitionCount, Hasher: protocol.Hasher, LeaderTerm: s.term}
+	for _, c := range s.core.Outbox() {
+		st := s.streams[c.To]
+		if st == nil || st.session != c.Session {
+			continue // that session is gone; the state machine learns it from Disconnected
+		}
+		m, err := protocol.CommandToWire(c, info)
+		if err != nil {
+			s.log.Error(err, "encoding command", "shard", c.To)
+			continue
+		}
+		select {
+		case st.out <- m:
+		default:
+			s.log.Info("shard is too slow to read commands; closing its stream", "shard", c.To, "buffer", cap(st.out))
+			st.cancel(errors.New("send buffer full"))
+		}
+	}
+	for _, e := range s.core.Events() {
+		s.recordEvent(e)
+	}
+}
+
+// checkStepDownLocked steps down when the state machine says a newer term exists or this
+// term's epochs ran out. Stats walks every partition, so this runs on the gauge ticker, not
+// per message; s.mu must be held.
+func (s *Server) checkStepDownLocked(st handoff.Stats) {
+	if !st.NewerTermSeen && !st.EpochsExhausted {
+		return
+	}
+	reason := "a shard reported an epoch of a newer leader term"
+	if st.EpochsExhausted {
+		reason = "this leader issued all epochs of its term"
+	}
+	s.stepDown.Do(func() {
+		s.log.Info("stepping down", "reason", reason)
+		go s.opts.StepDown(reason)
+	})
+}
+
+func (s *Server) recordEvent(e handoff.Event) {
+	m := s.opts.Metrics
+	log := s.log.WithValues("shard", e.Shard)
+	switch e.Kind {
+	case handoff.EventMemberJoined, handoff.EventMemberLeaving, handoff.EventMemberLeft,
+		handoff.EventMemberExpired, handoff.EventMemberRestarted, handoff.EventMemberFencedOut:
+		m.MemberEvents.WithLabelValues(e.Kind.String()).Inc()
+		log.Info("membership changed", "event", e.Kind.String())
+		if e.Kind == handoff.EventMemberLeft || e.Kind == handoff.EventMemberExpired {
+			delete(s.stats, e.Shard)
+		}
+	case handoff.EventTargetChanged:
+		log.Info("target assignment recomputed", "members", e.Members)
+	case handoff.EventMoveStarted:
+		m.MovesStarted.Inc()
+		log.V(1).Info("move started", "partition", e.Partition, "epoch", e.Epoch.String(), "from", e.From)
+	case handoff.EventMoveAborted:
+		m.MovesAborted.Inc()
+		log.Info("move aborted", "partition", e.Partition, "epoch", e.Epoch.String())
+	case handoff.EventReleased:
+		log.Info("partition released", "partition", e.Partition, "epoch", e.Epoch.String())
+	case handoff.EventAcquired:
+		if e.Handoff > 0 {
+			m.MovesFinished.Inc()
+			m.Handoff.Observe(e.Handoff.Seconds())
+		}
+		m.Gap.Observe(e.Gap.Seconds())
+		log.Info("partition acquired", "partition", e.Partition, "epoch", e.Epoch.String(), "from", e.From,
+			"gap", e.Gap.String(), "handoff", e.Handoff.String())
+	case handoff.EventAdopted:
+		log.Info("partition adopted from the shard's report", "partition", e.Partition, "epoch", e.Epoch.String())
+	case handoff.EventDoubleClaim:
+		log.Info("partition claimed by two shards; the newer epoch keeps it", "partition", e.Partition,
+			"epoch", e.Epoch.String(), "loser", e.From)
+	}
+}
+
+func (s *Server) updateGauges() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.opts.Metrics
+	if s.core == nil {
+		m.Members.Set(0)
+		m.Partitions.Reset()
+		m.Namespaces.Reset()
+		return
+	}
+	st := s.core.Stats()
+	s.checkStepDownLocked(st)
+	m.Epoch.Set(float64(st.Epoch))
+	m.Members.Set(float64(st.Members))
+	m.MovesInFlight.Set(float64(st.MovesInFlight))
+	for i, n := range st.ByState {
+		m.PartitionStates.WithLabelValues(handoff.PartitionState(i).String()).Set(float64(n))
+	}
+	m.Partitions.Reset()
+	m.Namespaces.Reset()
+	for _, mi := range s.core.Members() {
+		m.Partitions.WithLabelValues(mi.ID).Set(float64(mi.Owned))
+		m.Namespaces.WithLabelValues(mi.ID).Set(float64(s.stats[mi.ID].Namespaces))
+	}
+}

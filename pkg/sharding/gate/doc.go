@@ -1,0 +1,40 @@
+// Package workqueue is the fenced work queue of a kshard shard.
+//
+// A shard works only the namespace partitions it has acquired from the coordinator, and
+// the most important invariant of kshard is that no two shards ever work the same
+// partition at the same instant (two ReplicaSet workers on one namespace create duplicate
+// pods). Controllers, however, are ported from kube-controller-manager and must not know
+// about sharding. This package closes that gap: each controller gets a [Queue], which
+// implements client-go's workqueue.TypedRateLimitingInterface[string] and is built on
+// client-go's own typed rate-limiting queue, and all queues of a shard share one [Gate]
+// that knows which partitions are acquired and whether the shard is fenced.
+//
+// The Gate enforces, for every queue at once:
+//
+//   - Admission: Add, AddAfter and AddRateLimited drop keys of partitions that are not
+//     acquired, so a shard never even queues foreign work.
+//   - Start: Get hands a key to a worker only if, at that instant and under the Gate's
+//     lock, its partition is acquired and the shard is not fenced; the same critical
+//     section marks the key in flight. Release takes the same lock to revoke a partition,
+//     so there is no window between "Get checked" and "in flight recorded" in which a
+//     Release could slip through unnoticed.
+//   - Release: Gate.Release revokes a partition (no new adds, no new starts), waits until
+//     every in-flight key of it in every queue is Done, then forgets the rate-limiter
+//     state of its keys. Only after Release returns nil may the shard answer Released to
+//     the coordinator.
+//   - Fencing: while the shard's session lease has expired (Gate.Fence), Get starts no
+//     work at all; work already running finishes and is visible through Gate.InFlight and
+//     Gate.WaitIdle.
+//
+// # Stale keys
+//
+// client-go's queue cannot remove an arbitrary queued item, and this package
+// deliberately does not reimplement the queue. Keys of a released partition therefore
+// stay inside the underlying queue (ready, or waiting in its delay heap) until a worker
+// pulls them; Get then discards them (Done and Forget) instead of returning them. They
+// never start work: Get re-checks the partition under the Gate's lock. Until they are
+// pulled they are counted by client-go's depth metric; [QueueStats].Stale reports how
+// many of the queued keys are such stale keys, so depth can be read as live work plus
+// stale work. Discarded keys also show up in client-go's work-duration histogram as
+// near-zero observations, because to client-go they were processed.
+package gate

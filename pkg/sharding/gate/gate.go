@@ -1,0 +1,327 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// KeyPartition maps a queue key to the partition that owns it. It returns ok=false for a
+// key it cannot map (malformed key); such keys are never admitted or started, because
+// work whose owner is unknown could be owned by another shard.
+//
+// It is a local function type so that this package does not depend on the partitioning
+// package; the shard runtime passes the real mapping in. It must be pure and cheap: it is
+// called on every Add and Get, outside the Gate's lock.
+type KeyPartition func(key string) (partition uint32, ok bool)
+
+// NamespaceKeyPartition adapts a namespace → partition function to queue keys in
+// client-go's cache.MetaNamespaceKeyFunc form. A namespaced key "namespace/name" maps by
+// its namespace. A key without a slash is a cluster-scoped object's name; it is treated as
+// a Namespace object, whose own name is the namespace, because kshard places Namespace
+// objects in the partition of the namespace they describe. Queues of other cluster-scoped
+// kinds need their own KeyPartition. Empty or otherwise malformed keys map to ok=false.
+func NamespaceKeyPartition(ofNamespace func(namespace string) uint32) KeyPartition {
+	return func(key string) (uint32, bool) {
+		ns, name, namespaced := strings.Cut(key, "/")
+		if !namespaced {
+			if key == "" {
+				return 0, false
+			}
+			return ofNamespace(key), true
+		}
+		if ns == "" || name == "" || strings.Contains(name, "/") {
+			return 0, false
+		}
+		return ofNamespace(ns), true
+	}
+}
+
+// Gate is the ownership state shared by all queues of one shard: the set of acquired
+// partitions, the fenced flag, and the in-flight work per partition. It is the single
+// point the shard runtime drives when the coordinator says Acquire or Release, or when the
+// session lease expires; controllers never see it.
+//
+// Lock order: Gate.mu, then Queue.mu, then client-go's internal locks. Nothing that holds
+// a client-go lock ever calls back into this package, so the order cannot invert.
+type Gate struct {
+	partitionOf KeyPartition
+
+	// mu guards every field below. Adds take it shared so that they run in parallel but
+	// never interleave with Release's revocation; Get, Done and state changes take it
+	// exclusively.
+	mu       sync.RWMutex
+	acquired map[uint32]struct{}
+	fenced   bool
+	// deadline is the end of the shard's session lease; no work starts at or after it.
+	// Zero means no lease (tests and standalone use).
+	deadline time.Time
+	now      func() time.Time
+	inFlight map[uint32]int // partition → keys between Get and Done, all queues
+	total    int            // sum of inFlight
+	queues   map[*Queue]struct{}
+	// changed is closed (and reset to nil) whenever a waiter may need to re-check state.
+	// It is created lazily by a waiter, so Done costs no allocation when nobody waits.
+	changed chan struct{}
+}
+
+// NewGate returns a Gate with no partition acquired and not fenced, so a freshly started
+// shard does no work until the coordinator grants it some.
+func New(partitionOf KeyPartition) *Gate {
+	if partitionOf == nil {
+		panic("workqueue: NewGate needs a KeyPartition")
+	}
+	return &Gate{
+		partitionOf: partitionOf,
+		acquired:    map[uint32]struct{}{},
+		inFlight:    map[uint32]int{},
+		queues:      map[*Queue]struct{}{},
+		now:         time.Now,
+	}
+}
+
+// SetDeadline sets the end of the shard's right to work (its session lease: the send time
+// of the last acknowledged heartbeat plus the TTL). Every Get checks it against the clock
+// when it starts a key, so a worker that resumes after a process pause never starts work
+// past the deadline, even before the runtime's own timer had a chance to call Fence.
+func (g *Gate) SetDeadline(deadline time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.deadline = deadline
+	g.broadcastLocked()
+}
+
+// Deadline returns the lease deadline set last.
+func (g *Gate) Deadline() time.Time {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.deadline
+}
+
+// Revoke takes partition away at once without waiting for its in-flight work, for a
+// shard that stops working a partition it keeps the caches of (fenced, or demoted by the
+// coordinator). Release is the variant that waits.
+func (g *Gate) Revoke(partition uint32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.acquired[partition]; !ok {
+		return
+	}
+	delete(g.acquired, partition)
+	for q := range g.queues {
+		q.mu.Lock()
+		q.stale += len(q.queued[partition])
+		q.mu.Unlock()
+	}
+	g.broadcastLocked()
+}
+
+// blockedLocked reports whether no work may start now: fenced, or past the lease
+// deadline. g.mu must be held.
+func (g *Gate) blockedLocked() bool {
+	return g.fenced || (!g.deadline.IsZero() && !g.now().Before(g.deadline))
+}
+
+// Acquire lets queues admit and start keys of partition. The caller (the cache layer)
+// must then enqueue every cached object of the partition, because adds made before
+// Acquire were dropped. Acquiring an acquired partition is a no-op.
+func (g *Gate) Acquire(partition uint32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.acquired[partition]; ok {
+		return
+	}
+	g.acquired[partition] = struct{}{}
+	// Keys of the partition still sitting in the underlying queues from an earlier
+	// tenure are live again and will be processed rather than discarded.
+	for q := range g.queues {
+		q.mu.Lock()
+		q.stale -= len(q.queued[partition])
+		q.mu.Unlock()
+	}
+	g.broadcastLocked()
+}
+
+// Release takes partition away from this shard, in the order the handoff protocol needs:
+//
+//  1. it marks the partition not acquired, atomically with respect to every Get and Add,
+//     so from this point no queue admits a key of it and no worker starts one;
+//  2. it waits until every key of the partition that a worker already took (between Get
+//     and Done, in any queue) is Done; ctx bounds this wait;
+//  3. it forgets the rate-limiter state of the partition's keys in every queue. Keys still
+//     inside client-go's queues cannot be removed; they are stale and Get discards them.
+//
+// Release returns nil only when no work of the partition runs any more, so the shard may
+// then answer Released. If ctx ends first it returns an error wrapping ctx.Err(): the
+// partition stays revoked (step 1 is not undone), but some of its work may still be
+// running, so the shard must not report it released; calling Release again resumes the
+// wait. Releasing a partition that is not acquired still waits for leftover in-flight
+// work of it, which makes a retried Release safe.
+func (g *Gate) Release(ctx context.Context, partition uint32) error {
+	g.mu.Lock()
+	if _, ok := g.acquired[partition]; ok {
+		delete(g.acquired, partition)
+		for q := range g.queues {
+			q.mu.Lock()
+			q.stale += len(q.queued[partition])
+			q.mu.Unlock()
+		}
+		// Wake a Get that holds a key of this partition while fenced, so it discards it.
+		g.broadcastLocked()
+	}
+	g.mu.Unlock()
+
+	if err := g.wait(ctx, func() bool { return g.inFlight[partition] == 0 }); err != nil {
+		return fmt.Errorf("release partition %d: waiting for in-flight work: %w", partition, err)
+	}
+
+	// Holding the lock keeps a concurrent Acquire of the same partition from interleaving:
+	// if it was re-acquired meanwhile, its backoff state belongs to the new tenure.
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if _, ok := g.acquired[partition]; ok {
+		return nil
+	}
+	for q := range g.queues {
+		q.forgetPartition(partition)
+	}
+	return nil
+}
+
+// Fence stops all new work on every queue, for example when the shard's session lease
+// expired: past that deadline the coordinator may give the partitions to another shard.
+// Work already running is not interrupted (the runtime cancels its contexts if it wants
+// that); InFlight and WaitIdle tell when it has finished. Acquired partitions, queued keys
+// and caches are kept so that work resumes without a relist after Unfence.
+func (g *Gate) Fence() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fenced = true
+	g.broadcastLocked()
+}
+
+// Unfence lets workers start keys of acquired partitions again, once the session is
+// re-established.
+func (g *Gate) Unfence() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fenced = false
+	g.broadcastLocked()
+}
+
+// Fenced reports whether the Gate is fenced or past its lease deadline.
+func (g *Gate) Fenced() bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.blockedLocked()
+}
+
+// Acquired reports whether partition is acquired, for the runtime's hello message and
+// for tests.
+func (g *Gate) Acquired(partition uint32) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	_, ok := g.acquired[partition]
+	return ok
+}
+
+// Partitions returns the acquired partitions in ascending order.
+func (g *Gate) Partitions() []uint32 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]uint32, 0, len(g.acquired))
+	for p := range g.acquired {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// InFlight returns the number of keys, over all queues, that workers have taken with Get
+// and not yet marked Done. After Fence, the runtime watches it fall to zero.
+func (g *Gate) InFlight() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.total
+}
+
+// InFlightPartition returns the number of in-flight keys of one partition.
+func (g *Gate) InFlightPartition(partition uint32) int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.inFlight[partition]
+}
+
+// WaitIdle blocks until no key is in flight in any queue, or ctx ends. After Fence this
+// is the moment from which the shard is guaranteed to do no work at all.
+func (g *Gate) WaitIdle(ctx context.Context) error {
+	return g.wait(ctx, func() bool { return g.total == 0 })
+}
+
+// Stats is a point-in-time view of a Gate, for metrics and debugging.
+type Stats struct {
+	Fenced   bool
+	Acquired int // number of acquired partitions
+	InFlight int // keys in flight over all queues
+	Queues   []QueueStats
+}
+
+// Stats returns a snapshot of the Gate and of every queue that has not been shut down,
+// sorted by queue name.
+func (g *Gate) Stats() Stats {
+	g.mu.RLock()
+	s := Stats{Fenced: g.blockedLocked(), Acquired: len(g.acquired), InFlight: g.total}
+	queues := make([]*Queue, 0, len(g.queues))
+	for q := range g.queues {
+		queues = append(queues, q)
+	}
+	g.mu.RUnlock()
+	for _, q := range queues {
+		s.Queues = append(s.Queues, q.Stats())
+	}
+	slices.SortFunc(s.Queues, func(a, b QueueStats) int { return strings.Compare(a.Name, b.Name) })
+	return s
+}
+
+// acquiredLocked reports whether partition is acquired; g.mu must be held.
+func (g *Gate) acquiredLocked(partition uint32) bool {
+	_, ok := g.acquired[partition]
+	return ok
+}
+
+// broadcastLocked wakes every waiter; g.mu must be held exclusively.
+func (g *Gate) broadcastLocked() {
+	if g.changed != nil {
+		close(g.changed)
+		g.changed = nil
+	}
+}
+
+// waitChLocked returns the channel that the next broadcast closes; g.mu must be held
+// exclusively.
+func (g *Gate) waitChLocked() <-chan struct{} {
+	if g.changed == nil {
+		g.changed = make(chan struct{})
+	}
+	return g.changed
+}
+
+// wait blocks until cond, evaluated under g.mu, is true or ctx ends.
+func (g *Gate) wait(ctx context.Context, cond func() bool) error {
+	g.mu.Lock()
+	for !cond() {
+		ch := g.waitChLocked()
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,519 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testPartition maps namespace "nsN" to partition N (anything else to 0).
+var testPartition = NamespaceKeyPartition(func(ns string) uint32 {
+	n, err := strconv.Atoi(strings.TrimPrefix(ns, "ns"))
+	if err != nil {
+		return 0
+	}
+	return uint32(n)
+})
+
+// newTestQueue returns a gate with the given partitions acquired and one queue on it,
+// shut down when the test ends.
+func newTestQueue(t *testing.T, acquired ...uint32) (*Gate, *Queue) {
+	t.Helper()
+	g := New(testPartition)
+	for _, p := range acquired {
+		g.Acquire(p)
+	}
+	q := g.NewQueue(QueueConfig{Name: "test"})
+	t.Cleanup(q.ShutDown)
+	return g, q
+}
+
+type getResult struct {
+	key      string
+	shutdown bool
+}
+
+// asyncGet starts a Get and returns the channel its result arrives on.
+func asyncGet(q *Queue) <-chan getResult {
+	ch := make(chan getResult, 1)
+	go func() {
+		k, s := q.Get()
+		ch <- getResult{k, s}
+	}()
+	return ch
+}
+
+// mustGet fails the test unless Get returns a key within 5s.
+func mustGet(t *testing.T, q *Queue) string {
+	t.Helper()
+	select {
+	case r := <-asyncGet(q):
+		if r.shutdown {
+			t.Fatalf("Get: unexpected shutdown")
+		}
+		return r.key
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Get: no key within 5s")
+		return ""
+	}
+}
+
+// mustBlock fails the test if ch delivers within d.
+func mustBlock[T any](t *testing.T, ch <-chan T, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Fatalf("%s: returned %v, want it to block", what, v)
+	case <-time.After(d):
+	}
+}
+
+// receive fails the test unless ch delivers within 5s.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: nothing within 5s", what)
+		var zero T
+		return zero
+	}
+}
+
+func TestNamespaceKeyPartition(t *testing.T) {
+	tests := []struct {
+		name   string
+		key    string
+		want   uint32
+		wantOK bool
+	}{
+		{name: "namespaced key maps by namespace", key: "ns7/web", want: 7, wantOK: true},
+		{name: "cluster-scoped key is a Namespace object", key: "ns9", want: 9, wantOK: true},
+		{name: "empty key", key: ""},
+		{name: "empty namespace", key: "/web"},
+		{name: "empty name", key: "ns1/"},
+		{name: "too many slashes", key: "ns1/a/b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := testPartition(tt.key)
+			if ok != tt.wantOK || got != tt.want {
+				t.Fatalf("partition(%q) = %d, %v; want %d, %v", tt.key, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	tests := []struct {
+		name        string
+		acquired    []uint32
+		add         []string
+		addAfter    []string // with a 10ms delay
+		rateLimited []string
+		want        []string // keys Get must return, in any order
+		wantDropped uint64
+	}{
+		{
+			name:     "keys of acquired partitions are queued",
+			acquired: []uint32{1, 2},
+			add:      []string{"ns1/a", "ns2/b", "ns2"},
+			want:     []string{"ns1/a", "ns2/b", "ns2"},
+		},
+		{
+			name:        "keys of other partitions are dropped by every add",
+			acquired:    []uint32{1},
+			add:         []string{"ns1/a", "ns2/b"},
+			addAfter:    []string{"ns3/c", "ns1/d"},
+			rateLimited: []string{"ns4/e", "ns1/f"},
+			want:        []string{"ns1/a", "ns1/d", "ns1/f"},
+			wantDropped: 3,
+		},
+		{
+			name:        "malformed keys are dropped",
+			acquired:    []uint32{0, 1},
+			add:         []string{"", "/x", "ns1/a/b", "ns1/ok"},
+			want:        []string{"ns1/ok"},
+			wantDropped: 3,
+		},
+		{
+			name:        "nothing acquired drops everything",
+			add:         []string{"ns1/a", "ns1"},
+			rateLimited: []string{"ns1/b"},
+			wantDropped: 3,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, q := newTestQueue(t, tt.acquired...)
+			for _, k := range tt.add {
+				q.Add(k)
+			}
+			for _, k := range tt.addAfter {
+				q.AddAfter(k, 10*time.Millisecond)
+			}
+			for _, k := range tt.rateLimited {
+				q.AddRateLimited(k)
+			}
+			var got []string
+			for range tt.want {
+				k := mustGet(t, q)
+				got = append(got, k)
+				q.Done(k)
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tt.want))
+			if !slices.Equal(got, want) {
+				t.Fatalf("got keys %v, want %v", got, want)
+			}
+			mustBlock(t, asyncGet(q), 50*time.Millisecond, "Get after all admitted keys")
+			s := q.Stats()
+			if s.Dropped != tt.wantDropped || s.Pending != 0 || s.Stale != 0 || s.Depth != 0 || s.InFlight != 0 {
+				t.Fatalf("stats = %+v; want Dropped=%d and nothing queued or in flight", s, tt.wantDropped)
+			}
+			for _, k := range tt.rateLimited {
+				if p, ok := testPartition(k); (!ok || !slices.Contains(tt.acquired, p)) && q.NumRequeues(k) != 0 {
+					t.Fatalf("dropped key %q has rate-limiter state (%d requeues)", k, q.NumRequeues(k))
+				}
+			}
+		})
+	}
+}
+
+func TestGetDiscardsKeysOfReleasedPartitions(t *testing.T) {
+	g, q := newTestQueue(t, 1, 2)
+	for _, k := range []string{"ns1/a", "ns2/b", "ns1/c"} {
+		q.Add(k)
+	}
+	if err := g.Release(context.Background(), 1); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if s := q.Stats(); s.Depth != 3 || s.Stale != 2 || s.Pending != 1 {
+		t.Fatalf("after Release stats = %+v; want Depth=3 Stale=2 Pending=1 (stale keys stay in client-go's queue)", s)
+	}
+	q.Add("ns1/late") // partition revoked: dropped
+	if got := mustGet(t, q); got != "ns2/b" {
+		t.Fatalf("Get = %q, want ns2/b (ns1/a must be discarded)", got)
+	}
+	q.Done("ns2/b")
+	if s := q.Stats(); s.Discarded != 1 || s.Stale != 1 || s.Dropped != 1 {
+		t.Fatalf("stats = %+v; want Discarded=1 Stale=1 Dropped=1", s)
+	}
+	ch := asyncGet(q)
+	mustBlock(t, ch, 50*time.Millisecond, "Get with only stale keys queued")
+	if s := q.Stats(); s.Discarded != 2 || s.Stale != 0 || s.Depth != 0 {
+		t.Fatalf("stats = %+v; want Discarded=2 Stale=0 Depth=0", s)
+	}
+	q.Add("ns2/d")
+	if r := receive(t, ch, "Get"); r.key != "ns2/d" {
+		t.Fatalf("Get = %+v, want ns2/d", r)
+	}
+}
+
+func TestReacquireRevivesQueuedKeys(t *testing.T) {
+	g, q := newTestQueue(t, 1)
+	q.Add("ns1/a")
+	if err := g.Release(context.Background(), 1); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if s := q.Stats(); s.Stale != 1 {
+		t.Fatalf("Stale = %d, want 1", s.Stale)
+	}
+	g.Acquire(1)
+	if s := q.Stats(); s.Stale != 0 || s.Pending != 1 {
+		t.Fatalf("after re-Acquire stats = %+v; want Stale=0 Pending=1", s)
+	}
+	if got := mustGet(t, q); got != "ns1/a" {
+		t.Fatalf("Get = %q, want ns1/a", got)
+	}
+}
+
+func TestReleaseForgetsRateLimiterState(t *testing.T) {
+	g, q := newTestQueue(t, 1, 2)
+	for range 3 {
+		q.AddRateLimited("ns1/a")
+		q.AddRateLimited("ns2/b")
+	}
+	if n := q.NumRequeues("ns1/a"); n != 3 {
+		t.Fatalf("NumRequeues(ns1/a) = %d, want 3", n)
+	}
+	if err := g.Release(context.Background(), 1); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if n := q.NumRequeues("ns1/a"); n != 0 {
+		t.Fatalf("after Release NumRequeues(ns1/a) = %d, want 0", n)
+	}
+	if n := q.NumRequeues("ns2/b"); n != 3 {
+		t.Fatalf("NumRequeues(ns2/b) = %d, want 3: other partitions keep their backoff", n)
+	}
+}
+
+func TestReleaseWaitsForInFlightWork(t *testing.T) {
+	g := New(testPartition)
+	g.Acquire(1)
+	g.Acquire(2)
+	qa := g.NewQueue(QueueConfig{Name: "a"})
+	qb := g.NewQueue(QueueConfig{Name: "b"})
+	t.Cleanup(qa.ShutDown)
+	t.Cleanup(qb.ShutDown)
+
+	// Two queues each have a key of partition 1 in flight.
+	qa.Add("ns1/x")
+	qb.Add("ns1/y")
+	ka, kb := mustGet(t, qa), mustGet(t, qb)
+	if g.InFlightPartition(1) != 2 || g.InFlight() != 2 {
+		t.Fatalf("in flight = %d (partition 1: %d), want 2", g.InFlight(), g.InFlightPartition(1))
+	}
+
+	// A bounded Release gives up but keeps the partition revoked.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	err := g.Release(ctx, 1)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("bounded Release = %v, want DeadlineExceeded", err)
+	}
+	if g.Acquired(1) {
+		t.Fatalf("partition 1 still acquired after a timed-out Release")
+	}
+
+	released := make(chan error, 1)
+	go func() { released <- g.Release(context.Background(), 1) }()
+
+	// Meanwhile: partition 1 takes no new keys; partition 2 keeps working.
+	qa.Add("ns1/new")
+	qa.Add("ns2/z")
+	if got := mustGet(t, qa); got != "ns2/z" {
+		t.Fatalf("Get = %q, want ns2/z", got)
+	}
+	qa.Done("ns2/z")
+	if s := qa.Stats(); s.Dropped != 1 {
+		t.Fatalf("Dropped = %d, want 1 (ns1/new)", s.Dropped)
+	}
+
+	mustBlock(t, released, 50*time.Millisecond, "Release with two keys in flight")
+	qa.Done(ka)
+	mustBlock(t, released, 50*time.Millisecond, "Release with one key in flight")
+	qb.Done(kb)
+	if err := receive(t, released, "Release"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if g.InFlight() != 0 {
+		t.Fatalf("InFlight = %d after Release, want 0", g.InFlight())
+	}
+}
+
+func TestReleaseWakesGetHeldByFence(t *testing.T) {
+	g, q := newTestQueue(t, 1, 2)
+	// Take the key out of client-go's queue with the gate open, then fence before the
+	// admission check: this is the narrow window Get must handle.
+	q.Add("ns1/a")
+	key, _ := q.rl.Get()
+	g.Fence()
+	verdicts := make(chan verdict, 1)
+	go func() { verdicts <- q.start(key) }()
+	mustBlock(t, verdicts, 50*time.Millisecond, "admission while fenced")
+	if g.InFlight() != 0 {
+		t.Fatalf("InFlight = %d while fenced, want 0", g.InFlight())
+	}
+	if err := g.Release(context.Background(), 1); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if v := receive(t, verdicts, "admission after Release"); v != verdictDiscard {
+		t.Fatalf("verdict = %d, want discard", v)
+	}
+}
+
+func TestFencedGateStartsNoWork(t *testing.T) {
+	const keys, workers = 20, 4
+	g, q := newTestQueue(t, 1)
+	g.Fence()
+	started := make(chan string, keys)
+	for range workers {
+		go func() {
+			for {
+				k, shutdown := q.Get()
+				if shutdown {
+					return
+				}
+				started <- k
+				q.Done(k)
+			}
+		}()
+	}
+	for i := range keys {
+		q.Add("ns1/k" + strconv.Itoa(i))
+	}
+	mustBlock(t, started, 100*time.Millisecond, "worker while fenced")
+	if g.InFlight() != 0 {
+		t.Fatalf("InFlight = %d while fenced, want 0", g.InFlight())
+	}
+	if s := q.Stats(); s.Pending != keys {
+		t.Fatalf("Pending = %d while fenced, want %d (adds are kept)", s.Pending, keys)
+	}
+	g.Unfence()
+	seen := map[string]bool{}
+	for range keys {
+		seen[receive(t, started, "worker after Unfence")] = true
+	}
+	if len(seen) != keys {
+		t.Fatalf("processed %d distinct keys, want %d", len(seen), keys)
+	}
+}
+
+func TestFenceLetsInFlightWorkFinish(t *testing.T) {
+	g, q := newTestQueue(t, 1)
+	q.Add("ns1/a")
+	k := mustGet(t, q)
+	g.Fence()
+	if !g.Fenced() || g.InFlight() != 1 {
+		t.Fatalf("Fenced=%v InFlight=%d, want true, 1", g.Fenced(), g.InFlight())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := g.WaitIdle(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitIdle with work in flight = %v, want DeadlineExceeded", err)
+	}
+	q.Add("ns1/b")
+	next := asyncGet(q)
+	idle := make(chan error, 1)
+	go func() { idle <- g.WaitIdle(context.Background()) }()
+	q.Done(k)
+	if err := receive(t, idle, "WaitIdle"); err != nil {
+		t.Fatalf("WaitIdle: %v", err)
+	}
+	mustBlock(t, next, 50*time.Millisecond, "Get while fenced")
+	g.Unfence()
+	if r := receive(t, next, "Get after Unfence"); r.key != "ns1/b" {
+		t.Fatalf("Get = %+v, want ns1/b", r)
+	}
+}
+
+func TestShutDown(t *testing.T) {
+	tests := []struct {
+		name     string
+		fenced   bool
+		queued   []string
+		wantKeys []string // returned by Get after ShutDown, before shutdown=true
+	}{
+		{name: "empty queue returns shutdown", wantKeys: nil},
+		{name: "queued keys are still handed out, like client-go", queued: []string{"ns1/a", "ns1/b"}, wantKeys: []string{"ns1/a", "ns1/b"}},
+		{name: "fenced queue returns shutdown without starting work", fenced: true, queued: []string{"ns1/a"}, wantKeys: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, q := newTestQueue(t, 1)
+			for _, k := range tt.queued {
+				q.Add(k)
+			}
+			if tt.fenced {
+				g.Fence()
+			}
+			parked := asyncGet(q)
+			if tt.fenced || len(tt.queued) == 0 {
+				mustBlock(t, parked, 30*time.Millisecond, "Get before ShutDown")
+			}
+			q.ShutDown()
+			q.Add("ns1/after") // ignored after ShutDown, and not counted as dropped
+			var got []string
+			for r := receive(t, parked, "Get"); !r.shutdown; r = receive(t, asyncGet(q), "Get") {
+				got = append(got, r.key)
+				q.Done(r.key)
+			}
+			if !slices.Equal(got, tt.wantKeys) {
+				t.Fatalf("keys after ShutDown = %v, want %v", got, tt.wantKeys)
+			}
+			if !q.ShuttingDown() || q.Stats().Dropped != 0 || g.InFlight() != 0 {
+				t.Fatalf("ShuttingDown=%v Dropped=%d InFlight=%d", q.ShuttingDown(), q.Stats().Dropped, g.InFlight())
+			}
+		})
+	}
+}
+
+func TestShutDownWithDrainWaitsForInFlight(t *testing.T) {
+	g, q := newTestQueue(t, 1)
+	q.Add("ns1/a")
+	k := mustGet(t, q)
+	g.Fence() // a fence must not keep the drain from finishing
+	drained := make(chan struct{})
+	go func() { q.ShutDownWithDrain(); close(drained) }()
+	mustBlock(t, drained, 50*time.Millisecond, "ShutDownWithDrain with a key in flight")
+	q.Done(k)
+	receive(t, drained, "ShutDownWithDrain")
+}
+
+func TestNewQueueRequiresName(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatalf("NewQueue with an empty name did not panic")
+		}
+	}()
+	New(testPartition).NewQueue(QueueConfig{})
+}
+
+func TestPartitions(t *testing.T) {
+	g := New(testPartition)
+	for _, p := range []uint32{9, 3, 5, 3} {
+		g.Acquire(p)
+	}
+	if err := g.Release(context.Background(), 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Partitions(); !slices.Equal(got, []uint32{3, 9}) {
+		t.Fatalf("Partitions = %v, want [3 9]", got)
+	}
+	if s := g.Stats(); s.Acquired != 2 || s.Fenced || s.InFlight != 0 {
+		t.Fatalf("Stats = %+v", s)
+	}
+}
+
+// TestLeaseDeadlineStopsWorkWithoutFence checks the self-fencing that does not depend on
+// any timer: once the clock passes the deadline, no key starts, even though Fence was
+// never called (a process resuming from SIGSTOP runs its workers before its timers).
+func TestLeaseDeadlineStopsWorkWithoutFence(t *testing.T) {
+	g, q := newTestQueue(t, 1)
+	now := time.Unix(1000, 0)
+	g.mu.Lock()
+	g.now = func() time.Time { return now }
+	g.mu.Unlock()
+
+	g.SetDeadline(now.Add(time.Second))
+	q.Add("ns1/a")
+	if got := mustGet(t, q); got != "ns1/a" {
+		t.Fatalf("got %q before the deadline", got)
+	}
+	q.Done("ns1/a")
+
+	g.mu.Lock()
+	now = now.Add(2 * time.Second) // past the deadline
+	g.mu.Unlock()
+	if !g.Fenced() {
+		t.Fatal("Fenced() = false past the deadline")
+	}
+	q.Add("ns1/b")
+	ch := asyncGet(q)
+	mustBlock(t, ch, 100*time.Millisecond, "Get past the lease deadline")
+
+	g.SetDeadline(now.Add(time.Second)) // an acknowledged heartbeat extends the lease
+	if r := receive(t, ch, "Get after the lease was extended"); r.key != "ns1/b" {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestRevokeDoesNotWait(t *testing.T) {
+	g, q := newTestQueue(t, 1)
+	q.Add("ns1/a")
+	mustGet(t, q) // in flight, never Done
+	g.Revoke(1)
+	if g.Acquired(1) {
+		t.Fatal("partition still acquired after Revoke")
+	}
+	q.Add("ns1/b")
+	if q.Len() != 0 {
+		t.Fatalf("key of a revoked partition admitted: %+v", q.Stats())
+	}
+}

@@ -1,0 +1,333 @@
+package shardcache
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// listCounter records the namespace of every configmap list call.
+type listCounter struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *listCounter) react(action k8stesting.Action) (bool, runtime.Object, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, action.GetNamespace())
+	return false, nil, nil
+}
+
+func (l *listCounter) count(ns string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, x := range l.all {
+		if x == ns {
+			n++
+		}
+	}
+	return n
+}
+
+// handlerLog records the events a controller's handler sees.
+type handlerLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (h *handlerLog) add(s string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, s)
+}
+
+func (h *handlerLog) count(prefix string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.events {
+		if strings.HasPrefix(e, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func keyOf(obj any) string {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return d.Key
+	}
+	k, _ := toolscache.MetaNamespaceKeyFunc(obj)
+	return k
+}
+
+func ns(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func cachedNames(t *testing.T, c *Cache) []string {
+	t.Helper()
+	got, err := c.ConfigMaps().Lister().List(labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range got {
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestCachePrepareRelease(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(
+		ns("p1-a"), ns("p1-b"), ns("p2-a"), ns("other"),
+		cm("p1-a", "x", 0), cm("p1-b", "y", 0), cm("p2-a", "z", 0), cm("p2-a", "w", 0), cm("other", "o", 0),
+	)
+	lists := &listCounter{}
+	client.PrependReactor("list", "configmaps", lists.react)
+
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &handlerLog{}
+	_, _ = c.ConfigMaps().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { h.add("add " + keyOf(obj)) },
+		UpdateFunc: func(_, obj any) { h.add("update " + keyOf(obj)) },
+		DeleteFunc: func(obj any) { h.add("delete " + keyOf(obj)) },
+	})
+
+	// Before Start, Prepare only admits: no list at all.
+	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(lists.all); n != 0 {
+		t.Fatalf("Prepare before Start made %d list calls", n)
+	}
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cachedNames(t, c), []string{"p1-a/x", "p1-b/y"}; !equalStrings(got, want) {
+		t.Fatalf("after start: cached %v, want %v", got, want)
+	}
+	if !c.Prepared(1) || c.Prepared(2) {
+		t.Errorf("Prepared(1)=%v Prepared(2)=%v, want true false", c.Prepared(1), c.Prepared(2))
+	}
+	clusterLists := lists.count("")
+
+	// Prepare while running: namespace-scoped lists only.
+	if err := c.Prepare(ctx, []uint32{2}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cachedNames(t, c), []string{"p1-a/x", "p1-b/y", "p2-a/w", "p2-a/z"}; !equalStrings(got, want) {
+		t.Fatalf("after Prepare(2): cached %v, want %v", got, want)
+	}
+	if n := lists.count(""); n != clusterLists {
+		t.Errorf("Prepare made %d cluster-wide lists", n-clusterLists)
+	}
+	if n := lists.count("p2-a"); n != 1 {
+		t.Errorf("Prepare listed p2-a %d times, want 1", n)
+	}
+	if n := lists.count("p1-a") + lists.count("other"); n != 0 {
+		t.Errorf("Prepare listed namespaces of other partitions %d times", n)
+	}
+	waitFor(t, "handler adds", func() bool { return h.count("add p2-a/") == 2 })
+
+	// Live events: admitted partitions flow, others are dropped.
+	if _, err := client.CoreV1().ConfigMaps("p2-a").Create(ctx, cm("p2-a", "new", 0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().ConfigMaps("other").Create(ctx, cm("other", "new", 0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "p2-a/new cached", func() bool {
+		_, err := c.ConfigMaps().Lister().ConfigMaps("p2-a").Get("new")
+		return err == nil
+	})
+	if _, err := c.ConfigMaps().Lister().ConfigMaps("other").Get("new"); err == nil {
+		t.Error("object of a partition that is not admitted was cached")
+	}
+
+	// Release: handlers see deletes, the store empties.
+	if err := c.Release(ctx, []uint32{1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cachedNames(t, c), []string{"p2-a/new", "p2-a/w", "p2-a/z"}; !equalStrings(got, want) {
+		t.Fatalf("after Release(1): cached %v, want %v", got, want)
+	}
+	waitFor(t, "handler deletes", func() bool { return h.count("delete p1-") == 2 })
+	if idx, _ := c.ConfigMaps().Informer().GetIndexer().IndexKeys(PartitionIndex, PartitionIndexValue(2)); len(idx) != 3 {
+		t.Errorf("partition index holds %d objects of partition 2, want 3", len(idx))
+	}
+
+	// Prepare again brings the partition back.
+	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cachedNames(t, c)); got != 5 {
+		t.Errorf("after Prepare(1) again: %d objects cached, want 5", got)
+	}
+	if got := c.CachedObjects(); got["configmaps"] != 5 || got["namespaces"] != 4 {
+		t.Errorf("CachedObjects %v, want 5 configmaps and 4 namespaces", got)
+	}
+	reg := prometheus.NewRegistry()
+	if err := c.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP kshard_shard_cached_objects Objects in the shard's informer stores, by resource.
+# TYPE kshard_shard_cached_objects gauge
+kshard_shard_cached_objects{resource="configmaps"} 5
+kshard_shard_cached_objects{resource="namespaces"} 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kshard_shard_cached_objects"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCachePrepareTimesOutAndResumes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p3-a"), cm("p3-a", "x", 0))
+	block := make(chan struct{})
+	client.PrependReactor("list", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetNamespace() == "p3-a" {
+			<-block
+		}
+		return false, nil, nil
+	})
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ConfigMaps()
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if err := c.Prepare(short, []uint32{3}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Prepare with a blocked list returned %v, want a deadline error", err)
+	}
+	close(block)
+	// The warm-up went on in the background; a second Prepare waits for it.
+	if err := c.Prepare(ctx, []uint32{3}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cachedNames(t, c); !equalStrings(got, []string{"p3-a/x"}) {
+		t.Errorf("cached %v, want [p3-a/x]", got)
+	}
+}
+
+func TestCacheReleaseDuringWarmup(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p4-a"), cm("p4-a", "x", 0))
+	block := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	client.PrependReactor("list", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetNamespace() == "p4-a" {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-block
+		}
+		return false, nil, nil
+	})
+	c, _ := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	c.ConfigMaps()
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Prepare(ctx, []uint32{4}) }()
+	<-entered // the warm-up is listing p4-a
+	if err := c.Release(ctx, []uint32{4}); err != nil {
+		t.Fatal(err)
+	}
+	close(block)
+	if err := <-errc; !errors.Is(err, ErrReleased) {
+		t.Errorf("Prepare returned %v, want ErrReleased", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := cachedNames(t, c); len(got) != 0 {
+		t.Errorf("a released partition is cached: %v", got)
+	}
+}
+
+func TestNewRejectsUnknownMode(t *testing.T) {
+	if _, err := New(fake.NewClientset(), testPartition, Options{Mode: Mode(7)}); err == nil {
+		t.Error("New with an unknown mode succeeded")
+	}
+}
+
+func TestNamespacesIndexedByPartition(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, _ := New(fake.NewClientset(ns("p5-a"), ns("p5-b"), ns("p6-a")), testPartition, Options{})
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.NamespacesOf(5); !equalStrings(got, []string{"p5-a", "p5-b"}) {
+		t.Errorf("NamespacesOf(5) = %v", got)
+	}
+	if got, _ := c.Namespaces().Lister().List(labels.Everything()); len(got) != 3 {
+		t.Errorf("the namespace informer holds %d namespaces, want all 3", len(got))
+	}
+}
+
+// TestCacheRewarmsLateNamespace: a namespace the Namespace informer learns about after a
+// partition's warm-up enumerated it is listed, unless it is brand new.
+func TestCacheRewarmsLateNamespace(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	lists := &listCounter{}
+	client.PrependReactor("list", "configmaps", lists.react)
+	c, _ := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	c.ConfigMaps()
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Prepare(ctx, []uint32{7}); err != nil {
+		t.Fatal(err)
+	}
+	old := ns("p7-old")
+	old.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+	fresh := ns("p7-fresh")
+	fresh.CreationTimestamp = metav1.NewTime(time.Now().Add(time.Hour))
+	for _, n := range []*corev1.Namespace{old, fresh} {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "p7-old listed", func() bool { return lists.count("p7-old") == 1 })
+	time.Sleep(100 * time.Millisecond)
+	if n := lists.count("p7-fresh"); n != 0 {
+		t.Errorf("a brand-new namespace was listed %d times", n)
+	}
+}

@@ -1,0 +1,84 @@
+// Package cache is the cache layer of a kshard shard: the informers and listers that the
+// shard's controllers read, holding only the namespaces of the partitions the shard has
+// prepared or acquired.
+//
+// # Shape
+//
+// A shard runs ONE client-go SharedIndexInformer per resource type, watching the whole
+// cluster, so the number of watches is small and does not grow with the number of
+// namespaces. Each informer's ListerWatcher is a feed (feed.go) that filters before the
+// store: list results and watch events of namespaces whose partition is not admitted are
+// dropped, so the store, and with it the shard's memory, holds about 1/N of the cluster.
+// managedFields are stripped on the way in (StripManagedFields). A Namespace informer,
+// unfiltered and indexed by partition (PartitionIndex), tells which namespaces a partition
+// has. Controllers get ordinary informers and listers (InformerFor, Pods, ReplicaSets, …)
+// and never learn about sharding.
+//
+//	c, err := cache.New(client, partitions.OfNamespace, cache.Options{})
+//	rsc := replicaset.NewController(c.ReplicaSets(), c.Pods(), …) // before Start
+//	_ = c.Prepare(ctx, initial) // before Start: admission only
+//	c.Start(ctx)
+//	_ = c.WaitForCacheSync(ctx)
+//	_ = c.Prepare(ctx, []uint32{17}) // later: warms partition 17 in every informer
+//	_ = c.Release(ctx, []uint32{17}) // drops it again; handlers see deletes
+//
+// # Warming a partition without relisting the cluster
+//
+// Prepare on a running cache lists each namespace of the partition (namespace-scoped,
+// bounded concurrency) and merges the lists into the running cluster-wide watch. For one
+// namespace and resource type:
+//
+//  1. The feed starts buffering the namespace's watch events.
+//  2. The namespace is listed, at resourceVersion L (a consistent read).
+//  3. The watch goroutine injects, at its current position: the listed objects (ADDED or
+//     MODIFIED), DELETED for objects the shard had but the list no longer has, then the
+//     buffered events with resourceVersion > L, then a BOOKMARK at the newest real
+//     resourceVersion of the stream, which moves the reflector's (and the store's)
+//     resourceVersion back to where the stream is after the older injected objects.
+//  4. Upstream events of the namespace at or below L are dropped from then on: a watch
+//     lagging behind the list must not take objects back in time.
+//
+// resourceVersions are compared as integers, which KEP-5504 makes valid on this
+// apiserver; a resourceVersion that is not an integer is treated as newer than anything.
+//
+// Before Start, Prepare only admits partitions: the informers' first list, filtered,
+// fills them all with one cluster-wide list per resource type instead of one list per
+// namespace.
+//
+// # Restarts and relists
+//
+// client-go's reflector may call List or Watch again at any time, so the feed keeps its
+// state across calls, not in a watch:
+//
+//   - Everything the reflector receives goes through one output queue owned by the feed;
+//     a watch that ends leaves its undelivered events to the next watch, so an injected
+//     batch is never lost or split by a restart.
+//   - The feed tracks the newest upstream resourceVersion it has accounted for (high-water
+//     mark). A new watch resumes from it, whatever the reflector asks for (the reflector
+//     may have recorded an injected object's older version), and upstream events at or
+//     below it are duplicates and are dropped.
+//   - A relist (List, or a streaming list's initial events) starts a new epoch: the queue,
+//     buffers and floors are discarded, because the relist's Replace supersedes them, and
+//     warm-ups begun before it are covered by it (it was filtered with their partitions
+//     admitted) instead of being merged.
+//   - The streaming list mode of client-go 0.37 (WatchListClient) is supported: initial
+//     events are filtered like list items, the initial-events-end bookmark passes through,
+//     and no merge happens before it. Options.DisableWatchList forces classic LIST+WATCH.
+//
+// The feed keeps a shadow of its store (names and object pointers, shared with the store)
+// as it will be once every queued event has been applied. Release and the warm-up's
+// stale-object deletes are computed from it, not from the informer's indexer, which lags
+// behind the queue.
+//
+// # Releasing
+//
+// Release revokes admission first (new events of the partition are dropped), then queues
+// a DELETED event for every object of the partition behind the events already queued, so
+// handlers see the deletes in stream order, and waits until the stores no longer hold the
+// partition.
+//
+// # Server-side filtering
+//
+// Options.Mode leaves room for KEP-5866 (ListOptions.ShardSelector): the feed is the one
+// place that would turn admitted partitions into shardRange selectors (see Mode).
+package shardcache

@@ -1,0 +1,575 @@
+package shardcache
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+	"k8s.io/klog/v2"
+)
+
+// feed is the ListerWatcher of one resource type's informer. It sits between the
+// apiserver and client-go's reflector and owns the order of everything the reflector
+// sees:
+//
+//   - cluster-wide list results and watch events are filtered by admission, so the store
+//     only ever holds objects of admitted partitions;
+//   - namespace-scoped warm-up lists are merged into the running watch (synthetic ADDED,
+//     MODIFIED and DELETED events), ordered by resourceVersion against the live events;
+//   - Release turns the partition's objects into synthetic DELETED events.
+//
+// All of that goes through one output queue (outq) that outlives the individual watch
+// calls of the reflector: a watch that ends hands its undelivered events to the next one,
+// and a relist (the reflector calling List, or a watch-list stream) discards them,
+// because the relist's Replace supersedes the whole store.
+//
+// The feed also keeps a shadow of the store: the objects the store will hold once every
+// event already queued has been applied. Synthetic deletes are built from the shadow, not
+// from the informer's indexer, because the indexer lags behind the queue.
+type feed struct {
+	rt          ResourceType
+	client      kubernetes.Interface
+	adm         *admission
+	noWatchList bool
+	logger      klog.Logger
+	informer    toolscache.SharedIndexInformer // set once, right after construction
+	hooks       *testHooks
+
+	counters feedCounters
+
+	mu sync.Mutex
+	// gen identifies the watch instance allowed to deliver; every Watch call and every
+	// relist bumps it, which retires the previous instance.
+	gen uint64
+	// epoch counts relists. A warm-up that began in an older epoch is subsumed by the
+	// relist: the relist was filtered with its partition admitted.
+	epoch uint64
+	// listing is true between the start and the end of a relist (all pages of a list, or
+	// a watch-list stream up to its initial-events-end bookmark).
+	listing bool
+	// initial is true while the current watch is a watch-list stream that has not yet
+	// sent its initial-events-end bookmark.
+	initial bool
+	// relistRV is the resourceVersion of the last completed relist.
+	relistRV string
+	// hwm is the newest resourceVersion of the upstream stream that the feed has
+	// accounted for (queued, buffered or dropped); 0 when unknown. Upstream events at or
+	// below it are duplicates of a restarted watch, and new watches resume from it.
+	hwm uint64
+	// shadow: partition key (namespace) → name → object, as the store will hold it.
+	shadow map[string]map[string]runtime.Object
+	// outq holds events not yet handed to the reflector; appended and delivered count
+	// events ever queued and delivered (len(outq) == appended-delivered).
+	outq      []watch.Event
+	appended  uint64
+	delivered uint64
+	// syncs are the namespaces being warmed (buffering or waiting to be merged).
+	syncs   map[string]*nsSync
+	pending []*nsSync
+	// floors: namespace → resourceVersion of its merged list; upstream events of the
+	// namespace at or below it are already reflected by the list and are dropped.
+	floors map[string]uint64
+	// needBookmark: synthetic events were queued while the stream position was unknown
+	// (during a classic relist); a bookmark follows them as soon as it is known.
+	needBookmark bool
+	active       *filteredWatch
+}
+
+// feedCounters are the feed's statistics, read without the lock.
+type feedCounters struct {
+	clusterLists   atomic.Uint64
+	namespaceLists atomic.Uint64
+	watches        atomic.Uint64
+	dropped        atomic.Uint64
+	synthetic      atomic.Uint64
+}
+
+func newFeed(rt ResourceType, client kubernetes.Interface, adm *admission, disableWatchList bool, logger klog.Logger) *feed {
+	return &feed{
+		rt:          rt,
+		client:      client,
+		adm:         adm,
+		noWatchList: disableWatchList || watchlist.DoesClientNotSupportWatchListSemantics(client),
+		logger:      logger,
+		shadow:      map[string]map[string]runtime.Object{},
+		syncs:       map[string]*nsSync{},
+		floors:      map[string]uint64{},
+	}
+}
+
+var (
+	_ toolscache.ListerWatcher            = &feed{}
+	_ toolscache.ListerWatcherWithContext = &feed{}
+)
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector whether it may use
+// streaming lists (WatchListClient). The feed supports them (initial events are
+// filtered and the initial-events-end bookmark passes through), so this only reports
+// clients that cannot (fake clientsets) and Options.DisableWatchList.
+func (f *feed) IsWatchListSemanticsUnSupported() bool { return f.noWatchList }
+
+// List implements the deprecated cache.Lister.
+func (f *feed) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return f.ListWithContext(context.Background(), opts)
+}
+
+// Watch implements the deprecated cache.Watcher.
+func (f *feed) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return f.WatchWithContext(context.Background(), opts)
+}
+
+// ListWithContext is the reflector's (re)list: a cluster-wide list, filtered by admission.
+// The first page starts a new epoch: queued events, buffers and floors are discarded
+// because the Replace that follows supersedes them.
+func (f *feed) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	// The watch-list consistency detector (KUBE_WATCHLIST_INCONSISTENCY_DETECTOR) lists at
+	// an exact resourceVersion to compare with the streamed data: serve it without
+	// touching the feed's state.
+	probe := opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact
+	first := opts.Continue == ""
+	if first && !probe {
+		f.retireActive()
+		f.mu.Lock()
+		f.resetLocked()
+		f.mu.Unlock()
+	}
+	list, err := f.rt.List(ctx, f.client, "", opts)
+	f.counters.clusterLists.Add(1)
+	if err != nil {
+		return nil, err
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, err
+	}
+	out := &metav1.List{ListMeta: metav1.ListMeta{
+		ResourceVersion: lm.GetResourceVersion(),
+		Continue:        lm.GetContinue(),
+	}}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err = meta.EachListItem(list, func(o runtime.Object) error {
+		key, name, ok := objectKeys(o)
+		if !ok || !f.adm.namespaceAdmitted(key) {
+			f.counters.dropped.Add(1)
+			return nil
+		}
+		c := shallowCopy(o)
+		_, _ = StripManagedFields(c)
+		if !probe {
+			f.shadowPutLocked(key, name, c)
+		}
+		out.Items = append(out.Items, runtime.RawExtension{Object: c})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !probe && lm.GetContinue() == "" {
+		f.listing = false
+		f.relistRV = lm.GetResourceVersion()
+		f.hwm, _ = parseRV(lm.GetResourceVersion())
+		if f.needBookmark {
+			f.needBookmark = false
+			f.appendBookmarkLocked()
+		}
+		f.logger.V(4).Info("Relisted", "resourceVersion", f.relistRV, "epoch", f.epoch)
+	}
+	// The items are returned as RawExtensions so that the reflector stores the very
+	// objects the shadow references (meta.ExtractListWithAlloc keeps .Object pointers).
+	return out, nil
+}
+
+// WatchWithContext starts an upstream watch and wraps it. A watch-list request
+// (SendInitialEvents) is a relist and starts a new epoch. A plain watch resumes from the
+// feed's high-water mark, not from the resourceVersion the reflector asks for: the
+// reflector's value may be one of an injected (older, or newer than the stream) object,
+// while the feed knows exactly which upstream events it has accounted for.
+func (f *feed) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	f.retireActive()
+	f.mu.Lock()
+	if initial {
+		f.resetLocked()
+		f.initial = true
+	} else if f.hwm > 0 && !f.listing {
+		if opts.ResourceVersion != strconv.FormatUint(f.hwm, 10) {
+			f.logger.V(5).Info("Resuming watch from the feed's high-water mark",
+				"requested", opts.ResourceVersion, "resourceVersion", f.hwm)
+		}
+		opts.ResourceVersion = strconv.FormatUint(f.hwm, 10)
+	}
+	f.gen++
+	gen := f.gen
+	f.mu.Unlock()
+
+	up, err := f.rt.Watch(ctx, f.client, "", opts)
+	f.counters.watches.Add(1)
+	if err != nil {
+		return nil, err
+	}
+	w := newFilteredWatch(f, gen, up)
+	f.mu.Lock()
+	if f.gen == gen {
+		f.active = w
+	}
+	f.mu.Unlock()
+	go w.run()
+	return w, nil
+}
+
+// resetLocked starts a relist: everything queued, buffered or floored is superseded by
+// the relist, which is filtered with the current admission.
+func (f *feed) resetLocked() {
+	f.gen++
+	f.epoch++
+	f.listing = true
+	f.initial = false
+	f.hwm = 0
+	f.relistRV = ""
+	f.shadow = map[string]map[string]runtime.Object{}
+	for i := range f.outq {
+		f.outq[i] = watch.Event{}
+	}
+	f.outq = nil
+	f.delivered = f.appended
+	for _, s := range f.syncs {
+		s.stop(syncSubsumed)
+	}
+	f.syncs = map[string]*nsSync{}
+	f.pending = nil
+	f.floors = map[string]uint64{}
+	f.needBookmark = false
+	f.active = nil
+}
+
+// accept processes one upstream event of watch instance gen. It returns the event to
+// hand over directly (errors, which must not be queued), and alive=false once the
+// instance has been retired.
+func (f *feed) accept(gen uint64, ev watch.Event) (direct *watch.Event, alive bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return nil, false
+	}
+	switch ev.Type {
+	case watch.Error:
+		return &ev, true
+	case watch.Bookmark:
+		m, err := meta.Accessor(ev.Object)
+		if err != nil {
+			return nil, true
+		}
+		rv, ok := parseRV(m.GetResourceVersion())
+		if f.initial {
+			if m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				// End of the streamed list: the relist is complete.
+				f.initial = false
+				f.listing = false
+				f.relistRV = m.GetResourceVersion()
+				f.hwm = rv
+				f.logger.V(4).Info("Watch-list initial events complete", "resourceVersion", f.relistRV, "epoch", f.epoch)
+			}
+			f.appendLocked(ev)
+			return nil, true
+		}
+		if ok {
+			if rv <= f.hwm {
+				return nil, true
+			}
+			f.hwm = rv
+			f.sweepFloorsLocked()
+		}
+		f.appendLocked(ev)
+		return nil, true
+	case watch.Added, watch.Modified, watch.Deleted:
+		key, _, ok := objectKeys(ev.Object)
+		if !ok {
+			return nil, true
+		}
+		rv, rvOK := objectRV(ev.Object)
+		if !f.initial && rvOK {
+			// Initial events of a watch-list carry the objects' own (unordered)
+			// resourceVersions; every later event is in stream order.
+			if f.hwm > 0 && rv <= f.hwm {
+				return nil, true // already accounted for before a watch restart
+			}
+			f.hwm = rv
+		}
+		if !f.adm.namespaceAdmitted(key) {
+			f.counters.dropped.Add(1)
+			return nil, true
+		}
+		_, _ = StripManagedFields(ev.Object)
+		if s := f.syncs[key]; s != nil {
+			s.buffer = append(s.buffer, ev)
+			return nil, true
+		}
+		if floor, has := f.floors[key]; has {
+			if rvOK && rv <= floor {
+				return nil, true
+			}
+			delete(f.floors, key)
+		}
+		f.appendLocked(ev)
+		return nil, true
+	default:
+		return nil, true
+	}
+}
+
+// next returns the event instance gen should deliver next and its sequence number,
+// merging pending warm-ups into the queue first. ok is false if there is nothing to
+// deliver; alive is false once the instance has been retired.
+func (f *feed) next(gen uint64) (ev watch.Event, seq uint64, ok, alive bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return watch.Event{}, 0, false, false
+	}
+	if !f.initial && !f.listing && len(f.pending) > 0 {
+		for _, s := range f.pending {
+			if s.state == syncPending {
+				f.injectLocked(s)
+			}
+		}
+		f.pending = nil
+	}
+	if len(f.outq) == 0 {
+		return watch.Event{}, 0, false, true
+	}
+	return f.outq[0], f.delivered + 1, true, true
+}
+
+// markDelivered records that event seq, the head of the queue, reached the reflector.
+// It goes by sequence number, not by watch instance: the reflector may already be
+// opening the next watch, and the event must not be delivered twice. (A relist cleared
+// the queue if the head is no longer seq.)
+func (f *feed) markDelivered(seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.outq) == 0 || f.delivered+1 != seq {
+		return
+	}
+	f.outq[0] = watch.Event{}
+	f.outq = f.outq[1:]
+	f.delivered++
+}
+
+// retireActive stops the current watch instance and waits for its goroutine to finish,
+// so that an event it handed over is accounted for before another instance reads the
+// queue. The reflector has normally stopped it already.
+func (f *feed) retireActive() {
+	f.mu.Lock()
+	prev := f.active
+	f.active = nil
+	f.mu.Unlock()
+	if prev != nil {
+		prev.Stop()
+		<-prev.done
+	}
+}
+
+// appendLocked queues ev for the reflector and applies it to the shadow.
+func (f *feed) appendLocked(ev watch.Event) {
+	switch ev.Type {
+	case watch.Added, watch.Modified:
+		if key, name, ok := objectKeys(ev.Object); ok {
+			f.shadowPutLocked(key, name, ev.Object)
+		}
+	case watch.Deleted:
+		if key, name, ok := objectKeys(ev.Object); ok {
+			if objs := f.shadow[key]; objs != nil {
+				delete(objs, name)
+				if len(objs) == 0 {
+					delete(f.shadow, key)
+				}
+			}
+		}
+	}
+	f.outq = append(f.outq, ev)
+	f.appended++
+	f.wakeLocked()
+}
+
+func (f *feed) shadowPutLocked(key, name string, obj runtime.Object) {
+	objs := f.shadow[key]
+	if objs == nil {
+		objs = map[string]runtime.Object{}
+		f.shadow[key] = objs
+	}
+	objs[name] = obj
+}
+
+// appendBookmarkLocked queues a synthetic BOOKMARK at the high-water mark, after
+// synthetic events that carried older objects: it moves the reflector's last-synced
+// resourceVersion (and the store's) back to the newest real position of the stream.
+func (f *feed) appendBookmarkLocked() {
+	if f.initial {
+		return // the initial-events-end bookmark will do
+	}
+	if f.hwm == 0 {
+		f.needBookmark = f.listing
+		return
+	}
+	obj := f.rt.Object.DeepCopyObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	m.SetResourceVersion(strconv.FormatUint(f.hwm, 10))
+	f.appendLocked(watch.Event{Type: watch.Bookmark, Object: obj})
+}
+
+func (f *feed) wakeLocked() {
+	if f.active != nil {
+		select {
+		case f.active.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (f *feed) sweepFloorsLocked() {
+	for ns, floor := range f.floors {
+		if floor <= f.hwm {
+			delete(f.floors, ns)
+		}
+	}
+}
+
+// injectLocked merges a listed namespace into the stream, at the current position:
+//
+//  1. the listed objects (state at the list's resourceVersion L), as ADDED or MODIFIED
+//     depending on the shadow, skipping those the shadow already has at the same version;
+//  2. DELETED for shadow objects of the namespace the list no longer has;
+//  3. the events buffered since the warm-up began, those newer than L, in stream order;
+//  4. a BOOKMARK at the high-water mark.
+//
+// Afterwards upstream events of the namespace at or below L are dropped (floor): a watch
+// that lags behind the list must not take objects back in time.
+func (f *feed) injectLocked(s *nsSync) {
+	if f.syncs[s.namespace] == s {
+		delete(f.syncs, s.namespace)
+	}
+	before := f.appended
+	current := f.shadow[s.namespace]
+	listed := make(map[string]struct{}, len(s.items))
+	sortByRV(s.items)
+	for _, obj := range s.items {
+		name := objectName(obj)
+		listed[name] = struct{}{}
+		typ := watch.Added
+		if old, ok := current[name]; ok {
+			oldRV, ok1 := objectRV(old)
+			newRV, ok2 := objectRV(obj)
+			if ok1 && ok2 && oldRV == newRV {
+				continue
+			}
+			typ = watch.Modified
+		}
+		f.appendLocked(watch.Event{Type: typ, Object: obj})
+	}
+	var stale []runtime.Object
+	for name, old := range f.shadow[s.namespace] {
+		if _, ok := listed[name]; !ok {
+			stale = append(stale, old)
+		}
+	}
+	sort.Slice(stale, func(i, j int) bool { return objectName(stale[i]) < objectName(stale[j]) })
+	for _, old := range stale {
+		f.appendLocked(watch.Event{Type: watch.Deleted, Object: old})
+	}
+	for _, ev := range s.buffer {
+		if rv, ok := objectRV(ev.Object); ok && s.listRVKnown && rv <= s.listRV {
+			continue
+		}
+		f.appendLocked(ev)
+	}
+	if s.listRVKnown && s.listRV > f.hwm {
+		f.floors[s.namespace] = s.listRV
+	}
+	if f.appended > before {
+		f.appendBookmarkLocked()
+	}
+	f.counters.synthetic.Add(f.appended - before)
+	s.state = syncInjected
+	s.seq = f.appended
+	s.buffer = nil
+	s.items = nil
+	f.logger.V(4).Info("Merged warm-up list into the watch", "namespace", s.namespace,
+		"partition", s.partition, "listResourceVersion", s.listRV, "events", f.appended-before)
+}
+
+// releaseTicket tells Release what to wait for in one feed.
+type releaseTicket struct {
+	seq   uint64 // the synthetic deletes are delivered once delivered >= seq
+	epoch uint64
+}
+
+// release drops partitions from the feed: warm-ups of their namespaces are cancelled and
+// every shadow object of theirs becomes a synthetic DELETED event, queued behind what is
+// already queued so that handlers see the deletes in stream order. Admission must have
+// been revoked before, so that no new event of the partitions is queued after.
+func (f *feed) release(partitions map[uint32]struct{}) releaseTicket {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ns, s := range f.syncs {
+		if _, ok := partitions[s.partition]; ok {
+			s.stop(syncCancelled)
+			delete(f.syncs, ns)
+		}
+	}
+	for ns := range f.floors {
+		if _, ok := partitions[f.adm.partitionOf(ns)]; ok {
+			delete(f.floors, ns)
+		}
+	}
+	var keys []string
+	for key := range f.shadow {
+		if _, ok := partitions[f.adm.partitionOf(key)]; ok {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	before := f.appended
+	for _, key := range keys {
+		objs := make([]runtime.Object, 0, len(f.shadow[key]))
+		for _, o := range f.shadow[key] {
+			objs = append(objs, o)
+		}
+		sort.Slice(objs, func(i, j int) bool { return objectName(objs[i]) < objectName(objs[j]) })
+		for _, o := range objs {
+			f.appendLocked(watch.Event{Type: watch.Deleted, Object: o})
+		}
+	}
+	if f.appended > before {
+		f.appendBookmarkLocked()
+	}
+	f.counters.synthetic.Add(f.appended - before)
+	if n := f.appended - before; n > 0 {
+		f.logger.V(4).Info("Queued synthetic deletes for released partitions", "events", n)
+	}
+	return releaseTicket{seq: f.appended, epoch: f.epoch}
+}
+
+// shadowCount returns the number of objects the store will hold.
+func (f *feed) shadowCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, objs := range f.shadow {
+		n += len(objs)
+	}
+	return n
+}

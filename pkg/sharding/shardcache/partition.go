@@ -1,0 +1,388 @@
+package shardcache
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// newNamespaceGrace: a namespace that appears in a warmed partition is listed again unless
+// it was created this long after the warm-up enumerated the partition's namespaces (then
+// it is new, and every object in it arrives through the watch anyway). The margin covers
+// the Namespace informer's lag and clock skew between the apiserver and the shard.
+const newNamespaceGrace = time.Minute
+
+// warmup is the background warm-up of one partition prepared while the cache runs. It
+// runs on the Cache's context, not on the caller's: a Prepare that times out leaves it
+// running, and the next Prepare of the partition waits for the same warm-up. Only Release
+// (or the end of the Cache) stops it.
+type warmup struct {
+	partition uint32
+	cancel    context.CancelFunc
+	done      chan struct{}
+	err       error // valid once done is closed
+
+	mu           sync.Mutex
+	enumerated   bool
+	enumeratedAt time.Time
+	namespaces   map[string]struct{}
+}
+
+// Prepare admits partitions and returns once their objects are in the store of every
+// informer registered so far, so that the shard can answer Prepared.
+//
+// While the informers run, each partition is warmed without relisting the cluster: for
+// every namespace of the partition and every resource type, the namespace's events are
+// buffered, the namespace is listed (at most Options.WarmupConcurrency lists at a time),
+// and the list is merged into the running watch in resourceVersion order — listed objects
+// first, then the buffered events newer than the list, then a bookmark that restores the
+// reflector's resourceVersion. A relist that happens meanwhile covers the partition
+// instead.
+//
+// Before Start, Prepare only admits: the informers' first cluster-wide list, filtered,
+// fills every prepared partition at once, and WaitForCacheSync waits for it.
+//
+// Prepare is idempotent. If ctx ends first it returns ctx's error and the warm-up goes
+// on; if a partition is released meanwhile it returns ErrReleased.
+func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
+	logger := klog.FromContext(ctx)
+	var waits []*warmup
+	needInitial := false
+
+	c.mu.Lock()
+	c.adm.update(partitions, true)
+	for _, p := range dedupe(partitions) {
+		st := c.parts[p]
+		if st == nil {
+			st = &partitionState{}
+			c.parts[p] = st
+			if c.started {
+				st.warm = c.startWarmupLocked(p)
+				logger.V(2).Info("Warming partition", "partition", p)
+			}
+		}
+		switch {
+		case !c.started:
+		case st.warm == nil:
+			needInitial = true
+		default:
+			waits = append(waits, st.warm)
+		}
+	}
+	c.mu.Unlock()
+
+	if needInitial {
+		if err := c.WaitForCacheSync(ctx); err != nil {
+			return err
+		}
+	}
+	for _, w := range waits {
+		select {
+		case <-w.done:
+			if w.err != nil {
+				return w.err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Prepared reports whether partition is admitted and its objects are cached (for a
+// partition prepared before Start: whether the informers have synced).
+func (c *Cache) Prepared(partition uint32) bool {
+	c.mu.Lock()
+	st := c.parts[partition]
+	started := c.started
+	c.mu.Unlock()
+	switch {
+	case st == nil || !started:
+		return false
+	case st.warm == nil:
+		return c.informersSynced()
+	default:
+		select {
+		case <-st.warm.done:
+			return st.warm.err == nil
+		default:
+			return false
+		}
+	}
+}
+
+// Admitted returns the admitted partitions, sorted.
+func (c *Cache) Admitted() []uint32 {
+	out := c.adm.list()
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (c *Cache) informersSynced() bool {
+	if !c.nsInformer.HasSynced() {
+		return false
+	}
+	for _, f := range c.feedList() {
+		if !f.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Release stops admitting partitions and drops their objects from every store: each
+// cached object becomes a synthetic DELETED event, queued behind the events already on
+// their way, so event handlers see the deletes in stream order and memory goes back
+// down. Warm-ups of the partitions are cancelled (their Prepare returns ErrReleased).
+//
+// Release returns once the stores hold no object of the partitions, or with ctx's error;
+// admission is revoked at once either way. Before Start it only revokes admission.
+func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
+	logger := klog.FromContext(ctx)
+	set := map[uint32]struct{}{}
+	ps := dedupe(partitions)
+
+	c.mu.Lock()
+	for _, p := range ps {
+		set[p] = struct{}{}
+		if st := c.parts[p]; st != nil {
+			if st.warm != nil {
+				st.warm.cancel()
+			}
+			delete(c.parts, p)
+		}
+	}
+	c.adm.update(ps, false)
+	feeds := append([]*feed(nil), c.order...)
+	started := c.started
+	c.mu.Unlock()
+
+	tickets := make([]releaseTicket, len(feeds))
+	for i, f := range feeds {
+		tickets[i] = f.release(set)
+	}
+	if !started {
+		return nil
+	}
+	for _, p := range ps {
+		logger.V(2).Info("Releasing partition", "partition", p)
+	}
+	return wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
+		// A partition prepared again meanwhile is no longer waited for: its objects
+		// are coming back on purpose.
+		var gone []uint32
+		for _, p := range ps {
+			if !c.adm.admitted(p) {
+				gone = append(gone, p)
+			}
+		}
+		for i, f := range feeds {
+			if !f.releaseDone(tickets[i], gone) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// NamespacesOf returns the namespaces of partition known to the Namespace informer.
+func (c *Cache) NamespacesOf(partition uint32) []string {
+	objs, err := c.nsInformer.GetIndexer().ByIndex(PartitionIndex, PartitionIndexValue(partition))
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, objectName(o))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Cache) startWarmupLocked(p uint32) *warmup {
+	ctx, cancel := context.WithCancel(c.runCtx)
+	w := &warmup{partition: p, cancel: cancel, done: make(chan struct{}), namespaces: map[string]struct{}{}}
+	feeds := append([]*feed(nil), c.order...)
+	go c.runWarmup(ctx, w, feeds)
+	return w
+}
+
+// runWarmup warms partition w.partition in feeds and closes w.done.
+func (c *Cache) runWarmup(ctx context.Context, w *warmup, feeds []*feed) {
+	defer close(w.done)
+	logger := klog.FromContext(ctx).WithValues("partition", w.partition)
+	start := time.Now()
+	if !toolscache.WaitForCacheSync(ctx.Done(), c.nsInformer.HasSynced) {
+		w.err = c.warmupErr(ctx)
+		return
+	}
+	w.mu.Lock()
+	names := c.NamespacesOf(w.partition)
+	for _, ns := range names {
+		w.namespaces[ns] = struct{}{}
+	}
+	w.enumerated = true
+	w.enumeratedAt = time.Now()
+	w.mu.Unlock()
+
+	syncs, err := c.warmNamespaces(ctx, feeds, names, w.partition)
+	if err != nil {
+		w.err = err
+		return
+	}
+	err = wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
+		for _, j := range syncs {
+			done, err := j.f.syncDone(j.s)
+			if err != nil || !done {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		w.err = err
+		if ctx.Err() != nil {
+			w.err = c.warmupErr(ctx)
+		}
+		return
+	}
+	logger.V(2).Info("Partition warm", "namespaces", len(names), "resources", len(feeds), "duration", time.Since(start))
+}
+
+// warmupErr maps the end of a warm-up's context to Prepare's error.
+func (c *Cache) warmupErr(ctx context.Context) error {
+	if c.runCtx.Err() != nil {
+		return c.runCtx.Err()
+	}
+	if ctx.Err() != nil {
+		return ErrReleased
+	}
+	return nil
+}
+
+type syncJob struct {
+	f *feed
+	s *nsSync
+}
+
+// warmNamespaces starts a sync of every namespace in every feed, then lists them with
+// bounded concurrency and hands each list to its feed. It returns the syncs to wait for.
+func (c *Cache) warmNamespaces(ctx context.Context, feeds []*feed, names []string, partition uint32) ([]syncJob, error) {
+	var jobs []syncJob
+	for _, f := range feeds {
+		for _, ns := range names {
+			s := f.beginSync(ctx, ns, partition)
+			if s == nil {
+				if ctx.Err() != nil {
+					return nil, c.warmupErr(ctx)
+				}
+				return nil, ErrReleased
+			}
+			jobs = append(jobs, syncJob{f: f, s: s})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.listInto(ctx, j.f, j.s, partition)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, c.warmupErr(ctx)
+	}
+	return jobs, nil
+}
+
+// listInto lists s's namespace and completes s, retrying failed lists with backoff until
+// it succeeds or ctx ends (then s is abandoned).
+func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition uint32) {
+	logger := klog.FromContext(ctx).WithValues("partition", partition, "namespace", s.namespace, "resource", f.rt.Name())
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
+	for {
+		if !f.needsList(s) {
+			f.completeSync(s, nil, "")
+			return
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			f.abandon(s)
+			return
+		}
+		items, rv, err := f.listNamespace(ctx, s.namespace, c.opts.WarmupPageSize)
+		<-c.sem
+		if err == nil {
+			if f.hooks != nil && f.hooks.afterNamespaceList != nil {
+				f.hooks.afterNamespaceList(f.rt.Name(), s.namespace)
+			}
+			logger.V(4).Info("Listed namespace for warm-up", "objects", len(items), "resourceVersion", rv)
+			f.completeSync(s, items, rv)
+			return
+		}
+		if ctx.Err() != nil {
+			f.abandon(s)
+			return
+		}
+		logger.Error(err, "Warm-up list failed, retrying")
+		select {
+		case <-time.After(backoff.Step()):
+		case <-ctx.Done():
+			f.abandon(s)
+			return
+		}
+	}
+}
+
+// onNamespaceAdded re-warms a namespace that shows up in a partition after the partition's
+// warm-up enumerated its namespaces: the Namespace informer may have lagged, and objects
+// of the namespace dropped before the partition was admitted would otherwise be missing.
+func (c *Cache) onNamespaceAdded(obj any, isInInitialList bool) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok || isInInitialList {
+		return
+	}
+	p := c.partitionOf(ns.Name)
+	c.mu.Lock()
+	st := c.parts[p]
+	runCtx := c.runCtx
+	feeds := append([]*feed(nil), c.order...)
+	c.mu.Unlock()
+	if st == nil || st.warm == nil || runCtx == nil {
+		return
+	}
+	w := st.warm
+	w.mu.Lock()
+	_, known := w.namespaces[ns.Name]
+	fresh := ns.CreationTimestamp.After(w.enumeratedAt.Add(newNamespaceGrace))
+	if !w.enumerated || known || fresh {
+		w.mu.Unlock()
+		return
+	}
+	w.namespaces[ns.Name] = struct{}{}
+	w.mu.Unlock()
+	klog.FromContext(runCtx).V(2).Info("Warming namespace that appeared after its partition's warm-up", "partition", p, "namespace", ns.Name)
+	// No waiter: Prepare has returned or waits for its own namespaces. Release needs no
+	// context to stop it: it cancels the syncs, and beginSync refuses once revoked.
+	go func() { _, _ = c.warmNamespaces(runCtx, feeds, []string{ns.Name}, p) }()
+}
+
+func dedupe(ps []uint32) []uint32 {
+	seen := make(map[uint32]struct{}, len(ps))
+	out := make([]uint32, 0, len(ps))
+	for _, p := range ps {
+		if _, ok := seen[p]; !ok {
+			seen[p] = struct{}{}
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,429 @@
+package shardrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/kshard/kshard/pkg/sharding/handoff"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/protocol"
+	"github.com/kshard/kshard/pkg/sharding/transport"
+	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
+)
+
+// LeaderMetadataKey must match the coordinator's trailer key (server.LeaderMetadataKey).
+const LeaderMetadataKey = "kshard-leader"
+
+// Handler carries out the state machine's actions. Warm and Drain run asynchronously and
+// call done when finished; the others must return quickly.
+type Handler interface {
+	// Warm starts caching p and calls done once its caches are synced.
+	Warm(p partition.ID, done func())
+	// Work starts working p (its caches are synced or will be).
+	Work(p partition.ID)
+	// Drain stops taking keys of p and calls done when its in-flight work has finished.
+	Drain(p partition.ID, done func())
+	// Stop stops working p at once, keeping its caches.
+	Stop(p partition.ID)
+	// Drop drops p's caches.
+	Drop(p partition.ID)
+	// SetDeadline sets the instant at which all work must stop unless extended.
+	SetDeadline(t time.Time)
+	// Stats are reported with every heartbeat.
+	Stats() protocol.Stats
+}
+
+// Options configure a Client.
+type Options struct {
+	ShardID      string
+	Incarnation  uint64
+	BuildVersion string
+	// Addresses of coordinators; the client tries them in turn and follows leader hints.
+	Addresses      []string
+	Credentials    credentials.TransportCredentials
+	PartitionCount int
+	// MinBackoff and MaxBackoff bound the reconnect delay (exponential with jitter).
+	MinBackoff, MaxBackoff time.Duration
+	Metrics                *Metrics
+	Now                    func() time.Time
+}
+
+// Client runs the shard's session.
+type Client struct {
+	opts    Options
+	handler Handler
+	log     logr.Logger
+
+	core *handoff.Shard // owned by the Run goroutine
+
+	events    chan func(now time.Time)
+	leave     chan struct{}
+	leaveOnce sync.Once
+	done      chan struct{}
+	welcomed  atomic.Bool
+	rtt       rttTracker
+}
+
+// New validates the options.
+func New(opts Options, h Handler, log logr.Logger) (*Client, error) {
+	if err := protocol.ValidateShardID(opts.ShardID); err != nil {
+		return nil, fmt.Errorf("--shard-id: %w", err)
+	}
+	if len(opts.Addresses) == 0 {
+		return nil, errors.New("at least one coordinator address is required")
+	}
+	if opts.Credentials == nil {
+		return nil, errors.New("session: Options.Credentials is required")
+	}
+	if err := partition.ValidateCount(opts.PartitionCount); err != nil {
+		return nil, err
+	}
+	if opts.Incarnation == 0 {
+		return nil, errors.New("session: Options.Incarnation must not be zero")
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 200 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = 10 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Client{opts: opts, handler: h, log: log, core: handoff.NewShard(opts.ShardID, opts.Incarnation),
+		events: make(chan func(time.Time), 1024), leave: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// Welcomed reports whether the current session was welcomed by the leader.
+func (c *Client) Welcomed() bool { return c.welcomed.Load() }
+
+// Leave asks the coordinator to move every partition away; Done closes when it has.
+func (c *Client) Leave() { c.leaveOnce.Do(func() { close(c.leave) }) }
+
+// Done is closed when the coordinator said Farewell after Leave.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// conn is one open stream.
+type conn struct {
+	cc     *grpc.ClientConn
+	stream kshardv1.Coordinator_SessionClient
+	cancel context.CancelFunc
+	recv   chan *kshardv1.CoordinatorMessage
+	err    chan streamError
+}
+
+// streamError is how a stream ended, with the leader a refusing follower named.
+type streamError struct {
+	err    error
+	leader string
+}
+
+func (k *conn) close() {
+	k.cancel()
+	_ = k.cc.Close()
+}
+
+// Run keeps the session until ctx ends or the coordinator says Farewell after Leave.
+func (c *Client) Run(ctx context.Context) error {
+	var (
+		cur      *conn
+		next     = 0  // index into Addresses
+		hint     = "" // leader address named by a follower
+		backoff  = time.Duration(0)
+		retry    = time.NewTimer(0)
+		hb       = time.NewTicker(time.Hour)
+		hbEvery  time.Duration
+		deadline = time.NewTimer(time.Hour)
+		armed    time.Time // the deadline the timer is set for
+		leaving  = c.leave
+	)
+	defer hb.Stop()
+	defer deadline.Stop()
+	defer func() {
+		if cur != nil {
+			cur.close()
+		}
+	}()
+
+	for {
+		var recv chan *kshardv1.CoordinatorMessage
+		var errs chan streamError
+		if cur != nil {
+			recv, errs = cur.recv, cur.err
+		}
+		var retryC <-chan time.Time
+		if cur == nil {
+			retryC = retry.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-retryC:
+			addr := hint
+			if addr == "" {
+				addr = c.opts.Addresses[next%len(c.opts.Addresses)]
+				next++
+			}
+			hint = ""
+			k, err := c.dial(ctx, addr)
+			if err != nil {
+				backoff = c.nextBackoff(backoff)
+				c.log.Info("cannot reach coordinator; retrying", "address", addr, "err", err.Error(), "retryIn", backoff.String())
+				retry.Reset(backoff)
+				continue
+			}
+			cur = k
+			if c.opts.Metrics != nil {
+				c.opts.Metrics.Reconnects.Inc()
+			}
+			c.dropOutbox()
+			c.core.Connect(c.opts.Now())
+			c.rtt.reset()
+			c.log.Info("session opened", "address", addr, "session", c.core.Session().String(), "held", len(c.core.Held()))
+			c.step(&cur, &backoff, retry)
+		case m := <-recv:
+			now := c.opts.Now()
+			cmd, err := protocol.CommandFromWire(m, c.opts.ShardID, c.opts.PartitionCount, protocol.Hasher)
+			if err != nil {
+				c.log.Error(err, "invalid message from coordinator; reconnecting")
+				c.countRejected("malformed")
+				cur.close()
+				cur = nil
+				backoff = c.nextBackoff(backoff)
+				retry.Reset(backoff)
+				continue
+			}
+			if cmd.Kind == handoff.CmdAck {
+				c.rtt.acked(cmd.Seq, now, c.opts.Metrics)
+			}
+			if err := c.core.Step(now, cmd); err != nil {
+				var rej *handoff.Rejection
+				reason := "other"
+				if errors.As(err, &rej) {
+					reason = rej.Reason.String()
+				}
+				c.countRejected(reason)
+				c.log.V(1).Info("rejected coordinator command", "command", cmd.String(), "err", err.Error())
+			}
+			if cmd.Kind == handoff.CmdWelcome && c.core.Welcomed() {
+				backoff = 0
+				c.log.Info("session welcomed", "session", c.core.Session().String(), "kept", len(cmd.Keep),
+					"ttl", cmd.TTL.String(), "heartbeatInterval", cmd.HeartbeatInterval.String())
+			}
+			if iv := c.core.HeartbeatInterval(); iv > 0 && iv != hbEvery {
+				hbEvery = iv
+				hb.Reset(iv)
+			}
+			c.step(&cur, &backoff, retry)
+			if c.core.Done() {
+				c.log.Info("coordinator said farewell: every partition was handed over")
+				close(c.done)
+				return nil
+			}
+		case serr := <-errs:
+			err := serr.err
+			hint = serr.leader
+			code := status.Code(err)
+			c.log.Info("session stream ended", "err", err.Error(), "code", code.String(), "leaderHint", hint)
+			cur.close()
+			cur = nil
+			if hint == "" {
+				backoff = c.nextBackoff(backoff)
+			} else {
+				backoff = c.opts.MinBackoff
+			}
+			retry.Reset(backoff)
+		case <-hb.C:
+			now := c.opts.Now()
+			if c.core.Heartbeat(now) {
+				c.rtt.sentAt(now)
+			}
+			c.step(&cur, &backoff, retry)
+		case <-deadline.C:
+			// The lease ran out (or is about to): let the state machine demote what it
+			// holds. Workers already stopped: the Handler's deadline is checked per key.
+			c.core.Heartbeat(c.opts.Now())
+			c.step(&cur, &backoff, retry)
+		case ev := <-c.events:
+			ev(c.opts.Now())
+			c.step(&cur, &backoff, retry)
+		case <-leaving:
+			leaving = nil
+			c.log.Info("leaving: asking the coordinator to move every partition away")
+			c.core.Leave(c.opts.Now())
+			c.step(&cur, &backoff, retry)
+		}
+		c.welcomed.Store(cur != nil && c.core.Welcomed() && c.core.CanWork(c.opts.Now()))
+		// Wake up once when the lease deadline passes, so the state machine demotes what
+		// it holds even if nothing else happens. Only a new deadline re-arms the timer.
+		if d := c.core.Deadline(); !d.Equal(armed) && d.After(c.opts.Now()) {
+			armed = d
+			deadline.Reset(d.Sub(c.opts.Now()) + time.Millisecond)
+		}
+		if cur != nil && c.core.NeedsHello() {
+			// The lease ran out or the coordinator ended the session: a new session (a
+			// new stream, so commands of the old one cannot arrive on it) says Hello.
+			c.log.Info("session lost its lease; opening a new session")
+			cur.close()
+			cur = nil
+			retry.Reset(c.opts.MinBackoff)
+		}
+	}
+}
+
+// step applies the state machine's output after an input; a send failure closes the
+// stream and schedules a reconnect.
+func (c *Client) step(cur **conn, backoff *time.Duration, retry *time.Timer) {
+	if *cur == nil {
+		c.applyLocal()
+		c.dropOutbox()
+		return
+	}
+	if err := c.apply(*cur); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The coordinator ended the stream (e.g. a follower refused it before the
+			// hello went out). Its status, with the leader a follower names in the
+			// trailer, only Recv reports: the stream's error channel delivers it and
+			// reconnects. Closing here would lose the leader hint.
+			c.log.V(1).Info("the coordinator ended the stream; waiting for its status")
+			return
+		}
+		c.log.Info("sending to the coordinator failed; reconnecting", "err", err.Error())
+		(*cur).close()
+		*cur = nil
+		*backoff = c.nextBackoff(*backoff)
+		retry.Reset(*backoff)
+	}
+}
+
+// apply carries out actions, publishes the deadline and sends the outbox on k.
+func (c *Client) apply(k *conn) error {
+	c.applyLocal()
+	// Stats walk every partition: compute them only for the hellos and heartbeats that
+	// carry them, not for each of the thousands of reports of a rebalance.
+	var stats protocol.Stats
+	haveStats := false
+	for _, r := range c.core.Outbox() {
+		if !haveStats && (r.Kind == handoff.ReportHello || r.Kind == handoff.ReportHeartbeat) {
+			stats, haveStats = c.handler.Stats(), true
+		}
+		m, err := protocol.ReportToWire(r, stats, c.opts.BuildVersion)
+		if err != nil {
+			return err
+		}
+		if err := k.stream.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyLocal carries out actions and publishes the deadline, without sending (no stream:
+// reports of a broken session are dropped; the next Hello reports the whole state).
+func (c *Client) applyLocal() {
+	for _, a := range c.core.Actions() {
+		p, e := a.Partition, a.Epoch
+		log := c.log.WithValues("partition", uint32(p), "epoch", e.String())
+		switch a.Kind {
+		case handoff.ActionWarm:
+			log.V(1).Info("warming partition")
+			c.handler.Warm(p, func() { c.post(func(now time.Time) { c.core.Synced(now, p, e) }) })
+		case handoff.ActionWork:
+			log.Info("partition acquired: working it")
+			c.handler.Work(p)
+		case handoff.ActionDrain:
+			log.Info("releasing partition: draining in-flight work")
+			c.handler.Drain(p, func() { c.post(func(now time.Time) { c.core.Drained(now, p) }) })
+		case handoff.ActionStop:
+			log.Info("stopped working partition")
+			c.handler.Stop(p)
+		case handoff.ActionDrop:
+			log.V(1).Info("dropping partition caches")
+			c.handler.Drop(p)
+		}
+	}
+	c.handler.SetDeadline(c.core.Deadline())
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.Fenced.Set(boolFloat(!c.core.CanWork(c.opts.Now())))
+	}
+}
+
+// dropOutbox discards reports that have no stream to go on: they belong to a broken
+// session, and the next Hello restates everything the shard holds.
+func (c *Client) dropOutbox() { _ = c.core.Outbox() }
+
+// post queues a callback onto the Run goroutine.
+func (c *Client) post(f func(now time.Time)) {
+	c.events <- f
+}
+
+func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
+	cc, err := grpc.NewClient(addr, append(transport.DialOptions(), grpc.WithTransportCredentials(c.opts.Credentials))...)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := kshardv1.NewCoordinatorClient(cc).Session(sctx)
+	if err != nil {
+		cancel()
+		_ = cc.Close()
+		return nil, err
+	}
+	k := &conn{cc: cc, stream: stream, cancel: cancel, recv: make(chan *kshardv1.CoordinatorMessage, 1024), err: make(chan streamError, 1)}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				se := streamError{err: err}
+				if status.Code(err) == codes.FailedPrecondition {
+					if v := stream.Trailer().Get(LeaderMetadataKey); len(v) > 0 {
+						se.leader = v[0]
+					}
+				}
+				k.err <- se
+				return
+			}
+			select {
+			case k.recv <- m:
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
+	return k, nil
+}
+
+func (c *Client) nextBackoff(cur time.Duration) time.Duration {
+	if cur <= 0 {
+		cur = c.opts.MinBackoff
+	} else {
+		cur *= 2
+	}
+	cur = min(cur, c.opts.MaxBackoff)
+	return cur/2 + time.Duration(rand.Int64N(int64(cur/2)+1))
+}
+
+func (c *Client) countRejected(reason string) {
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.Rejected.WithLabelValues(reason).Inc()
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

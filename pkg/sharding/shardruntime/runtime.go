@@ -1,0 +1,311 @@
+package shardruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/sharding/shardcache"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/protocol"
+	"github.com/kshard/kshard/pkg/sharding/gate"
+)
+
+// Options configure the Runtime.
+type Options struct {
+	// StartWindow is how long the first Warm actions are collected before the informers
+	// start (default 1s).
+	StartWindow time.Duration
+	// RetryInterval paces retries of failed warm-ups, drains and drops (default 1s).
+	RetryInterval time.Duration
+}
+
+// Runtime carries out the session's actions on the cache and the queues.
+type Runtime struct {
+	opts  Options
+	cache *shardcache.Cache
+	gate  *gate.Gate
+	ctrls []controllers.Controller
+	log   logr.Logger
+
+	mu      sync.Mutex
+	ctx     context.Context // set by Run
+	started bool
+	startAt *time.Timer
+	serial  map[partition.ID]*opQueue
+}
+
+// New wires a runtime; controllers must already have registered their informers with c.
+func New(c *shardcache.Cache, g *gate.Gate, ctrls []controllers.Controller, opts Options, log logr.Logger) *Runtime {
+	if opts.StartWindow <= 0 {
+		opts.StartWindow = time.Second
+	}
+	if opts.RetryInterval <= 0 {
+		opts.RetryInterval = time.Second
+	}
+	return &Runtime{opts: opts, cache: c, gate: g, ctrls: ctrls, log: log, serial: map[partition.ID]*opQueue{}}
+}
+
+// Run starts the controllers' workers and blocks until ctx ends. Workers find nothing to
+// do until partitions are acquired.
+func (r *Runtime) Run(ctx context.Context, workers func(i int) int) {
+	r.mu.Lock()
+	r.ctx = ctx
+	early := len(r.serial) > 0 // Warm or Work arrived before Run: start the informers now
+	r.mu.Unlock()
+	if early {
+		r.armStart()
+	}
+	var wg sync.WaitGroup
+	for i, c := range r.ctrls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Run(ctx, workers(i))
+		}()
+	}
+	wg.Wait()
+}
+
+// startCache starts the informers once; the first Warm arms it after StartWindow.
+func (r *Runtime) armStart() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.startAt != nil || r.ctx == nil {
+		return
+	}
+	ctx := r.ctx
+	r.startAt = time.AfterFunc(r.opts.StartWindow, func() {
+		r.mu.Lock()
+		r.started = true
+		r.mu.Unlock()
+		r.log.Info("starting informers", "admittedPartitions", len(r.cache.Admitted()))
+		r.cache.Start(ctx)
+	})
+}
+
+// Started reports whether the informers run.
+func (r *Runtime) Started() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
+}
+
+// Warm starts caching p and calls done once its objects are cached.
+func (r *Runtime) Warm(p partition.ID, done func()) {
+	r.armStart()
+	r.do(p, "warm", func(ctx context.Context) error {
+		if err := r.prepare(ctx, p); err != nil {
+			if errors.Is(err, shardcache.ErrReleased) {
+				return nil // dropped meanwhile: nothing to report
+			}
+			return err
+		}
+		done()
+		return nil
+	})
+}
+
+// prepare admits p and waits until its objects are cached, including the case of a
+// partition admitted before the informers started (their first list fills it).
+func (r *Runtime) prepare(ctx context.Context, p partition.ID) error {
+	if err := r.cache.Prepare(ctx, []uint32{uint32(p)}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return r.cache.Prepared(uint32(p)), nil
+	})
+}
+
+// Work starts working p once its caches are synced: every namespace of it is enqueued in
+// every controller, because adds made before were dropped by the queues.
+func (r *Runtime) Work(p partition.ID) {
+	r.armStart()
+	r.do(p, "work", func(ctx context.Context) error {
+		if err := r.prepare(ctx, p); err != nil {
+			return err
+		}
+		r.gate.Acquire(uint32(p))
+		for _, ns := range r.cache.NamespacesOf(uint32(p)) {
+			for _, c := range r.ctrls {
+				c.EnqueueNamespace(ns)
+			}
+		}
+		return nil
+	})
+}
+
+// Drain stops taking keys of p and calls done when its in-flight work has finished.
+func (r *Runtime) Drain(p partition.ID, done func()) {
+	r.do(p, "drain", func(ctx context.Context) error {
+		if err := r.gate.Release(ctx, uint32(p)); err != nil {
+			return err
+		}
+		done()
+		return nil
+	})
+	// Stop new work at once, ahead of any queued operation of the partition.
+	r.gate.Revoke(uint32(p))
+}
+
+// Stop stops working p at once, and again after any operation of p still queued (a Work
+// waiting for its caches must not re-acquire it); its caches stay.
+func (r *Runtime) Stop(p partition.ID) {
+	r.gate.Revoke(uint32(p))
+	r.do(p, "stop", func(context.Context) error {
+		r.gate.Revoke(uint32(p))
+		return nil
+	})
+}
+
+// Drop drops p's caches.
+func (r *Runtime) Drop(p partition.ID) {
+	r.gate.Revoke(uint32(p))
+	// A warm-up that cannot finish (an unreachable apiserver) must not hold the drop
+	// back: Warm and Work of this partition still queued or running are abandoned.
+	r.abandon(p, "warm", "work")
+	r.do(p, "drop", func(ctx context.Context) error {
+		r.gate.Revoke(uint32(p))
+		return r.cache.Release(ctx, []uint32{uint32(p)})
+	})
+}
+
+// SetDeadline passes the lease deadline to the queues.
+func (r *Runtime) SetDeadline(t time.Time) { r.gate.SetDeadline(t) }
+
+// Stats are reported with every heartbeat.
+func (r *Runtime) Stats() protocol.Stats {
+	acquired := r.gate.Partitions()
+	var namespaces uint64
+	for _, p := range acquired {
+		namespaces += uint64(len(r.cache.NamespacesOf(p)))
+	}
+	var cached uint64
+	for _, n := range r.cache.CachedObjects() {
+		cached += uint64(n)
+	}
+	gs := r.gate.Stats()
+	var depth uint64
+	for _, q := range gs.Queues {
+		depth += uint64(q.Depth)
+	}
+	admitted := len(r.cache.Admitted())
+	return protocol.Stats{
+		AcquiredPartitions: uint32(len(acquired)),
+		PreparedPartitions: uint32(max(admitted-len(acquired), 0)),
+		Namespaces:         namespaces,
+		CachedObjects:      cached,
+		QueueDepth:         depth,
+		Fenced:             gs.Fenced,
+	}
+}
+
+// Synced reports whether every acquired partition's caches are synced (readiness).
+func (r *Runtime) Synced() error {
+	if !r.Started() {
+		if len(r.gate.Partitions()) == 0 {
+			return nil
+		}
+		return errors.New("informers not started yet")
+	}
+	for _, p := range r.gate.Partitions() {
+		if !r.cache.Prepared(p) {
+			return fmt.Errorf("partition %d not synced", p)
+		}
+	}
+	return nil
+}
+
+// opQueue runs one partition's operations in order.
+type opQueue struct {
+	ops     []op
+	running bool
+	// current is the running operation's name and the cancel func of its context.
+	current       string
+	cancelCurrent context.CancelFunc
+}
+
+// abandon drops the queued operations of p with one of names and cancels the running one
+// if it has one of them; an abandoned operation never calls its done callback.
+func (r *Runtime) abandon(p partition.ID, names ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.serial[p]
+	if q == nil {
+		return
+	}
+	q.ops = slices.DeleteFunc(q.ops, func(o op) bool { return slices.Contains(names, o.name) })
+	if q.cancelCurrent != nil && slices.Contains(names, q.current) {
+		q.cancelCurrent()
+	}
+}
+
+type op struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+// do queues fn for p; it is retried every RetryInterval until it succeeds or the
+// runtime stops. An operation queued behind it waits.
+func (r *Runtime) do(p partition.ID, name string, fn func(ctx context.Context) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.serial[p]
+	if q == nil {
+		q = &opQueue{}
+		r.serial[p] = q
+	}
+	q.ops = append(q.ops, op{name: name, fn: fn})
+	if q.running {
+		return
+	}
+	q.running = true
+	ctx := r.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	go r.drain(ctx, p, q)
+}
+
+func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
+	log := r.log.WithValues("partition", uint32(p))
+	for {
+		r.mu.Lock()
+		if len(q.ops) == 0 {
+			q.running = false
+			delete(r.serial, p)
+			r.mu.Unlock()
+			return
+		}
+		o := q.ops[0]
+		q.ops = q.ops[1:]
+		opCtx, cancel := context.WithCancel(ctx)
+		q.current, q.cancelCurrent = o.name, cancel
+		r.mu.Unlock()
+
+		attempt := 0
+		_ = wait.PollUntilContextCancel(opCtx, r.opts.RetryInterval, true, func(ctx context.Context) (bool, error) {
+			attempt++
+			opCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := o.fn(opCtx); err != nil {
+				if ctx.Err() == nil {
+					log.Info("partition operation failed; retrying", "op", o.name, "attempt", attempt, "err", err.Error())
+				}
+				return false, nil
+			}
+			return true, nil
+		})
+		cancel()
+		r.mu.Lock()
+		q.current, q.cancelCurrent = "", nil
+		r.mu.Unlock()
+	}
+}

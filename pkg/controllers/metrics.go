@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/pkg/metrics/promutil"
 )
 
 // ReconcileMetrics count reconciles per controller.
@@ -14,7 +16,7 @@ type ReconcileMetrics struct {
 }
 
 // NewReconcileMetrics registers the reconcile metrics with reg.
-func NewReconcileMetrics(reg prometheus.Registerer) *ReconcileMetrics {
+func NewReconcileMetrics(reg prometheus.Registerer) (*ReconcileMetrics, error) {
 	m := &ReconcileMetrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_controller_reconciles_total",
 			Help: "Reconciles (syncs of one key) by controller."}, []string{"controller"}),
@@ -24,8 +26,10 @@ func NewReconcileMetrics(reg prometheus.Registerer) *ReconcileMetrics {
 			Help:    "Duration of one reconcile, by controller.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"controller"}),
 	}
-	reg.MustRegister(m.Reconciles, m.Errors, m.Duration)
-	return m
+	if err := promutil.Register(reg, m.Reconciles, m.Errors, m.Duration); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Init creates controller's series at zero, so that a rate or an error ratio has a series

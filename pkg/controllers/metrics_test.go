@@ -31,7 +31,10 @@ func TestReconcileMetrics(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
-			m := NewReconcileMetrics(reg)
+			m, err := NewReconcileMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
 			tc.record(m)
 			n, err := testutil.GatherAndCount(reg)
 			if err != nil {

@@ -2,44 +2,103 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Informers are the shard's filtered informers (pkg/sharding/cache implements it). Ask
-// for informers in the controller's constructor: the shard starts them after every
-// controller was built.
-type Informers interface {
-	Pods() coreinformers.PodInformer
-	ConfigMaps() coreinformers.ConfigMapInformer
-	Secrets() coreinformers.SecretInformer
-	ServiceAccounts() coreinformers.ServiceAccountInformer
-	Namespaces() coreinformers.NamespaceInformer
-	ReplicaSets() appsinformers.ReplicaSetInformer
-	Deployments() appsinformers.DeploymentInformer
-	ControllerRevisions() appsinformers.ControllerRevisionInformer
-	Jobs() batchinformers.JobInformer
-	CronJobs() batchinformers.CronJobInformer
+// Resource names an informer a controller reads: a built-in type, typed (Typed), or any
+// resource the API server serves, metadata only (MetadataOnly; the store then holds
+// *metav1.PartialObjectMetadata).
+type Resource struct {
+	schema.GroupVersionResource
+	Metadata bool
 }
 
-// Context is what a controller gets from the shard runtime.
+// Typed names the typed informer of a built-in resource, e.g.
+// Typed(appsv1.SchemeGroupVersion.WithResource("deployments")).
+func Typed(gvr schema.GroupVersionResource) Resource { return Resource{GroupVersionResource: gvr} }
+
+// MetadataOnly names the metadata-only informer of any served resource.
+func MetadataOnly(gvr schema.GroupVersionResource) Resource {
+	return Resource{GroupVersionResource: gvr, Metadata: true}
+}
+
+// String reads "deployments.apps", with " (metadata)" for metadata-only informers.
+func (r Resource) String() string {
+	s := r.GroupResource().String()
+	if r.Metadata {
+		s += " (metadata)"
+	}
+	return s
+}
+
+// Informers hands a controller the shard's shared informers. Ask for them in the
+// controller's constructor: the shard starts them after every controller was built.
+type Informers interface {
+	// InformerFor returns the shared informer of r, which the controller's Descriptor
+	// must declare in Primary or Reads (asking for another is an error, so a
+	// controller's declared reads, and the RBAC derived from them, are never short).
+	// Stores of namespaced types hold the shard's namespaces only; cluster-scoped types
+	// (Nodes, …) are cached whole. Build typed listers over its indexer with client-go's
+	// listers, e.g. appslisters.NewDeploymentLister(inf.GetIndexer()).
+	InformerFor(r Resource) (toolscache.SharedIndexInformer, error)
+}
+
+// InformersFor returns the informers of rs, in the order asked, or the first error: a
+// constructor's one call for everything it reads.
+func InformersFor(i Informers, rs ...Resource) ([]toolscache.SharedIndexInformer, error) {
+	out := make([]toolscache.SharedIndexInformer, 0, len(rs))
+	for _, r := range rs {
+		inf, err := i.InformerFor(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, inf)
+	}
+	return out, nil
+}
+
+// Declared returns inner limited to d's Primary and Reads: asking for anything else is an
+// error naming the controller and the resource. The shard serves every controller through
+// it, and unit tests can too (controllertest.Context).
+func Declared(d Descriptor, inner Informers) Informers {
+	return declared{name: d.Name, resources: d.Resources(), inner: inner}
+}
+
+type declared struct {
+	name      string
+	resources []Resource
+	inner     Informers
+}
+
+func (i declared) InformerFor(r Resource) (toolscache.SharedIndexInformer, error) {
+	if !slices.Contains(i.resources, r) {
+		return nil, fmt.Errorf("controller %s asks for the %s informer without declaring it in its Descriptor's Primary or Reads", i.name, r)
+	}
+	return i.inner.InformerFor(r)
+}
+
+// Context is what a controller gets from the shard.
 type Context struct {
 	// Client is a clientset whose user agent names the controller.
 	Client kubernetes.Interface
-	// Informers are filtered to the shard's partitions.
+	// Informers serves the informers the Descriptor declares.
 	Informers Informers
-	// NewQueue returns a named, rate-limited work queue that admits only keys of
-	// acquired partitions (named queues get client-go workqueue metrics).
-	NewQueue func(name string) workqueue.TypedRateLimitingInterface[string]
+	// Queue is the controller's rate-limited work queue, named after it (client-go
+	// workqueue metrics). Its keys are client-go's MetaNamespaceKeyFunc keys of the
+	// Descriptor's Primary objects. The shard fills it when it starts working a
+	// namespace, and drops keys of namespaces it does not work.
+	Queue workqueue.TypedRateLimitingInterface[string]
 	// Recorder records Kubernetes events as the controller's component.
 	Recorder record.EventRecorder
 	// Shard is this shard's ID, for logs only.
@@ -58,30 +117,103 @@ type Context struct {
 type Controller interface {
 	// Run runs workers until ctx ends.
 	Run(ctx context.Context, workers int)
-	// EnqueueNamespace queues every object of namespace this controller reconciles. The
-	// runtime calls it when the namespace's partition is acquired, because adds made
-	// while it was not acquired were dropped.
-	EnqueueNamespace(namespace string)
 }
 
-// Descriptor registers one controller.
+// Descriptor declares one controller; the shard derives everything else from it (its
+// flags, its queue and what fills it, its informers, its RBAC, the Helm chart's
+// ClusterRole, the local kube-controller-manager's --controllers, the docs' table).
 type Descriptor struct {
 	// Name is kube-controller-manager's name for the controller.
 	Name string
 	// OnByDefault says whether "*" enables it.
 	OnByDefault bool
-	// WorkersFlag is kube-controller-manager's --concurrent-…-syncs flag name.
+	// WorkersFlag is kube-controller-manager's --concurrent-…-syncs flag name, and
+	// DefaultWorkers its default.
 	WorkersFlag    string
 	DefaultWorkers int
+	// FixedWorkers, instead of WorkersFlag and DefaultWorkers, is for a controller that
+	// kube-controller-manager runs with a fixed worker count and no flag.
+	FixedWorkers int
 	// AddFlags registers controller-specific flags (optional).
 	AddFlags func(fs *pflag.FlagSet)
-	// Permissions are the API permissions the controller needs, cluster-wide. The shard
-	// checks them at start (a missing one is a clear startup error, not a stream of
-	// 403s), and the Helm chart's ClusterRole grants exactly these for the enabled
-	// controllers (a test keeps the two equal).
+	// Primary are the resources whose objects' keys the controller's Queue holds. When
+	// the shard starts working a namespace it adds the key of every cached Primary object
+	// of it to the Queue: that sync rebuilds whatever the previous owner held in memory
+	// (requeues after minReadySeconds, progress deadlines, schedules, TTLs), as after a
+	// restart. Keys without a namespace are Namespace names when Primary holds the
+	// namespaces resource, and cluster-scoped work otherwise (one shard at a time).
+	Primary []Resource
+	// Reads are the other informers the controller reads.
+	Reads []Resource
+	// Permissions are the API permissions the controller needs beyond list and watch of
+	// Primary and Reads, which are added for it (AllPermissions). The shard checks them at
+	// start (a missing one is a clear startup error, not a stream of 403s), and the Helm
+	// chart's ClusterRole grants exactly these for the enabled controllers (a test keeps
+	// the two equal).
 	Permissions []Permission
+	// TestOnly marks kshard's own test controllers, which kube-controller-manager does not
+	// know: they stay out of its --controllers list and of the docs' table.
+	TestOnly bool
 	// New builds the controller.
 	New func(ctx Context) (Controller, error)
+}
+
+// AllPermissions returns Permissions with list and watch added on every Primary and Reads
+// resource, merged into a rule of the same resource where one exists.
+func (d Descriptor) AllPermissions() []Permission {
+	out := make([]Permission, 0, len(d.Permissions)+len(d.Primary)+len(d.Reads))
+	for _, p := range d.Permissions {
+		out = append(out, Permission{Group: p.Group, Resource: p.Resource, Verbs: slices.Clone(p.Verbs)})
+	}
+	for _, r := range slices.Concat(d.Primary, d.Reads) {
+		i := slices.IndexFunc(out, func(p Permission) bool { return p.Group == r.Group && p.Resource == r.Resource })
+		if i < 0 {
+			out = append(out, Permission{Group: r.Group, Resource: r.Resource})
+			i = len(out) - 1
+		}
+		for _, v := range []string{"list", "watch"} {
+			if !slices.Contains(out[i].Verbs, v) {
+				out[i].Verbs = append(out[i].Verbs, v)
+			}
+		}
+	}
+	return out
+}
+
+// Resources returns Primary and Reads, without duplicates.
+func (d Descriptor) Resources() []Resource {
+	var out []Resource
+	for _, r := range slices.Concat(d.Primary, d.Reads) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (d Descriptor) validate() error {
+	var errs []error
+	if d.Name == "" || d.New == nil {
+		errs = append(errs, errors.New("Name and New are required"))
+	}
+	switch {
+	case d.FixedWorkers > 0 && (d.WorkersFlag != "" || d.DefaultWorkers != 0):
+		errs = append(errs, errors.New("FixedWorkers excludes WorkersFlag and DefaultWorkers"))
+	case d.FixedWorkers == 0 && (d.WorkersFlag == "" || d.DefaultWorkers < 1):
+		errs = append(errs, errors.New("WorkersFlag and DefaultWorkers ≥ 1, or FixedWorkers ≥ 1, are required"))
+	}
+	if len(d.Primary) == 0 {
+		errs = append(errs, errors.New("Primary must name the resources whose keys the controller's queue holds"))
+	}
+	for _, r := range d.Resources() {
+		if r.Resource == "" || r.Version == "" {
+			errs = append(errs, fmt.Errorf("resource %q needs a version and a resource name", r))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("controller descriptor %q: %w", d.Name, err)
+	}
+	return nil
 }
 
 // Permission is one RBAC rule a controller needs: verbs on a resource (or a subresource,
@@ -102,14 +234,14 @@ type Registry struct {
 func NewRegistry(ds ...Descriptor) (*Registry, error) {
 	r := &Registry{byName: map[string]Descriptor{}, workers: map[string]*int{}}
 	for _, d := range ds {
-		if d.Name == "" || d.New == nil || d.WorkersFlag == "" || d.DefaultWorkers < 1 {
-			return nil, fmt.Errorf("controller descriptor %q is incomplete", d.Name)
+		if err := d.validate(); err != nil {
+			return nil, err
 		}
 		if _, dup := r.byName[d.Name]; dup {
 			return nil, fmt.Errorf("controller %q registered twice", d.Name)
 		}
 		r.byName[d.Name] = d
-		n := d.DefaultWorkers
+		n := max(d.DefaultWorkers, d.FixedWorkers)
 		r.workers[d.Name] = &n
 	}
 	return r, nil
@@ -125,12 +257,15 @@ func (r *Registry) Names() []string {
 	return out
 }
 
-// AddFlags registers every --concurrent-…-syncs flag and the controllers' own flags.
+// AddFlags registers every --concurrent-…-syncs flag and the controllers' own flags
+// (controllers with FixedWorkers have no worker flag).
 func (r *Registry) AddFlags(fs *pflag.FlagSet) {
 	for _, n := range r.Names() {
 		d := r.byName[n]
-		fs.IntVar(r.workers[n], d.WorkersFlag, *r.workers[n], fmt.Sprintf(
-			"number of %s objects synced concurrently: more is more responsive, and more CPU and API load", n))
+		if d.WorkersFlag != "" {
+			fs.IntVar(r.workers[n], d.WorkersFlag, *r.workers[n], fmt.Sprintf(
+				"number of %s objects synced concurrently: more is more responsive, and more CPU and API load", n))
+		}
 		if d.AddFlags != nil {
 			d.AddFlags(fs)
 		}
@@ -159,6 +294,12 @@ func (r *Registry) Enabled(sel Selection) []Descriptor {
 		}
 	}
 	return out
+}
+
+// Descriptor returns the descriptor registered under name.
+func (r *Registry) Descriptor(name string) (Descriptor, bool) {
+	d, ok := r.byName[name]
+	return d, ok
 }
 
 // Workers returns the configured worker count of a controller.

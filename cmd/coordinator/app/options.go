@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/kshard/kshard/pkg/logging"
+	"github.com/kshard/kshard/pkg/componentopts"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/leader"
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -24,33 +23,26 @@ const DefaultSessionTTL = 20 * time.Second
 
 // Options are the coordinator's flags.
 type Options struct {
-	Kubeconfig       string
+	componentopts.Common
 	ID               string
 	GRPCBindAddress  string
 	AdvertiseAddress string
-	HTTPBindAddress  string
-	EnablePprof      bool
 	TLS              transport.TLSOptions
 	Leader           *leader.Options
 	Handoff          handoff.Config
-	Logging          *logging.Options
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	id := os.Getenv("POD_NAME")
-	if id == "" {
-		id, _ = os.Hostname()
-	}
 	adv := ""
 	if ip := os.Getenv("POD_IP"); ip != "" {
 		adv = net.JoinHostPort(ip, "9090")
 	}
 	return &Options{
-		ID:               strings.ToLower(id),
+		Common:           componentopts.NewCommon(),
+		ID:               componentopts.PodIdentity(),
 		GRPCBindAddress:  ":9090",
 		AdvertiseAddress: adv,
-		HTTPBindAddress:  ":8080",
 		Leader:           leader.NewOptions(),
 		Handoff: handoff.Config{
 			PartitionCount: partition.DefaultCount,
@@ -62,18 +54,14 @@ func NewOptions() *Options {
 			PrepareTimeout: handoff.DefaultPrepareTimeout, ReleaseTimeout: handoff.DefaultReleaseTimeout,
 			MaxConcurrentMoves: handoff.DefaultMaxConcurrentMoves,
 		},
-		Logging: logging.NewOptions(),
 	}
 }
 
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; empty means in-cluster configuration")
 	fs.StringVar(&o.ID, "id", o.ID, "name of this replica (default $POD_NAME, else the host name)")
 	fs.StringVar(&o.GRPCBindAddress, "grpc-bind-address", o.GRPCBindAddress, "address the session gRPC service listens on")
 	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "host:port at which shards reach this replica's gRPC service (default $POD_IP:9090); followers name it to shards")
-	fs.StringVar(&o.HTTPBindAddress, "http-bind-address", o.HTTPBindAddress, "address of /metrics, /livez, /readyz and /assignments")
-	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve /debug/pprof on the HTTP port")
 	o.TLS.AddFlags(fs, "grpc-", true)
 	o.Leader.AddFlags(fs)
 	h := &o.Handoff
@@ -88,7 +76,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.PrepareTimeout, "prepare-timeout", h.PrepareTimeout, "how long a move waits for the new owner's warm caches before going on")
 	fs.DurationVar(&h.ReleaseTimeout, "release-timeout", h.ReleaseTimeout, "how long a live shard may take to release a partition before it is fenced out")
 	fs.IntVar(&h.MaxConcurrentMoves, "max-concurrent-moves", h.MaxConcurrentMoves, "cap on partition moves in flight")
-	o.Logging.AddFlags(fs)
+	o.Common.AddFlags(fs, "/metrics, /livez, /readyz and /assignments")
 }
 
 // Validate reports every bad flag at once.
@@ -116,7 +104,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--session-ttl (%s) must exceed --leader-elect-lease-duration + --leader-elect-retry-period (%s): "+
 			"otherwise every shard's lease runs out while a new leader takes over, and all work stops", h.SessionTTL, failover))
 	}
-	if err := o.Logging.Validate(); err != nil {
+	if err := o.Common.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -22,6 +22,7 @@ import (
 	"github.com/kshard/kshard/pkg/httpserver"
 	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/logging"
+	"github.com/kshard/kshard/pkg/metrics/promutil"
 	"github.com/kshard/kshard/pkg/metrics/restmetrics"
 	"github.com/kshard/kshard/pkg/sharding/leader"
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
@@ -76,9 +77,16 @@ func run(ctx context.Context, o *Options) (int, error) {
 	}
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	restmetrics.Register(registry)
-	metrics := coordinatorrpc.NewMetrics(registry)
+	if err := promutil.Register(registry, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return 1, err
+	}
+	if err := restmetrics.Register(registry); err != nil {
+		return 1, err
+	}
+	metrics, err := coordinatorrpc.NewMetrics(registry)
+	if err != nil {
+		return 1, err
+	}
 
 	leadCtx, stepDown := context.WithCancelCause(ctx)
 	defer stepDown(nil)

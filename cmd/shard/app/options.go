@@ -3,14 +3,12 @@ package app
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/kshard/kshard/pkg/componentopts"
 	"github.com/kshard/kshard/pkg/controllers"
-	"github.com/kshard/kshard/pkg/logging"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/transport"
@@ -18,62 +16,54 @@ import (
 
 // Options are the shard's flags.
 type Options struct {
-	Kubeconfig   string
+	componentopts.Common
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 
-	ShardID         string
-	Coordinators    []string
-	TLS             transport.TLSOptions
-	Partitions      int
-	HTTPBindAddress string
-	EnablePprof     bool
-	LeaveTimeout    time.Duration
-	WarmupLists     int
+	ShardID      string
+	Coordinators []string
+	TLS          transport.TLSOptions
+	Partitions   int
+	LeaveTimeout time.Duration
+	WarmupLists  int
 	// CheckPermissions makes a missing RBAC permission a startup error.
 	CheckPermissions bool
+	// ListControllers prints the kube-controller-manager controllers this shard can run
+	// and exits (the local control plane switches them off in its controller-manager).
+	ListControllers bool
 
 	Controllers controllers.Selection
-	Logging     *logging.Options
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	id := os.Getenv("POD_NAME")
-	if id == "" {
-		id, _ = os.Hostname()
-		id = strings.ToLower(id)
-	}
 	return &Options{
+		Common:     componentopts.NewCommon(),
 		KubeAPIQPS: 50, KubeAPIBurst: 100,
-		ShardID:          id,
+		ShardID:          componentopts.PodIdentity(),
 		Partitions:       partition.DefaultCount,
-		HTTPBindAddress:  ":8080",
 		LeaveTimeout:     60 * time.Second,
 		WarmupLists:      4,
 		CheckPermissions: true,
 		Controllers:      append(controllers.Selection(nil), controllers.DefaultSelection...),
-		Logging:          logging.NewOptions(),
 	}
 }
 
 // AddFlags registers the flags; the registry adds the controllers' own.
 func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; empty means in-cluster configuration")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the Kubernetes API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst to use while talking with the Kubernetes API server")
 	fs.StringVar(&o.ShardID, "shard-id", o.ShardID, "stable identity of this shard (default $POD_NAME, else the host name)")
 	fs.StringSliceVar(&o.Coordinators, "coordinator-address", o.Coordinators, "host:port of the coordinator's gRPC endpoint (a Service), or of each replica; repeatable")
 	o.TLS.AddFlags(fs, "grpc-", false)
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "number of namespace partitions; must equal the coordinator's")
-	fs.StringVar(&o.HTTPBindAddress, "http-bind-address", o.HTTPBindAddress, "address of /metrics, /livez and /readyz")
-	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve /debug/pprof on the HTTP port")
 	fs.DurationVar(&o.LeaveTimeout, "leave-timeout", o.LeaveTimeout, "on SIGTERM, how long to wait for the coordinator to move this shard's partitions away before exiting anyway")
 	fs.IntVar(&o.WarmupLists, "warmup-concurrency", o.WarmupLists, "namespace-scoped LIST calls a partition warm-up runs at once")
 	fs.BoolVar(&o.CheckPermissions, "check-permissions", o.CheckPermissions, "at start, check with SelfSubjectAccessReviews that the shard may do what it and the enabled controllers need, and exit naming what is missing")
+	fs.BoolVar(&o.ListControllers, "list-controllers", false, "print the names of the kube-controller-manager controllers this shard can run, one per line, and exit (switch the same off in kube-controller-manager)")
 	o.Controllers.AddFlags(fs, reg.Names())
 	reg.AddFlags(fs)
-	o.Logging.AddFlags(fs)
+	o.Common.AddFlags(fs, "/metrics, /livez and /readyz")
 }
 
 // Validate reports every bad flag at once.
@@ -103,7 +93,7 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	if err := reg.Validate(o.Controllers); err != nil {
 		errs = append(errs, err)
 	}
-	if err := o.Logging.Validate(); err != nil {
+	if err := o.Common.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -63,7 +63,7 @@ func RequiredPermissions(enabled []controllers.Descriptor) []Need {
 	}
 	add(BaseOwner, BasePermissions())
 	for _, d := range enabled {
-		add(d.Name, d.Permissions)
+		add(d.Name, d.AllPermissions())
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]

@@ -14,43 +14,37 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
-	clientgoworkqueue "k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/controllers"
-	"github.com/kshard/kshard/pkg/controllers/deployment"
-	"github.com/kshard/kshard/pkg/controllers/replicaset"
-	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/httpserver"
 	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/logging"
-	"github.com/kshard/kshard/pkg/metrics/restmetrics"
+	"github.com/kshard/kshard/pkg/metrics/promutil"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
-	"github.com/kshard/kshard/pkg/sharding/shardcache"
-	"github.com/kshard/kshard/pkg/sharding/partition"
-	"github.com/kshard/kshard/pkg/sharding/shardruntime"
-	"github.com/kshard/kshard/pkg/sharding/shardrpc"
-	"github.com/kshard/kshard/pkg/sharding/transport"
+	"github.com/kshard/kshard/pkg/metrics/restmetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/shardcache"
+	"github.com/kshard/kshard/pkg/sharding/shardrpc"
+	"github.com/kshard/kshard/pkg/sharding/shardruntime"
+	"github.com/kshard/kshard/pkg/sharding/transport"
 	"github.com/kshard/kshard/pkg/version"
 )
 
-// Descriptors lists every controller a shard can run.
-func Descriptors() []controllers.Descriptor {
-	return []controllers.Descriptor{
-		audit.Descriptor(),
-		deployment.Descriptor(),
-		replicaset.Descriptor(),
-	}
-}
-
-// Main runs the shard with args and returns the exit code.
-func Main(args []string) int {
-	reg, err := controllers.NewRegistry(Descriptors()...)
+// Main runs the shard with args and returns the exit code. extra are controllers beyond
+// Descriptors(), for a shard binary built with controllers of its own (kshard's contract
+// test builds one with a test-only controller).
+func Main(args []string, extra ...controllers.Descriptor) int {
+	reg, err := controllers.NewRegistry(append(Descriptors(), extra...)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -63,6 +57,12 @@ func Main(args []string) int {
 			return 0
 		}
 		return 2
+	}
+	if o.ListControllers {
+		for _, name := range upstreamControllers(append(Descriptors(), extra...)) {
+			fmt.Println(name)
+		}
+		return 0
 	}
 	if err := o.Validate(reg); err != nil {
 		fmt.Fprintf(os.Stderr, "invalid flags:\n%v\n", err)
@@ -112,29 +112,45 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	}
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	shardReg := prometheus.WrapRegistererWith(prometheus.Labels{"shard": o.ShardID}, registry)
-	restmetrics.Register(shardReg)
+	if err := promutil.Register(registry, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return err
+	}
+	if err := restmetrics.Register(shardReg); err != nil {
+		return err
+	}
 
 	pmap, err := partition.NewMap(o.Partitions)
 	if err != nil {
 		return err
 	}
 	partitionOf := func(ns string) uint32 { return uint32(pmap.For(ns)) }
-	c, err := shardcache.New(client, partitionOf, shardcache.Options{WarmupConcurrency: o.WarmupLists})
+	metadataClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	c, err := shardcache.New(client, partitionOf, shardcache.Options{
+		WarmupConcurrency: o.WarmupLists, MetadataClient: metadataClient, RESTMapper: mapper,
+	})
 	if err != nil {
 		return err
 	}
 	if err := c.RegisterMetrics(shardReg); err != nil {
 		return err
 	}
-	g := gate.New(gate.NamespaceKeyPartition(partitionOf))
-	wqProvider, err := queuemetrics.NewProvider(shardReg, nil)
+	g := gate.New(gate.ObjectKeys(partitionOf))
+	queueProvider, err := queuemetrics.NewProvider(shardReg, nil)
 	if err != nil {
 		return err
 	}
-	shardReg.MustRegister(queuemetrics.NewGateCollector(gate, nil))
-	reconcileMetrics := controllers.NewReconcileMetrics(shardReg)
+	if err := queuemetrics.RegisterGateMetrics(shardReg, g, nil); err != nil {
+		return err
+	}
+	reconcileMetrics, err := controllers.NewReconcileMetrics(shardReg)
+	if err != nil {
+		return err
+	}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(3)
@@ -142,46 +158,38 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	defer broadcaster.Shutdown()
 
 	enabled := reg.Enabled(o.Controllers)
-	var ctrls []controllers.Controller
-	var names []string
+	ctrls, err := buildControllers(enabled, reg.Workers, controllerDeps{
+		config: cfg, cache: c, gate: g, partitionOf: partitionOf, queues: queueProvider,
+		recorder: func(component string) record.EventRecorder {
+			return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+		},
+		metrics: reconcileMetrics, shard: o.ShardID, log: log,
+	})
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(enabled))
 	for _, d := range enabled {
-		ccfg := rest.CopyConfig(cfg)
-		ccfg.UserAgent = "kshard-shard/" + version.Version + " " + d.Name + "-controller"
-		ccfg.Wrap(gate.FenceTransport(gate))
-		cclient, err := kubernetes.NewForConfig(ccfg)
-		if err != nil {
-			return err
-		}
-		ctrl, err := d.New(controllers.Context{
-			Client:    cclient,
-			Informers: c,
-			NewQueue: func(name string) clientgoworkqueue.TypedRateLimitingInterface[string] {
-				return gate.NewQueue(gate.QueueConfig{Name: name, MetricsProvider: wqProvider})
-			},
-			Recorder: broadcaster.NewRecorder(clientgoScheme(), corev1.EventSource{Component: d.Name + "-controller"}),
-			Shard:    o.ShardID,
-			Logger:   log.WithValues("controller", d.Name),
-			Metrics:  reconcileMetrics,
-			WriteAllowed: func() error {
-				return gate.WriteAllowed(gate)
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("controller %s: %w", d.Name, err)
-		}
-		ctrls = append(ctrls, ctrl)
 		names = append(names, d.Name)
 	}
 	log.Info("controllers enabled", "controllers", names, "version", version.Version)
 
-	rt := shardruntime.New(c, gate, ctrls, shardruntime.Options{}, log)
-	shardReg.MustRegister(shardruntime.NewCollector(rt))
+	rt, err := shardruntime.New(c, g, ctrls, shardruntime.Options{}, log)
+	if err != nil {
+		return err
+	}
+	if err := rt.RegisterMetrics(shardReg); err != nil {
+		return err
+	}
 
 	creds, err := transport.ClientCredentials(o.TLS)
 	if err != nil {
 		return err
 	}
-	sessionMetrics := shardrpc.NewMetrics(shardReg)
+	sessionMetrics, err := shardrpc.NewMetrics(shardReg)
+	if err != nil {
+		return err
+	}
 	client2, err := shardrpc.New(shardrpc.Options{
 		ShardID: o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
 		Addresses: o.Coordinators, Credentials: creds, PartitionCount: o.Partitions, Metrics: sessionMetrics,
@@ -208,7 +216,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	rtDone := make(chan struct{})
 	go func() {
 		defer close(rtDone)
-		rt.Run(runCtx, func(i int) int { return reg.Workers(names[i]) })
+		rt.Run(runCtx)
 	}()
 	sessionDone := make(chan error, 1)
 	go func() { sessionDone <- client2.Run(runCtx) }()

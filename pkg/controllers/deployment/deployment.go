@@ -23,6 +23,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
+	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
 
 // Name is kube-controller-manager's name for the controller.
@@ -30,15 +31,25 @@ const Name = "deployment"
 
 var controllerKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
 
-// Descriptor registers the controller with the shard.
+// The informers the controller reads: its primary Deployments, the ReplicaSets they own
+// and those ReplicaSets' pods.
+var (
+	deployments = controllers.Typed(appsv1.SchemeGroupVersion.WithResource("deployments"))
+	replicaSets = controllers.Typed(appsv1.SchemeGroupVersion.WithResource("replicasets"))
+	pods        = controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods"))
+)
+
+// Descriptor registers the controller with the shard: kube-controller-manager's
+// --concurrent-deployment-syncs flag and default of 5 workers.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
 		Name: Name, OnByDefault: true, WorkersFlag: "concurrent-deployment-syncs", DefaultWorkers: 5,
+		Primary: []controllers.Resource{deployments},
+		Reads:   []controllers.Resource{replicaSets, pods},
 		Permissions: []controllers.Permission{
-			{Group: "apps", Resource: "deployments", Verbs: []string{"get", "list", "watch", "update"}},
+			{Group: "apps", Resource: "deployments", Verbs: []string{"get", "update"}},
 			{Group: "apps", Resource: "deployments/status", Verbs: []string{"update"}},
-			{Group: "apps", Resource: "replicasets", Verbs: []string{"list", "watch", "create", "update", "patch", "delete"}},
-			{Resource: "pods", Verbs: []string{"list", "watch"}},
+			{Group: "apps", Resource: "replicasets", Verbs: []string{"create", "update", "patch", "delete"}},
 			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		New: New,
@@ -69,29 +80,33 @@ func New(c controllers.Context) (controllers.Controller, error) {
 }
 
 func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, error) {
-	dInf, rsInf, podInf := c.Informers.Deployments(), c.Informers.ReplicaSets(), c.Informers.Pods()
+	infs, err := controllers.InformersFor(c.Informers, deployments, replicaSets, pods)
+	if err != nil {
+		return nil, err
+	}
+	dInf, rsInf, podInf := infs[0], infs[1], infs[2]
 	ctrl := &Controller{
 		client:     c.Client,
-		dLister:    dInf.Lister(),
-		rsLister:   rsInf.Lister(),
-		podIndexer: podInf.Informer().GetIndexer(),
-		queue:      c.NewQueue(Name),
+		dLister:    appslisters.NewDeploymentLister(dInf.GetIndexer()),
+		rsLister:   appslisters.NewReplicaSetLister(rsInf.GetIndexer()),
+		podIndexer: podInf.GetIndexer(),
+		queue:      c.Queue,
 		recorder:   c.Recorder,
 		metrics:    c.Metrics,
 		clock:      clk,
 	}
-	if err := podutil.AddControllerIndex(podInf.Informer()); err != nil {
+	if err := podutil.AddControllerIndex(podInf); err != nil {
 		return nil, err
 	}
 	log := c.Logger
-	if _, err := dInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := dInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    ctrl.enqueue,
 		UpdateFunc: func(_, cur any) { ctrl.enqueue(cur) },
 		DeleteFunc: ctrl.enqueue,
 	}); err != nil {
 		return nil, err
 	}
-	if _, err := rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := rsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { ctrl.addReplicaSet(log, obj) },
 		UpdateFunc: func(old, cur any) { ctrl.updateReplicaSet(log, old, cur) },
 		DeleteFunc: func(obj any) { ctrl.deleteReplicaSet(log, obj) },
@@ -99,7 +114,7 @@ func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, 
 		return nil, err
 	}
 	// Only deletions matter: a Recreate rollout waits for the old pods to be gone.
-	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: ctrl.deletePod,
 	}); err != nil {
 		return nil, err
@@ -110,18 +125,6 @@ func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, 
 // Run runs the workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	controllers.RunWorkers(ctx, Name, c.queue, workers, c.syncKey, c.metrics)
-}
-
-// EnqueueNamespace queues every Deployment of namespace.
-func (c *Controller) EnqueueNamespace(namespace string) {
-	ds, err := c.dLister.Deployments(namespace).List(labels.Everything())
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("listing deployments of namespace %s: %w", namespace, err))
-		return
-	}
-	for _, d := range ds {
-		c.queue.Add(d.Namespace + "/" + d.Name)
-	}
 }
 
 func (c *Controller) enqueue(obj any) {
@@ -215,7 +218,7 @@ func (c *Controller) updateReplicaSet(log klog.Logger, oldObj, curObj any) {
 }
 
 func (c *Controller) deleteReplicaSet(_ klog.Logger, obj any) {
-	rs, ok := deleted[*appsv1.ReplicaSet](obj)
+	rs, ok := tombstone.Unwrap[*appsv1.ReplicaSet](obj)
 	if !ok {
 		return
 	}
@@ -224,27 +227,8 @@ func (c *Controller) deleteReplicaSet(_ klog.Logger, obj any) {
 	}
 }
 
-// deleted unwraps the object of a delete event, which may come as a tombstone when the
-// informer missed the deletion.
-func deleted[T any](obj any) (T, bool) {
-	if o, ok := obj.(T); ok {
-		return o, true
-	}
-	var zero T
-	tomb, ok := obj.(cache.DeletedFinalStateUnknown)
-	if !ok {
-		utilruntime.HandleError(fmt.Errorf("unexpected object %T in a delete event", obj))
-		return zero, false
-	}
-	o, ok := tomb.Obj.(T)
-	if !ok {
-		utilruntime.HandleError(fmt.Errorf("tombstone holds %T, not %T", tomb.Obj, zero))
-	}
-	return o, ok
-}
-
 func (c *Controller) deletePod(obj any) {
-	pod, ok := deleted[*corev1.Pod](obj)
+	pod, ok := tombstone.Unwrap[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

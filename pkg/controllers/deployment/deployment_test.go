@@ -59,7 +59,6 @@ func TestEventHandlers(t *testing.T) {
 		}, want: []string{"ns/owner"}},
 		{name: "pod of a RollingUpdate Deployment deleted", event: func(c *Controller) { c.deletePod(podOf(owned, "p", corev1.PodRunning)) }},
 		{name: "pod of a Recreate Deployment deleted", event: func(c *Controller) { c.deletePod(podOf(recRS, "p", corev1.PodRunning)) }, want: []string{"ns/rec"}},
-		{name: "EnqueueNamespace", event: func(c *Controller) { c.EnqueueNamespace(ns); c.EnqueueNamespace("empty") }, want: []string{"ns/other", "ns/owner", "ns/rec"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

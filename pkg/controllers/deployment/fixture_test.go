@@ -16,13 +16,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
@@ -51,10 +49,9 @@ func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	f.queue = controllertest.NewQueue()
 	t.Cleanup(f.queue.ShutDown)
 	log, _ := ktesting.NewTestContext(t)
-	ctrl, err := newController(controllers.Context{
-		Client: f.client, Informers: controllertest.Informers{SharedInformerFactory: f.factory}, Recorder: f.recorder, Logger: log,
-		NewQueue: func(string) workqueue.TypedRateLimitingInterface[string] { return f.queue },
-	}, f.clock)
+	c := controllertest.Context(Descriptor(), f.factory, f.queue)
+	c.Client, c.Recorder, c.Logger = f.client, f.recorder, log
+	ctrl, err := newController(c, f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,12 +18,10 @@ import (
 	core "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
@@ -53,14 +51,9 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	f.queue = controllertest.NewQueue()
 	t.Cleanup(f.queue.ShutDown)
 	log, _ := ktesting.NewTestContext(t)
-	ctrl, err := newController(controllers.Context{
-		Client:       f.client,
-		Informers:    controllertest.Informers{SharedInformerFactory: f.factory},
-		NewQueue:     func(string) workqueue.TypedRateLimitingInterface[string] { return f.queue },
-		Recorder:     f.recorder,
-		Logger:       log,
-		WriteAllowed: func() error { return nil },
-	}, f.clock)
+	c := controllertest.Context(Descriptor(), f.factory, f.queue)
+	c.Client, c.Recorder, c.Logger, c.WriteAllowed = f.client, f.recorder, log, func() error { return nil }
+	ctrl, err := newController(c, f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

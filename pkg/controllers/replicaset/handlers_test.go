@@ -125,7 +125,7 @@ func TestPodHandlers(t *testing.T) {
 	}
 }
 
-func TestReplicaSetHandlersAndEnqueueNamespace(t *testing.T) {
+func TestReplicaSetHandlers(t *testing.T) {
 	a, b := newRS("a", 1), newRS("b", 1)
 	elsewhere := newRS("x", 1)
 	elsewhere.Namespace = "other"
@@ -136,9 +136,5 @@ func TestReplicaSetHandlersAndEnqueueNamespace(t *testing.T) {
 	f.ctrl.updateRS(a, cur)
 	if got := f.queue.Keys(); fmt.Sprint(got) != "[ns/a]" {
 		t.Errorf("after add and update: %v, want [ns/a]", got)
-	}
-	f.ctrl.EnqueueNamespace("ns")
-	if got := f.queue.Keys(); fmt.Sprint(got) != "[ns/a ns/b]" {
-		t.Errorf("EnqueueNamespace(ns) queued %v, want [ns/a ns/b]", got)
 	}
 }

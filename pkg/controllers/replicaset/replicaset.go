@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
+	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
 
 // Name is kube-controller-manager's name for the controller.
@@ -39,19 +39,27 @@ const ownerIndex = "kshard.io/replicaset-controller-uid"
 // kind is written into the controllerRef of the pods the controller creates and adopts.
 var kind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
 
+// The informers the controller reads: its primary ReplicaSets and their pods.
+var (
+	replicaSets = controllers.Typed(appsv1.SchemeGroupVersion.WithResource("replicasets"))
+	pods        = controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods"))
+)
+
 // Descriptor registers the controller: on by default, with kube-controller-manager's
 // --concurrent-replicaset-syncs flag and default of 5 workers.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
 		Name: Name, OnByDefault: true, WorkersFlag: "concurrent-replicaset-syncs", DefaultWorkers: 5,
+		Primary: []controllers.Resource{replicaSets},
+		Reads:   []controllers.Resource{pods},
 		Permissions: []controllers.Permission{
-			{Group: "apps", Resource: "replicasets", Verbs: []string{"get", "list", "watch"}},
+			{Group: "apps", Resource: "replicasets", Verbs: []string{"get"}},
 			{Group: "apps", Resource: "replicasets/status", Verbs: []string{"update"}},
 			// Pods are created with blockOwnerDeletion, which the
 			// OwnerReferencesPermissionEnforcement admission plugin allows only to
 			// whoever may update the owner's finalizers.
 			{Group: "apps", Resource: "replicasets/finalizers", Verbs: []string{"update"}},
-			{Resource: "pods", Verbs: []string{"list", "watch", "create", "delete", "patch"}},
+			{Resource: "pods", Verbs: []string{"create", "delete", "patch"}},
 			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		New: New,
@@ -82,41 +90,45 @@ func New(c controllers.Context) (controllers.Controller, error) {
 }
 
 func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, error) {
-	rsInf, podInf := c.Informers.ReplicaSets(), c.Informers.Pods()
+	infs, err := controllers.InformersFor(c.Informers, replicaSets, pods)
+	if err != nil {
+		return nil, err
+	}
+	rsInf, podInf := infs[0], infs[1]
 	ctrl := &Controller{
 		client:       c.Client,
-		rsLister:     rsInf.Lister(),
-		rsIndexer:    rsInf.Informer().GetIndexer(),
-		podLister:    podInf.Lister(),
-		podIndexer:   podInf.Informer().GetIndexer(),
-		queue:        c.NewQueue(Name),
+		rsLister:     appslisters.NewReplicaSetLister(rsInf.GetIndexer()),
+		rsIndexer:    rsInf.GetIndexer(),
+		podLister:    corelisters.NewPodLister(podInf.GetIndexer()),
+		podIndexer:   podInf.GetIndexer(),
+		queue:        c.Queue,
 		recorder:     c.Recorder,
 		metrics:      c.Metrics,
 		expectations: newExpectations(clk),
 		consistency: newConsistency(map[resource]rvSource{
-			resourcePods:        podInf.Informer().GetStore(),
-			resourceReplicaSets: rsInf.Informer().GetStore(),
+			resourcePods:        podInf.GetStore(),
+			resourceReplicaSets: rsInf.GetStore(),
 		}),
 		clock:         clk,
 		burstReplicas: BurstReplicas,
 	}
-	if err := podutil.AddControllerIndex(podInf.Informer()); err != nil {
+	if err := podutil.AddControllerIndex(podInf); err != nil {
 		return nil, fmt.Errorf("pod index: %w", err)
 	}
-	if _, ok := rsInf.Informer().GetIndexer().GetIndexers()[ownerIndex]; !ok {
-		if err := rsInf.Informer().AddIndexers(toolscache.Indexers{ownerIndex: indexByOwnerUID}); err != nil {
+	if _, ok := rsInf.GetIndexer().GetIndexers()[ownerIndex]; !ok {
+		if err := rsInf.AddIndexers(toolscache.Indexers{ownerIndex: indexByOwnerUID}); err != nil {
 			return nil, fmt.Errorf("replicaset index: %w", err)
 		}
 	}
 	log := c.Logger
-	if _, err := rsInf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := rsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    ctrl.addRS,
 		UpdateFunc: ctrl.updateRS,
 		DeleteFunc: func(obj any) { ctrl.deleteRS(log, obj) },
 	}); err != nil {
 		return nil, err
 	}
-	if _, err := podInf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := podInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { ctrl.addPod(log, obj) },
 		UpdateFunc: func(old, cur any) { ctrl.updatePod(log, old, cur) },
 		DeleteFunc: func(obj any) { ctrl.deletePod(log, obj) },
@@ -140,18 +152,6 @@ func indexByOwnerUID(obj any) ([]string, error) {
 // Run runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	controllers.RunWorkers(ctx, Name, c.queue, workers, c.sync, c.metrics)
-}
-
-// EnqueueNamespace queues every ReplicaSet of namespace.
-func (c *Controller) EnqueueNamespace(namespace string) {
-	rss, err := c.rsLister.ReplicaSets(namespace).List(labels.Everything())
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	for _, rs := range rss {
-		c.enqueue(rs)
-	}
 }
 
 func keyOf(rs *appsv1.ReplicaSet) string { return rs.Namespace + "/" + rs.Name }
@@ -182,7 +182,7 @@ func (c *Controller) updateRS(old, cur any) {
 }
 
 func (c *Controller) deleteRS(log klog.Logger, obj any) {
-	rs, ok := deleted[*appsv1.ReplicaSet](obj)
+	rs, ok := tombstone.Unwrap[*appsv1.ReplicaSet](obj)
 	if !ok {
 		return
 	}
@@ -283,7 +283,7 @@ func (c *Controller) updatePod(log klog.Logger, old, cur any) {
 }
 
 func (c *Controller) deletePod(log klog.Logger, obj any) {
-	pod, ok := deleted[*corev1.Pod](obj)
+	pod, ok := tombstone.Unwrap[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
@@ -295,23 +295,4 @@ func (c *Controller) deletePod(log klog.Logger, obj any) {
 		"deletionTimestamp", pod.DeletionTimestamp)
 	c.expectations.deletionObserved(keyOf(rs), podKey(pod))
 	c.enqueue(rs)
-}
-
-// deleted returns the object of a delete event: the object itself, or the last state a
-// tombstone (DeletedFinalStateUnknown, a delete the watch missed) recorded.
-func deleted[T any](obj any) (T, bool) {
-	if o, ok := obj.(T); ok {
-		return o, true
-	}
-	var zero T
-	tomb, ok := obj.(toolscache.DeletedFinalStateUnknown)
-	if !ok {
-		utilruntime.HandleError(fmt.Errorf("delete handler: unexpected object %T, want %T", obj, zero))
-		return zero, false
-	}
-	o, ok := tomb.Obj.(T)
-	if !ok {
-		utilruntime.HandleError(fmt.Errorf("delete handler: tombstone holds %T, want %T", tomb.Obj, zero))
-	}
-	return o, ok
 }

@@ -30,18 +30,15 @@ func TestRun(t *testing.T) {
 	f := &fixture{t: t, client: client}
 	client.PrependReactor("create", "pods", nameGenerator(f))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	ctrl, err := New(controllers.Context{
-		Client:    client,
-		Informers: controllertest.Informers{SharedInformerFactory: factory},
-		NewQueue: func(name string) workqueue.TypedRateLimitingInterface[string] {
-			return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-				workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
-		},
-		Recorder:     record.NewFakeRecorder(100),
-		Logger:       log,
-		Metrics:      controllers.NewReconcileMetrics(prometheus.NewRegistry()),
-		WriteAllowed: func() error { return nil },
-	})
+	c := controllertest.Context(Descriptor(), factory, workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}))
+	c.Client, c.Recorder, c.Logger, c.WriteAllowed = client, record.NewFakeRecorder(100), log, func() error { return nil }
+	metrics, err := controllers.NewReconcileMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Metrics = metrics
+	ctrl, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ type StatsSource interface {
 // GateCollector exports the sharding layer's view of the work queues, which client-go's
 // metrics cannot show: admission drops, stale keys counted in depth, in-flight work, and
 // the fence. It reads a fresh snapshot on every scrape, so it holds no state of its own.
+// Shard-wide state (fenced, acquired partitions) is the shard's series
+// (kshard_shard_fenced, kshard_shard_acquired_partitions), not exported here again.
 type GateCollector struct {
 	src StatsSource
 
@@ -23,15 +25,18 @@ type GateCollector struct {
 	stale     *prometheus.Desc
 	pending   *prometheus.Desc
 	inFlight  *prometheus.Desc
-	fenced    *prometheus.Desc
-	acquired  *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*GateCollector)(nil)
 
-// NewGateCollector returns a collector for src; register it with the same registerer and
-// constant labels as the Provider so the series line up.
-func NewGateCollector(src StatsSource, constLabels prometheus.Labels) *GateCollector {
+// RegisterGateMetrics registers the per-queue series of src with reg; use the same
+// registerer and constant labels as the Provider so the series line up.
+func RegisterGateMetrics(reg prometheus.Registerer, src StatsSource, constLabels prometheus.Labels) error {
+	return reg.Register(newGateCollector(src, constLabels))
+}
+
+// newGateCollector returns a collector for src.
+func newGateCollector(src StatsSource, constLabels prometheus.Labels) *GateCollector {
 	name := func(n string) string { return prometheus.BuildFQName(namespace, subsystem, n) }
 	perQueue := []string{nameLabel}
 	return &GateCollector{
@@ -51,18 +56,12 @@ func NewGateCollector(src StatsSource, constLabels prometheus.Labels) *GateColle
 		inFlight: prometheus.NewDesc(name("in_flight_keys"),
 			"Keys taken by a worker and not yet done.",
 			perQueue, constLabels),
-		fenced: prometheus.NewDesc(name("fenced"),
-			"1 while the shard is fenced (its session lease expired) and starts no work, else 0.",
-			nil, constLabels),
-		acquired: prometheus.NewDesc(name("acquired_partitions"),
-			"Number of partitions this shard has acquired and works.",
-			nil, constLabels),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *GateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.dropped, c.discarded, c.stale, c.pending, c.inFlight, c.fenced, c.acquired} {
+	for _, d := range []*prometheus.Desc{c.dropped, c.discarded, c.stale, c.pending, c.inFlight} {
 		ch <- d
 	}
 }
@@ -70,12 +69,6 @@ func (c *GateCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *GateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.src.Stats()
-	fenced := 0.0
-	if s.Fenced {
-		fenced = 1
-	}
-	ch <- prometheus.MustNewConstMetric(c.fenced, prometheus.GaugeValue, fenced)
-	ch <- prometheus.MustNewConstMetric(c.acquired, prometheus.GaugeValue, float64(s.Acquired))
 	// Queues may share a name (client-go's metrics then share series too); sum them so
 	// that one name yields one series.
 	byName := map[string]*gate.QueueStats{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -16,7 +17,7 @@ import (
 var shardLabels = prometheus.Labels{"shard": "s1"}
 
 // partitionByDigit maps namespace "nsN" (single digit) to partition N.
-var partitionByDigit = gate.NamespaceKeyPartition(func(ns string) uint32 {
+var partitionByDigit = gate.NamespaceNameKeys(func(ns string) uint32 {
 	return uint32(ns[len(ns)-1] - '0')
 })
 
@@ -191,9 +192,9 @@ func TestGateCollector(t *testing.T) {
 		want  map[string]float64 // "metric name|queue name" → value; queue "" for gate-wide
 	}{
 		{
-			name:  "idle unfenced gate",
-			stats: gate.Stats{Acquired: 3},
-			want:  map[string]float64{"kshard_workqueue_fenced|": 0, "kshard_workqueue_acquired_partitions|": 3},
+			name:  "a gate without queues exports nothing: shard-wide state is the shard's series",
+			stats: gate.Stats{Acquired: 3, Fenced: true},
+			want:  map[string]float64{},
 		},
 		{
 			name: "queues with the same name are summed",
@@ -203,7 +204,6 @@ func TestGateCollector(t *testing.T) {
 				{Name: "cronjob", Pending: 7},
 			}},
 			want: map[string]float64{
-				"kshard_workqueue_fenced|":                1,
 				"kshard_workqueue_dropped_total|job":      3,
 				"kshard_workqueue_discarded_total|job":    1,
 				"kshard_workqueue_stale_keys|job":         5,
@@ -211,7 +211,6 @@ func TestGateCollector(t *testing.T) {
 				"kshard_workqueue_in_flight_keys|job":     1,
 				"kshard_workqueue_pending_keys|cronjob":   7,
 				"kshard_workqueue_dropped_total|cronjob":  0,
-				"kshard_workqueue_acquired_partitions|":   0,
 				"kshard_workqueue_in_flight_keys|cronjob": 0,
 			},
 		},
@@ -219,7 +218,9 @@ func TestGateCollector(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
-			reg.MustRegister(NewGateCollector(fakeStats(tt.stats), shardLabels))
+			if err := RegisterGateMetrics(reg, fakeStats(tt.stats), shardLabels); err != nil {
+				t.Fatal(err)
+			}
 			for key, want := range tt.want {
 				metric, queue, _ := strings.Cut(key, "|")
 				labels := map[string]string{"shard": "s1"}
@@ -249,10 +250,12 @@ func TestGateCollectorWithLiveGate(t *testing.T) {
 	if err := g.Release(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	g.Fence()
+	g.SetDeadline(time.Unix(1, 0))
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewGateCollector(g, shardLabels))
+	if err := RegisterGateMetrics(reg, g, shardLabels); err != nil {
+		t.Fatal(err)
+	}
 	labels := map[string]string{"name": "replicaset", "shard": "s1"}
 	for metric, want := range map[string]float64{
 		"kshard_workqueue_dropped_total":  1,
@@ -264,10 +267,13 @@ func TestGateCollectorWithLiveGate(t *testing.T) {
 			t.Errorf("%s = %v, want %v", metric, got, want)
 		}
 	}
-	if got := sample(t, reg, "kshard_workqueue_fenced", map[string]string{"shard": "s1"}); got != 1 {
-		t.Errorf("fenced = %v, want 1", got)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := sample(t, reg, "kshard_workqueue_acquired_partitions", map[string]string{"shard": "s1"}); got != 1 {
-		t.Errorf("acquired_partitions = %v, want 1", got)
+	for _, mf := range mfs {
+		if n := mf.GetName(); n == "kshard_workqueue_fenced" || n == "kshard_workqueue_acquired_partitions" {
+			t.Errorf("%s is exported: it duplicates the shard's kshard_shard_* series", n)
+		}
 	}
 }

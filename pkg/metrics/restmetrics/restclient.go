@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/pkg/metrics/promutil"
 	"k8s.io/client-go/tools/metrics"
 )
 
@@ -29,7 +31,7 @@ func (r result) IncrementRetry(_ context.Context, code, method, _ string) {
 
 // Register sends client-go's REST client metrics to reg. Only the first call in a process
 // has an effect (client-go's rule).
-func Register(reg prometheus.Registerer) {
+func Register(reg prometheus.Registerer) error {
 	req := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kshard_rest_client_request_duration_seconds",
 		Help: "Latency of Kubernetes API requests, by verb.", Buckets: latencyBuckets}, []string{"verb"})
 	wait := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kshard_rest_client_rate_limiter_duration_seconds",
@@ -38,11 +40,14 @@ func Register(reg prometheus.Registerer) {
 		Help: "Kubernetes API requests, by HTTP status code and method."}, []string{"code", "method"})
 	retries := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_rest_client_request_retries_total",
 		Help: "Kubernetes API request retries, by HTTP status code and method."}, []string{"code", "method"})
-	reg.MustRegister(req, wait, res, retries)
+	if err := promutil.Register(reg, req, wait, res, retries); err != nil {
+		return err
+	}
 	metrics.Register(metrics.RegisterOpts{
 		RequestLatency:     latency{req},
 		RateLimiterLatency: latency{wait},
 		RequestResult:      result{res},
 		RequestRetry:       result{retries},
 	})
+	return nil
 }

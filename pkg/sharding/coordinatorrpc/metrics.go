@@ -2,6 +2,8 @@ package coordinatorrpc
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/pkg/metrics/promutil"
 )
 
 // Metrics are the coordinator's Prometheus series.
@@ -25,7 +27,7 @@ type Metrics struct {
 }
 
 // NewMetrics registers the coordinator's metrics with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	buckets := []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 	m := &Metrics{
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_leader",
@@ -61,7 +63,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		MemberEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_member_events_total",
 			Help: "Membership changes, by kind (joined, leaving, left, expired, restarted, fenced-out)."}, []string{"kind"}),
 	}
-	reg.MustRegister(m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
-		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents)
-	return m
+	if err := promutil.Register(reg, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

@@ -19,9 +19,6 @@ import (
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
-// LeaderMetadataKey is the trailer key in which a follower names the leader's address
-// when it refuses a session, so a shard can go there directly.
-const LeaderMetadataKey = "kshard-leader"
 
 // Options configure the Server.
 type Options struct {
@@ -174,7 +171,7 @@ func (s *Server) notLeader(ss grpc.ServerStream) error {
 	addr := s.leaderAddr
 	s.mu.Unlock()
 	if addr != "" {
-		ss.SetTrailer(metadata.Pairs(LeaderMetadataKey, addr))
+		ss.SetTrailer(metadata.Pairs(protocol.LeaderMetadataKey, addr))
 		return status.Errorf(codes.FailedPrecondition, "this coordinator is not the leader; the leader is at %s", addr)
 	}
 	return status.Error(codes.FailedPrecondition, "this coordinator is not the leader and knows no leader yet")

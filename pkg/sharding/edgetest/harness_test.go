@@ -423,7 +423,11 @@ type coordinator struct {
 func startCoordinator(t testing.TB, w *world, name string, creds credentials.TransportCredentials, mutate func(*coordinatorrpc.Options)) *coordinator {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	c := &coordinator{name: name, reg: reg, metrics: coordinatorrpc.NewMetrics(reg), stepDowns: make(chan string, 4)}
+	metrics, err := coordinatorrpc.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &coordinator{name: name, reg: reg, metrics: metrics, stepDowns: make(chan string, 4)}
 	opts := coordinatorrpc.Options{
 		Config:       testConfig(),
 		Metrics:      c.metrics,
@@ -606,7 +610,11 @@ type shard struct {
 
 func startShard(t testing.TB, w *world, id string, creds credentials.TransportCredentials, addrs []string, mutate func(*shardrpc.Options, *fakeHandler)) *shard {
 	t.Helper()
-	s := &shard{id: id, h: w.newHandler(id), metrics: shardrpc.NewMetrics(prometheus.NewRegistry()), finished: make(chan struct{})}
+	metrics, err := shardrpc.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &shard{id: id, h: w.newHandler(id), metrics: metrics, finished: make(chan struct{})}
 	opts := shardrpc.Options{
 		ShardID:        id,
 		Incarnation:    uint64(time.Now().UnixNano()),

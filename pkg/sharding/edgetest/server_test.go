@@ -20,9 +20,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
-	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
+	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
@@ -108,8 +109,8 @@ func TestFollowerRefusesSessions(t *testing.T) {
 		if wantHint != "" {
 			hint = []string{wantHint}
 		}
-		if tr := stream.Trailer().Get(coordinatorrpc.LeaderMetadataKey); !slices.Equal(tr, hint) {
-			t.Errorf("trailer %s = %q, want %q", coordinatorrpc.LeaderMetadataKey, tr, hint)
+		if tr := stream.Trailer().Get(protocol.LeaderMetadataKey); !slices.Equal(tr, hint) {
+			t.Errorf("trailer %s = %q, want %q", protocol.LeaderMetadataKey, tr, hint)
 		}
 		if wantHint != "" && !strings.Contains(status.Convert(err).Message(), wantHint) {
 			t.Errorf("refusal %q does not name the leader", status.Convert(err).Message())

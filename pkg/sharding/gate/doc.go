@@ -1,4 +1,5 @@
-// Package workqueue is the fenced work queue of a kshard shard.
+// Package gate is the ownership gate of a kshard shard: which partitions it may work,
+// until when, and the fenced work queues and write fence that enforce it.
 //
 // A shard works only the namespace partitions it has acquired from the coordinator, and
 // the most important invariant of kshard is that no two shards ever work the same
@@ -22,9 +23,10 @@
 //     every in-flight key of it in every queue is Done, then forgets the rate-limiter
 //     state of its keys. Only after Release returns nil may the shard answer Released to
 //     the coordinator.
-//   - Fencing: while the shard's session lease has expired (Gate.Fence), Get starts no
-//     work at all; work already running finishes and is visible through Gate.InFlight and
-//     Gate.WaitIdle.
+//   - Fencing: past the shard's session lease deadline (Gate.SetDeadline), Get starts no
+//     work at all, checked against the clock at every Get; work already running finishes
+//     and is visible in Gate.Stats. Beside the queues, FenceTransport refuses every API
+//     write of the controllers' clients past the same deadline (the write fence).
 //
 // # Stale keys
 //

@@ -18,20 +18,34 @@ import (
 // called on every Add and Get, outside the Gate's lock.
 type KeyPartition func(key string) (partition uint32, ok bool)
 
-// NamespaceKeyPartition adapts a namespace → partition function to queue keys in
+// ObjectKeys adapts a namespace → partition function to queue keys of objects, in
 // client-go's cache.MetaNamespaceKeyFunc form. A namespaced key "namespace/name" maps by
-// its namespace. A key without a slash is a cluster-scoped object's name; it is treated as
-// a Namespace object, whose own name is the namespace, because kshard places Namespace
-// objects in the partition of the namespace they describe. Queues of other cluster-scoped
-// kinds need their own KeyPartition. Empty or otherwise malformed keys map to ok=false.
-func NamespaceKeyPartition(ofNamespace func(namespace string) uint32) KeyPartition {
+// its namespace. A key without a slash is a cluster-scoped object's name: cluster-scoped
+// work belongs to the cluster partition, ofNamespace(ClusterPartitionKey), so exactly one
+// shard works it at a time. Empty or otherwise malformed keys map to ok=false.
+func ObjectKeys(ofNamespace func(namespace string) uint32) KeyPartition {
+	return keyPartition(ofNamespace, func(string) string { return ClusterPartitionKey })
+}
+
+// NamespaceNameKeys is ObjectKeys for queues whose keys without a slash are namespace
+// names (a Namespace object's key, or per-namespace work such as a service account
+// controller's): such a key belongs to the partition of the namespace it names.
+func NamespaceNameKeys(ofNamespace func(namespace string) uint32) KeyPartition {
+	return keyPartition(ofNamespace, func(name string) string { return name })
+}
+
+// ClusterPartitionKey is the namespace name whose partition owns cluster-scoped work:
+// the empty name, which no namespace can have (shardcache.ClusterPartitionKey).
+const ClusterPartitionKey = ""
+
+func keyPartition(ofNamespace func(string) uint32, unnamespaced func(name string) string) KeyPartition {
 	return func(key string) (uint32, bool) {
 		ns, name, namespaced := strings.Cut(key, "/")
 		if !namespaced {
 			if key == "" {
 				return 0, false
 			}
-			return ofNamespace(key), true
+			return ofNamespace(unnamespaced(key)), true
 		}
 		if ns == "" || name == "" || strings.Contains(name, "/") {
 			return 0, false
@@ -55,7 +69,6 @@ type Gate struct {
 	// exclusively.
 	mu       sync.RWMutex
 	acquired map[uint32]struct{}
-	fenced   bool
 	// deadline is the end of the shard's session lease; no work starts at or after it.
 	// Zero means no lease (tests and standalone use).
 	deadline time.Time
@@ -119,10 +132,10 @@ func (g *Gate) Revoke(partition uint32) {
 	g.broadcastLocked()
 }
 
-// blockedLocked reports whether no work may start now: fenced, or past the lease
-// deadline. g.mu must be held.
+// blockedLocked reports whether no work may start now: the lease deadline has passed.
+// g.mu must be held.
 func (g *Gate) blockedLocked() bool {
-	return g.fenced || (!g.deadline.IsZero() && !g.now().Before(g.deadline))
+	return !g.deadline.IsZero() && !g.now().Before(g.deadline)
 }
 
 // Acquire lets queues admit and start keys of partition. The caller (the cache layer)
@@ -191,41 +204,12 @@ func (g *Gate) Release(ctx context.Context, partition uint32) error {
 	return nil
 }
 
-// Fence stops all new work on every queue, for example when the shard's session lease
-// expired: past that deadline the coordinator may give the partitions to another shard.
-// Work already running is not interrupted (the runtime cancels its contexts if it wants
-// that); InFlight and WaitIdle tell when it has finished. Acquired partitions, queued keys
-// and caches are kept so that work resumes without a relist after Unfence.
-func (g *Gate) Fence() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.fenced = true
-	g.broadcastLocked()
-}
-
-// Unfence lets workers start keys of acquired partitions again, once the session is
-// re-established.
-func (g *Gate) Unfence() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.fenced = false
-	g.broadcastLocked()
-}
-
-// Fenced reports whether the Gate is fenced or past its lease deadline.
+// Fenced reports whether the Gate is past its lease deadline: no work starts and, through
+// FenceTransport, no write leaves.
 func (g *Gate) Fenced() bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.blockedLocked()
-}
-
-// Acquired reports whether partition is acquired, for the runtime's hello message and
-// for tests.
-func (g *Gate) Acquired(partition uint32) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	_, ok := g.acquired[partition]
-	return ok
 }
 
 // Partitions returns the acquired partitions in ascending order.
@@ -240,40 +224,26 @@ func (g *Gate) Partitions() []uint32 {
 	return out
 }
 
-// InFlight returns the number of keys, over all queues, that workers have taken with Get
-// and not yet marked Done. After Fence, the runtime watches it fall to zero.
-func (g *Gate) InFlight() int {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.total
-}
-
-// InFlightPartition returns the number of in-flight keys of one partition.
-func (g *Gate) InFlightPartition(partition uint32) int {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.inFlight[partition]
-}
-
-// WaitIdle blocks until no key is in flight in any queue, or ctx ends. After Fence this
-// is the moment from which the shard is guaranteed to do no work at all.
-func (g *Gate) WaitIdle(ctx context.Context) error {
-	return g.wait(ctx, func() bool { return g.total == 0 })
-}
-
 // Stats is a point-in-time view of a Gate, for metrics and debugging.
 type Stats struct {
 	Fenced   bool
 	Acquired int // number of acquired partitions
 	InFlight int // keys in flight over all queues
-	Queues   []QueueStats
+	// InFlightPartitions counts the keys in flight by partition (partitions with none
+	// are absent).
+	InFlightPartitions map[uint32]int
+	Queues             []QueueStats
 }
 
 // Stats returns a snapshot of the Gate and of every queue that has not been shut down,
 // sorted by queue name.
 func (g *Gate) Stats() Stats {
 	g.mu.RLock()
-	s := Stats{Fenced: g.blockedLocked(), Acquired: len(g.acquired), InFlight: g.total}
+	s := Stats{Fenced: g.blockedLocked(), Acquired: len(g.acquired), InFlight: g.total,
+		InFlightPartitions: make(map[uint32]int, len(g.inFlight))}
+	for p, n := range g.inFlight {
+		s.InFlightPartitions[p] = n
+	}
 	queues := make([]*Queue, 0, len(g.queues))
 	for q := range g.queues {
 		queues = append(queues, q)

@@ -25,6 +25,10 @@ type QueueConfig struct {
 	// that nothing depends on process-global state.
 	MetricsProvider workqueue.MetricsProvider
 
+	// Keys maps the queue's keys to partitions; nil means the Gate's (ObjectKeys for a
+	// shard). A queue whose unnamespaced keys are namespace names uses NamespaceNameKeys.
+	Keys KeyPartition
+
 	// Clock is for tests; nil means the real clock.
 	Clock clock.WithTicker
 }
@@ -36,6 +40,8 @@ type QueueConfig struct {
 type Queue struct {
 	gate *Gate
 	name string
+	// partitionOf maps this queue's keys (QueueConfig.Keys, or the Gate's).
+	partitionOf KeyPartition
 	rl   workqueue.TypedRateLimitingInterface[string]
 
 	// mu guards the maps and counts below. It is taken after gate.mu when both are held.
@@ -74,9 +80,14 @@ func (g *Gate) NewQueue(cfg QueueConfig) *Queue {
 	if rateLimiter == nil {
 		rateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]()
 	}
+	keys := cfg.Keys
+	if keys == nil {
+		keys = g.partitionOf
+	}
 	q := &Queue{
-		gate: g,
-		name: cfg.Name,
+		gate:        g,
+		name:        cfg.Name,
+		partitionOf: keys,
 		rl: workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[string]{
 			Name:            cfg.Name,
 			MetricsProvider: cfg.MetricsProvider,
@@ -118,7 +129,7 @@ func (q *Queue) AddRateLimited(key string) {
 // underlying add so that Release's revocation cannot interleave: once Release has marked a
 // partition, no key of it enters the underlying queue any more.
 func (q *Queue) admit(key string, rateLimited bool, add func()) {
-	p, ok := q.gate.partitionOf(key)
+	p, ok := q.partitionOf(key)
 	g := q.gate
 	g.mu.RLock()
 	defer g.mu.RUnlock()
@@ -211,7 +222,7 @@ func (q *Queue) waitUnfenced() bool {
 // If the gate is fenced here (Fence came after waitUnfenced), the key is held until the
 // fence lifts, its partition is released, or the queue shuts down.
 func (q *Queue) start(key string) verdict {
-	p, ok := q.gate.partitionOf(key)
+	p, ok := q.partitionOf(key)
 	g := q.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()

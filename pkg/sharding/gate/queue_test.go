@@ -10,14 +10,18 @@ import (
 	"time"
 )
 
-// testPartition maps namespace "nsN" to partition N (anything else to 0).
-var testPartition = NamespaceKeyPartition(func(ns string) uint32 {
+// testNamespacePartition maps namespace "nsN" to partition N (anything else, the cluster
+// partition key "" included, to 0).
+func testNamespacePartition(ns string) uint32 {
 	n, err := strconv.Atoi(strings.TrimPrefix(ns, "ns"))
 	if err != nil {
 		return 0
 	}
 	return uint32(n)
-})
+}
+
+// testPartition maps queue keys whose unnamespaced keys are namespace names ("ns2").
+var testPartition = NamespaceNameKeys(testNamespacePartition)
 
 // newTestQueue returns a gate with the given partitions acquired and one queue on it,
 // shut down when the test ends.
@@ -85,28 +89,58 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-func TestNamespaceKeyPartition(t *testing.T) {
+func TestKeyPartition(t *testing.T) {
+	objects, namespaces := ObjectKeys(testNamespacePartition), NamespaceNameKeys(testNamespacePartition)
 	tests := []struct {
 		name   string
+		keys   KeyPartition
 		key    string
 		want   uint32
 		wantOK bool
 	}{
-		{name: "namespaced key maps by namespace", key: "ns7/web", want: 7, wantOK: true},
-		{name: "cluster-scoped key is a Namespace object", key: "ns9", want: 9, wantOK: true},
-		{name: "empty key", key: ""},
-		{name: "empty namespace", key: "/web"},
-		{name: "empty name", key: "ns1/"},
-		{name: "too many slashes", key: "ns1/a/b"},
+		{name: "objects: namespaced key maps by namespace", keys: objects, key: "ns7/web", want: 7, wantOK: true},
+		{name: "objects: cluster-scoped key belongs to the cluster partition", keys: objects, key: "ns9", want: testNamespacePartition(ClusterPartitionKey), wantOK: true},
+		{name: "objects: empty key", keys: objects, key: ""},
+		{name: "objects: empty namespace", keys: objects, key: "/web"},
+		{name: "namespace names: namespaced key maps by namespace", keys: namespaces, key: "ns7/web", want: 7, wantOK: true},
+		{name: "namespace names: unnamespaced key is a namespace", keys: namespaces, key: "ns9", want: 9, wantOK: true},
+		{name: "namespace names: empty key", keys: namespaces, key: ""},
+		{name: "namespace names: empty name", keys: namespaces, key: "ns1/"},
+		{name: "namespace names: too many slashes", keys: namespaces, key: "ns1/a/b"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := testPartition(tt.key)
+			got, ok := tt.keys(tt.key)
 			if ok != tt.wantOK || got != tt.want {
 				t.Fatalf("partition(%q) = %d, %v; want %d, %v", tt.key, got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}
+}
+
+// TestQueueKeys: a queue's own KeyPartition decides admission, so the same unnamespaced
+// key is namespace work in one queue and cluster work in another.
+func TestQueueKeys(t *testing.T) {
+	g := New(ObjectKeys(testNamespacePartition))
+	g.Acquire(9)
+	objects := g.NewQueue(QueueConfig{Name: "objects"})
+	namespaces := g.NewQueue(QueueConfig{Name: "namespaces", Keys: NamespaceNameKeys(testNamespacePartition)})
+	t.Cleanup(objects.ShutDown)
+	t.Cleanup(namespaces.ShutDown)
+	objects.Add("ns9")    // cluster work: partition 0 is not acquired
+	namespaces.Add("ns9") // namespace ns9: partition 9
+	if got := objects.Stats(); got.Dropped != 1 || got.Pending != 0 {
+		t.Errorf("objects queue: %+v, want the cluster key dropped", got)
+	}
+	if got := namespaces.Stats(); got.Dropped != 0 || got.Pending != 1 {
+		t.Errorf("namespaces queue: %+v, want the namespace key queued", got)
+	}
+	g.Acquire(testNamespacePartition(ClusterPartitionKey))
+	objects.Add("node-1")
+	if k := mustGet(t, objects); k != "node-1" {
+		t.Errorf("Get = %q, want the cluster key once the cluster partition is acquired", k)
+	}
+	objects.Done("node-1")
 }
 
 func TestAdmission(t *testing.T) {
@@ -266,8 +300,8 @@ func TestReleaseWaitsForInFlightWork(t *testing.T) {
 	qa.Add("ns1/x")
 	qb.Add("ns1/y")
 	ka, kb := mustGet(t, qa), mustGet(t, qb)
-	if g.InFlightPartition(1) != 2 || g.InFlight() != 2 {
-		t.Fatalf("in flight = %d (partition 1: %d), want 2", g.InFlight(), g.InFlightPartition(1))
+	if g.Stats().InFlightPartitions[1] != 2 || g.Stats().InFlight != 2 {
+		t.Fatalf("in flight = %d (partition 1: %d), want 2", g.Stats().InFlight, g.Stats().InFlightPartitions[1])
 	}
 
 	// A bounded Release gives up but keeps the partition revoked.
@@ -277,7 +311,7 @@ func TestReleaseWaitsForInFlightWork(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("bounded Release = %v, want DeadlineExceeded", err)
 	}
-	if g.Acquired(1) {
+	if slices.Contains(g.Partitions(), 1) {
 		t.Fatalf("partition 1 still acquired after a timed-out Release")
 	}
 
@@ -302,8 +336,8 @@ func TestReleaseWaitsForInFlightWork(t *testing.T) {
 	if err := receive(t, released, "Release"); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if g.InFlight() != 0 {
-		t.Fatalf("InFlight = %d after Release, want 0", g.InFlight())
+	if g.Stats().InFlight != 0 {
+		t.Fatalf("InFlight = %d after Release, want 0", g.Stats().InFlight)
 	}
 }
 
@@ -313,12 +347,12 @@ func TestReleaseWakesGetHeldByFence(t *testing.T) {
 	// admission check: this is the narrow window Get must handle.
 	q.Add("ns1/a")
 	key, _ := q.rl.Get()
-	g.Fence()
+	fence(g)
 	verdicts := make(chan verdict, 1)
 	go func() { verdicts <- q.start(key) }()
 	mustBlock(t, verdicts, 50*time.Millisecond, "admission while fenced")
-	if g.InFlight() != 0 {
-		t.Fatalf("InFlight = %d while fenced, want 0", g.InFlight())
+	if g.Stats().InFlight != 0 {
+		t.Fatalf("InFlight = %d while fenced, want 0", g.Stats().InFlight)
 	}
 	if err := g.Release(context.Background(), 1); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -331,7 +365,7 @@ func TestReleaseWakesGetHeldByFence(t *testing.T) {
 func TestFencedGateStartsNoWork(t *testing.T) {
 	const keys, workers = 20, 4
 	g, q := newTestQueue(t, 1)
-	g.Fence()
+	fence(g)
 	started := make(chan string, keys)
 	for range workers {
 		go func() {
@@ -349,13 +383,13 @@ func TestFencedGateStartsNoWork(t *testing.T) {
 		q.Add("ns1/k" + strconv.Itoa(i))
 	}
 	mustBlock(t, started, 100*time.Millisecond, "worker while fenced")
-	if g.InFlight() != 0 {
-		t.Fatalf("InFlight = %d while fenced, want 0", g.InFlight())
+	if g.Stats().InFlight != 0 {
+		t.Fatalf("InFlight = %d while fenced, want 0", g.Stats().InFlight)
 	}
 	if s := q.Stats(); s.Pending != keys {
 		t.Fatalf("Pending = %d while fenced, want %d (adds are kept)", s.Pending, keys)
 	}
-	g.Unfence()
+	unfence(g)
 	seen := map[string]bool{}
 	for range keys {
 		seen[receive(t, started, "worker after Unfence")] = true
@@ -369,25 +403,25 @@ func TestFenceLetsInFlightWorkFinish(t *testing.T) {
 	g, q := newTestQueue(t, 1)
 	q.Add("ns1/a")
 	k := mustGet(t, q)
-	g.Fence()
-	if !g.Fenced() || g.InFlight() != 1 {
-		t.Fatalf("Fenced=%v InFlight=%d, want true, 1", g.Fenced(), g.InFlight())
+	fence(g)
+	if !g.Fenced() || g.Stats().InFlight != 1 {
+		t.Fatalf("Fenced=%v InFlight=%d, want true, 1", g.Fenced(), g.Stats().InFlight)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := g.WaitIdle(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if err := waitIdle(ctx, g); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitIdle with work in flight = %v, want DeadlineExceeded", err)
 	}
 	q.Add("ns1/b")
 	next := asyncGet(q)
 	idle := make(chan error, 1)
-	go func() { idle <- g.WaitIdle(context.Background()) }()
+	go func() { idle <- waitIdle(context.Background(), g) }()
 	q.Done(k)
 	if err := receive(t, idle, "WaitIdle"); err != nil {
 		t.Fatalf("WaitIdle: %v", err)
 	}
 	mustBlock(t, next, 50*time.Millisecond, "Get while fenced")
-	g.Unfence()
+	unfence(g)
 	if r := receive(t, next, "Get after Unfence"); r.key != "ns1/b" {
 		t.Fatalf("Get = %+v, want ns1/b", r)
 	}
@@ -411,7 +445,7 @@ func TestShutDown(t *testing.T) {
 				q.Add(k)
 			}
 			if tt.fenced {
-				g.Fence()
+				fence(g)
 			}
 			parked := asyncGet(q)
 			if tt.fenced || len(tt.queued) == 0 {
@@ -427,8 +461,8 @@ func TestShutDown(t *testing.T) {
 			if !slices.Equal(got, tt.wantKeys) {
 				t.Fatalf("keys after ShutDown = %v, want %v", got, tt.wantKeys)
 			}
-			if !q.ShuttingDown() || q.Stats().Dropped != 0 || g.InFlight() != 0 {
-				t.Fatalf("ShuttingDown=%v Dropped=%d InFlight=%d", q.ShuttingDown(), q.Stats().Dropped, g.InFlight())
+			if !q.ShuttingDown() || q.Stats().Dropped != 0 || g.Stats().InFlight != 0 {
+				t.Fatalf("ShuttingDown=%v Dropped=%d InFlight=%d", q.ShuttingDown(), q.Stats().Dropped, g.Stats().InFlight)
 			}
 		})
 	}
@@ -438,7 +472,7 @@ func TestShutDownWithDrainWaitsForInFlight(t *testing.T) {
 	g, q := newTestQueue(t, 1)
 	q.Add("ns1/a")
 	k := mustGet(t, q)
-	g.Fence() // a fence must not keep the drain from finishing
+	fence(g) // a fence must not keep the drain from finishing
 	drained := make(chan struct{})
 	go func() { q.ShutDownWithDrain(); close(drained) }()
 	mustBlock(t, drained, 50*time.Millisecond, "ShutDownWithDrain with a key in flight")
@@ -509,11 +543,22 @@ func TestRevokeDoesNotWait(t *testing.T) {
 	q.Add("ns1/a")
 	mustGet(t, q) // in flight, never Done
 	g.Revoke(1)
-	if g.Acquired(1) {
+	if slices.Contains(g.Partitions(), 1) {
 		t.Fatal("partition still acquired after Revoke")
 	}
 	q.Add("ns1/b")
 	if q.Len() != 0 {
 		t.Fatalf("key of a revoked partition admitted: %+v", q.Stats())
 	}
+}
+
+// fence puts g past its lease deadline, as a shard whose lease ran out.
+func fence(g *Gate) { g.SetDeadline(time.Unix(1, 0)) }
+
+// unfence gives g a lease again (a zero deadline: no lease limit).
+func unfence(g *Gate) { g.SetDeadline(time.Time{}) }
+
+// waitIdle returns once no key is in flight in any queue of g, or with ctx's error.
+func waitIdle(ctx context.Context, g *Gate) error {
+	return g.wait(ctx, func() bool { return g.total == 0 })
 }

@@ -103,7 +103,7 @@ func releaseUnderLoad(t *testing.T, round, workers int, work time.Duration) {
 	if n := running.Load(); n != 0 {
 		t.Fatalf("round %d: %d workers still inside a released key when Release returned", round, n)
 	}
-	if n := g.InFlightPartition(released); n != 0 {
+	if n := g.Stats().InFlightPartitions[released]; n != 0 {
 		t.Fatalf("round %d: InFlightPartition = %d after Release", round, n)
 	}
 	after.Store(true)
@@ -166,8 +166,8 @@ func TestFenceUnderLoad(t *testing.T) {
 	}
 	for range 5 {
 		time.Sleep(5 * time.Millisecond)
-		g.Fence()
-		if err := g.WaitIdle(context.Background()); err != nil {
+		fence(g)
+		if err := waitIdle(context.Background(), g); err != nil {
 			t.Fatalf("WaitIdle: %v", err)
 		}
 		fenced.Store(true)
@@ -177,7 +177,7 @@ func TestFenceUnderLoad(t *testing.T) {
 			t.Fatalf("work started while fenced")
 		}
 		fenced.Store(false)
-		g.Unfence()
+		unfence(g)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	n := started.Load()

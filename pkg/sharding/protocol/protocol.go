@@ -13,6 +13,11 @@ import (
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
+// LeaderMetadataKey is the gRPC trailer key in which a coordinator that is not the leader
+// names the leader's address when it refuses a session, so that a shard given several
+// addresses goes straight to the leader. Both gRPC edges use it.
+const LeaderMetadataKey = "kshard-leader"
+
 // Hasher names the namespace-to-partition hash both sides must share.
 const Hasher = "xxhash64"
 

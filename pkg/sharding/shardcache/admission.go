@@ -15,6 +15,14 @@ import (
 // cache calls PartitionFunc(name) for objects without a namespace.
 type PartitionFunc func(namespace string) uint32
 
+// ClusterPartitionKey is the namespace name that stands for cluster-scoped work: the
+// empty name, which no namespace can have. PartitionFunc(ClusterPartitionKey) is the
+// cluster partition: it owns the work on cluster-scoped objects (keys without a
+// namespace, other than Namespace objects), so exactly one shard works them at a time
+// and they are handed off like any other partition. It is an ordinary partition of the
+// ring, so namespaces may share it; no change to the ring or the protocol is needed.
+const ClusterPartitionKey = ""
+
 // PartitionIndex is the name of the index that every informer of a Cache (the Namespace
 // informer included) maintains from partition to objects. Its values are
 // PartitionIndexValue(partition). The sharding layer uses it on Acquire to enqueue all

@@ -8,12 +8,13 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -52,6 +53,16 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// PollInterval is how often Prepare and Release check the stores (default 20ms).
 	PollInterval time.Duration
+	// StartWindow is how long, after Run, the first Prepare waits for more partitions
+	// before the informers start (default 1s): a shard's first assignment is thousands
+	// of partitions, and informers started after it fill them all with one filtered
+	// cluster-wide list per type instead of thousands of namespace-scoped lists.
+	StartWindow time.Duration
+	// MetadataClient and RESTMapper serve metadata-only informers (Key.Metadata): the
+	// mapper tells whether a resource is namespaced. Without them, asking for a
+	// metadata-only informer is an error.
+	MetadataClient metadata.Interface
+	RESTMapper     meta.RESTMapper
 }
 
 func (o *Options) defaults() {
@@ -64,6 +75,9 @@ func (o *Options) defaults() {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 20 * time.Millisecond
 	}
+	if o.StartWindow <= 0 {
+		o.StartWindow = time.Second
+	}
 }
 
 // testHooks lets this package's tests act at precise points of a warm-up.
@@ -72,13 +86,16 @@ type testHooks struct {
 	afterNamespaceList func(resource, namespace string)
 }
 
-// Cache is a shard's cache layer: one informer per resource type, cluster-wide, whose
-// store holds only objects of the partitions the shard has prepared or acquired, plus an
-// unfiltered Namespace informer indexed by partition.
+// Cache is a shard's cache layer: one informer per resource type, cluster-wide. The
+// stores of namespaced types hold only objects of the partitions the shard has prepared
+// or acquired; cluster-scoped types (the Namespace informer, indexed by partition, among
+// them) are cached whole.
 //
-// Controllers get ordinary client-go informers and listers from it (InformerFor, or the
-// typed accessors such as Pods) and do not know about sharding. The shard runtime drives
-// Prepare and Release as the coordinator hands partitions over.
+// Controllers get ordinary client-go informers from it through one accessor keyed by
+// resource (Informer) and do not know about sharding. The cache owns the informers'
+// start (Run: lazily, after the first assignment; or Start), warm-ups and "synced"
+// (Prepare returns once a partition is cached; Synced answers readiness). The shard
+// runtime drives Prepare and Release as the coordinator hands partitions over.
 type Cache struct {
 	client      kubernetes.Interface
 	partitionOf PartitionFunc
@@ -89,12 +106,25 @@ type Cache struct {
 
 	nsInformer toolscache.SharedIndexInformer
 
-	mu      sync.Mutex
-	feeds   map[schema.GroupVersionResource]*feed
-	order   []*feed
-	parts   map[uint32]*partitionState
-	started bool
-	runCtx  context.Context
+	mu sync.Mutex
+	// feeds are the filtered informers of namespaced types, in registration order.
+	feeds map[Key]*feed
+	order []*feed
+	// plain are the unfiltered informers of cluster-scoped types, the Namespace
+	// informer first.
+	plain      map[Key]toolscache.SharedIndexInformer
+	plainOrder []plainInformer
+	parts      map[uint32]*partitionState
+	started    bool
+	runCtx     context.Context
+	// lazyCtx is Run's context: the first Prepare after Run arms startTimer.
+	lazyCtx    context.Context
+	startTimer *time.Timer
+}
+
+type plainInformer struct {
+	key Key
+	inf toolscache.SharedIndexInformer
 }
 
 // partitionState is an admitted partition.
@@ -108,10 +138,10 @@ type partitionState struct {
 // partitions with partitionOf. No partition is admitted until Prepare.
 func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (*Cache, error) {
 	if client == nil || partitionOf == nil {
-		return nil, errors.New("sharding cache: New needs a client and a PartitionFunc")
+		return nil, errors.New("shardcache: New needs a client and a PartitionFunc")
 	}
 	if opts.Mode != ModeClientFilter {
-		return nil, fmt.Errorf("sharding cache: unknown mode %d (only ModeClientFilter exists)", opts.Mode)
+		return nil, fmt.Errorf("shardcache: unknown mode %d (only ModeClientFilter exists)", opts.Mode)
 	}
 	opts.defaults()
 	c := &Cache{
@@ -120,14 +150,18 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		opts:        opts,
 		adm:         newAdmission(partitionOf),
 		sem:         make(chan struct{}, opts.WarmupConcurrency),
-		feeds:       map[schema.GroupVersionResource]*feed{},
+		feeds:       map[Key]*feed{},
+		plain:       map[Key]toolscache.SharedIndexInformer{},
 		parts:       map[uint32]*partitionState{},
 	}
-	c.nsInformer = c.newNamespaceInformer()
+	c.nsInformer = c.newPlainInformer(namespacesType)
+	_, _ = c.nsInformer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: c.onNamespaceAdded})
+	c.plain[namespacesType.Key()] = c.nsInformer
+	c.plainOrder = append(c.plainOrder, plainInformer{key: namespacesType.Key(), inf: c.nsInformer})
 	return c, nil
 }
 
-// partitionIndexFunc indexes objects by partition (PartitionIndex).
+// partitionIndexFunc indexes objects of a namespaced type by their namespace's partition.
 func (c *Cache) partitionIndexFunc(obj any) ([]string, error) {
 	key, _, ok := objectKeys(obj)
 	if !ok {
@@ -136,28 +170,38 @@ func (c *Cache) partitionIndexFunc(obj any) ([]string, error) {
 	return []string{PartitionIndexValue(c.partitionOf(key))}, nil
 }
 
-// newNamespaceInformer builds the Namespace informer. It is not filtered: namespaces are
-// few, and Prepare needs all of them to know which namespaces a partition has.
-func (c *Cache) newNamespaceInformer() toolscache.SharedIndexInformer {
+// clusterIndexFunc indexes every object of a cluster-scoped type under the cluster
+// partition, the one partition that owns cluster-scoped work.
+func (c *Cache) clusterIndexFunc(any) ([]string, error) {
+	return []string{PartitionIndexValue(c.partitionOf(ClusterPartitionKey))}, nil
+}
+
+// newPlainInformer builds an unfiltered informer of a cluster-scoped type. Namespace
+// objects are indexed by the partition of their own name (Prepare needs them to know a
+// partition's namespaces); other cluster-scoped objects by the cluster partition.
+func (c *Cache) newPlainInformer(rt ResourceType) toolscache.SharedIndexInformer {
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return namespaces.List(ctx, c.client, "", opts)
+			return rt.List(ctx, c.client, "", opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return namespaces.Watch(ctx, c.client, "", opts)
+			return rt.Watch(ctx, c.client, "", opts)
 		},
 	}
 	var lwi toolscache.ListerWatcher = toolscache.ToListWatcherWithWatchListSemantics(lw, c.client)
-	if c.opts.DisableWatchList {
+	if c.opts.DisableWatchList || rt.Metadata {
 		lwi = unsupportedWatchList{lw}
 	}
-	inf := toolscache.NewSharedIndexInformerWithOptions(lwi, &corev1.Namespace{}, toolscache.SharedIndexInformerOptions{
+	index := c.clusterIndexFunc
+	if rt.Resource == NamespacesResource {
+		index = c.partitionIndexFunc
+	}
+	inf := toolscache.NewSharedIndexInformerWithOptions(lwi, rt.Object, toolscache.SharedIndexInformerOptions{
 		ResyncPeriod:      c.opts.ResyncPeriod,
-		Indexers:          toolscache.Indexers{PartitionIndex: c.partitionIndexFunc},
-		ObjectDescription: namespaces.Name(),
+		Indexers:          toolscache.Indexers{PartitionIndex: index},
+		ObjectDescription: rt.Name(),
 	})
 	_ = inf.SetTransform(StripManagedFields)
-	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: c.onNamespaceAdded})
 	return inf
 }
 
@@ -166,28 +210,116 @@ type unsupportedWatchList struct{ *toolscache.ListWatch }
 
 func (unsupportedWatchList) IsWatchListSemanticsUnSupported() bool { return true }
 
-// InformerFor returns the shard's informer for rt, creating it on first use. Every caller
-// asking for the same resource shares one informer and one cluster-wide watch. Its store
-// holds only objects of admitted partitions; event handlers see synthetic adds when
-// Prepare warms a partition and synthetic deletes when Release drops one.
+// Informer returns the shard's shared informer of key, creating it on first use: a typed
+// informer for the built-in types (Builtin), a metadata-only one (objects are
+// *metav1.PartialObjectMetadata) for any resource the API server serves when
+// key.Metadata is set. Every caller asking for the same key shares one informer and one
+// cluster-wide watch.
 //
-// Ask before Start, so that Prepare warms the informer too; an informer created after
-// Start is started at once and fills from its own first (filtered) list. It panics if rt
-// is incomplete, a programming error.
+// Stores of namespaced types hold only objects of admitted partitions; their event
+// handlers see synthetic adds when Prepare warms a partition and synthetic deletes when
+// Release drops one. Stores of cluster-scoped types hold every object.
+//
+// Ask before the informers start, so that Prepare warms the informer too; an informer
+// created later is started at once and fills from its own first (filtered) list.
+func (c *Cache) Informer(key Key) (toolscache.SharedIndexInformer, error) {
+	c.mu.Lock()
+	if f := c.feeds[key]; f != nil {
+		c.mu.Unlock()
+		return f.informer, nil
+	}
+	if inf := c.plain[key]; inf != nil {
+		c.mu.Unlock()
+		return inf, nil
+	}
+	c.mu.Unlock()
+	rt, err := c.resourceType(key)
+	if err != nil {
+		return nil, err
+	}
+	return c.InformerFor(rt), nil
+}
+
+// resourceType resolves key to a descriptor: the built-in table, or a metadata-only
+// descriptor whose scope the RESTMapper (discovery) tells.
+func (c *Cache) resourceType(key Key) (ResourceType, error) {
+	if !key.Metadata {
+		rt, ok := Builtin(key.Resource)
+		if !ok {
+			return ResourceType{}, fmt.Errorf("shardcache: %s is not a built-in type of this cache: read it metadata-only, or add it to the built-in table (pkg/sharding/shardcache/resource.go)", key)
+		}
+		return rt, nil
+	}
+	if c.opts.MetadataClient == nil || c.opts.RESTMapper == nil {
+		return ResourceType{}, fmt.Errorf("shardcache: %s: metadata-only informers need Options.MetadataClient and Options.RESTMapper", key)
+	}
+	gvk, err := c.opts.RESTMapper.KindFor(key.Resource)
+	if err != nil {
+		return ResourceType{}, fmt.Errorf("shardcache: %s: the API server does not serve it: %w", key, err)
+	}
+	mapping, err := c.opts.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return ResourceType{}, fmt.Errorf("shardcache: %s: %w", key, err)
+	}
+	return metadataType(key.Resource, mapping.Scope.Name() != meta.RESTScopeNameNamespace, c.opts.MetadataClient), nil
+}
+
+// metadataType describes a resource read metadata-only through mc.
+func metadataType(gvr schema.GroupVersionResource, clusterScoped bool, mc metadata.Interface) ResourceType {
+	client := func(ns string) metadata.ResourceInterface {
+		if clusterScoped {
+			return mc.Resource(gvr)
+		}
+		return mc.Resource(gvr).Namespace(ns)
+	}
+	return ResourceType{
+		Resource:      gvr,
+		Metadata:      true,
+		ClusterScoped: clusterScoped,
+		Object:        &metav1.PartialObjectMetadata{},
+		List: func(ctx context.Context, _ kubernetes.Interface, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+			list, err := client(ns).List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return list, nil
+		},
+		Watch: func(ctx context.Context, _ kubernetes.Interface, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+			return client(ns).Watch(ctx, opts)
+		},
+	}
+}
+
+// InformerFor returns the shard's informer for rt, creating it on first use (Informer
+// resolves a Key to rt; this takes a descriptor directly). It panics if rt is
+// incomplete, a programming error.
 func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	if err := rt.validate(); err != nil {
 		panic(err)
 	}
+	key := rt.Key()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f := c.feeds[rt.Resource]; f != nil {
+	if f := c.feeds[key]; f != nil {
 		return f.informer
+	}
+	if inf := c.plain[key]; inf != nil {
+		return inf
+	}
+	if rt.ClusterScoped {
+		inf := c.newPlainInformer(rt)
+		c.plain[key] = inf
+		c.plainOrder = append(c.plainOrder, plainInformer{key: key, inf: inf})
+		if c.started {
+			go inf.RunWithContext(c.runCtx)
+		}
+		return inf
 	}
 	logger := klog.Background()
 	if c.runCtx != nil {
 		logger = klog.FromContext(c.runCtx)
 	}
-	f := newFeed(rt, c.client, c.adm, c.opts.DisableWatchList, logger.WithName("sharding-cache").WithValues("resource", rt.Name()))
+	f := newFeed(rt, c.client, c.adm, c.opts.DisableWatchList, logger.WithName("shardcache").WithValues("resource", rt.Name()))
 	f.hooks = &c.hooks
 	inf := toolscache.NewSharedIndexInformerWithOptions(f, rt.Object, toolscache.SharedIndexInformerOptions{
 		ResyncPeriod: c.opts.ResyncPeriod,
@@ -199,12 +331,55 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	})
 	_ = inf.SetTransform(StripManagedFields)
 	f.informer = inf
-	c.feeds[rt.Resource] = f
+	c.feeds[key] = f
 	c.order = append(c.order, f)
 	if c.started {
 		go inf.RunWithContext(c.runCtx)
 	}
 	return inf
+}
+
+// Keys returns the store keys (client-go's MetaNamespaceKeyFunc form: "namespace/name",
+// or "name" for cluster-scoped objects) of key's cached objects that belong to
+// partition, sorted. The shard enqueues them into a controller's queue when it acquires
+// the partition. Objects of cluster-scoped types belong to the cluster partition only;
+// Namespace objects to the partition of the namespace they describe.
+func (c *Cache) Keys(key Key, partition uint32) ([]string, error) {
+	inf, err := c.Informer(key)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := inf.GetIndexer().IndexKeys(PartitionIndex, PartitionIndexValue(partition))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// Run hands the informers' start to the cache: the first Prepare after Run arms a timer
+// of Options.StartWindow, collecting the partitions of the shard's first assignment,
+// after which the informers start with ctx and their first lists fill every partition
+// admitted so far. Prepare, after Run, returns only once its partitions are cached.
+// Run returns at once; calling it after Start has no effect.
+func (c *Cache) Run(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lazyCtx == nil {
+		c.lazyCtx = ctx
+	}
+}
+
+// armStartLocked starts the informers StartWindow from now, once; c.mu must be held.
+func (c *Cache) armStartLocked() {
+	if c.started || c.startTimer != nil || c.lazyCtx == nil {
+		return
+	}
+	ctx := c.lazyCtx
+	c.startTimer = time.AfterFunc(c.opts.StartWindow, func() {
+		klog.FromContext(ctx).Info("Starting informers", "admittedPartitions", len(c.adm.list()), "resources", c.Resources())
+		c.Start(ctx)
+	})
 }
 
 // Start runs the informers until ctx is done. Partitions prepared before Start are
@@ -218,26 +393,43 @@ func (c *Cache) Start(ctx context.Context) {
 	}
 	c.started = true
 	c.runCtx = ctx
-	go c.nsInformer.RunWithContext(ctx)
+	for _, p := range c.plainOrder {
+		go p.inf.RunWithContext(ctx)
+	}
 	for _, f := range c.order {
 		go f.informer.RunWithContext(ctx)
 	}
 }
 
-// WaitForCacheSync waits until every informer has completed its first list, and so holds
-// every partition prepared before Start. It returns ctx's error if ctx ends first.
-func (c *Cache) WaitForCacheSync(ctx context.Context) error {
+// Started reports whether the informers run.
+func (c *Cache) Started() bool {
 	c.mu.Lock()
-	synced := []toolscache.InformerSynced{c.nsInformer.HasSynced}
+	defer c.mu.Unlock()
+	return c.started
+}
+
+// synced returns the HasSynced funcs of every informer.
+func (c *Cache) syncedFuncs() []toolscache.InformerSynced {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var synced []toolscache.InformerSynced
+	for _, p := range c.plainOrder {
+		synced = append(synced, p.inf.HasSynced)
+	}
 	for _, f := range c.order {
 		synced = append(synced, f.informer.HasSynced)
 	}
-	c.mu.Unlock()
-	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+	return synced
+}
+
+// WaitForCacheSync waits until every informer has completed its first list, and so holds
+// every partition prepared before Start. It returns ctx's error if ctx ends first.
+func (c *Cache) WaitForCacheSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), c.syncedFuncs()...) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return errors.New("sharding cache: caches did not sync")
+		return errors.New("shardcache: caches did not sync")
 	}
 	return nil
 }
@@ -249,12 +441,42 @@ func (c *Cache) feedList() []*feed {
 	return append([]*feed(nil), c.order...)
 }
 
+// plainList returns the unfiltered informers, the Namespace informer first.
+func (c *Cache) plainList() []plainInformer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]plainInformer(nil), c.plainOrder...)
+}
+
 // Resources returns the names of the registered resource types, sorted.
 func (c *Cache) Resources() []string {
 	var out []string
+	for _, p := range c.plainList() {
+		out = append(out, p.key.String())
+	}
 	for _, f := range c.feedList() {
 		out = append(out, f.rt.Name())
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ClusterScoped reports whether key's resource is cluster-scoped (for a metadata-only key,
+// as discovery tells).
+func (c *Cache) ClusterScoped(key Key) (bool, error) {
+	c.mu.Lock()
+	if f := c.feeds[key]; f != nil {
+		c.mu.Unlock()
+		return false, nil
+	}
+	if c.plain[key] != nil {
+		c.mu.Unlock()
+		return true, nil
+	}
+	c.mu.Unlock()
+	rt, err := c.resourceType(key)
+	if err != nil {
+		return false, err
+	}
+	return rt.ClusterScoped, nil
 }

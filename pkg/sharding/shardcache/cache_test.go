@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	corelisters "k8s.io/client-go/listers/core/v1"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -83,7 +85,7 @@ func ns(name string) *corev1.Namespace {
 
 func cachedNames(t *testing.T, c *Cache) []string {
 	t.Helper()
-	got, err := c.ConfigMaps().Lister().List(labels.Everything())
+	got, err := configMapLister(c).List(labels.Everything())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +112,7 @@ func TestCachePrepareRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &handlerLog{}
-	_, _ = c.ConfigMaps().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	_, _ = c.InformerFor(ConfigMaps).AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { h.add("add " + keyOf(obj)) },
 		UpdateFunc: func(_, obj any) { h.add("update " + keyOf(obj)) },
 		DeleteFunc: func(obj any) { h.add("delete " + keyOf(obj)) },
@@ -161,10 +163,10 @@ func TestCachePrepareRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "p2-a/new cached", func() bool {
-		_, err := c.ConfigMaps().Lister().ConfigMaps("p2-a").Get("new")
+		_, err := configMapLister(c).ConfigMaps("p2-a").Get("new")
 		return err == nil
 	})
-	if _, err := c.ConfigMaps().Lister().ConfigMaps("other").Get("new"); err == nil {
+	if _, err := configMapLister(c).ConfigMaps("other").Get("new"); err == nil {
 		t.Error("object of a partition that is not admitted was cached")
 	}
 
@@ -176,7 +178,7 @@ func TestCachePrepareRelease(t *testing.T) {
 		t.Fatalf("after Release(1): cached %v, want %v", got, want)
 	}
 	waitFor(t, "handler deletes", func() bool { return h.count("delete p1-") == 2 })
-	if idx, _ := c.ConfigMaps().Informer().GetIndexer().IndexKeys(PartitionIndex, PartitionIndexValue(2)); len(idx) != 3 {
+	if idx, _ := c.InformerFor(ConfigMaps).GetIndexer().IndexKeys(PartitionIndex, PartitionIndexValue(2)); len(idx) != 3 {
 		t.Errorf("partition index holds %d objects of partition 2, want 3", len(idx))
 	}
 
@@ -219,7 +221,7 @@ func TestCachePrepareTimesOutAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ConfigMaps()
+	c.InformerFor(ConfigMaps)
 	c.Start(ctx)
 	if err := c.WaitForCacheSync(ctx); err != nil {
 		t.Fatal(err)
@@ -256,7 +258,7 @@ func TestCacheReleaseDuringWarmup(t *testing.T) {
 		return false, nil, nil
 	})
 	c, _ := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
-	c.ConfigMaps()
+	c.InformerFor(ConfigMaps)
 	c.Start(ctx)
 	if err := c.WaitForCacheSync(ctx); err != nil {
 		t.Fatal(err)
@@ -294,7 +296,7 @@ func TestNamespacesIndexedByPartition(t *testing.T) {
 	if got := c.NamespacesOf(5); !equalStrings(got, []string{"p5-a", "p5-b"}) {
 		t.Errorf("NamespacesOf(5) = %v", got)
 	}
-	if got, _ := c.Namespaces().Lister().List(labels.Everything()); len(got) != 3 {
+	if got, _ := corelisters.NewNamespaceLister(c.nsInformer.GetIndexer()).List(labels.Everything()); len(got) != 3 {
 		t.Errorf("the namespace informer holds %d namespaces, want all 3", len(got))
 	}
 }
@@ -308,7 +310,7 @@ func TestCacheRewarmsLateNamespace(t *testing.T) {
 	lists := &listCounter{}
 	client.PrependReactor("list", "configmaps", lists.react)
 	c, _ := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
-	c.ConfigMaps()
+	c.InformerFor(ConfigMaps)
 	c.Start(ctx)
 	if err := c.WaitForCacheSync(ctx); err != nil {
 		t.Fatal(err)

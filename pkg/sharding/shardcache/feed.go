@@ -98,7 +98,7 @@ func newFeed(rt ResourceType, client kubernetes.Interface, adm *admission, disab
 		rt:          rt,
 		client:      client,
 		adm:         adm,
-		noWatchList: disableWatchList || watchlist.DoesClientNotSupportWatchListSemantics(client),
+		noWatchList: disableWatchList || rt.Metadata || watchlist.DoesClientNotSupportWatchListSemantics(client),
 		logger:      logger,
 		shadow:      map[string]map[string]runtime.Object{},
 		syncs:       map[string]*nsSync{},

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	corelisters "k8s.io/client-go/listers/core/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -258,4 +260,9 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// configMapLister is the typed lister of c's ConfigMap informer.
+func configMapLister(c *Cache) corelisters.ConfigMapLister {
+	return corelisters.NewConfigMapLister(c.InformerFor(ConfigMaps).GetIndexer())
 }

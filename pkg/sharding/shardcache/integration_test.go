@@ -364,9 +364,9 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := c.ConfigMaps().Informer()
-	secrets := c.Secrets().Informer()
-	c.Pods() // cluster pods of other namespaces exercise the filter
+	cms := c.InformerFor(ConfigMaps)
+	secrets := c.InformerFor(Secrets)
+	c.InformerFor(Pods) // cluster pods of other namespaces exercise the filter
 	mon := &monitor{adds: map[uint32]int{}, deletes: map[uint32]int{}, partitionOf: e.partitionOf}
 	if _, err := cms.AddEventHandler(mon.handler()); err != nil {
 		t.Fatal(err)
@@ -384,7 +384,7 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	}
 	e.eventually(ctx, "start", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 0) })
 	e.eventually(ctx, "start", secrets, func() map[string]uint64 { return e.truth(ctx, "secrets", 0) })
-	if n := len(c.Pods().Informer().GetStore().ListKeys()); n != 0 {
+	if n := len(c.InformerFor(Pods).GetStore().ListKeys()); n != 0 {
 		t.Errorf("pods of partitions that are not admitted are cached: %d", n)
 	}
 	cl, _ := reqs.count("list", "configmaps")
@@ -475,14 +475,14 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	e.eventually(ctx, "prepare 2 under churn", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 0, 1, 2) })
 	e.eventually(ctx, "prepare 2 under churn", secrets, func() map[string]uint64 { return e.truth(ctx, "secrets", 0, 1, 2) })
 	for ns := range p2 {
-		o, err := c.ConfigMaps().Lister().ConfigMaps(ns).Get("cm-0")
+		o, err := configMapLister(c).ConfigMaps(ns).Get("cm-0")
 		if err != nil || o.Data["during"] != "warm-up" {
 			t.Errorf("%s/cm-0: the update made during the warm-up is missing (%v)", ns, err)
 		}
-		if _, err := c.ConfigMaps().Lister().ConfigMaps(ns).Get("cm-1"); !apierrors.IsNotFound(err) {
+		if _, err := configMapLister(c).ConfigMaps(ns).Get("cm-1"); !apierrors.IsNotFound(err) {
 			t.Errorf("%s/cm-1: deleted during the warm-up but still cached", ns)
 		}
-		if _, err := c.ConfigMaps().Lister().ConfigMaps(ns).Get("during-warmup"); err != nil {
+		if _, err := configMapLister(c).ConfigMaps(ns).Get("during-warmup"); err != nil {
 			t.Errorf("%s/during-warmup: created during the warm-up but not cached", ns)
 		}
 	}

@@ -2,6 +2,8 @@ package shardcache
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -45,8 +47,10 @@ type warmup struct {
 // reflector's resourceVersion. A relist that happens meanwhile covers the partition
 // instead.
 //
-// Before Start, Prepare only admits: the informers' first cluster-wide list, filtered,
-// fills every prepared partition at once, and WaitForCacheSync waits for it.
+// Before the informers start, the informers' first cluster-wide list, filtered, fills
+// every prepared partition at once. After Run, the first Prepare arms the start (see
+// Run) and every Prepare waits for that first list. Without Run or Start, Prepare only
+// admits: the caller starts the cache itself and waits with WaitForCacheSync.
 //
 // Prepare is idempotent. If ctx ends first it returns ctx's error and the warm-up goes
 // on; if a partition is released meanwhile it returns ErrReleased.
@@ -68,12 +72,15 @@ func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
 			}
 		}
 		switch {
-		case !c.started:
+		case !c.started && c.lazyCtx == nil:
 		case st.warm == nil:
 			needInitial = true
 		default:
 			waits = append(waits, st.warm)
 		}
+	}
+	if needInitial {
+		c.armStartLocked()
 	}
 	c.mu.Unlock()
 
@@ -117,6 +124,20 @@ func (c *Cache) Prepared(partition uint32) bool {
 	}
 }
 
+// Synced reports, for readiness, whether every partition of partitions is cached; the
+// error names the first that is not.
+func (c *Cache) Synced(partitions []uint32) error {
+	if len(partitions) > 0 && !c.Started() {
+		return errors.New("informers not started yet")
+	}
+	for _, p := range partitions {
+		if !c.Prepared(p) {
+			return fmt.Errorf("partition %d not synced", p)
+		}
+	}
+	return nil
+}
+
 // Admitted returns the admitted partitions, sorted.
 func (c *Cache) Admitted() []uint32 {
 	out := c.adm.list()
@@ -125,11 +146,8 @@ func (c *Cache) Admitted() []uint32 {
 }
 
 func (c *Cache) informersSynced() bool {
-	if !c.nsInformer.HasSynced() {
-		return false
-	}
-	for _, f := range c.feedList() {
-		if !f.informer.HasSynced() {
+	for _, synced := range c.syncedFuncs() {
+		if !synced() {
 			return false
 		}
 	}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,18 +17,39 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// ResourceType tells the cache how to list and watch one namespaced resource type. It is
-// the key of the Cache's informer registry: controllers ask for the types they need
-// (Cache.InformerFor, or the typed accessors such as Cache.Pods) and each type gets one
-// cluster-wide informer per shard however many controllers share it.
-//
-// The package provides descriptors for the types kshard's controllers use (Pods,
-// ReplicaSets, …). Others are declared the same way; List and Watch receive the Cache's
-// clientset, and a descriptor for a dynamic or metadata-only client simply closes over
-// its own client instead.
+// Key names one informer of the Cache: a resource, as typed objects (the built-in types
+// of Builtin) or, with Metadata, as *metav1.PartialObjectMetadata for any resource the API
+// server serves. Every caller asking for the same Key shares one informer.
+type Key struct {
+	Resource schema.GroupVersionResource
+	Metadata bool
+}
+
+// String is the resource's name as used in logs and in the resource label of metrics
+// ("pods", "deployments.apps"), with " (metadata)" for metadata-only informers.
+func (k Key) String() string {
+	s := k.Resource.GroupResource().String()
+	if k.Metadata {
+		s += " (metadata)"
+	}
+	return s
+}
+
+// ResourceType tells the cache how to list and watch one resource type. Builtin holds
+// the descriptors of the built-in types; metadata-only descriptors are made on demand
+// (Cache.Informer). A type not listed there can still be declared by hand and passed to
+// InformerFor: List and Watch receive the Cache's clientset, and a descriptor for a
+// dynamic client simply closes over its own client instead.
 type ResourceType struct {
 	// Resource names the type in the registry, in logs and in metrics.
 	Resource schema.GroupVersionResource
+	// Metadata marks a metadata-only type (Object is a PartialObjectMetadata).
+	Metadata bool
+	// ClusterScoped types are not filtered by partition: every shard caches all of their
+	// objects (Nodes, PersistentVolumes, …), which controllers read to reconcile their own
+	// namespaced objects. The work on them belongs to the cluster partition (see
+	// ClusterPartitionKey).
+	ClusterScoped bool
 	// Object is an empty object of the type the informer stores (e.g. &corev1.Pod{}).
 	// The reflector drops events of any other type; synthetic bookmarks are copies of it.
 	Object runtime.Object
@@ -35,15 +59,16 @@ type ResourceType struct {
 	Watch func(ctx context.Context, client kubernetes.Interface, namespace string, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// Key returns the registry key of rt.
+func (rt ResourceType) Key() Key { return Key{Resource: rt.Resource, Metadata: rt.Metadata} }
+
 // Name is the resource's name as used in logs and in the resource label of metrics:
 // "pods" for the core group, "deployments.apps" otherwise.
-func (rt ResourceType) Name() string {
-	return rt.Resource.GroupResource().String()
-}
+func (rt ResourceType) Name() string { return rt.Key().String() }
 
 func (rt ResourceType) validate() error {
 	if rt.Resource.Resource == "" || rt.Object == nil || rt.List == nil || rt.Watch == nil {
-		return fmt.Errorf("sharding cache: incomplete ResourceType %q: Resource, Object, List and Watch are required", rt.Name())
+		return fmt.Errorf("shardcache: incomplete ResourceType %q: Resource, Object, List and Watch are required", rt.Name())
 	}
 	return nil
 }
@@ -54,11 +79,12 @@ type listWatcher[L runtime.Object] interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// typedResource builds a ResourceType from a typed client getter.
-func typedResource[L runtime.Object](gvr schema.GroupVersionResource, object runtime.Object, client func(kubernetes.Interface, string) listWatcher[L]) ResourceType {
+// typed builds a ResourceType from a typed client getter; ns is "" for cluster-scoped types.
+func typed[L runtime.Object](gvr schema.GroupVersionResource, object runtime.Object, clusterScoped bool, client func(kubernetes.Interface, string) listWatcher[L]) ResourceType {
 	return ResourceType{
-		Resource: gvr,
-		Object:   object,
+		Resource:      gvr,
+		ClusterScoped: clusterScoped,
+		Object:        object,
 		List: func(ctx context.Context, c kubernetes.Interface, ns string, opts metav1.ListOptions) (runtime.Object, error) {
 			list, err := client(c, ns).List(ctx, opts)
 			if err != nil {
@@ -73,51 +99,131 @@ func typedResource[L runtime.Object](gvr schema.GroupVersionResource, object run
 	}
 }
 
-// Descriptors of the built-in types kshard's controllers cache.
+func namespaced[L runtime.Object](gvr schema.GroupVersionResource, object runtime.Object, client func(kubernetes.Interface, string) listWatcher[L]) ResourceType {
+	return typed(gvr, object, false, client)
+}
+
+func clusterScoped[L runtime.Object](gvr schema.GroupVersionResource, object runtime.Object, client func(kubernetes.Interface) listWatcher[L]) ResourceType {
+	return typed(gvr, object, true, func(c kubernetes.Interface, _ string) listWatcher[L] { return client(c) })
+}
+
 var (
-	// Pods are core/v1 pods.
-	Pods = typedResource(corev1.SchemeGroupVersion.WithResource("pods"), &corev1.Pod{},
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.PodList] { return c.CoreV1().Pods(ns) })
-	// ConfigMaps are core/v1 config maps.
-	ConfigMaps = typedResource(corev1.SchemeGroupVersion.WithResource("configmaps"), &corev1.ConfigMap{},
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ConfigMapList] {
-			return c.CoreV1().ConfigMaps(ns)
-		})
-	// Secrets are core/v1 secrets.
-	Secrets = typedResource(corev1.SchemeGroupVersion.WithResource("secrets"), &corev1.Secret{},
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.SecretList] { return c.CoreV1().Secrets(ns) })
-	// ServiceAccounts are core/v1 service accounts.
-	ServiceAccounts = typedResource(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), &corev1.ServiceAccount{},
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ServiceAccountList] {
-			return c.CoreV1().ServiceAccounts(ns)
-		})
-	// ReplicaSets are apps/v1 replica sets.
-	ReplicaSets = typedResource(appsv1.SchemeGroupVersion.WithResource("replicasets"), &appsv1.ReplicaSet{},
-		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.ReplicaSetList] {
-			return c.AppsV1().ReplicaSets(ns)
-		})
-	// Deployments are apps/v1 deployments.
-	Deployments = typedResource(appsv1.SchemeGroupVersion.WithResource("deployments"), &appsv1.Deployment{},
-		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.DeploymentList] {
-			return c.AppsV1().Deployments(ns)
-		})
-	// ControllerRevisions are apps/v1 controller revisions (deployment history tools use them).
-	ControllerRevisions = typedResource(appsv1.SchemeGroupVersion.WithResource("controllerrevisions"), &appsv1.ControllerRevision{},
-		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.ControllerRevisionList] {
-			return c.AppsV1().ControllerRevisions(ns)
-		})
-	// Jobs are batch/v1 jobs.
-	Jobs = typedResource(batchv1.SchemeGroupVersion.WithResource("jobs"), &batchv1.Job{},
-		func(c kubernetes.Interface, ns string) listWatcher[*batchv1.JobList] { return c.BatchV1().Jobs(ns) })
-	// CronJobs are batch/v1 cron jobs.
-	CronJobs = typedResource(batchv1.SchemeGroupVersion.WithResource("cronjobs"), &batchv1.CronJob{},
-		func(c kubernetes.Interface, ns string) listWatcher[*batchv1.CronJobList] {
-			return c.BatchV1().CronJobs(ns)
-		})
+	core      = corev1.SchemeGroupVersion
+	apps      = appsv1.SchemeGroupVersion
+	batch     = batchv1.SchemeGroupVersion
+	policy    = policyv1.SchemeGroupVersion
+	discovery = discoveryv1.SchemeGroupVersion
+	autoscale = autoscalingv2.SchemeGroupVersion
 )
 
-// namespaces describes the Namespace type for the unfiltered namespace informer.
-var namespaces = typedResource(corev1.SchemeGroupVersion.WithResource("namespaces"), &corev1.Namespace{},
-	func(c kubernetes.Interface, _ string) listWatcher[*corev1.NamespaceList] {
-		return c.CoreV1().Namespaces()
-	})
+// builtin lists the built-in types the controllers of kube-controller-manager read,
+// typed. Every controller asks for them by GroupVersionResource through Cache.Informer,
+// so a controller that reads one of these needs no new code here; a resource not listed
+// is read metadata-only (Key.Metadata) or added as one line.
+var builtin = indexTypes(
+	namespaced(core.WithResource("pods"), &corev1.Pod{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.PodList] { return c.CoreV1().Pods(ns) }),
+	namespaced(core.WithResource("services"), &corev1.Service{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ServiceList] { return c.CoreV1().Services(ns) }),
+	namespaced(core.WithResource("endpoints"), &corev1.Endpoints{}, //nolint:staticcheck // the Endpoints controller still serves them
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.EndpointsList] { return c.CoreV1().Endpoints(ns) }), //nolint:staticcheck
+	namespaced(core.WithResource("configmaps"), &corev1.ConfigMap{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ConfigMapList] { return c.CoreV1().ConfigMaps(ns) }),
+	namespaced(core.WithResource("secrets"), &corev1.Secret{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.SecretList] { return c.CoreV1().Secrets(ns) }),
+	namespaced(core.WithResource("serviceaccounts"), &corev1.ServiceAccount{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ServiceAccountList] {
+			return c.CoreV1().ServiceAccounts(ns)
+		}),
+	namespaced(core.WithResource("replicationcontrollers"), &corev1.ReplicationController{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ReplicationControllerList] {
+			return c.CoreV1().ReplicationControllers(ns)
+		}),
+	namespaced(core.WithResource("resourcequotas"), &corev1.ResourceQuota{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ResourceQuotaList] {
+			return c.CoreV1().ResourceQuotas(ns)
+		}),
+	namespaced(core.WithResource("limitranges"), &corev1.LimitRange{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.LimitRangeList] { return c.CoreV1().LimitRanges(ns) }),
+	namespaced(core.WithResource("persistentvolumeclaims"), &corev1.PersistentVolumeClaim{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.PersistentVolumeClaimList] {
+			return c.CoreV1().PersistentVolumeClaims(ns)
+		}),
+	namespaced(core.WithResource("podtemplates"), &corev1.PodTemplate{},
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.PodTemplateList] { return c.CoreV1().PodTemplates(ns) }),
+	namespaced(apps.WithResource("replicasets"), &appsv1.ReplicaSet{},
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.ReplicaSetList] { return c.AppsV1().ReplicaSets(ns) }),
+	namespaced(apps.WithResource("deployments"), &appsv1.Deployment{},
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.DeploymentList] { return c.AppsV1().Deployments(ns) }),
+	namespaced(apps.WithResource("statefulsets"), &appsv1.StatefulSet{},
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.StatefulSetList] { return c.AppsV1().StatefulSets(ns) }),
+	namespaced(apps.WithResource("daemonsets"), &appsv1.DaemonSet{},
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.DaemonSetList] { return c.AppsV1().DaemonSets(ns) }),
+	namespaced(apps.WithResource("controllerrevisions"), &appsv1.ControllerRevision{},
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.ControllerRevisionList] {
+			return c.AppsV1().ControllerRevisions(ns)
+		}),
+	namespaced(batch.WithResource("jobs"), &batchv1.Job{},
+		func(c kubernetes.Interface, ns string) listWatcher[*batchv1.JobList] { return c.BatchV1().Jobs(ns) }),
+	namespaced(batch.WithResource("cronjobs"), &batchv1.CronJob{},
+		func(c kubernetes.Interface, ns string) listWatcher[*batchv1.CronJobList] { return c.BatchV1().CronJobs(ns) }),
+	namespaced(policy.WithResource("poddisruptionbudgets"), &policyv1.PodDisruptionBudget{},
+		func(c kubernetes.Interface, ns string) listWatcher[*policyv1.PodDisruptionBudgetList] {
+			return c.PolicyV1().PodDisruptionBudgets(ns)
+		}),
+	namespaced(discovery.WithResource("endpointslices"), &discoveryv1.EndpointSlice{},
+		func(c kubernetes.Interface, ns string) listWatcher[*discoveryv1.EndpointSliceList] {
+			return c.DiscoveryV1().EndpointSlices(ns)
+		}),
+	namespaced(autoscale.WithResource("horizontalpodautoscalers"), &autoscalingv2.HorizontalPodAutoscaler{},
+		func(c kubernetes.Interface, ns string) listWatcher[*autoscalingv2.HorizontalPodAutoscalerList] {
+			return c.AutoscalingV2().HorizontalPodAutoscalers(ns)
+		}),
+	clusterScoped(core.WithResource("nodes"), &corev1.Node{},
+		func(c kubernetes.Interface) listWatcher[*corev1.NodeList] { return c.CoreV1().Nodes() }),
+	clusterScoped(core.WithResource("persistentvolumes"), &corev1.PersistentVolume{},
+		func(c kubernetes.Interface) listWatcher[*corev1.PersistentVolumeList] { return c.CoreV1().PersistentVolumes() }),
+	namespacesType,
+)
+
+// namespacesType describes the Namespace type of the unfiltered namespace informer.
+var namespacesType = clusterScoped(core.WithResource("namespaces"), &corev1.Namespace{},
+	func(c kubernetes.Interface) listWatcher[*corev1.NamespaceList] { return c.CoreV1().Namespaces() })
+
+// NamespacesResource is the Namespace type's resource. Namespace objects are cluster-scoped
+// but belong to the partition of the namespace they describe, not to the cluster partition.
+var NamespacesResource = namespacesType.Resource
+
+func indexTypes(ts ...ResourceType) map[schema.GroupVersionResource]ResourceType {
+	m := make(map[schema.GroupVersionResource]ResourceType, len(ts))
+	for _, t := range ts {
+		if _, dup := m[t.Resource]; dup {
+			panic("shardcache: built-in type listed twice: " + t.Name())
+		}
+		m[t.Resource] = t
+	}
+	return m
+}
+
+// Builtin returns the typed descriptor of a built-in resource, if the cache knows it.
+func Builtin(gvr schema.GroupVersionResource) (ResourceType, bool) {
+	rt, ok := builtin[gvr]
+	return rt, ok
+}
+
+// BuiltinResources returns the resources Builtin knows, for messages and tests.
+func BuiltinResources() []schema.GroupVersionResource {
+	out := make([]schema.GroupVersionResource, 0, len(builtin))
+	for gvr := range builtin {
+		out = append(out, gvr)
+	}
+	return out
+}
+
+// Descriptors of built-in types, for tests and tools of this module that want one
+// directly (controllers ask through Cache.Informer).
+var (
+	Pods       = builtin[core.WithResource("pods")]
+	ConfigMaps = builtin[core.WithResource("configmaps")]
+	Secrets    = builtin[core.WithResource("secrets")]
+)

@@ -26,10 +26,13 @@ type ResourceStats struct {
 	SyntheticEvents uint64
 }
 
-// Stats returns the statistics of every informer, the Namespace informer included
-// (it has no counters), sorted by resource. It backs kshard_shard_cached_objects.
+// Stats returns the statistics of every informer, the unfiltered ones (Namespaces and
+// other cluster-scoped types) included, without counters, sorted by resource. It backs kshard_shard_cached_objects.
 func (c *Cache) Stats() []ResourceStats {
-	out := []ResourceStats{{Resource: namespaces.Name(), Objects: len(c.nsInformer.GetIndexer().ListKeys())}}
+	var out []ResourceStats
+	for _, p := range c.plainList() {
+		out = append(out, ResourceStats{Resource: p.key.String(), Objects: len(p.inf.GetIndexer().ListKeys())})
+	}
 	for _, f := range c.feedList() {
 		out = append(out, ResourceStats{
 			Resource:        f.rt.Name(),

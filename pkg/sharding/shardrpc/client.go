@@ -23,8 +23,6 @@ import (
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
-// LeaderMetadataKey must match the coordinator's trailer key (server.LeaderMetadataKey).
-const LeaderMetadataKey = "kshard-leader"
 
 // Handler carries out the state machine's actions. Warm and Drain run asynchronously and
 // call done when finished; the others must return quickly.
@@ -388,7 +386,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 			if err != nil {
 				se := streamError{err: err}
 				if status.Code(err) == codes.FailedPrecondition {
-					if v := stream.Trailer().Get(LeaderMetadataKey); len(v) > 0 {
+					if v := stream.Trailer().Get(protocol.LeaderMetadataKey); len(v) > 0 {
 						se.leader = v[0]
 					}
 				}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/pkg/metrics/promutil"
 )
 
 // Metrics are the session's Prometheus series.
@@ -15,7 +17,7 @@ type Metrics struct {
 }
 
 // NewMetrics registers the session metrics with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Reconnects: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_shard_session_reconnects_total",
 			Help: "Session streams opened to a coordinator (the first one included)."}),
@@ -27,8 +29,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_shard_rejected_commands_total",
 			Help: "Coordinator commands the shard refused, by reason."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.Reconnects, m.Fenced, m.HeartbeatRTT, m.Rejected)
-	return m
+	if err := promutil.Register(reg, m.Reconnects, m.Fenced, m.HeartbeatRTT, m.Rejected); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // rttTracker remembers when outstanding heartbeats were sent. Seq restarts at 1 with

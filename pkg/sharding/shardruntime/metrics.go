@@ -8,21 +8,24 @@ var (
 	nsDesc       = prometheus.NewDesc("kshard_shard_namespaces", "Namespaces of the partitions this shard works.", nil, nil)
 )
 
-// Collector exposes the runtime's partition and namespace counts, computed at scrape time.
-type Collector struct{ rt *Runtime }
+// RegisterMetrics registers kshard_shard_acquired_partitions, _prepared_partitions and
+// _namespaces with reg, computed from the runtime at scrape time.
+func (r *Runtime) RegisterMetrics(reg prometheus.Registerer) error {
+	return reg.Register(collector{rt: r})
+}
 
-// NewCollector returns a collector for rt.
-func NewCollector(rt *Runtime) *Collector { return &Collector{rt: rt} }
+// collector exposes the runtime's partition and namespace counts.
+type collector struct{ rt *Runtime }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- acquiredDesc
 	ch <- preparedDesc
 	ch <- nsDesc
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.rt.Stats()
 	ch <- prometheus.MustNewConstMetric(acquiredDesc, prometheus.GaugeValue, float64(s.AcquiredPartitions))
 	ch <- prometheus.MustNewConstMetric(preparedDesc, prometheus.GaugeValue, float64(s.PreparedPartitions))

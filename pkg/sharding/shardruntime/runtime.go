@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
@@ -20,11 +19,24 @@ import (
 
 // Options configure the Runtime.
 type Options struct {
-	// StartWindow is how long the first Warm actions are collected before the informers
-	// start (default 1s).
-	StartWindow time.Duration
 	// RetryInterval paces retries of failed warm-ups, drains and drops (default 1s).
 	RetryInterval time.Duration
+}
+
+// Controller is what the runtime needs of one controller: how to run it, and where the
+// keys of a newly acquired partition go. It knows nothing else about controllers; the
+// shard command builds these from the controllers' descriptors.
+type Controller struct {
+	// Name names the controller in logs.
+	Name string
+	// Queue receives, when a partition is acquired, the key of every cached object of
+	// Primary in that partition: adds made while the partition was not acquired were
+	// dropped, and timers that lived on the previous owner are rebuilt by those syncs.
+	Queue interface{ Add(key string) }
+	// Primary are the informers whose objects' keys Queue holds.
+	Primary []shardcache.Key
+	// Run runs the controller's workers until ctx ends.
+	Run func(ctx context.Context)
 }
 
 // Runtime carries out the session's actions on the cache and the queues.
@@ -32,77 +44,63 @@ type Runtime struct {
 	opts  Options
 	cache *shardcache.Cache
 	gate  *gate.Gate
-	ctrls []controllers.Controller
+	ctrls []Controller
 	log   logr.Logger
 
-	mu      sync.Mutex
-	ctx     context.Context // set by Run
-	started bool
-	startAt *time.Timer
-	serial  map[partition.ID]*opQueue
+	mu     sync.Mutex
+	ctx    context.Context // set by Run
+	serial map[partition.ID]*opQueue
 }
 
-// New wires a runtime; controllers must already have registered their informers with c.
-func New(c *shardcache.Cache, g *gate.Gate, ctrls []controllers.Controller, opts Options, log logr.Logger) *Runtime {
-	if opts.StartWindow <= 0 {
-		opts.StartWindow = time.Second
-	}
+// New wires a runtime. The controllers must already have asked c for their informers,
+// and every Primary informer must be one c can serve.
+func New(c *shardcache.Cache, g *gate.Gate, ctrls []Controller, opts Options, log logr.Logger) (*Runtime, error) {
 	if opts.RetryInterval <= 0 {
 		opts.RetryInterval = time.Second
 	}
-	return &Runtime{opts: opts, cache: c, gate: g, ctrls: ctrls, log: log, serial: map[partition.ID]*opQueue{}}
+	for _, ctrl := range ctrls {
+		if ctrl.Queue == nil || ctrl.Run == nil {
+			return nil, fmt.Errorf("shardruntime: controller %q needs a Queue and a Run func", ctrl.Name)
+		}
+		for _, k := range ctrl.Primary {
+			if _, err := c.Informer(k); err != nil {
+				return nil, fmt.Errorf("shardruntime: controller %q: primary %s: %w", ctrl.Name, k, err)
+			}
+		}
+	}
+	return &Runtime{opts: opts, cache: c, gate: g, ctrls: ctrls, log: log, serial: map[partition.ID]*opQueue{}}, nil
 }
 
-// Run starts the controllers' workers and blocks until ctx ends. Workers find nothing to
-// do until partitions are acquired.
-func (r *Runtime) Run(ctx context.Context, workers func(i int) int) {
+// Run hands the informers' start to the cache (they start shortly after the first
+// assignment), starts the partition operations that arrived before it and the
+// controllers' workers, and blocks until ctx ends. Workers find nothing to do until
+// partitions are acquired.
+func (r *Runtime) Run(ctx context.Context) {
+	r.cache.Run(ctx)
 	r.mu.Lock()
 	r.ctx = ctx
-	early := len(r.serial) > 0 // Warm or Work arrived before Run: start the informers now
-	r.mu.Unlock()
-	if early {
-		r.armStart()
+	for p, q := range r.serial {
+		if !q.running && len(q.ops) > 0 {
+			q.running = true
+			go r.drain(ctx, p, q)
+		}
 	}
+	r.mu.Unlock()
 	var wg sync.WaitGroup
-	for i, c := range r.ctrls {
+	for _, c := range r.ctrls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.Run(ctx, workers(i))
+			c.Run(ctx)
 		}()
 	}
 	wg.Wait()
 }
 
-// startCache starts the informers once; the first Warm arms it after StartWindow.
-func (r *Runtime) armStart() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started || r.startAt != nil || r.ctx == nil {
-		return
-	}
-	ctx := r.ctx
-	r.startAt = time.AfterFunc(r.opts.StartWindow, func() {
-		r.mu.Lock()
-		r.started = true
-		r.mu.Unlock()
-		r.log.Info("starting informers", "admittedPartitions", len(r.cache.Admitted()))
-		r.cache.Start(ctx)
-	})
-}
-
-// Started reports whether the informers run.
-func (r *Runtime) Started() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.started
-}
-
 // Warm starts caching p and calls done once its objects are cached.
 func (r *Runtime) Warm(p partition.ID, done func()) {
-	r.armStart()
 	r.do(p, "warm", func(ctx context.Context) error {
-		if err := r.prepare(ctx, p); err != nil {
+		if err := r.cache.Prepare(ctx, []uint32{uint32(p)}); err != nil {
 			if errors.Is(err, shardcache.ErrReleased) {
 				return nil // dropped meanwhile: nothing to report
 			}
@@ -113,29 +111,24 @@ func (r *Runtime) Warm(p partition.ID, done func()) {
 	})
 }
 
-// prepare admits p and waits until its objects are cached, including the case of a
-// partition admitted before the informers started (their first list fills it).
-func (r *Runtime) prepare(ctx context.Context, p partition.ID) error {
-	if err := r.cache.Prepare(ctx, []uint32{uint32(p)}); err != nil {
-		return err
-	}
-	return wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		return r.cache.Prepared(uint32(p)), nil
-	})
-}
-
-// Work starts working p once its caches are synced: every namespace of it is enqueued in
-// every controller, because adds made before were dropped by the queues.
+// Work starts working p once its caches are synced: the key of every primary object of
+// p goes into its controller's queue, because adds made before were dropped by the
+// queues.
 func (r *Runtime) Work(p partition.ID) {
-	r.armStart()
 	r.do(p, "work", func(ctx context.Context) error {
-		if err := r.prepare(ctx, p); err != nil {
+		if err := r.cache.Prepare(ctx, []uint32{uint32(p)}); err != nil {
 			return err
 		}
 		r.gate.Acquire(uint32(p))
-		for _, ns := range r.cache.NamespacesOf(uint32(p)) {
-			for _, c := range r.ctrls {
-				c.EnqueueNamespace(ns)
+		for _, c := range r.ctrls {
+			for _, k := range c.Primary {
+				keys, err := r.cache.Keys(k, uint32(p))
+				if err != nil {
+					return fmt.Errorf("controller %s: keys of %s: %w", c.Name, k, err)
+				}
+				for _, key := range keys {
+					c.Queue.Add(key)
+				}
 			}
 		}
 		return nil
@@ -208,20 +201,7 @@ func (r *Runtime) Stats() protocol.Stats {
 }
 
 // Synced reports whether every acquired partition's caches are synced (readiness).
-func (r *Runtime) Synced() error {
-	if !r.Started() {
-		if len(r.gate.Partitions()) == 0 {
-			return nil
-		}
-		return errors.New("informers not started yet")
-	}
-	for _, p := range r.gate.Partitions() {
-		if !r.cache.Prepared(p) {
-			return fmt.Errorf("partition %d not synced", p)
-		}
-	}
-	return nil
-}
+func (r *Runtime) Synced() error { return r.cache.Synced(r.gate.Partitions()) }
 
 // opQueue runs one partition's operations in order.
 type opQueue struct {
@@ -263,15 +243,11 @@ func (r *Runtime) do(p partition.ID, name string, fn func(ctx context.Context) e
 		r.serial[p] = q
 	}
 	q.ops = append(q.ops, op{name: name, fn: fn})
-	if q.running {
-		return
+	if q.running || r.ctx == nil {
+		return // Run starts the operations that arrive before it
 	}
 	q.running = true
-	ctx := r.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	go r.drain(ctx, p, q)
+	go r.drain(r.ctx, p, q)
 }
 
 func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {

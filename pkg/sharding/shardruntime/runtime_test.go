@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	corelisters "k8s.io/client-go/listers/core/v1"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,10 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kshard/kshard/pkg/controllers"
-	"github.com/kshard/kshard/pkg/sharding/shardcache"
-	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/shardcache"
 )
 
 // testPartition maps "pN-…" namespaces to partition N and everything else to 99.
@@ -36,35 +37,38 @@ func testPartition(ns string) uint32 {
 	return 99
 }
 
-// fakeController records the namespaces the runtime enqueues.
+// fakeController records the keys the runtime enqueues into its queue.
 type fakeController struct {
 	mu       sync.Mutex
 	enqueued []string
-	workers  int
+	ran      bool
 }
 
-var _ controllers.Controller = (*fakeController)(nil)
-
-func (f *fakeController) Run(ctx context.Context, workers int) {
+func (f *fakeController) Run(ctx context.Context) {
 	f.mu.Lock()
-	f.workers = workers
+	f.ran = true
 	f.mu.Unlock()
 	<-ctx.Done()
 }
 
-func (f *fakeController) EnqueueNamespace(ns string) {
+func (f *fakeController) Add(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.enqueued = append(f.enqueued, ns)
+	f.enqueued = append(f.enqueued, key)
 }
 
-// calls returns the enqueued namespaces, sorted.
+// calls returns the enqueued keys, sorted.
 func (f *fakeController) calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := slices.Clone(f.enqueued)
 	slices.Sort(out)
 	return out
+}
+
+// runtimeController is ctrl as the runtime sees it: ConfigMaps are its primary objects.
+func runtimeController(ctrl *fakeController) Controller {
+	return Controller{Name: "fake", Queue: ctrl, Primary: []shardcache.Key{shardcache.ConfigMaps.Key()}, Run: ctrl.Run}
 }
 
 // blocker holds configmap lists of one namespace until released.
@@ -126,20 +130,23 @@ func newEnv(t *testing.T, b *blocker) *env {
 		client.PrependReactor("list", "configmaps", b.react)
 		t.Cleanup(b.open)
 	}
-	c, err := shardcache.New(client, testPartition, shardcache.Options{PollInterval: 5 * time.Millisecond})
+	c, err := shardcache.New(client, testPartition, shardcache.Options{PollInterval: 5 * time.Millisecond, StartWindow: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ConfigMaps().Informer() // register before Start, as controllers do
-	g := gate.New(gate.NamespaceKeyPartition(testPartition))
+	c.InformerFor(shardcache.ConfigMaps) // register before Start, as controllers do
+	g := gate.New(gate.NamespaceNameKeys(testPartition))
 	ctrl := &fakeController{}
-	rt := New(c, g, []controllers.Controller{ctrl}, Options{StartWindow: 10 * time.Millisecond, RetryInterval: 10 * time.Millisecond}, logr.Discard())
+	rt, err := New(c, g, []Controller{runtimeController(ctrl)}, Options{RetryInterval: 10 * time.Millisecond}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		rt.Run(ctx, func(int) int { return 2 })
+		rt.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -193,7 +200,7 @@ func (e *env) idle(p partition.ID) {
 
 // cached returns the cached configmaps of partition p as "namespace/name", sorted.
 func (e *env) cached(p uint32) []string {
-	objs, err := e.cache.ConfigMaps().Lister().List(labels.Everything())
+	objs, err := corelisters.NewConfigMapLister(e.cache.InformerFor(shardcache.ConfigMaps).GetIndexer()).List(labels.Everything())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -246,10 +253,10 @@ func TestWarmThenWork(t *testing.T) {
 		beforeStart bool
 		p           partition.ID
 		wantObjects []string
-		wantNS      []string
+		wantKeys    []string
 	}{
-		{name: "warmed by the first list", beforeStart: true, p: 3, wantObjects: p3Objects, wantNS: []string{"p3-a", "p3-b"}},
-		{name: "warmed while running", p: 5, wantObjects: p5Objects, wantNS: []string{"p5-a"}},
+		{name: "warmed by the first list", beforeStart: true, p: 3, wantObjects: p3Objects, wantKeys: p3Objects},
+		{name: "warmed while running", p: 5, wantObjects: p5Objects, wantKeys: p5Objects},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -258,7 +265,7 @@ func TestWarmThenWork(t *testing.T) {
 			if !tc.beforeStart {
 				// Start the informers with another partition first.
 				e.rt.Warm(7, func() {})
-				e.eventually("the informers run", e.rt.Started)
+				e.eventually("the informers run", e.cache.Started)
 				e.idle(7)
 			}
 			d, done := e.doneFor(uint32(tc.p))
@@ -272,7 +279,7 @@ func TestWarmThenWork(t *testing.T) {
 			if got := d.seen(); !slices.Equal(got, tc.wantObjects) {
 				t.Errorf("cached when done was called: %v, want %v", got, tc.wantObjects)
 			}
-			if e.gate.Acquired(uint32(tc.p)) {
+			if slices.Contains(e.gate.Partitions(), uint32(tc.p)) {
 				t.Errorf("Warm acquired partition %d", tc.p)
 			}
 			if got := e.ctrl.calls(); len(got) != 0 {
@@ -280,10 +287,10 @@ func TestWarmThenWork(t *testing.T) {
 			}
 
 			e.rt.Work(tc.p)
-			e.eventually("Work acquires the partition", func() bool { return e.gate.Acquired(uint32(tc.p)) })
+			e.eventually("Work acquires the partition", func() bool { return slices.Contains(e.gate.Partitions(), uint32(tc.p)) })
 			e.idle(tc.p)
-			if got := e.ctrl.calls(); !slices.Equal(got, tc.wantNS) {
-				t.Errorf("enqueued namespaces %v, want %v", got, tc.wantNS)
+			if got := e.ctrl.calls(); !slices.Equal(got, tc.wantKeys) {
+				t.Errorf("enqueued keys %v, want %v", got, tc.wantKeys)
 			}
 			if got := e.gate.Partitions(); !slices.Equal(got, []uint32{uint32(tc.p)}) {
 				t.Errorf("acquired partitions %v, want [%d]", got, tc.p)
@@ -299,21 +306,21 @@ func TestWorkWithoutWarmWaitsForCaches(t *testing.T) {
 	b := newBlocker("p5-a")
 	e := newEnv(t, b)
 	e.rt.Warm(7, func() {})
-	e.eventually("the informers run", e.rt.Started)
+	e.eventually("the informers run", e.cache.Started)
 	e.rt.Work(5)
 	<-b.entered
-	e.never("partition 5 is acquired before its caches are synced", func() bool { return e.gate.Acquired(5) })
+	e.never("partition 5 is acquired before its caches are synced", func() bool { return slices.Contains(e.gate.Partitions(), 5) })
 	if got := e.ctrl.calls(); len(got) != 0 {
 		t.Errorf("enqueued %v before the caches were synced", got)
 	}
 	b.open()
-	e.eventually("Work acquires the partition", func() bool { return e.gate.Acquired(5) })
+	e.eventually("Work acquires the partition", func() bool { return slices.Contains(e.gate.Partitions(), 5) })
 	e.idle(5)
 	if got := e.cached(5); !slices.Equal(got, p5Objects) {
 		t.Errorf("cached %v, want %v", got, p5Objects)
 	}
-	if got := e.ctrl.calls(); !slices.Equal(got, []string{"p5-a"}) {
-		t.Errorf("enqueued %v, want [p5-a]", got)
+	if got := e.ctrl.calls(); !slices.Equal(got, p5Objects) {
+		t.Errorf("enqueued %v, want %v", got, p5Objects)
 	}
 }
 
@@ -322,18 +329,18 @@ func TestOperationsRunInOrder(t *testing.T) {
 		b := newBlocker("p5-a")
 		e := newEnv(t, b)
 		e.rt.Warm(7, func() {})
-		e.eventually("the informers run", e.rt.Started)
+		e.eventually("the informers run", e.cache.Started)
 		e.rt.Work(5) // waits for the blocked warm-up
 		<-b.entered
 		e.rt.Stop(5)
-		if e.gate.Acquired(5) {
+		if slices.Contains(e.gate.Partitions(), 5) {
 			t.Fatal("partition 5 acquired right after Stop")
 		}
 		b.open()
 		// The queued Work runs (it enqueues), then the queued Stop revokes again.
 		e.eventually("the queued Work runs", func() bool { return len(e.ctrl.calls()) > 0 })
 		e.idle(5)
-		if e.gate.Acquired(5) {
+		if slices.Contains(e.gate.Partitions(), 5) {
 			t.Error("partition 5 is acquired after Work, Stop: the queued Work re-acquired it")
 		}
 		if got := e.cached(5); !slices.Equal(got, p5Objects) {
@@ -362,7 +369,7 @@ func TestOperationsRunInOrder(t *testing.T) {
 		e.rt.Drop(3)
 		e.idle(3)
 		e.idle(5)
-		if e.gate.Acquired(3) {
+		if slices.Contains(e.gate.Partitions(), 3) {
 			t.Error("partition 3 acquired after Drop")
 		}
 		if got := e.cached(3); len(got) != 0 {
@@ -371,8 +378,8 @@ func TestOperationsRunInOrder(t *testing.T) {
 		if slices.Contains(e.cache.Admitted(), 3) {
 			t.Errorf("dropped partition 3 still admitted: %v", e.cache.Admitted())
 		}
-		if !e.gate.Acquired(5) || !slices.Equal(e.cached(5), p5Objects) {
-			t.Errorf("partition 5 affected by dropping 3: acquired %v, cached %v", e.gate.Acquired(5), e.cached(5))
+		if !slices.Contains(e.gate.Partitions(), 5) || !slices.Equal(e.cached(5), p5Objects) {
+			t.Errorf("partition 5 affected by dropping 3: acquired %v, cached %v", slices.Contains(e.gate.Partitions(), 5), e.cached(5))
 		}
 	})
 
@@ -402,7 +409,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	defer q.ShutDown()
 	e.rt.Work(3)
 	e.rt.Work(5)
-	e.eventually("partitions 3 and 5 are acquired", func() bool { return e.gate.Acquired(3) && e.gate.Acquired(5) })
+	e.eventually("partitions 3 and 5 are acquired", func() bool { return slices.Contains(e.gate.Partitions(), 3) && slices.Contains(e.gate.Partitions(), 5) })
 	q.Add("p3-a/x")
 	key, shutdown := q.Get()
 	if shutdown || key != "p3-a/x" {
@@ -411,7 +418,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 
 	var drained atomic.Bool
 	e.rt.Drain(3, func() { drained.Store(true) })
-	if e.gate.Acquired(3) {
+	if slices.Contains(e.gate.Partitions(), 3) {
 		t.Error("partition 3 still acquired right after Drain")
 	}
 	q.Add("p3-a/y")
@@ -419,7 +426,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 		t.Errorf("a key of a draining partition was admitted: %+v", s)
 	}
 	e.never("done is called while a key of the partition is in flight", drained.Load)
-	if !e.gate.Acquired(5) {
+	if !slices.Contains(e.gate.Partitions(), 5) {
 		t.Error("draining 3 revoked 5")
 	}
 	q.Done(key)
@@ -434,7 +441,7 @@ func TestStats(t *testing.T) {
 	e := newEnv(t, nil)
 	q := e.gate.NewQueue(gate.QueueConfig{Name: "test"})
 	defer q.ShutDown()
-	wantNS := uint64(5) // namespaces are cached unfiltered
+	wantKeys := uint64(5) // namespaces are cached unfiltered
 
 	type want struct {
 		acquired, prepared uint32
@@ -462,22 +469,22 @@ func TestStats(t *testing.T) {
 	e.eventually("3 is warm", w3.called.Load)
 	e.idle(3)
 	e.idle(5)
-	check("3 warm, 5 worked", want{acquired: 1, prepared: 1, namespaces: 1, cached: wantNS + 4})
+	check("3 warm, 5 worked", want{acquired: 1, prepared: 1, namespaces: 1, cached: wantKeys + 4})
 
 	e.rt.Work(3)
 	e.idle(3)
 	q.Add("p3-a/x")
 	q.Add("p5-a/v")
 	q.Add("p7-a/w") // not acquired: dropped
-	check("3 and 5 worked", want{acquired: 2, namespaces: 3, cached: wantNS + 4, depth: 2})
+	check("3 and 5 worked", want{acquired: 2, namespaces: 3, cached: wantKeys + 4, depth: 2})
 
 	e.rt.Stop(5)
 	e.idle(5)
-	check("5 stopped", want{acquired: 1, prepared: 1, namespaces: 2, cached: wantNS + 4, depth: 2})
+	check("5 stopped", want{acquired: 1, prepared: 1, namespaces: 2, cached: wantKeys + 4, depth: 2})
 
 	e.rt.Drop(5)
 	e.idle(5)
-	check("5 dropped", want{acquired: 1, namespaces: 2, cached: wantNS + 3, depth: 2})
+	check("5 dropped", want{acquired: 1, namespaces: 2, cached: wantKeys + 3, depth: 2})
 }
 
 func TestSetDeadline(t *testing.T) {
@@ -516,9 +523,9 @@ func TestRunStartsControllers(t *testing.T) {
 	e.eventually("the controller runs with its workers", func() bool {
 		e.ctrl.mu.Lock()
 		defer e.ctrl.mu.Unlock()
-		return e.ctrl.workers == 2
+		return e.ctrl.ran
 	})
-	if e.rt.Started() {
+	if e.cache.Started() {
 		t.Error("informers started before any Warm or Work")
 	}
 	if err := e.rt.Synced(); err != nil {
@@ -532,7 +539,7 @@ func TestDropDoesNotWaitForAStuckWarmup(t *testing.T) {
 	b := newBlocker("p5-a")
 	e := newEnv(t, b)
 	e.rt.Warm(7, func() {})
-	e.eventually("the informers run", e.rt.Started)
+	e.eventually("the informers run", e.cache.Started)
 	d, done := e.doneFor(5)
 	e.rt.Warm(5, done)
 	<-b.entered // the warm-up's list is stuck
@@ -551,19 +558,22 @@ func TestDropDoesNotWaitForAStuckWarmup(t *testing.T) {
 // informers once Run is called.
 func TestWarmBeforeRunStartsInformers(t *testing.T) {
 	client := fake.NewClientset(world()...)
-	c, err := shardcache.New(client, testPartition, shardcache.Options{PollInterval: 5 * time.Millisecond})
+	c, err := shardcache.New(client, testPartition, shardcache.Options{PollInterval: 5 * time.Millisecond, StartWindow: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ConfigMaps().Informer()
-	g := gate.New(gate.NamespaceKeyPartition(testPartition))
-	rt := New(c, g, nil, Options{StartWindow: 10 * time.Millisecond, RetryInterval: 10 * time.Millisecond}, logr.Discard())
+	c.InformerFor(shardcache.ConfigMaps)
+	g := gate.New(gate.NamespaceNameKeys(testPartition))
+	rt, err := New(c, g, nil, Options{RetryInterval: 10 * time.Millisecond}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var synced atomic.Bool
 	rt.Warm(3, func() { synced.Store(true) })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
-	go func() { defer close(ran); rt.Run(ctx, func(int) int { return 1 }) }()
+	go func() { defer close(ran); rt.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-ran })
 	e := &env{t: t, cache: c, gate: g, rt: rt}
 	e.eventually("a Warm issued before Run is synced", synced.Load)

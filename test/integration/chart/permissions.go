@@ -21,7 +21,8 @@ func PermissionsTable() string {
 	var b strings.Builder
 	b.WriteString("# Generated from the shard's controller Descriptors (cmd/shard/app) by\n")
 	b.WriteString("#   go test ./test/integration/chart -run TestPermissionsTableIsCurrent -update\n")
-	b.WriteString("# Do not edit: a controller's Permissions in code are the source. The templates grant\n")
+	b.WriteString("# Do not edit: a controller's Descriptor (Permissions, plus list and watch of its\n")
+	b.WriteString("# Primary and Reads) is the source. The templates grant\n")
 	b.WriteString("# `base` and the `rules` of every controller the values' `controllers` enable.\n")
 	b.WriteString("base:\n")
 	writeRules(&b, "  ", shardapp.BasePermissions())
@@ -30,12 +31,12 @@ func PermissionsTable() string {
 	sort.Slice(ds, func(i, j int) bool { return ds[i].Name < ds[j].Name })
 	for _, d := range ds {
 		fmt.Fprintf(&b, "  %s:\n    onByDefault: %t\n    rules:", d.Name, d.OnByDefault)
-		if len(d.Permissions) == 0 {
+		if len(d.AllPermissions()) == 0 {
 			b.WriteString(" []\n")
 			continue
 		}
 		b.WriteString("\n")
-		writeRules(&b, "      ", d.Permissions)
+		writeRules(&b, "      ", d.AllPermissions())
 	}
 	return b.String()
 }

@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -31,6 +32,9 @@ var opts = struct {
 	work     time.Duration
 }{interval: time.Second, work: 20 * time.Millisecond}
 
+// configMaps are the controller's primary objects (only those labelled Label are audited).
+var configMaps = controllers.Typed(corev1.SchemeGroupVersion.WithResource("configmaps"))
+
 // Descriptor registers the controller. It is off by default: enable it with
 // --controllers=*,kshard-audit.
 func Descriptor() controllers.Descriptor {
@@ -41,8 +45,9 @@ func Descriptor() controllers.Descriptor {
 			fs.DurationVar(&opts.interval, "audit-resync-interval", opts.interval, "kshard-audit: how often each ConfigMap is reconciled again")
 			fs.DurationVar(&opts.work, "audit-work-duration", opts.work, "kshard-audit: how long one reconcile pretends to work")
 		},
-		Permissions: []controllers.Permission{{Resource: "configmaps", Verbs: []string{"list", "watch"}}},
-		New:         New,
+		Primary:  []controllers.Resource{configMaps},
+		TestOnly: true,
+		New:      New,
 	}
 }
 
@@ -76,9 +81,13 @@ func New(c controllers.Context) (controllers.Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kshard-audit: %w", err)
 	}
-	inf := c.Informers.ConfigMaps()
-	ctrl := &Controller{shard: c.Shard, lister: inf.Lister(), queue: c.NewQueue(Name), ctx: c, out: f, enc: json.NewEncoder(f)}
-	_, err = inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	inf, err := c.Informers.InformerFor(configMaps)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	ctrl := &Controller{shard: c.Shard, lister: corelisters.NewConfigMapLister(inf.GetIndexer()), queue: c.Queue, ctx: c, out: f, enc: json.NewEncoder(f)}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    ctrl.enqueue,
 		UpdateFunc: func(_, obj any) { ctrl.enqueue(obj) },
 	})
@@ -89,14 +98,6 @@ func (c *Controller) enqueue(obj any) {
 	key, err := toolscache.MetaNamespaceKeyFunc(obj)
 	if err == nil {
 		c.queue.Add(key)
-	}
-}
-
-// EnqueueNamespace queues every audited ConfigMap of namespace.
-func (c *Controller) EnqueueNamespace(namespace string) {
-	cms, _ := c.lister.ConfigMaps(namespace).List(labels.SelectorFromSet(labels.Set{Label: "true"}))
-	for _, cm := range cms {
-		c.queue.Add(cm.Namespace + "/" + cm.Name)
 	}
 }
 

@@ -6,88 +6,60 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kshard/kshard/pkg/controllers"
 )
 
-// Informers serves a controller the informers of a SharedInformerFactory, in place of the
-// shard's filtered ones.
+// Informers serves a controller the informers of a SharedInformerFactory, typed, in place
+// of the shard's; wrap it with controllers.Declared to check a descriptor's reads as the
+// shard does. Metadata-only informers are not served.
 type Informers struct {
 	informers.SharedInformerFactory
 }
 
 var _ controllers.Informers = Informers{}
 
-// Pods returns the factory's Pod informer.
-func (i Informers) Pods() coreinformers.PodInformer { return i.Core().V1().Pods() }
-
-// ConfigMaps returns the factory's ConfigMap informer.
-func (i Informers) ConfigMaps() coreinformers.ConfigMapInformer { return i.Core().V1().ConfigMaps() }
-
-// Secrets returns the factory's Secret informer.
-func (i Informers) Secrets() coreinformers.SecretInformer { return i.Core().V1().Secrets() }
-
-// ServiceAccounts returns the factory's ServiceAccount informer.
-func (i Informers) ServiceAccounts() coreinformers.ServiceAccountInformer {
-	return i.Core().V1().ServiceAccounts()
+// InformerFor returns the factory's informer of r.
+func (i Informers) InformerFor(r controllers.Resource) (toolscache.SharedIndexInformer, error) {
+	if r.Metadata {
+		return nil, fmt.Errorf("controllertest: no metadata-only informers (%s)", r)
+	}
+	gi, err := i.ForResource(r.GroupVersionResource)
+	if err != nil {
+		return nil, err
+	}
+	return gi.Informer(), nil
 }
-
-// Namespaces returns the factory's Namespace informer.
-func (i Informers) Namespaces() coreinformers.NamespaceInformer { return i.Core().V1().Namespaces() }
-
-// ReplicaSets returns the factory's ReplicaSet informer.
-func (i Informers) ReplicaSets() appsinformers.ReplicaSetInformer { return i.Apps().V1().ReplicaSets() }
-
-// Deployments returns the factory's Deployment informer.
-func (i Informers) Deployments() appsinformers.DeploymentInformer { return i.Apps().V1().Deployments() }
-
-// ControllerRevisions returns the factory's ControllerRevision informer.
-func (i Informers) ControllerRevisions() appsinformers.ControllerRevisionInformer {
-	return i.Apps().V1().ControllerRevisions()
-}
-
-// Jobs returns the factory's Job informer.
-func (i Informers) Jobs() batchinformers.JobInformer { return i.Batch().V1().Jobs() }
-
-// CronJobs returns the factory's CronJob informer.
-func (i Informers) CronJobs() batchinformers.CronJobInformer { return i.Batch().V1().CronJobs() }
 
 // Indexer returns the cache of obj's type, so a test can add or remove it without
 // running event handlers.
 func (i Informers) Indexer(obj runtime.Object) (toolscache.Indexer, error) {
-	switch obj.(type) {
-	case *corev1.Pod:
-		return i.Pods().Informer().GetIndexer(), nil
-	case *corev1.ConfigMap:
-		return i.ConfigMaps().Informer().GetIndexer(), nil
-	case *corev1.Secret:
-		return i.Secrets().Informer().GetIndexer(), nil
-	case *corev1.ServiceAccount:
-		return i.ServiceAccounts().Informer().GetIndexer(), nil
-	case *corev1.Namespace:
-		return i.Namespaces().Informer().GetIndexer(), nil
-	case *appsv1.ReplicaSet:
-		return i.ReplicaSets().Informer().GetIndexer(), nil
-	case *appsv1.Deployment:
-		return i.Deployments().Informer().GetIndexer(), nil
-	case *appsv1.ControllerRevision:
-		return i.ControllerRevisions().Informer().GetIndexer(), nil
-	case *batchv1.Job:
-		return i.Jobs().Informer().GetIndexer(), nil
-	case *batchv1.CronJob:
-		return i.CronJobs().Informer().GetIndexer(), nil
+	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no informer for %T", obj)
+	gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
+	inf, err := i.InformerFor(controllers.Typed(gvr))
+	if err != nil {
+		return nil, fmt.Errorf("no informer for %T: %w", obj, err)
+	}
+	return inf.GetIndexer(), nil
+}
+
+// Context returns a controllers.Context for d's controller over factory, queue and client
+// (nil fields stay nil): the informers are checked against d's declared reads, as in a
+// shard.
+func Context(d controllers.Descriptor, factory informers.SharedInformerFactory, queue workqueue.TypedRateLimitingInterface[string]) controllers.Context {
+	return controllers.Context{
+		Informers: controllers.Declared(d, Informers{SharedInformerFactory: factory}),
+		Queue:     queue,
+	}
 }
 
 // Queue is a real rate-limited queue that records AddAfter and AddRateLimited instead of

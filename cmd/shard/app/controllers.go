@@ -1,0 +1,142 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/deployment"
+	"github.com/kshard/kshard/pkg/controllers/replicaset"
+	"github.com/kshard/kshard/pkg/controllers/testing/audit"
+	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
+	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/shardcache"
+	"github.com/kshard/kshard/pkg/sharding/shardruntime"
+	"github.com/kshard/kshard/pkg/version"
+)
+
+// Descriptors lists every controller a shard can run. Adding a controller is a package
+// under pkg/controllers/<name> and one line here; see docs/controllers.md.
+func Descriptors() []controllers.Descriptor {
+	return []controllers.Descriptor{
+		audit.Descriptor(),
+		deployment.Descriptor(),
+		replicaset.Descriptor(),
+	}
+}
+
+// controllerDeps are what every controller is built with.
+type controllerDeps struct {
+	config      *rest.Config
+	cache       *shardcache.Cache
+	gate        *gate.Gate
+	partitionOf func(namespace string) uint32
+	queues      *queuemetrics.Provider
+	recorder    func(component string) record.EventRecorder
+	metrics     *controllers.ReconcileMetrics
+	shard       string
+	log         logr.Logger
+}
+
+// buildControllers builds each enabled controller against the contract, and returns what
+// the runtime needs of it: its queue, the cache keys of its primary objects (which the
+// runtime enqueues when it acquires a partition) and its Run.
+func buildControllers(enabled []controllers.Descriptor, workers func(name string) int, deps controllerDeps) ([]shardruntime.Controller, error) {
+	var out []shardruntime.Controller
+	for _, d := range enabled {
+		primary, keys, err := queueKeys(d, deps)
+		if err != nil {
+			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
+		}
+		ccfg := rest.CopyConfig(deps.config)
+		ccfg.UserAgent = "kshard-shard/" + version.Version + " " + d.Name + "-controller"
+		ccfg.Wrap(gate.FenceTransport(deps.gate))
+		client, err := kubernetes.NewForConfig(ccfg)
+		if err != nil {
+			return nil, err
+		}
+		queue := deps.gate.NewQueue(gate.QueueConfig{Name: d.Name, MetricsProvider: deps.queues, Keys: keys})
+		ctrl, err := d.New(controllers.Context{
+			Client:    client,
+			Informers: controllers.Declared(d, cacheInformers{deps.cache}),
+			Queue:     queue,
+			Recorder:  deps.recorder(d.Name + "-controller"),
+			Shard:     deps.shard,
+			Logger:    deps.log.WithValues("controller", d.Name),
+			Metrics:   deps.metrics,
+			WriteAllowed: func() error {
+				return gate.WriteAllowed(deps.gate)
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
+		}
+		n := workers(d.Name)
+		out = append(out, shardruntime.Controller{
+			Name: d.Name, Queue: queue, Primary: primary,
+			Run: func(ctx context.Context) { ctrl.Run(ctx, n) },
+		})
+	}
+	return out, nil
+}
+
+// queueKeys returns the cache keys of d's primary resources and how its queue's keys map
+// to partitions: keys without a namespace are namespace names when Primary holds
+// Namespaces, and cluster-scoped work (the cluster partition) otherwise.
+func queueKeys(d controllers.Descriptor, deps controllerDeps) ([]shardcache.Key, gate.KeyPartition, error) {
+	var keys []shardcache.Key
+	namespaces, clusterScoped := false, []string{}
+	for _, r := range d.Primary {
+		k := cacheKey(r)
+		scoped, err := deps.cache.ClusterScoped(k)
+		if err != nil {
+			return nil, nil, fmt.Errorf("primary %s: %w", r, err)
+		}
+		switch {
+		case r.GroupVersionResource == shardcache.NamespacesResource:
+			namespaces = true
+		case scoped:
+			clusterScoped = append(clusterScoped, r.String())
+		}
+		keys = append(keys, k)
+	}
+	if namespaces && len(clusterScoped) > 0 {
+		return nil, nil, fmt.Errorf("Primary mixes namespaces with cluster-scoped %v: their keys (names without a namespace) cannot be told apart in one queue", clusterScoped)
+	}
+	if namespaces {
+		return keys, gate.NamespaceNameKeys(deps.partitionOf), nil
+	}
+	return keys, gate.ObjectKeys(deps.partitionOf), nil
+}
+
+func cacheKey(r controllers.Resource) shardcache.Key {
+	return shardcache.Key{Resource: r.GroupVersionResource, Metadata: r.Metadata}
+}
+
+// cacheInformers serves controllers.Informers from the shard's cache.
+type cacheInformers struct{ c *shardcache.Cache }
+
+func (i cacheInformers) InformerFor(r controllers.Resource) (toolscache.SharedIndexInformer, error) {
+	return i.c.Informer(cacheKey(r))
+}
+
+// upstreamControllers returns the names of the registered controllers that
+// kube-controller-manager also runs (not kshard's test-only ones), sorted: the local
+// control plane switches exactly these off in its kube-controller-manager.
+func upstreamControllers(ds []controllers.Descriptor) []string {
+	var out []string
+	for _, d := range ds {
+		if !d.TestOnly {
+			out = append(out, d.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

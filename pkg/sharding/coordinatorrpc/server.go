@@ -19,7 +19,6 @@ import (
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
-
 // Options configure the Server.
 type Options struct {
 	// Config is the handoff state machine's configuration (defaults applied by New).

@@ -27,10 +27,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
-	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 )

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
 )
 
 // ErrFenced is returned for writes attempted while the shard may not work.

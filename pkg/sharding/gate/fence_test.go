@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
-
 )
 
 func TestFenceTransport(t *testing.T) {

@@ -42,7 +42,7 @@ type Queue struct {
 	name string
 	// partitionOf maps this queue's keys (QueueConfig.Keys, or the Gate's).
 	partitionOf KeyPartition
-	rl   workqueue.TypedRateLimitingInterface[string]
+	rl          workqueue.TypedRateLimitingInterface[string]
 
 	// mu guards the maps and counts below. It is taken after gate.mu when both are held.
 	mu sync.Mutex

@@ -124,11 +124,17 @@ var builtin = indexTypes(
 	namespaced(core.WithResource("pods"), &corev1.Pod{},
 		func(c kubernetes.Interface, ns string) listWatcher[*corev1.PodList] { return c.CoreV1().Pods(ns) }),
 	namespaced(core.WithResource("services"), &corev1.Service{},
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ServiceList] { return c.CoreV1().Services(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ServiceList] {
+			return c.CoreV1().Services(ns)
+		}),
 	namespaced(core.WithResource("endpoints"), &corev1.Endpoints{}, //nolint:staticcheck // the Endpoints controller still serves them
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.EndpointsList] { return c.CoreV1().Endpoints(ns) }), //nolint:staticcheck
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.EndpointsList] {
+			return c.CoreV1().Endpoints(ns)
+		}), //nolint:staticcheck
 	namespaced(core.WithResource("configmaps"), &corev1.ConfigMap{},
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ConfigMapList] { return c.CoreV1().ConfigMaps(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ConfigMapList] {
+			return c.CoreV1().ConfigMaps(ns)
+		}),
 	namespaced(core.WithResource("secrets"), &corev1.Secret{},
 		func(c kubernetes.Interface, ns string) listWatcher[*corev1.SecretList] { return c.CoreV1().Secrets(ns) }),
 	namespaced(core.WithResource("serviceaccounts"), &corev1.ServiceAccount{},
@@ -144,21 +150,33 @@ var builtin = indexTypes(
 			return c.CoreV1().ResourceQuotas(ns)
 		}),
 	namespaced(core.WithResource("limitranges"), &corev1.LimitRange{},
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.LimitRangeList] { return c.CoreV1().LimitRanges(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.LimitRangeList] {
+			return c.CoreV1().LimitRanges(ns)
+		}),
 	namespaced(core.WithResource("persistentvolumeclaims"), &corev1.PersistentVolumeClaim{},
 		func(c kubernetes.Interface, ns string) listWatcher[*corev1.PersistentVolumeClaimList] {
 			return c.CoreV1().PersistentVolumeClaims(ns)
 		}),
 	namespaced(core.WithResource("podtemplates"), &corev1.PodTemplate{},
-		func(c kubernetes.Interface, ns string) listWatcher[*corev1.PodTemplateList] { return c.CoreV1().PodTemplates(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*corev1.PodTemplateList] {
+			return c.CoreV1().PodTemplates(ns)
+		}),
 	namespaced(apps.WithResource("replicasets"), &appsv1.ReplicaSet{},
-		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.ReplicaSetList] { return c.AppsV1().ReplicaSets(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.ReplicaSetList] {
+			return c.AppsV1().ReplicaSets(ns)
+		}),
 	namespaced(apps.WithResource("deployments"), &appsv1.Deployment{},
-		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.DeploymentList] { return c.AppsV1().Deployments(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.DeploymentList] {
+			return c.AppsV1().Deployments(ns)
+		}),
 	namespaced(apps.WithResource("statefulsets"), &appsv1.StatefulSet{},
-		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.StatefulSetList] { return c.AppsV1().StatefulSets(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.StatefulSetList] {
+			return c.AppsV1().StatefulSets(ns)
+		}),
 	namespaced(apps.WithResource("daemonsets"), &appsv1.DaemonSet{},
-		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.DaemonSetList] { return c.AppsV1().DaemonSets(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.DaemonSetList] {
+			return c.AppsV1().DaemonSets(ns)
+		}),
 	namespaced(apps.WithResource("controllerrevisions"), &appsv1.ControllerRevision{},
 		func(c kubernetes.Interface, ns string) listWatcher[*appsv1.ControllerRevisionList] {
 			return c.AppsV1().ControllerRevisions(ns)
@@ -166,7 +184,9 @@ var builtin = indexTypes(
 	namespaced(batch.WithResource("jobs"), &batchv1.Job{},
 		func(c kubernetes.Interface, ns string) listWatcher[*batchv1.JobList] { return c.BatchV1().Jobs(ns) }),
 	namespaced(batch.WithResource("cronjobs"), &batchv1.CronJob{},
-		func(c kubernetes.Interface, ns string) listWatcher[*batchv1.CronJobList] { return c.BatchV1().CronJobs(ns) }),
+		func(c kubernetes.Interface, ns string) listWatcher[*batchv1.CronJobList] {
+			return c.BatchV1().CronJobs(ns)
+		}),
 	namespaced(policy.WithResource("poddisruptionbudgets"), &policyv1.PodDisruptionBudget{},
 		func(c kubernetes.Interface, ns string) listWatcher[*policyv1.PodDisruptionBudgetList] {
 			return c.PolicyV1().PodDisruptionBudgets(ns)
@@ -182,7 +202,9 @@ var builtin = indexTypes(
 	clusterScoped(core.WithResource("nodes"), &corev1.Node{},
 		func(c kubernetes.Interface) listWatcher[*corev1.NodeList] { return c.CoreV1().Nodes() }),
 	clusterScoped(core.WithResource("persistentvolumes"), &corev1.PersistentVolume{},
-		func(c kubernetes.Interface) listWatcher[*corev1.PersistentVolumeList] { return c.CoreV1().PersistentVolumes() }),
+		func(c kubernetes.Interface) listWatcher[*corev1.PersistentVolumeList] {
+			return c.CoreV1().PersistentVolumes()
+		}),
 	namespacesType,
 )
 

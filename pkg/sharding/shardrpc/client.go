@@ -23,7 +23,6 @@ import (
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
-
 // Handler carries out the state machine's actions. Warm and Drain run asynchronously and
 // call done when finished; the others must return quickly.
 type Handler interface {

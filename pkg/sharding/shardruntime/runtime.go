@@ -11,10 +11,10 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kshard/kshard/pkg/sharding/shardcache"
+	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
-	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/shardcache"
 )
 
 // Options configure the Runtime.

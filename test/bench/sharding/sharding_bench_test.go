@@ -44,8 +44,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
-	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	auditlog "github.com/kshard/kshard/test/audit"
 	"github.com/kshard/kshard/test/framework"
 )

@@ -145,17 +145,16 @@ current-context: kshard-local
 EOF
 }
 
-# kshard_controllers: the controllers kshard implements, one per folder of
-# pkg/controllers named as kube-controller-manager names it. kube-controller-manager runs
-# with exactly these switched off, so the list grows as controllers land.
+# kshard_controllers: the kube-controller-manager controllers kshard implements, as the
+# shard's controller descriptors list them (`shard --list-controllers`; test-only
+# controllers are not listed). kube-controller-manager runs with exactly these switched
+# off, so the list grows as controllers land. Computed once per run (go run compiles).
 kshard_controllers() {
-  local d
-  for d in "$root"/pkg/controllers/*/; do
-    [ -d "$d" ] || continue
-    d=$(basename "$d")
-    case $d in testdata|testing|internal|_*) continue ;; esac  # not controllers kube-controller-manager knows
-    echo "$d"
-  done
+  if [ -z "${kshard_controller_list+set}" ]; then
+    kshard_controller_list=$(cd "$root" && go run ./cmd/shard --list-controllers) ||
+      die "cannot list kshard's controllers (go run ./cmd/shard --list-controllers)"
+  fi
+  echo "$kshard_controller_list"
 }
 
 kcm_controllers() {
@@ -256,6 +255,7 @@ up() {
   # whether the cluster or kshard owns a controller (kept when it is already running).
   # A kube-controller-manager started before a kshard controller landed still runs that
   # controller too: two controllers would fight over the same objects. Restart it.
+  kshard_controllers >/dev/null # once, in this shell: the $(…) below reuse it
   if running kube-controller-manager && [ "$(cat "$dir/kcm-controllers" 2>/dev/null)" != "$(kcm_controllers)" ]; then
     log "kube-controller-manager runs an outdated controller list; restarting it"
     stop kube-controller-manager

@@ -38,6 +38,6 @@ make --no-print-directory build
 export KSHARD_BIN_DIR=$root/bin
 # Integration tests that read package internals carry the "integration" build tag.
 KSHARD_KUBECONFIG=$(hack/cluster.sh env | sed 's/^KUBECONFIG=//') \
-  go test -count=1 -tags integration -run Integration ${KSHARD_TEST_FLAGS:-} ./pkg/sharding/cache/
+  go test -count=1 -tags integration -run Integration ${KSHARD_TEST_FLAGS:-} ./pkg/sharding/shardcache/
 # -p 1: packages share one control plane and the machine's cores.
 go test -count=1 -p 1 -timeout "${KSHARD_INTEGRATION_TIMEOUT:-40m}" ${KSHARD_TEST_FLAGS:-} ./test/...

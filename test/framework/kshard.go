@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ type KShardOptions struct {
 	ShardArgs []string
 	// CoordinatorArgs are added to every coordinator's flags.
 	CoordinatorArgs []string
+	// ShardBinary is the shard executable; empty means the one `make build` made. A test
+	// that adds controllers of its own builds its own (BuildShard).
+	ShardBinary string
 }
 
 // KShard runs coordinators and shards as real processes against the local control
@@ -118,7 +122,11 @@ func (k *KShard) StartShard(name string) *Shard {
 	if k.shardArgs != nil {
 		args = append(args, k.shardArgs(name)...)
 	}
-	s := &Shard{Process: Start(k.t, name, Binary(k.t, "shard"), args...), Name: name, HTTPURL: "http://" + httpAddr}
+	bin := k.opts.ShardBinary
+	if bin == "" {
+		bin = Binary(k.t, "shard")
+	}
+	s := &Shard{Process: Start(k.t, name, bin, args...), Name: name, HTTPURL: "http://" + httpAddr}
 	k.mu.Lock()
 	k.Shards[name] = s
 	k.mu.Unlock()
@@ -215,4 +223,17 @@ func HTTPGet(ctx context.Context, url string) (int, []byte, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, body, err
+}
+
+// BuildShard builds the main package pkg (an import path, e.g. a shard command with
+// controllers of a test's own) into the test's temporary folder and returns its path.
+func BuildShard(t testing.TB, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "shard")
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
 }

@@ -492,7 +492,7 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	// high-water mark and replayed events are dropped.
 	c.hooks.afterNamespaceList = nil
 	c.mu.Lock()
-	cmFeed := c.feeds[ConfigMaps.Resource]
+	cmFeed := c.feeds[ConfigMaps.Key()]
 	c.mu.Unlock()
 	epochOf := func() (uint64, bool) {
 		cmFeed.mu.Lock()

@@ -1,0 +1,161 @@
+package controllers
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+var (
+	testPods        = Typed(schema.GroupVersionResource{Version: "v1", Resource: "pods"})
+	testDeployments = Typed(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"})
+	testOwners      = MetadataOnly(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"})
+)
+
+type nopController struct{}
+
+func (nopController) Run(context.Context, int) {}
+
+func newNop(Context) (Controller, error) { return nopController{}, nil }
+
+// descriptor returns a valid descriptor named name, changed by mutate.
+func descriptor(name string, mutate func(*Descriptor)) Descriptor {
+	d := Descriptor{Name: name, WorkersFlag: "concurrent-" + name + "-syncs", DefaultWorkers: 2,
+		Primary: []Resource{testDeployments}, New: newNop}
+	if mutate != nil {
+		mutate(&d)
+	}
+	return d
+}
+
+func TestNewRegistryValidatesDescriptors(t *testing.T) {
+	tests := []struct {
+		name    string
+		ds      []Descriptor
+		wantErr string
+	}{
+		{name: "valid", ds: []Descriptor{descriptor("a", nil)}},
+		{name: "fixed workers", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.WorkersFlag, d.DefaultWorkers, d.FixedWorkers = "", 0, 3 })}},
+		{name: "no name", ds: []Descriptor{descriptor("", nil)}, wantErr: "Name and New are required"},
+		{name: "no New", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.New = nil })}, wantErr: "Name and New are required"},
+		{name: "no workers", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.WorkersFlag = "" })}, wantErr: "FixedWorkers ≥ 1"},
+		{name: "flag and fixed workers", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.FixedWorkers = 1 })}, wantErr: "FixedWorkers excludes"},
+		{name: "no primary", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.Primary = nil })}, wantErr: "Primary must name"},
+		{name: "resource without version", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Reads = []Resource{Typed(schema.GroupVersionResource{Resource: "pods"})}
+		})}, wantErr: "needs a version"},
+		{name: "duplicate", ds: []Descriptor{descriptor("a", nil), descriptor("a", nil)}, wantErr: "registered twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewRegistry(tt.ds...)
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("NewRegistry: %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("NewRegistry = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestWorkers(t *testing.T) {
+	fixed := descriptor("fixed", func(d *Descriptor) { d.WorkersFlag, d.DefaultWorkers, d.FixedWorkers = "", 0, 1 })
+	r, err := NewRegistry(descriptor("flagged", nil), fixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	r.AddFlags(fs)
+	if err := fs.Parse([]string{"--concurrent-flagged-syncs=7"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Workers("flagged"); got != 7 {
+		t.Errorf("Workers(flagged) = %d, want 7 from its flag", got)
+	}
+	if got := r.Workers("fixed"); got != 1 {
+		t.Errorf("Workers(fixed) = %d, want its fixed 1", got)
+	}
+	if fs.Lookup("concurrent-fixed-syncs") != nil {
+		t.Error("a controller with FixedWorkers got a worker flag")
+	}
+}
+
+func TestAllPermissions(t *testing.T) {
+	tests := []struct {
+		name string
+		d    Descriptor
+		want []Permission
+	}{
+		{
+			name: "reads get list and watch",
+			d: descriptor("a", func(d *Descriptor) {
+				d.Reads = []Resource{testPods, testOwners}
+				d.Permissions = []Permission{{Group: "apps", Resource: "deployments/status", Verbs: []string{"update"}}}
+			}),
+			want: []Permission{
+				{Group: "apps", Resource: "deployments/status", Verbs: []string{"update"}},
+				{Group: "apps", Resource: "deployments", Verbs: []string{"list", "watch"}},
+				{Group: "", Resource: "pods", Verbs: []string{"list", "watch"}},
+				{Group: "example.com", Resource: "widgets", Verbs: []string{"list", "watch"}},
+			},
+		},
+		{
+			name: "merged into a declared rule of the same resource, without duplicates",
+			d: descriptor("a", func(d *Descriptor) {
+				d.Reads = []Resource{testPods, testPods}
+				d.Permissions = []Permission{{Resource: "pods", Verbs: []string{"create", "watch"}}}
+			}),
+			want: []Permission{
+				{Resource: "pods", Verbs: []string{"create", "watch", "list"}},
+				{Group: "apps", Resource: "deployments", Verbs: []string{"list", "watch"}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.d.AllPermissions()
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("AllPermissions =\n%v\nwant\n%v", got, tt.want)
+			}
+		})
+	}
+}
+
+type recordingInformers struct{ asked []Resource }
+
+func (r *recordingInformers) InformerFor(res Resource) (toolscache.SharedIndexInformer, error) {
+	r.asked = append(r.asked, res)
+	return nil, nil
+}
+
+func TestDeclared(t *testing.T) {
+	d := descriptor("a", func(d *Descriptor) { d.Reads = []Resource{testPods} })
+	tests := []struct {
+		name    string
+		r       Resource
+		wantErr bool
+	}{
+		{name: "primary", r: testDeployments},
+		{name: "read", r: testPods},
+		{name: "undeclared", r: testOwners, wantErr: true},
+		{name: "declared typed, asked metadata-only", r: MetadataOnly(testPods.GroupVersionResource), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inner := &recordingInformers{}
+			_, err := Declared(d, inner).InformerFor(tt.r)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("InformerFor(%s) = %v, want error %v", tt.r, err, tt.wantErr)
+			}
+			if tt.wantErr && len(inner.asked) != 0 {
+				t.Errorf("an undeclared resource reached the shard's informers: %v", inner.asked)
+			}
+		})
+	}
+}

@@ -1,0 +1,199 @@
+package shardcache
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+)
+
+var (
+	nodesKey   = Key{Resource: corev1.SchemeGroupVersion.WithResource("nodes")}
+	widgetsGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+)
+
+func node(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+
+func widget(ns, name string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	}
+}
+
+// newAccessorCache returns a started cache with partition 1 prepared, over a cluster with
+// nodes, config maps and (metadata-only) widgets in p1-a and other.
+func newAccessorCache(t *testing.T) *Cache {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	client := fake.NewClientset(ns("p1-a"), ns("other"), node("n1"), node("n2"), cm("p1-a", "x", 0), cm("other", "o", 0))
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mc := metadatafake.NewSimpleMetadataClient(scheme, widget("p1-a", "w1"), widget("other", "w2"))
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(widgetsGVR.GroupVersion().WithKind("Widget"), meta.RESTScopeNamespace)
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, MetadataClient: mc, RESTMapper: mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []Key{ConfigMaps.Key(), nodesKey, {Resource: widgetsGVR, Metadata: true}} {
+		if _, err := c.Informer(k); err != nil {
+			t.Fatalf("Informer(%s): %v", k, err)
+		}
+	}
+	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+		t.Fatal(err)
+	}
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestInformerAccessor(t *testing.T) {
+	c := newAccessorCache(t)
+	tests := []struct {
+		name    string
+		key     Key
+		same    func() any // the informer the key must resolve to, if any
+		wantErr string
+	}{
+		{name: "built-in type shares the descriptor's informer", key: ConfigMaps.Key(), same: func() any { return c.InformerFor(ConfigMaps) }},
+		{name: "namespaces are the unfiltered Namespace informer", key: Key{Resource: NamespacesResource}, same: func() any { return c.nsInformer }},
+		{name: "a type outside the built-in table", key: Key{Resource: widgetsGVR}, wantErr: "not a built-in type"},
+		{name: "metadata-only of a resource the server does not serve", key: Key{Resource: schema.GroupVersionResource{Group: "nope.io", Version: "v1", Resource: "things"}, Metadata: true}, wantErr: "does not serve"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inf, err := c.Informer(tt.key)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Informer(%s) = %v, want an error containing %q", tt.key, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.same != nil && any(inf) != tt.same() {
+				t.Errorf("Informer(%s) is not the shared informer", tt.key)
+			}
+			again, _ := c.Informer(tt.key)
+			if again != inf {
+				t.Errorf("a second Informer(%s) returned another informer", tt.key)
+			}
+		})
+	}
+}
+
+func TestMetadataOnlyNeedsClientAndMapper(t *testing.T) {
+	c, err := New(fake.NewClientset(), testPartition, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Informer(Key{Resource: widgetsGVR, Metadata: true}); err == nil || !strings.Contains(err.Error(), "MetadataClient") {
+		t.Fatalf("Informer(metadata) without a metadata client = %v, want an error naming Options.MetadataClient", err)
+	}
+}
+
+func TestKeysByPartition(t *testing.T) {
+	c := newAccessorCache(t)
+	cluster := testPartition(ClusterPartitionKey)
+	tests := []struct {
+		name      string
+		key       Key
+		partition uint32
+		want      []string
+	}{
+		{name: "namespaced: the admitted partition's objects", key: ConfigMaps.Key(), partition: 1, want: []string{"p1-a/x"}},
+		{name: "namespaced: nothing of an unadmitted partition", key: ConfigMaps.Key(), partition: 99},
+		{name: "metadata-only namespaced objects are filtered too", key: Key{Resource: widgetsGVR, Metadata: true}, partition: 1, want: []string{"p1-a/w1"}},
+		{name: "cluster-scoped objects belong to the cluster partition", key: nodesKey, partition: cluster, want: []string{"n1", "n2"}},
+		{name: "cluster-scoped objects belong to no other partition", key: nodesKey, partition: 1},
+		{name: "Namespace objects belong to their own partition", key: Key{Resource: NamespacesResource}, partition: 1, want: []string{"p1-a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := c.Keys(tt.key, tt.partition)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Keys(%s, %d) = %v, want %v", tt.key, tt.partition, got, tt.want)
+			}
+		})
+	}
+	// Cluster-scoped stores are not filtered: every node is cached, whatever is admitted.
+	nodes, _ := c.Informer(nodesKey)
+	if n := len(nodes.GetStore().ListKeys()); n != 2 {
+		t.Errorf("node store holds %d objects, want all 2", n)
+	}
+	if scoped, err := c.ClusterScoped(nodesKey); err != nil || !scoped {
+		t.Errorf("ClusterScoped(nodes) = %v, %v; want true", scoped, err)
+	}
+	if scoped, err := c.ClusterScoped(Key{Resource: widgetsGVR, Metadata: true}); err != nil || scoped {
+		t.Errorf("ClusterScoped(widgets) = %v, %v; want false", scoped, err)
+	}
+}
+
+// TestRunStartsAfterFirstPrepare: after Run the cache starts its informers itself, a
+// StartWindow after the first Prepare, and that Prepare returns once they are synced.
+func TestRunStartsAfterFirstPrepare(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p1-a"), ns("p2-a"), cm("p1-a", "x", 0), cm("p2-a", "y", 0))
+	lists := &listCounter{}
+	client.PrependReactor("list", "configmaps", lists.react)
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, StartWindow: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InformerFor(ConfigMaps)
+	c.Run(ctx)
+	if c.Started() {
+		t.Fatal("Run started the informers before any Prepare")
+	}
+	if err := c.Synced(nil); err != nil {
+		t.Errorf("Synced with nothing to hold: %v", err)
+	}
+	errs := make(chan error, 2)
+	for _, p := range []uint32{1, 2} {
+		go func() { errs <- c.Prepare(ctx, []uint32{p}) }()
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Prepare after Run did not return")
+		}
+	}
+	if !c.Started() || !c.Prepared(1) || !c.Prepared(2) {
+		t.Fatalf("after Prepare: started %v, prepared 1 %v, 2 %v; want all true", c.Started(), c.Prepared(1), c.Prepared(2))
+	}
+	if err := c.Synced([]uint32{1, 2}); err != nil {
+		t.Errorf("Synced: %v", err)
+	}
+	if err := c.Synced([]uint32{3}); err == nil {
+		t.Error("Synced of a partition never prepared: nil, want an error")
+	}
+	// Both partitions were filled by the informers' first list: no namespace-scoped list.
+	if n := lists.count("p1-a") + lists.count("p2-a"); n != 0 {
+		t.Errorf("%d namespace-scoped lists, want 0: the first list fills the first assignment", n)
+	}
+}

@@ -1,10 +1,18 @@
-// Package controllers is the registry of the controllers a shard runs, by the names
-// kube-controller-manager uses (deployment, replicaset, job, …), and the Context through
-// which the shard runtime hands each controller its listers, event handlers, work queues
-// and clients. Controllers do not know they are sharded: their informers hold only the
-// shard's partitions and their queues admit only keys of acquired partitions.
+// Package controllers is the controller contract of kshard: what a controller declares
+// (Descriptor: its name as kube-controller-manager knows it, workers, primary resources,
+// the informers it reads, the permissions it needs beyond reading them) and what it gets
+// (Context: one informer accessor limited to what it declared, its work queue, a client,
+// an event recorder, a logger, metrics), plus --controllers, the worker-count flags and
+// the worker loop every controller shares (RunWorkers).
 //
-// Each controller lives in its own package, pkg/controllers/<name>, named as
-// kube-controller-manager names it (the local control plane switches exactly those off in
-// its kube-controller-manager). Test-only controllers live under pkg/controllers/testing.
+// Controllers do not know they are sharded: their informers hold only the shard's
+// namespaces, their queue admits only keys of namespaces the shard works, and the shard
+// fills the queue with the keys of every primary object of a namespace when it starts
+// working it. Nothing else about sharding reaches them, and this package does not import
+// the sharding layer.
+//
+// Each controller lives in its own package, pkg/controllers/<name>, and is listed once in
+// the shard command's Descriptors(); docs/controllers.md ("Write a controller") walks
+// through one. Test-only controllers live under pkg/controllers/testing, or in the test
+// tree when a test builds its own shard binary.
 package controllers

@@ -1,4 +1,4 @@
-// Package workqueue exports work-queue metrics of a kshard process to Prometheus.
+// Package queuemetrics exports work-queue metrics of a kshard process to Prometheus.
 //
 // [Provider] implements client-go's workqueue.MetricsProvider, so the standard client-go
 // queue metrics (depth, adds, queue and work latency, unfinished work, retries) of every

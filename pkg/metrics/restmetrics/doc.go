@@ -1,4 +1,4 @@
-// Package restclient feeds client-go's REST client metrics (request latency by verb,
+// Package restmetrics feeds client-go's REST client metrics (request latency by verb,
 // results by code and method, client-side rate-limiter wait, retries) into a Prometheus
 // registerer passed in. client-go accepts one set of adapters per process, so Register is
 // called once, from main.

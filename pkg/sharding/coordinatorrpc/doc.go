@@ -1,4 +1,4 @@
-// Package server is the coordinator's edge: it serves the kshard.v1 Coordinator gRPC
+// Package coordinatorrpc is the coordinator-side gRPC edge: it serves the kshard.v1 Coordinator gRPC
 // service while this replica leads, feeds every validated shard message into the pure
 // handoff.Coordinator state machine, sends the commands it produces on the right stream,
 // ticks it with the clock, and turns its events and stats into logs and Prometheus

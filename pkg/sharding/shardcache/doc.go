@@ -1,4 +1,4 @@
-// Package cache is the cache layer of a kshard shard: the informers and listers that the
+// Package shardcache is the cache layer of a kshard shard: the informers and listers that the
 // shard's controllers read, holding only the namespaces of the partitions the shard has
 // prepared or acquired.
 //
@@ -11,16 +11,23 @@
 // dropped, so the store, and with it the shard's memory, holds about 1/N of the cluster.
 // managedFields are stripped on the way in (StripManagedFields). A Namespace informer,
 // unfiltered and indexed by partition (PartitionIndex), tells which namespaces a partition
-// has. Controllers get ordinary informers and listers (InformerFor, Pods, ReplicaSets, …)
-// and never learn about sharding.
+// has. Cluster-scoped types (Nodes, …) are cached whole, in unfiltered informers.
+// Controllers get ordinary client-go informers from one accessor keyed by resource
+// (Informer: typed for the built-in types, metadata-only for any served resource) and
+// never learn about sharding. Keys(resource, partition) lists a partition's objects, for
+// the runtime to enqueue when it starts working the partition.
 //
-//	c, err := cache.New(client, partitions.OfNamespace, cache.Options{})
-//	rsc := replicaset.NewController(c.ReplicaSets(), c.Pods(), …) // before Start
-//	_ = c.Prepare(ctx, initial) // before Start: admission only
-//	c.Start(ctx)
-//	_ = c.WaitForCacheSync(ctx)
-//	_ = c.Prepare(ctx, []uint32{17}) // later: warms partition 17 in every informer
-//	_ = c.Release(ctx, []uint32{17}) // drops it again; handlers see deletes
+// The cache owns the informers' start and "synced": after Run, the first Prepare starts
+// them a StartWindow later, so that the first assignment is filled by one filtered list
+// per type; Prepare returns once its partitions are cached, and Synced answers readiness.
+//
+//	c, err := shardcache.New(client, partitionOf, shardcache.Options{})
+//	pods, err := c.Informer(shardcache.Key{Resource: corev1.SchemeGroupVersion.WithResource("pods")}) // before the start
+//	c.Run(ctx)                        // the cache starts its informers itself
+//	_ = c.Prepare(ctx, initial)       // first assignment: one filtered list per type fills it
+//	_ = c.Prepare(ctx, []uint32{17})  // later: warms partition 17 in every informer
+//	keys, _ := c.Keys(podsKey, 17)    // its objects, to enqueue
+//	_ = c.Release(ctx, []uint32{17})  // drops it again; handlers see deletes
 //
 // # Warming a partition without relisting the cluster
 //

@@ -1,4 +1,4 @@
-// Package session is the shard's edge of the session protocol: it dials the coordinator
+// Package shardrpc is the shard-side gRPC edge of the session protocol: it dials the coordinator
 // (one address, e.g. a Service, or several, following a follower's hint to the leader),
 // keeps one Session stream open with reconnects and backoff, sends heartbeats, and drives
 // the pure handoff.Shard state machine with what arrives. The state machine's actions go

@@ -1,14 +1,15 @@
-// Package runtime is the shard's body: it owns the cache layer, the fenced work queues
-// and the controllers, and carries out what the session's state machine decides (warm a
-// partition's caches, work it, drain it, stop it, drop it). It implements
-// session.Handler.
+// Package shardruntime is the shard's body: it carries out what the session's state
+// machine decides (warm a partition's caches, work it, drain it, stop it, drop it) on the
+// cache layer (shardcache) and the ownership gate (gate), and runs the controllers. It
+// implements shardrpc.Handler. When it starts working a partition it adds the key of every
+// cached primary object of it to each controller's queue, so no controller needs to know
+// that partitions move. It knows controllers only as a small struct (Controller: a queue,
+// primary resources, a Run func); it does not import pkg/controllers.
 //
 // Operations on one partition run in the order they were issued, one at a time (a drop
 // followed at once by a new warm-up of the same partition must not interleave), while
 // different partitions proceed in parallel.
 //
-// Informers start lazily: the Warm actions of a shard's first assignment (usually
-// thousands of partitions) are collected for a short window first, so the informers'
-// first cluster-wide filtered list fills them all at once instead of thousands of
-// namespace-scoped lists.
+// The cache, not the runtime, decides when informers start and whether a partition is
+// synced (shardcache.Cache.Run, Prepare, Synced).
 package shardruntime

@@ -194,16 +194,16 @@ func (d Descriptor) Resources() []Resource {
 func (d Descriptor) validate() error {
 	var errs []error
 	if d.Name == "" || d.New == nil {
-		errs = append(errs, errors.New("Name and New are required"))
+		errs = append(errs, errors.New("a descriptor needs Name and New"))
 	}
 	switch {
 	case d.FixedWorkers > 0 && (d.WorkersFlag != "" || d.DefaultWorkers != 0):
-		errs = append(errs, errors.New("FixedWorkers excludes WorkersFlag and DefaultWorkers"))
+		errs = append(errs, errors.New("a descriptor with FixedWorkers has no WorkersFlag or DefaultWorkers"))
 	case d.FixedWorkers == 0 && (d.WorkersFlag == "" || d.DefaultWorkers < 1):
-		errs = append(errs, errors.New("WorkersFlag and DefaultWorkers ≥ 1, or FixedWorkers ≥ 1, are required"))
+		errs = append(errs, errors.New("a descriptor needs WorkersFlag and DefaultWorkers ≥ 1, or FixedWorkers ≥ 1"))
 	}
 	if len(d.Primary) == 0 {
-		errs = append(errs, errors.New("Primary must name the resources whose keys the controller's queue holds"))
+		errs = append(errs, errors.New("a descriptor's Primary must name the resources whose keys the controller's queue holds"))
 	}
 	for _, r := range d.Resources() {
 		if r.Resource == "" || r.Version == "" {

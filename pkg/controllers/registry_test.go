@@ -41,10 +41,10 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 	}{
 		{name: "valid", ds: []Descriptor{descriptor("a", nil)}},
 		{name: "fixed workers", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.WorkersFlag, d.DefaultWorkers, d.FixedWorkers = "", 0, 3 })}},
-		{name: "no name", ds: []Descriptor{descriptor("", nil)}, wantErr: "Name and New are required"},
-		{name: "no New", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.New = nil })}, wantErr: "Name and New are required"},
+		{name: "no name", ds: []Descriptor{descriptor("", nil)}, wantErr: "needs Name and New"},
+		{name: "no New", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.New = nil })}, wantErr: "needs Name and New"},
 		{name: "no workers", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.WorkersFlag = "" })}, wantErr: "FixedWorkers ≥ 1"},
-		{name: "flag and fixed workers", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.FixedWorkers = 1 })}, wantErr: "FixedWorkers excludes"},
+		{name: "flag and fixed workers", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.FixedWorkers = 1 })}, wantErr: "has no WorkersFlag"},
 		{name: "no primary", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.Primary = nil })}, wantErr: "Primary must name"},
 		{name: "resource without version", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Reads = []Resource{Typed(schema.GroupVersionResource{Resource: "pods"})}

@@ -108,7 +108,7 @@ func queueKeys(d controllers.Descriptor, deps controllerDeps) ([]shardcache.Key,
 		keys = append(keys, k)
 	}
 	if namespaces && len(clusterScoped) > 0 {
-		return nil, nil, fmt.Errorf("Primary mixes namespaces with cluster-scoped %v: their keys (names without a namespace) cannot be told apart in one queue", clusterScoped)
+		return nil, nil, fmt.Errorf("its primary resources mix namespaces with cluster-scoped %v: their keys (names without a namespace) cannot be told apart in one queue", clusterScoped)
 	}
 	if namespaces {
 		return keys, gate.NamespaceNameKeys(deps.partitionOf), nil

@@ -127,7 +127,8 @@ var builtin = indexTypes(
 		func(c kubernetes.Interface, ns string) listWatcher[*corev1.ServiceList] {
 			return c.CoreV1().Services(ns)
 		}),
-	namespaced(core.WithResource("endpoints"), &corev1.Endpoints{}, //nolint:staticcheck // the Endpoints controller still serves them
+	//lint:ignore SA1019 kube-controller-manager's endpoints controller still serves Endpoints
+	namespaced(core.WithResource("endpoints"), &corev1.Endpoints{},
 		func(c kubernetes.Interface, ns string) listWatcher[*corev1.EndpointsList] {
 			return c.CoreV1().Endpoints(ns)
 		}), //nolint:staticcheck

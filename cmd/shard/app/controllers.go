@@ -89,7 +89,8 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 
 // queueKeys returns the cache keys of d's primary resources and how its queue's keys map
 // to partitions: keys without a namespace are namespace names when Primary holds
-// Namespaces, and cluster-scoped work (the cluster partition) otherwise.
+// Namespaces, cluster-scoped work (the cluster partition) when it holds a cluster-scoped
+// type, and refused when all primaries are namespaced.
 func queueKeys(d controllers.Descriptor, deps controllerDeps) ([]shardcache.Key, gate.KeyPartition, error) {
 	var keys []shardcache.Key
 	namespaces, clusterScoped := false, []string{}
@@ -110,10 +111,16 @@ func queueKeys(d controllers.Descriptor, deps controllerDeps) ([]shardcache.Key,
 	if namespaces && len(clusterScoped) > 0 {
 		return nil, nil, fmt.Errorf("its primary resources mix namespaces with cluster-scoped %v: their keys (names without a namespace) cannot be told apart in one queue", clusterScoped)
 	}
-	if namespaces {
+	switch {
+	case namespaces:
 		return keys, gate.NamespaceNameKeys(deps.partitionOf), nil
+	case len(clusterScoped) > 0:
+		return keys, gate.ObjectKeys(deps.partitionOf), nil
+	default:
+		// Only namespaced primaries: a key without a namespace is a mistake (namespace
+		// names need namespaces among the primaries), never cluster-scoped work.
+		return keys, gate.NamespacedKeys(deps.partitionOf), nil
 	}
-	return keys, gate.ObjectKeys(deps.partitionOf), nil
 }
 
 func cacheKey(r controllers.Resource) shardcache.Key {

@@ -6,7 +6,7 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/gate"
 )
 
-// StatsSource is what NewGateCollector reads at scrape time; *gate.Gate implements it.
+// StatsSource is what RegisterGateMetrics reads at scrape time; *gate.Gate implements it.
 // It is an interface so that the collector can be tested without a live gate.
 type StatsSource interface {
 	Stats() gate.Stats
@@ -14,7 +14,7 @@ type StatsSource interface {
 
 // GateCollector exports the sharding layer's view of the work queues, which client-go's
 // metrics cannot show: admission drops, stale keys counted in depth, in-flight work, and
-// the fence. It reads a fresh snapshot on every scrape, so it holds no state of its own.
+// in-flight work. It reads a fresh snapshot on every scrape, so it holds no state of its own.
 // Shard-wide state (fenced, acquired partitions) is the shard's series
 // (kshard_shard_fenced, kshard_shard_acquired_partitions), not exported here again.
 type GateCollector struct {

@@ -4,7 +4,7 @@ package edgetest_test
 // a gRPC server on 127.0.0.1:0), real shardrpc.Clients, and fake in-memory Handlers that
 // record every action in one "world", so the tests can check at any instant that no
 // partition is worked by two shards. It serves both server_test.go (the coordinator edge,
-// pkg/sharding/server) and client_test.go (the shard edge, pkg/sharding/session).
+// pkg/sharding/coordinatorrpc) and client_test.go (the shard edge, pkg/sharding/shardrpc).
 
 import (
 	"context"

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // KeyPartition maps a queue key to the partition that owns it. It returns ok=false for a
@@ -34,9 +36,22 @@ func NamespaceNameKeys(ofNamespace func(namespace string) uint32) KeyPartition {
 	return keyPartition(ofNamespace, func(name string) string { return name })
 }
 
-// ClusterPartitionKey is the namespace name whose partition owns cluster-scoped work:
-// the empty name, which no namespace can have (shardcache.ClusterPartitionKey).
-const ClusterPartitionKey = ""
+// ClusterPartitionKey is partition.ClusterKey: the namespace name whose partition owns
+// cluster-scoped work.
+const ClusterPartitionKey = partition.ClusterKey
+
+// NamespacedKeys is ObjectKeys for queues that hold only namespaced keys (their primary
+// resources are all namespaced): a key without a namespace maps to no partition, so it
+// is dropped (and counted) instead of becoming cluster-scoped work by mistake.
+func NamespacedKeys(ofNamespace func(namespace string) uint32) KeyPartition {
+	objects := ObjectKeys(ofNamespace)
+	return func(key string) (uint32, bool) {
+		if !strings.Contains(key, "/") {
+			return 0, false
+		}
+		return objects(key)
+	}
+}
 
 func keyPartition(ofNamespace func(string) uint32, unnamespaced func(name string) string) KeyPartition {
 	return func(key string) (uint32, bool) {
@@ -55,7 +70,7 @@ func keyPartition(ofNamespace func(string) uint32, unnamespaced func(name string
 }
 
 // Gate is the ownership state shared by all queues of one shard: the set of acquired
-// partitions, the fenced flag, and the in-flight work per partition. It is the single
+// partitions, the lease deadline, and the in-flight work per partition. It is the single
 // point the shard runtime drives when the coordinator says Acquire or Release, or when the
 // session lease expires; controllers never see it.
 //
@@ -81,11 +96,11 @@ type Gate struct {
 	changed chan struct{}
 }
 
-// NewGate returns a Gate with no partition acquired and not fenced, so a freshly started
+// New returns a Gate with no partition acquired and not fenced, so a freshly started
 // shard does no work until the coordinator grants it some.
 func New(partitionOf KeyPartition) *Gate {
 	if partitionOf == nil {
-		panic("workqueue: NewGate needs a KeyPartition")
+		panic("gate: New needs a KeyPartition")
 	}
 	return &Gate{
 		partitionOf: partitionOf,
@@ -99,7 +114,7 @@ func New(partitionOf KeyPartition) *Gate {
 // SetDeadline sets the end of the shard's right to work (its session lease: the send time
 // of the last acknowledged heartbeat plus the TTL). Every Get checks it against the clock
 // when it starts a key, so a worker that resumes after a process pause never starts work
-// past the deadline, even before the runtime's own timer had a chance to call Fence.
+// past the deadline, without waiting for any timer of the runtime.
 func (g *Gate) SetDeadline(deadline time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -138,7 +153,7 @@ func (g *Gate) blockedLocked() bool {
 	return !g.deadline.IsZero() && !g.now().Before(g.deadline)
 }
 
-// Acquire lets queues admit and start keys of partition. The caller (the cache layer)
+// Acquire lets queues admit and start keys of partition. The caller (the shard runtime)
 // must then enqueue every cached object of the partition, because adds made before
 // Acquire were dropped. Acquiring an acquired partition is a no-op.
 func (g *Gate) Acquire(partition uint32) {

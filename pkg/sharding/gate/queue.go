@@ -74,7 +74,7 @@ var _ workqueue.TypedRateLimitingInterface[string] = (*Queue)(nil)
 // that would silently leave the queue without metrics.
 func (g *Gate) NewQueue(cfg QueueConfig) *Queue {
 	if cfg.Name == "" {
-		panic("workqueue: QueueConfig.Name is required")
+		panic("gate: QueueConfig.Name is required")
 	}
 	rateLimiter := cfg.RateLimiter
 	if rateLimiter == nil {
@@ -219,8 +219,8 @@ func (q *Queue) waitUnfenced() bool {
 // under that same lock, a key is either in flight before Release's mark (and Release waits
 // for it) or is seen as not acquired (and discarded): there is no third case.
 //
-// If the gate is fenced here (Fence came after waitUnfenced), the key is held until the
-// fence lifts, its partition is released, or the queue shuts down.
+// If the gate is fenced here (the deadline passed after waitUnfenced), the key is held
+// until a new deadline lifts the fence, its partition is released, or the queue shuts down.
 func (q *Queue) start(key string) verdict {
 	p, ok := q.partitionOf(key)
 	g := q.gate

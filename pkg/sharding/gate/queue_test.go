@@ -91,6 +91,7 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 
 func TestKeyPartition(t *testing.T) {
 	objects, namespaces := ObjectKeys(testNamespacePartition), NamespaceNameKeys(testNamespacePartition)
+	namespaced := NamespacedKeys(testNamespacePartition)
 	tests := []struct {
 		name   string
 		keys   KeyPartition
@@ -102,6 +103,8 @@ func TestKeyPartition(t *testing.T) {
 		{name: "objects: cluster-scoped key belongs to the cluster partition", keys: objects, key: "ns9", want: testNamespacePartition(ClusterPartitionKey), wantOK: true},
 		{name: "objects: empty key", keys: objects, key: ""},
 		{name: "objects: empty namespace", keys: objects, key: "/web"},
+		{name: "namespaced only: namespaced key maps by namespace", keys: namespaced, key: "ns7/web", want: 7, wantOK: true},
+		{name: "namespaced only: a key without a namespace maps nowhere", keys: namespaced, key: "ns9"},
 		{name: "namespace names: namespaced key maps by namespace", keys: namespaces, key: "ns7/web", want: 7, wantOK: true},
 		{name: "namespace names: unnamespaced key is a namespace", keys: namespaces, key: "ns9", want: 9, wantOK: true},
 		{name: "namespace names: empty key", keys: namespaces, key: ""},

@@ -16,6 +16,14 @@ const MaxCount = 1 << 16
 // balance), small enough that per-partition state stays cheap.
 const DefaultCount = 4096
 
+// ClusterKey is the namespace name that stands for cluster-scoped work: the empty name,
+// which no namespace can have. Map.For(ClusterKey) is the cluster partition: it owns the
+// work on cluster-scoped objects (queue keys without a namespace, other than Namespace
+// objects), so exactly one shard works them at a time and they are handed off like any
+// other partition. It is an ordinary partition of the ring, so namespaces may share it,
+// and neither the ring nor the protocol needs to know about it.
+const ClusterKey = ""
+
 // ID identifies one partition, in [0, Count).
 type ID uint32
 

@@ -2,6 +2,7 @@ package shardcache
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 var (
@@ -195,5 +197,75 @@ func TestRunStartsAfterFirstPrepare(t *testing.T) {
 	// Both partitions were filled by the informers' first list: no namespace-scoped list.
 	if n := lists.count("p1-a") + lists.count("p2-a"); n != 0 {
 		t.Errorf("%d namespace-scoped lists, want 0: the first list fills the first assignment", n)
+	}
+}
+
+// TestWarmupWaitsForClusterScopedInformers: a partition warmed while the informers run is
+// prepared only once the unfiltered informers (the cluster-scoped types the cluster
+// partition's work reads) have synced too.
+func TestWarmupWaitsForClusterScopedInformers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p1-a"), node("n1"))
+	failNodes := make(chan struct{})
+	client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		select {
+		case <-failNodes:
+			return false, nil, nil
+		default:
+			return true, nil, errors.New("nodes unavailable")
+		}
+	})
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InformerFor(ConfigMaps)
+	if _, err := c.Informer(nodesKey); err != nil {
+		t.Fatal(err)
+	}
+	c.Start(ctx)
+	cluster := testPartition(ClusterPartitionKey)
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if err := c.Prepare(short, []uint32{cluster}); err == nil {
+		t.Fatal("Prepare of the cluster partition returned while the Node informer cannot list")
+	}
+	if c.Prepared(cluster) {
+		t.Fatal("the cluster partition is Prepared while the Node informer has not synced")
+	}
+	close(failNodes)
+	if err := c.Prepare(ctx, []uint32{cluster}); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := c.Keys(nodesKey, cluster); !slices.Equal(keys, []string{"n1"}) {
+		t.Errorf("Keys(nodes, cluster) = %v once prepared, want [n1]", keys)
+	}
+}
+
+// TestPrepareReleasedBeforeStart: a partition released while its Prepare waits for the
+// informers' first start reports ErrReleased, not success.
+func TestPrepareReleasedBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := New(fake.NewClientset(ns("p1-a")), testPartition, Options{PollInterval: 5 * time.Millisecond, StartWindow: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InformerFor(ConfigMaps)
+	c.Run(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- c.Prepare(ctx, []uint32{1}) }()
+	time.Sleep(50 * time.Millisecond) // Prepare is waiting for the start window
+	if err := c.Release(ctx, []uint32{1}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrReleased) {
+			t.Fatalf("Prepare of a partition released meanwhile = %v, want ErrReleased", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Prepare did not return")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // PartitionFunc maps a namespace name to the partition that owns it. It is injected so
@@ -15,13 +17,9 @@ import (
 // cache calls PartitionFunc(name) for objects without a namespace.
 type PartitionFunc func(namespace string) uint32
 
-// ClusterPartitionKey is the namespace name that stands for cluster-scoped work: the
-// empty name, which no namespace can have. PartitionFunc(ClusterPartitionKey) is the
-// cluster partition: it owns the work on cluster-scoped objects (keys without a
-// namespace, other than Namespace objects), so exactly one shard works them at a time
-// and they are handed off like any other partition. It is an ordinary partition of the
-// ring, so namespaces may share it; no change to the ring or the protocol is needed.
-const ClusterPartitionKey = ""
+// ClusterPartitionKey is partition.ClusterKey: PartitionFunc(ClusterPartitionKey) is the
+// cluster partition, which owns the objects of cluster-scoped types.
+const ClusterPartitionKey = partition.ClusterKey
 
 // PartitionIndex is the name of the index that every informer of a Cache (the Namespace
 // informer included) maintains from partition to objects. Its values are

@@ -22,7 +22,8 @@
 // per type; Prepare returns once its partitions are cached, and Synced answers readiness.
 //
 //	c, err := shardcache.New(client, partitionOf, shardcache.Options{})
-//	pods, err := c.Informer(shardcache.Key{Resource: corev1.SchemeGroupVersion.WithResource("pods")}) // before the start
+//	podsKey := shardcache.Key{Resource: corev1.SchemeGroupVersion.WithResource("pods")}
+//	pods, err := c.Informer(podsKey)  // before the start; controllers add their handlers
 //	c.Run(ctx)                        // the cache starts its informers itself
 //	_ = c.Prepare(ctx, initial)       // first assignment: one filtered list per type fills it
 //	_ = c.Prepare(ctx, []uint32{17})  // later: warms partition 17 in every informer

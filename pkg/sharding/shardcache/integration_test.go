@@ -8,7 +8,7 @@ package shardcache
 //
 //	hack/cluster.sh up
 //	KSHARD_KUBECONFIG=$(hack/cluster.sh env | sed -n 's/^KUBECONFIG=//p') \
-//	  go test -tags integration -race -run Integration -v ./pkg/sharding/cache/
+//	  go test -tags integration -race -run Integration -v ./pkg/sharding/shardcache/
 //
 // It creates its own namespaces (prefix kshard-cache-it-<random>) and deletes them.
 

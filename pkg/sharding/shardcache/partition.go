@@ -88,6 +88,14 @@ func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
 		if err := c.WaitForCacheSync(ctx); err != nil {
 			return err
 		}
+		c.mu.Lock()
+		for _, p := range partitions {
+			if c.parts[p] == nil {
+				c.mu.Unlock()
+				return ErrReleased // released while the informers started
+			}
+		}
+		c.mu.Unlock()
 	}
 	for _, w := range waits {
 		select {
@@ -236,7 +244,14 @@ func (c *Cache) runWarmup(ctx context.Context, w *warmup, feeds []*feed) {
 	defer close(w.done)
 	logger := klog.FromContext(ctx).WithValues("partition", w.partition)
 	start := time.Now()
-	if !toolscache.WaitForCacheSync(ctx.Done(), c.nsInformer.HasSynced) {
+	// The unfiltered informers (Namespaces, which the warm-up needs, and the
+	// cluster-scoped types, whose objects the cluster partition's work reads) hold
+	// every object once synced: wait for them all.
+	var plain []toolscache.InformerSynced
+	for _, p := range c.plainList() {
+		plain = append(plain, p.inf.HasSynced)
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), plain...) {
 		w.err = c.warmupErr(ctx)
 		return
 	}

@@ -144,8 +144,10 @@ func (r *Runtime) Drain(p partition.ID, done func()) {
 		done()
 		return nil
 	})
-	// Stop new work at once, ahead of any queued operation of the partition.
+	// Stop new work at once, ahead of any queued operation of the partition, and make sure
+	// a Work still queued or waiting for its caches cannot acquire it again.
 	r.gate.Revoke(uint32(p))
+	r.abandon(p, "work")
 }
 
 // Stop stops working p at once, and again after any operation of p still queued (a Work

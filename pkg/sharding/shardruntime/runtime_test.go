@@ -348,6 +348,26 @@ func TestOperationsRunInOrder(t *testing.T) {
 		}
 	})
 
+	t.Run("Work waiting for its caches, then Drain", func(t *testing.T) {
+		b := newBlocker("p5-a")
+		e := newEnv(t, b)
+		e.rt.Warm(7, func() {})
+		e.eventually("the informers run", e.cache.Started)
+		e.rt.Work(5) // waits for the blocked warm-up
+		<-b.entered
+		d, done := e.doneFor(5)
+		e.rt.Drain(5, done)
+		b.open()
+		e.eventually("the drain reports done", d.called.Load)
+		e.idle(5)
+		if slices.Contains(e.gate.Partitions(), 5) {
+			t.Error("partition 5 is acquired after Work, Drain: the Work waiting for its caches re-acquired it")
+		}
+		if got := e.ctrl.calls(); len(got) != 0 {
+			t.Errorf("the abandoned Work enqueued %v", got)
+		}
+	})
+
 	t.Run("Work then Stop back to back", func(t *testing.T) {
 		e := newEnv(t, nil)
 		for _, p := range []partition.ID{3, 5, 7} {

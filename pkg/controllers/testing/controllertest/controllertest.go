@@ -52,9 +52,9 @@ func (i Informers) Indexer(obj runtime.Object) (toolscache.Indexer, error) {
 	return inf.GetIndexer(), nil
 }
 
-// Context returns a controllers.Context for d's controller over factory, queue and client
-// (nil fields stay nil): the informers are checked against d's declared reads, as in a
-// shard.
+// Context returns a controllers.Context for d's controller over factory and queue, with
+// the informers checked against d's declared reads as in a shard; the test sets the
+// other fields (Client, Recorder, Logger, …) it needs.
 func Context(d controllers.Descriptor, factory informers.SharedInformerFactory, queue workqueue.TypedRateLimitingInterface[string]) controllers.Context {
 	return controllers.Context{
 		Informers: controllers.Declared(d, Informers{SharedInformerFactory: factory}),

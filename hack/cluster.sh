@@ -58,8 +58,16 @@ start() {
   local bin; bin=$(tool "$name")
   [ -x "$bin" ] || die "$bin is missing: run 'make tools' (hack/tools.sh cluster)"
   setsid "$bin" "$@" >>"$logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$run/$name.pid"
-  log "started $name (pid $!, log $logs/$name.log)"
+  local pid=$! i
+  echo "$pid" >"$run/$name.pid"
+  # Until the forked shell has exec'd the binary, /proc/PID/cmdline is the shell's and
+  # running() would take the process for dead: wait for the exec (or the exit).
+  for i in $(seq 100); do
+    grep -qa -- "$name" "/proc/$pid/cmdline" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  log "started $name (pid $pid, log $logs/$name.log)"
 }
 
 # wait_for NAME CMD...: polls CMD until it succeeds, failing fast if NAME died.

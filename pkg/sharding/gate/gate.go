@@ -23,10 +23,10 @@ type KeyPartition func(key string) (partition uint32, ok bool)
 // ObjectKeys adapts a namespace → partition function to queue keys of objects, in
 // client-go's cache.MetaNamespaceKeyFunc form. A namespaced key "namespace/name" maps by
 // its namespace. A key without a slash is a cluster-scoped object's name: cluster-scoped
-// work belongs to the cluster partition, ofNamespace(ClusterPartitionKey), so exactly one
+// work belongs to the cluster partition, ofNamespace(partition.ClusterKey), so exactly one
 // shard works it at a time. Empty or otherwise malformed keys map to ok=false.
 func ObjectKeys(ofNamespace func(namespace string) uint32) KeyPartition {
-	return keyPartition(ofNamespace, func(string) string { return ClusterPartitionKey })
+	return keyPartition(ofNamespace, func(string) string { return partition.ClusterKey })
 }
 
 // NamespaceNameKeys is ObjectKeys for queues whose keys without a slash are namespace
@@ -35,10 +35,6 @@ func ObjectKeys(ofNamespace func(namespace string) uint32) KeyPartition {
 func NamespaceNameKeys(ofNamespace func(namespace string) uint32) KeyPartition {
 	return keyPartition(ofNamespace, func(name string) string { return name })
 }
-
-// ClusterPartitionKey is partition.ClusterKey: the namespace name whose partition owns
-// cluster-scoped work.
-const ClusterPartitionKey = partition.ClusterKey
 
 // NamespacedKeys is ObjectKeys for queues that hold only namespaced keys (their primary
 // resources are all namespaced): a key without a namespace maps to no partition, so it

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // testNamespacePartition maps namespace "nsN" to partition N (anything else, the cluster
@@ -100,7 +102,7 @@ func TestKeyPartition(t *testing.T) {
 		wantOK bool
 	}{
 		{name: "objects: namespaced key maps by namespace", keys: objects, key: "ns7/web", want: 7, wantOK: true},
-		{name: "objects: cluster-scoped key belongs to the cluster partition", keys: objects, key: "ns9", want: testNamespacePartition(ClusterPartitionKey), wantOK: true},
+		{name: "objects: cluster-scoped key belongs to the cluster partition", keys: objects, key: "ns9", want: testNamespacePartition(partition.ClusterKey), wantOK: true},
 		{name: "objects: empty key", keys: objects, key: ""},
 		{name: "objects: empty namespace", keys: objects, key: "/web"},
 		{name: "namespaced only: namespaced key maps by namespace", keys: namespaced, key: "ns7/web", want: 7, wantOK: true},
@@ -138,7 +140,7 @@ func TestQueueKeys(t *testing.T) {
 	if got := namespaces.Stats(); got.Dropped != 0 || got.Pending != 1 {
 		t.Errorf("namespaces queue: %+v, want the namespace key queued", got)
 	}
-	g.Acquire(testNamespacePartition(ClusterPartitionKey))
+	g.Acquire(testNamespacePartition(partition.ClusterKey))
 	objects.Add("node-1")
 	if k := mustGet(t, objects); k != "node-1" {
 		t.Errorf("Get = %q, want the cluster key once the cluster partition is acquired", k)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +114,7 @@ func TestMetadataOnlyNeedsClientAndMapper(t *testing.T) {
 
 func TestKeysByPartition(t *testing.T) {
 	c := newAccessorCache(t)
-	cluster := testPartition(ClusterPartitionKey)
+	cluster := testPartition(partition.ClusterKey)
 	tests := []struct {
 		name      string
 		key       Key
@@ -225,7 +226,7 @@ func TestWarmupWaitsForClusterScopedInformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Start(ctx)
-	cluster := testPartition(ClusterPartitionKey)
+	cluster := testPartition(partition.ClusterKey)
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
 	if err := c.Prepare(short, []uint32{cluster}); err == nil {

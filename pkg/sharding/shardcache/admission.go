@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-
-	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // PartitionFunc maps a namespace name to the partition that owns it. It is injected so
@@ -16,10 +14,6 @@ import (
 // Cluster-scoped Namespace objects belong to the partition of their own name, so the
 // cache calls PartitionFunc(name) for objects without a namespace.
 type PartitionFunc func(namespace string) uint32
-
-// ClusterPartitionKey is partition.ClusterKey: PartitionFunc(ClusterPartitionKey) is the
-// cluster partition, which owns the objects of cluster-scoped types.
-const ClusterPartitionKey = partition.ClusterKey
 
 // PartitionIndex is the name of the index that every informer of a Cache (the Namespace
 // informer included) maintains from partition to objects. Its values are

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -120,6 +121,10 @@ type Cache struct {
 	// lazyCtx is Run's context: the first Prepare after Run arms startTimer.
 	lazyCtx    context.Context
 	startTimer *time.Timer
+	// firstSync is closed once the informers started by Start have completed their first
+	// list: the thousands of Prepares of a first assignment wait on it, instead of each
+	// polling every informer.
+	firstSync chan struct{}
 }
 
 type plainInformer struct {
@@ -153,6 +158,7 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		feeds:       map[Key]*feed{},
 		plain:       map[Key]toolscache.SharedIndexInformer{},
 		parts:       map[uint32]*partitionState{},
+		firstSync:   make(chan struct{}),
 	}
 	c.nsInformer = c.newPlainInformer(namespacesType)
 	_, _ = c.nsInformer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: c.onNamespaceAdded})
@@ -173,7 +179,7 @@ func (c *Cache) partitionIndexFunc(obj any) ([]string, error) {
 // clusterIndexFunc indexes every object of a cluster-scoped type under the cluster
 // partition, the one partition that owns cluster-scoped work.
 func (c *Cache) clusterIndexFunc(any) ([]string, error) {
-	return []string{PartitionIndexValue(c.partitionOf(ClusterPartitionKey))}, nil
+	return []string{PartitionIndexValue(c.partitionOf(partition.ClusterKey))}, nil
 }
 
 // newPlainInformer builds an unfiltered informer of a cluster-scoped type. Namespace
@@ -396,9 +402,19 @@ func (c *Cache) Start(ctx context.Context) {
 	for _, p := range c.plainOrder {
 		go p.inf.RunWithContext(ctx)
 	}
+	synced := make([]toolscache.InformerSynced, 0, len(c.plainOrder)+len(c.order))
+	for _, p := range c.plainOrder {
+		synced = append(synced, p.inf.HasSynced)
+	}
 	for _, f := range c.order {
 		go f.informer.RunWithContext(ctx)
+		synced = append(synced, f.informer.HasSynced)
 	}
+	go func() {
+		if toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+			close(c.firstSync)
+		}
+	}()
 }
 
 // Started reports whether the informers run.

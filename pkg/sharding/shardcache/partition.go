@@ -85,8 +85,16 @@ func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
 	c.mu.Unlock()
 
 	if needInitial {
-		if err := c.WaitForCacheSync(ctx); err != nil {
-			return err
+		select {
+		case <-c.firstSync:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		// An informer created after Start is not covered by firstSync.
+		if !c.informersSynced() {
+			if err := c.WaitForCacheSync(ctx); err != nil {
+				return err
+			}
 		}
 		c.mu.Lock()
 		for _, p := range partitions {

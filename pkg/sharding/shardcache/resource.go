@@ -48,7 +48,7 @@ type ResourceType struct {
 	// ClusterScoped types are not filtered by partition: every shard caches all of their
 	// objects (Nodes, PersistentVolumes, …), which controllers read to reconcile their own
 	// namespaced objects. The work on them belongs to the cluster partition (see
-	// ClusterPartitionKey).
+	// partition.ClusterKey).
 	ClusterScoped bool
 	// Object is an empty object of the type the informer stores (e.g. &corev1.Pod{}).
 	// The reflector drops events of any other type; synthetic bookmarks are copies of it.
@@ -234,17 +234,8 @@ func Builtin(gvr schema.GroupVersionResource) (ResourceType, bool) {
 	return rt, ok
 }
 
-// BuiltinResources returns the resources Builtin knows, for messages and tests.
-func BuiltinResources() []schema.GroupVersionResource {
-	out := make([]schema.GroupVersionResource, 0, len(builtin))
-	for gvr := range builtin {
-		out = append(out, gvr)
-	}
-	return out
-}
-
-// Descriptors of built-in types, for tests and tools of this module that want one
-// directly (controllers ask through Cache.Informer).
+// Descriptors of built-in types this package's tests use directly (controllers ask
+// through Cache.Informer).
 var (
 	Pods       = builtin[core.WithResource("pods")]
 	ConfigMaps = builtin[core.WithResource("configmaps")]

@@ -107,10 +107,11 @@ type Context struct {
 	Logger logr.Logger
 	// Metrics records reconciles, errors and durations per controller.
 	Metrics *ReconcileMetrics
-	// WriteAllowed fails while the shard must not change anything (its lease ran out).
-	// Client's API writes are already checked by its transport; a controller with
-	// effects outside the API must call it right before each.
-	WriteAllowed func() error
+	// WriteAllowed fails while the shard must not change anything for key (a queue key,
+	// "namespace/name"): its lease ran out, or key's namespace is no longer held. Client's
+	// API writes are already checked by its transport; a controller with effects outside
+	// the API must call it right before each.
+	WriteAllowed func(key string) error
 }
 
 // Controller is a running controller.

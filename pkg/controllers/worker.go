@@ -18,6 +18,13 @@ const quietRetries = 5
 // SyncFunc reconciles one key. An error retries the key with the queue's backoff.
 type SyncFunc func(ctx context.Context, key string) error
 
+// keyContexter is a queue that bounds each key's reconcile with a context of its own: the
+// shard's queues end it when the key's namespace is taken away, so that a reconcile of
+// work the process no longer owns stops instead of running on.
+type keyContexter interface {
+	KeyContext(parent context.Context, key string) (context.Context, context.CancelFunc)
+}
+
 // RunWorkers is the loop every controller shares (sample-controller's Run → runWorker →
 // processNextWorkItem), so the retry policy lives in one place: success forgets the key's
 // backoff, an error requeues it rate-limited. It blocks until ctx ends, then shuts the
@@ -53,6 +60,11 @@ func processNext(ctx context.Context, log logr.Logger, name string, queue workqu
 		return false
 	}
 	defer queue.Done(key)
+	if kc, ok := queue.(keyContexter); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = kc.KeyContext(ctx, key)
+		defer cancel()
+	}
 	start := time.Now()
 	err := syncFn(ctx, key)
 	metrics.Observe(name, start, err)

@@ -57,23 +57,21 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 		}
 		ccfg := rest.CopyConfig(deps.config)
 		ccfg.UserAgent = "kshard-shard/" + version.Version + " " + d.Name + "-controller"
-		ccfg.Wrap(gate.FenceTransport(deps.gate))
+		ccfg.Wrap(gate.FenceTransport(deps.gate, deps.partitionOf))
 		client, err := kubernetes.NewForConfig(ccfg)
 		if err != nil {
 			return nil, err
 		}
 		queue := deps.gate.NewQueue(gate.QueueConfig{Name: d.Name, MetricsProvider: deps.queues, Keys: keys})
 		ctrl, err := d.New(controllers.Context{
-			Client:    client,
-			Informers: controllers.Declared(d, cacheInformers{deps.cache}),
-			Queue:     queue,
-			Recorder:  deps.recorder(d.Name + "-controller"),
-			Shard:     deps.shard,
-			Logger:    deps.log.WithValues("controller", d.Name),
-			Metrics:   deps.metrics,
-			WriteAllowed: func() error {
-				return gate.WriteAllowed(deps.gate)
-			},
+			Client:       client,
+			Informers:    controllers.Declared(d, cacheInformers{deps.cache}),
+			Queue:        queue,
+			Recorder:     deps.recorder(d.Name + "-controller"),
+			Shard:        deps.shard,
+			Logger:       deps.log.WithValues("controller", d.Name),
+			Metrics:      deps.metrics,
+			WriteAllowed: deps.gate.WriteAllowedFor,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)

@@ -25,6 +25,7 @@ type GateCollector struct {
 	stale     *prometheus.Desc
 	pending   *prometheus.Desc
 	inFlight  *prometheus.Desc
+	refused   *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*GateCollector)(nil)
@@ -56,12 +57,17 @@ func newGateCollector(src StatsSource, constLabels prometheus.Labels) *GateColle
 		inFlight: prometheus.NewDesc(name("in_flight_keys"),
 			"Keys taken by a worker and not yet done.",
 			perQueue, constLabels),
+		refused: prometheus.NewDesc(prometheus.BuildFQName(namespace, "shard", "refused_writes_total"),
+			"Total number of API writes of the controllers refused or cancelled by the shard's own write fence, by reason: "+
+				"fenced (the session lease ran out), not_held (the namespace's partition is not held, e.g. revoked meanwhile), "+
+				"revoked (cancelled while in flight because its partition was revoked).",
+			[]string{"reason"}, constLabels),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *GateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.dropped, c.discarded, c.stale, c.pending, c.inFlight} {
+	for _, d := range []*prometheus.Desc{c.dropped, c.discarded, c.stale, c.pending, c.inFlight, c.refused} {
 		ch <- d
 	}
 }
@@ -69,6 +75,12 @@ func (c *GateCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *GateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.src.Stats()
+	for _, r := range []struct {
+		reason string
+		n      uint64
+	}{{"fenced", s.RefusedWrites.Fenced}, {"not_held", s.RefusedWrites.NotHeld}, {"revoked", s.RefusedWrites.Revoked}} {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(r.n), r.reason)
+	}
 	// Queues may share a name (client-go's metrics then share series too); sum them so
 	// that one name yields one series.
 	byName := map[string]*gate.QueueStats{}

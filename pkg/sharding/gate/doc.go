@@ -24,9 +24,17 @@
 //     state of its keys. Only after Release returns nil may the shard answer Released to
 //     the coordinator.
 //   - Fencing: past the shard's session lease deadline (Gate.SetDeadline), Get starts no
-//     work at all, checked against the clock at every Get; work already running finishes
-//     and is visible in Gate.Stats. Beside the queues, FenceTransport refuses every API
-//     write of the controllers' clients past the same deadline (the write fence).
+//     work at all, checked against the clock at every Get.
+//   - The write fence: beside the queues, FenceTransport lets an API write of the
+//     controllers' clients leave only while the lease is valid and the request's
+//     namespace belongs to a partition the shard holds: acquired, or draining after a
+//     Release. The lease alone is not enough: after a lapse and a new welcome it is valid
+//     again, while a partition revoked meanwhile may be worked elsewhere.
+//   - Revocation: Revoke (a lapse, a demotion, a dropped partition) ends the partition's
+//     tenure at once: its reconciles' contexts (Queue.KeyContext, which the controllers'
+//     worker loop uses) and its writes in flight are cancelled, and new writes are refused.
+//     Its in-flight count still falls only as the work returns, and a Release of it waits
+//     for that, so the shard answers Released only when none of its work runs.
 //
 // # Stale keys
 //

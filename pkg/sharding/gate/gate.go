@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -66,7 +67,8 @@ func keyPartition(ofNamespace func(string) uint32, unnamespaced func(name string
 }
 
 // Gate is the ownership state shared by all queues of one shard: the set of acquired
-// partitions, the lease deadline, and the in-flight work per partition. It is the single
+// partitions, the tenure of each partition it may still write to, the lease deadline, and
+// the in-flight work per partition. It is the single
 // point the shard runtime drives when the coordinator says Acquire or Release, or when the
 // session lease expires; controllers never see it.
 //
@@ -80,6 +82,10 @@ type Gate struct {
 	// exclusively.
 	mu       sync.RWMutex
 	acquired map[uint32]struct{}
+	// tenures holds the partitions whose work may still write: acquired ones, and released
+	// ones still draining their in-flight work. Revoking a partition cancels its tenure,
+	// and with it every reconcile and write of the partition still running.
+	tenures map[uint32]*tenure
 	// deadline is the end of the shard's session lease; no work starts at or after it.
 	// Zero means no lease (tests and standalone use).
 	deadline time.Time
@@ -87,6 +93,8 @@ type Gate struct {
 	inFlight map[uint32]int // partition → keys between Get and Done, all queues
 	total    int            // sum of inFlight
 	queues   map[*Queue]struct{}
+	// refused counts writes the fence refused or cancelled, by reason.
+	refused struct{ fenced, notHeld, revoked atomic.Uint64 }
 	// changed is closed (and reset to nil) whenever a waiter may need to re-check state.
 	// It is created lazily by a waiter, so Done costs no allocation when nobody waits.
 	changed chan struct{}
@@ -101,6 +109,7 @@ func New(partitionOf KeyPartition) *Gate {
 	return &Gate{
 		partitionOf: partitionOf,
 		acquired:    map[uint32]struct{}{},
+		tenures:     map[uint32]*tenure{},
 		inFlight:    map[uint32]int{},
 		queues:      map[*Queue]struct{}{},
 		now:         time.Now,
@@ -127,10 +136,14 @@ func (g *Gate) Deadline() time.Time {
 
 // Revoke takes partition away at once without waiting for its in-flight work, for a
 // shard that stops working a partition it keeps the caches of (fenced, or demoted by the
-// coordinator). Release is the variant that waits.
+// coordinator): no key of it starts, its tenure ends, so every reconcile of it still
+// running has its context cancelled and every write of it is refused from now on. Only a
+// Release still reports when that work has finished. Release is the variant that lets the
+// in-flight work finish and write.
 func (g *Gate) Revoke(partition uint32) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.endTenureLocked(partition)
 	if _, ok := g.acquired[partition]; !ok {
 		return
 	}
@@ -159,6 +172,11 @@ func (g *Gate) Acquire(partition uint32) {
 		return
 	}
 	g.acquired[partition] = struct{}{}
+	if t := g.tenures[partition]; t != nil {
+		t.draining = false // handed back before its drain finished: the tenure goes on
+	} else {
+		g.tenures[partition] = newTenure()
+	}
 	// Keys of the partition still sitting in the underlying queues from an earlier
 	// tenure are live again and will be processed rather than discarded.
 	for q := range g.queues {
@@ -172,47 +190,64 @@ func (g *Gate) Acquire(partition uint32) {
 // Release takes partition away from this shard, in the order the handoff protocol needs:
 //
 //  1. it marks the partition not acquired, atomically with respect to every Get and Add,
-//     so from this point no queue admits a key of it and no worker starts one;
+//     so from this point no queue admits a key of it and no worker starts one; the work
+//     already running may still write (the partition is draining);
 //  2. it waits until every key of the partition that a worker already took (between Get
 //     and Done, in any queue) is Done; ctx bounds this wait;
-//  3. it forgets the rate-limiter state of the partition's keys in every queue. Keys still
-//     inside client-go's queues cannot be removed; they are stale and Get discards them.
+//  3. it ends the partition's tenure, so nothing of it writes any more, and forgets the
+//     rate-limiter state of its keys in every queue. Keys still inside client-go's queues
+//     cannot be removed; they are stale and Get discards them.
 //
 // Release returns nil only when no work of the partition runs any more, so the shard may
 // then answer Released. If ctx ends first it returns an error wrapping ctx.Err(): the
 // partition stays revoked (step 1 is not undone), but some of its work may still be
 // running, so the shard must not report it released; calling Release again resumes the
 // wait. Releasing a partition that is not acquired still waits for leftover in-flight
-// work of it, which makes a retried Release safe.
+// work of it (of a revoked partition, that work can no longer write), which makes a
+// retried Release safe and lets the shard answer Released for a revoked partition only
+// once its work is gone.
 func (g *Gate) Release(ctx context.Context, partition uint32) error {
-	g.mu.Lock()
-	if _, ok := g.acquired[partition]; ok {
-		delete(g.acquired, partition)
-		for q := range g.queues {
-			q.mu.Lock()
-			q.stale += len(q.queued[partition])
-			q.mu.Unlock()
-		}
-		// Wake a Get that holds a key of this partition while fenced, so it discards it.
-		g.broadcastLocked()
-	}
-	g.mu.Unlock()
+	g.StopStarting(partition)
 
 	if err := g.wait(ctx, func() bool { return g.inFlight[partition] == 0 }); err != nil {
 		return fmt.Errorf("release partition %d: waiting for in-flight work: %w", partition, err)
 	}
 
 	// Holding the lock keeps a concurrent Acquire of the same partition from interleaving:
-	// if it was re-acquired meanwhile, its backoff state belongs to the new tenure.
-	g.mu.RLock()
-	defer g.mu.RUnlock()
+	// if it was re-acquired meanwhile, its tenure and backoff state belong to the new one.
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if _, ok := g.acquired[partition]; ok {
 		return nil
 	}
+	g.endTenureLocked(partition)
 	for q := range g.queues {
 		q.forgetPartition(partition)
 	}
 	return nil
+}
+
+// StopStarting is Release's first step alone: no key of partition is admitted or started
+// from now on, while the work already running may finish and write (the partition is
+// draining). The runtime calls it the moment the coordinator asks for a release, ahead
+// of the operations still queued for the partition.
+func (g *Gate) StopStarting(partition uint32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.acquired[partition]; !ok {
+		return
+	}
+	delete(g.acquired, partition)
+	if t := g.tenures[partition]; t != nil {
+		t.draining = true
+	}
+	for q := range g.queues {
+		q.mu.Lock()
+		q.stale += len(q.queued[partition])
+		q.mu.Unlock()
+	}
+	// Wake a Get that holds a key of this partition while fenced, so it discards it.
+	g.broadcastLocked()
 }
 
 // Fenced reports whether the Gate is past its lease deadline: no work starts and, through
@@ -235,6 +270,21 @@ func (g *Gate) Partitions() []uint32 {
 	return out
 }
 
+// Draining returns the partitions that are released but may still write because their
+// in-flight work has not finished, in ascending order.
+func (g *Gate) Draining() []uint32 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out []uint32
+	for p, t := range g.tenures {
+		if t.draining {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Stats is a point-in-time view of a Gate, for metrics and debugging.
 type Stats struct {
 	Fenced   bool
@@ -243,7 +293,16 @@ type Stats struct {
 	// InFlightPartitions counts the keys in flight by partition (partitions with none
 	// are absent).
 	InFlightPartitions map[uint32]int
-	Queues             []QueueStats
+	// RefusedWrites counts the controllers' writes the fence refused or cancelled.
+	RefusedWrites RefusedWrites
+	Queues        []QueueStats
+}
+
+// RefusedWrites counts writes the shard's fence stopped, by reason.
+type RefusedWrites struct {
+	Fenced  uint64 // the lease had run out
+	NotHeld uint64 // the partition was not held
+	Revoked uint64 // cancelled in flight by a revocation
 }
 
 // Stats returns a snapshot of the Gate and of every queue that has not been shut down,
@@ -255,6 +314,7 @@ func (g *Gate) Stats() Stats {
 	for p, n := range g.inFlight {
 		s.InFlightPartitions[p] = n
 	}
+	s.RefusedWrites = RefusedWrites{Fenced: g.refused.fenced.Load(), NotHeld: g.refused.notHeld.Load(), Revoked: g.refused.revoked.Load()}
 	queues := make([]*Queue, 0, len(g.queues))
 	for q := range g.queues {
 		queues = append(queues, q)
@@ -271,6 +331,40 @@ func (g *Gate) Stats() Stats {
 func (g *Gate) acquiredLocked(partition uint32) bool {
 	_, ok := g.acquired[partition]
 	return ok
+}
+
+// tenure is one stretch of time in which the shard may write to a partition: from
+// Acquire until a Revoke, or until a Release has seen its in-flight work finish. Work of
+// the partition runs under its context (Queue.KeyContext, FenceTransport), so ending the
+// tenure cancels that work wherever it is.
+type tenure struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	draining bool // released; in-flight work may still finish and write
+}
+
+func newTenure() *tenure {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &tenure{ctx: ctx, cancel: cancel}
+}
+
+// endTenureLocked cancels partition's tenure, if any; g.mu must be held exclusively.
+func (g *Gate) endTenureLocked(partition uint32) {
+	if t := g.tenures[partition]; t != nil {
+		t.cancel()
+		delete(g.tenures, partition)
+	}
+}
+
+// tenureContext returns the context of partition's tenure, or nil if the shard may not
+// write to it now.
+func (g *Gate) tenureContext(partition uint32) context.Context {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if t := g.tenures[partition]; t != nil {
+		return t.ctx
+	}
+	return nil
 }
 
 // broadcastLocked wakes every waiter; g.mu must be held exclusively.

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -386,4 +387,24 @@ func (q *Queue) Stats() QueueStats {
 	s.Dropped = q.dropped.Load()
 	s.Discarded = q.discarded.Load()
 	return s
+}
+
+// KeyContext returns the context a reconcile of key should run under: parent, ended
+// early when the key's partition is revoked (fenced, or demoted by the coordinator), so
+// that work the shard no longer owns stops where it is instead of running on. The worker
+// loop calls it for each key it gets; the cancel func must be called when the reconcile
+// returns. A key whose partition is not held gets a context that is already cancelled.
+func (q *Queue) KeyContext(parent context.Context, key string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	p, ok := q.partitionOf(key)
+	var tenure context.Context
+	if ok {
+		tenure = q.gate.tenureContext(p)
+	}
+	if tenure == nil {
+		cancel()
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(tenure, cancel)
+	return ctx, func() { stop(); cancel() }
 }

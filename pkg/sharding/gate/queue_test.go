@@ -567,3 +567,50 @@ func unfence(g *Gate) { g.SetDeadline(time.Time{}) }
 func waitIdle(ctx context.Context, g *Gate) error {
 	return g.wait(ctx, func() bool { return g.total == 0 })
 }
+
+// TestKeyContext: a reconcile's context ends when its partition is revoked (fenced or
+// demoted), and not when the partition is merely draining after a release, whose
+// in-flight work must be let finish.
+func TestKeyContext(t *testing.T) {
+	tests := []struct {
+		name       string
+		take       func(g *Gate)
+		wantCancel bool
+	}{
+		{name: "revoked", take: func(g *Gate) { g.Revoke(1) }, wantCancel: true},
+		{name: "draining", take: func(g *Gate) { g.StopStarting(1) }},
+		{name: "another partition revoked", take: func(g *Gate) { g.Revoke(2) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g, q := newTestQueue(t, 1, 2)
+			q.Add("ns1/a")
+			key := mustGet(t, q)
+			ctx, cancel := q.KeyContext(context.Background(), key)
+			defer cancel()
+			if ctx.Err() != nil {
+				t.Fatal("context of a held partition's key already ended")
+			}
+			tc.take(g)
+			// The cancellation runs in a goroutine of its own (context.AfterFunc).
+			cancelled := false
+			select {
+			case <-ctx.Done():
+				cancelled = true
+			case <-time.After(200 * time.Millisecond):
+			}
+			if cancelled != tc.wantCancel {
+				t.Fatalf("cancelled = %v, want %v", cancelled, tc.wantCancel)
+			}
+			q.Done(key)
+		})
+	}
+	t.Run("key of a partition not held", func(t *testing.T) {
+		_, q := newTestQueue(t, 1)
+		ctx, cancel := q.KeyContext(context.Background(), "ns3/a")
+		defer cancel()
+		if ctx.Err() == nil {
+			t.Fatal("context of a key whose partition is not held is live")
+		}
+	})
+}

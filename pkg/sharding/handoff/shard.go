@@ -20,7 +20,9 @@ const (
 	// in-flight work; then call Drained.
 	ActionDrain
 	// ActionStop: stop working Partition now, keep its caches (fenced or
-	// demoted).
+	// demoted): start nothing more, cancel what runs and refuse its writes.
+	// Its in-flight work may take a moment to end; a later ActionDrain of
+	// the partition reports (Drained) once it has.
 	ActionStop
 	// ActionDrop: drop Partition's caches.
 	ActionDrop
@@ -84,7 +86,10 @@ type slot struct {
 	state        SlotState // Warming/Prepared (by synced), Acquired or Releasing
 	synced       bool
 	releaseEpoch Epoch
-	stopped      bool // releasing, and its in-flight work was stopped by fencing
+	// stopped: the slot was worked and then stopped (fenced or demoted) rather than
+	// drained. Stopping cancels without waiting, so until a drain has seen its work end,
+	// a release of it must not be answered at once.
+	stopped bool
 }
 
 // NewShard returns the state of a freshly started shard process. The
@@ -216,6 +221,7 @@ func (s *Shard) advance(now time.Time) time.Time {
 		switch {
 		case sl.state == SlotAcquired:
 			sl.state = SlotWarming
+			sl.stopped = true
 			s.needsHello = true
 			s.act(ActionStop, p, sl.epoch)
 		case sl.state == SlotReleasing && !sl.stopped:
@@ -408,6 +414,7 @@ func (s *Shard) prepare(p partition.ID, e Epoch) *Rejection {
 		// The coordinator does not count this shard as the owner; stop.
 		s.act(ActionStop, p, sl.epoch)
 		sl.state = SlotWarming
+		sl.stopped = true
 	}
 	sl.epoch = e
 	if sl.synced {
@@ -437,10 +444,21 @@ func (s *Shard) release(p partition.ID, e Epoch) *Rejection {
 	case SlotReleasing:
 		sl.releaseEpoch = max(sl.releaseEpoch, e)
 		if sl.stopped {
-			// Fenced while draining: nothing runs any more.
-			s.Drained(s.now, p)
+			// Fenced while draining: its work was stopped, but stopping cancels rather
+			// than waits, so some of it may still run. Released goes out only from
+			// Drained, once the edge has seen that work end; ask again in case the
+			// first drain was lost with a dropped cache.
+			s.act(ActionDrain, p, sl.releaseEpoch)
 		}
 	default:
+		if sl.stopped {
+			// Worked once and stopped (demoted): stopping cancels rather than waits, so
+			// its work may still run. Released goes out from Drained, once it has ended.
+			sl.state = SlotReleasing
+			sl.releaseEpoch = e
+			s.act(ActionDrain, p, e)
+			return nil
+		}
 		s.drop(p, e)
 		s.report(ReportReleased, p, e)
 	}
@@ -474,6 +492,7 @@ func (s *Shard) acquire(p partition.ID, e Epoch) *Rejection {
 	}
 	sl.state = SlotAcquired
 	sl.epoch = e
+	sl.stopped = false
 	s.act(ActionWork, p, e)
 	s.report(ReportAcquired, p, e)
 	return nil

@@ -97,6 +97,42 @@ func TestShard(t *testing.T) {
 			wantReports: []ReportKind{ReportAcquired},
 		},
 		{
+			// A lease lapse stops a draining partition's work by cancelling it, which
+			// does not wait: the retried release must wait for the drain to finish.
+			name: "release of a draining partition stopped by a lapse waits for the drain",
+			steps: []step{
+				{at: 1, do: on(CmdAcquire, 3, e1)},
+				{at: 2, do: on(CmdRelease, 3, e2)},
+				{at: 12, do: func(s *Shard, now time.Time) error { s.Heartbeat(now); return nil }}, // lease ended at 10
+				{at: 12, do: func(s *Shard, now time.Time) error { s.Connect(now); return nil }},
+				{at: 12, do: func(s *Shard, now time.Time) error {
+					return s.Step(now, Command{Kind: CmdWelcome, To: "a", Session: s.Session(), TTL: 10 * time.Second,
+						Keep: []Held{{3, e1, SlotReleasing}}})
+				}},
+				{at: 13, do: on(CmdRelease, 3, e2)},
+			},
+			checkAt:     13,
+			wantHeld:    []Held{{3, e1, SlotReleasing}},
+			wantReports: nil, // not Released: its cancelled work may still run
+		},
+		{
+			name: "a stopped draining partition reports released once drained",
+			steps: []step{
+				{at: 1, do: on(CmdAcquire, 3, e1)},
+				{at: 2, do: on(CmdRelease, 3, e2)},
+				{at: 12, do: func(s *Shard, now time.Time) error { s.Heartbeat(now); return nil }},
+				{at: 12, do: func(s *Shard, now time.Time) error { s.Connect(now); return nil }},
+				{at: 12, do: func(s *Shard, now time.Time) error {
+					return s.Step(now, Command{Kind: CmdWelcome, To: "a", Session: s.Session(), TTL: 10 * time.Second,
+						Keep: []Held{{3, e1, SlotReleasing}}})
+				}},
+				{at: 13, do: on(CmdRelease, 3, e2)},
+				{at: 13, do: func(s *Shard, now time.Time) error { s.Drained(now, 3); return nil }},
+			},
+			checkAt:     13,
+			wantReports: []ReportKind{ReportReleased},
+		},
+		{
 			name: "release of something not held answers released (retries are idempotent)",
 			steps: []step{
 				{at: 1, do: on(CmdRelease, 5, e2)},

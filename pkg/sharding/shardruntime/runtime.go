@@ -135,7 +135,10 @@ func (r *Runtime) Work(p partition.ID) {
 	})
 }
 
-// Drain stops taking keys of p and calls done when its in-flight work has finished.
+// Drain stops taking keys of p and calls done when its in-flight work has finished. The
+// handoff state machine asks for it on a release, and again for a release of a partition
+// it revoked meanwhile (Stop): done then reports when the cancelled work is gone, never
+// while any of it still runs.
 func (r *Runtime) Drain(p partition.ID, done func()) {
 	r.do(p, "drain", func(ctx context.Context) error {
 		if err := r.gate.Release(ctx, uint32(p)); err != nil {
@@ -144,14 +147,16 @@ func (r *Runtime) Drain(p partition.ID, done func()) {
 		done()
 		return nil
 	})
-	// Stop new work at once, ahead of any queued operation of the partition, and make sure
-	// a Work still queued or waiting for its caches cannot acquire it again.
-	r.gate.Revoke(uint32(p))
+	// Stop new work at once, ahead of any queued operation of the partition (the work
+	// already running may finish and write: that is the drain), and make sure a Work still
+	// queued or waiting for its caches cannot acquire it again.
+	r.gate.StopStarting(uint32(p))
 	r.abandon(p, "work")
 }
 
 // Stop stops working p at once, and again after any operation of p still queued (a Work
-// waiting for its caches must not re-acquire it); its caches stay.
+// waiting for its caches must not re-acquire it); its caches stay. Its reconciles still
+// running are cancelled and none of their writes leaves any more (Gate.Revoke).
 func (r *Runtime) Stop(p partition.ID) {
 	r.gate.Revoke(uint32(p))
 	r.do(p, "stop", func(context.Context) error {

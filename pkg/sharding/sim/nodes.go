@@ -25,6 +25,7 @@ type shardNode struct {
 	gone  bool // will never come back (left or removed)
 	inc   uint64
 	sh    *handoff.Shard
+	rt    *runtimeModel // the process's runtime (gate and in-flight work)
 
 	pausedUntil time.Duration
 	cutUntil    time.Duration
@@ -125,23 +126,21 @@ func (w *world) flushShard(s *shardNode) {
 	if !s.alive {
 		return
 	}
+	// Like shardrpc's client: carry out the actions, then send the reports.
+	for _, a := range s.sh.Actions() {
+		if a.Kind == handoff.ActionWarm {
+			w.after(w.dur(0, maxSync), &event{kind: evSynced, shard: s.idx, inc: s.inc, p: a.Partition, epoch: a.Epoch})
+		}
+		w.runtimeAct(s, a)
+	}
 	for _, r := range s.sh.Outbox() {
 		w.tracef("%s → C%d %s", s.id, s.leaderGen, r)
+		if v := w.checkReleased(s, r); v != nil && w.found == nil {
+			w.found = v
+		}
 		w.sendToCoord(s, s.leaderGen, r)
 	}
-	for _, a := range s.sh.Actions() {
-		switch a.Kind {
-		case handoff.ActionWarm:
-			w.after(w.dur(0, maxSync), &event{kind: evSynced, shard: s.idx, inc: s.inc, p: a.Partition, epoch: a.Epoch})
-		case handoff.ActionDrain:
-			d := w.dur(0, maxDrain)
-			if w.faulty && w.chance(0.1) {
-				d = w.dur(0, maxHungDrain) // a reconcile that takes long to finish
-				w.settle(w.now + d)
-			}
-			w.after(d, &event{kind: evDrained, shard: s.idx, inc: s.inc, p: a.Partition})
-		}
-	}
+	s.rt.syncHeld(s.sh)
 	if s.sh.Done() {
 		w.tracef("%s exits after farewell", s.id)
 		s.exitedClean = true
@@ -166,6 +165,7 @@ func (w *world) start(s *shardNode) {
 	s.alive = true
 	s.inc++
 	s.sh = handoff.NewShard(s.id, s.inc)
+	s.rt = newRuntimeModel()
 	s.pausedUntil, s.cutUntil = 0, 0
 	s.leaderGen = -1
 	if w.leader != nil && !w.electing {
@@ -227,6 +227,13 @@ func (w *world) deliverToShard(ev *event) {
 	case evSynced:
 		s.sh.Synced(now, ev.p, ev.epoch)
 	case evDrained:
+		if until := s.rt.busyUntil[ev.p]; until > w.now {
+			// The gate's Release waits for all in-flight work, also work a Stop
+			// cancelled after this drain began.
+			w.schedule(until, ev)
+			return
+		}
+		w.runtimeDrained(s, ev.p)
 		s.sh.Drained(now, ev.p)
 	case evDiscover:
 		if ev.gen > s.leaderGen {

@@ -212,6 +212,9 @@ type world struct {
 	joiner    *shardNode
 	unworked  []time.Duration // per partition: since when unworked (-1 if worked)
 	count     []int
+	// violation is one found while carrying out shard output (flushShard), reported by
+	// the next check.
+	found *Violation
 }
 
 func (w *world) tracef(format string, args ...any) {

@@ -129,7 +129,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	// The record is this controller's only effect: like an API write, it must not happen
 	// once the shard's lease has run out (e.g. the process was paused mid-reconcile).
-	if err := c.ctx.WriteAllowed(); err != nil {
+	if err := c.ctx.WriteAllowed(key); err != nil {
 		return err
 	}
 	end := time.Now()

@@ -20,6 +20,29 @@ import (
 // Check reports nil when healthy and an error that explains why not.
 type Check func() error
 
+// Timeouts of the HTTP server. Without them one client that connects and sends nothing,
+// or requests and never reads, holds a goroutine and a connection forever; behind a
+// handler that takes a lock it would hold the lock too. Every route here answers a GET
+// without a body in milliseconds, except a CPU profile or trace, which runs for its
+// ?seconds (pprof's default 30) before it writes.
+const (
+	// DefaultReadHeaderTimeout bounds the wait for a request's headers (slowloris).
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultReadTimeout bounds reading the whole request; no route takes a body.
+	DefaultReadTimeout = 10 * time.Second
+	// DefaultWriteTimeout bounds the time from the end of the request headers to the end
+	// of the response. It is the longest a client that does not read can keep a handler
+	// writing. 60s leaves room for pprof's default 30s profile (pprof refuses a duration
+	// that is not below the WriteTimeout) and is far beyond any scrape or /assignments.
+	DefaultWriteTimeout = 60 * time.Second
+	// DefaultIdleTimeout bounds an idle keep-alive connection: longer than Prometheus'
+	// default 1m scrape interval, so a scraper keeps reusing its connection.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxHeaderBytes bounds request headers; probes and scrapers send a few hundred
+	// bytes (net/http's default is 1 MiB).
+	DefaultMaxHeaderBytes = 64 << 10
+)
+
 // Options configure the server.
 type Options struct {
 	// Addr is the listen address, e.g. ":8080" or "127.0.0.1:0".
@@ -28,6 +51,27 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// EnablePprof mounts /debug/pprof.
 	EnablePprof bool
+
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are net/http's; zero
+	// takes the Default above (a timeout cannot be turned off).
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// withDefaults returns o with zero timeouts set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	return o
 }
 
 // Server serves metrics and health. Checks can be added until Start.
@@ -43,7 +87,7 @@ type Server struct {
 
 // New returns a server; add checks, then Start it.
 func New(opts Options) *Server {
-	return &Server{opts: opts, live: map[string]Check{}, ready: map[string]Check{}}
+	return &Server{opts: opts.withDefaults(), live: map[string]Check{}, ready: map[string]Check{}}
 }
 
 // Handle mounts another route (such as the coordinator's /assignments); call before Start.
@@ -133,7 +177,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("listening on %s for metrics and health: %w", s.opts.Addr, err)
 	}
 	s.listener = l
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
+	}
 	log := logr.FromContextOrDiscard(ctx)
 	go func() {
 		if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,6 +1,7 @@
 // Package kubeclient builds the Kubernetes client configuration both kshard binaries use:
 // a kubeconfig file when one is named (local runs, tests), the pod's service account
-// otherwise (in a cluster).
+// otherwise (in a cluster) — and checks the client-side rate limit flags, which client-go
+// would otherwise turn off without a word when they are not a positive number.
 package kubeclient
 
 import (

@@ -3,23 +3,50 @@ package app
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/pkg/componentopts"
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/leader"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/ring"
+	"github.com/kshard/kshard/pkg/sharding/shardauth"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 )
 
-// DefaultSessionTTL exceeds the default leader failover (15s lease + 2s retry): a shard
-// keeps its partitions through a coordinator leader change.
-const DefaultSessionTTL = 20 * time.Second
+// Defaults of the session timings. With kube-controller-manager's leader election
+// defaults (15s lease, 2s retry) they satisfy handoff.FailoverBudget: 1s + 15s + 2s + 0s
+// + 1s = 19s < 20s, so a shard keeps its partitions through a coordinator leader change
+// when shards are given every replica's address (followers name the new leader). Behind
+// a Service that routes only to the Ready leader, set --leader-readiness-delay and
+// --shard-reconnect-backoff to what that topology gives, and the TTL to match.
+const (
+	// DefaultSessionTTL is --session-ttl.
+	DefaultSessionTTL = 20 * time.Second
+	// DefaultHeartbeatInterval is --heartbeat-interval: a fixed second rather than a
+	// third of the TTL, because every second of heartbeat interval is a second less of
+	// the TTL left to ride out a failover, and a heartbeat costs one small message.
+	DefaultHeartbeatInterval = time.Second
+	// DefaultLeaderReadiness is --leader-readiness-delay: shards that know every replica
+	// reach a new leader as soon as it serves (its term is recorded).
+	DefaultLeaderReadiness time.Duration = 0
+	// DefaultShardReconnectBackoff is --shard-reconnect-backoff: a shard redirected by a
+	// follower retries after its minimum backoff (200ms), doubling while it also tries
+	// the old leader's address; a second covers that.
+	DefaultShardReconnectBackoff = time.Second
+)
 
 // Options are the coordinator's flags.
 type Options struct {
@@ -30,6 +57,11 @@ type Options struct {
 	TLS              transport.TLSOptions
 	Leader           *leader.Options
 	Handoff          handoff.Config
+	ShardAuth        ShardAuthOptions // shard authentication and session caps (block at the end)
+	// LeaderReadiness and ShardReconnectBackoff describe the deployment, for the check of
+	// --session-ttl against handoff.FailoverBudget only.
+	LeaderReadiness       time.Duration
+	ShardReconnectBackoff time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -44,16 +76,19 @@ func NewOptions() *Options {
 		GRPCBindAddress:  ":9090",
 		AdvertiseAddress: adv,
 		Leader:           leader.NewOptions(),
+		ShardAuth:        NewShardAuthOptions(),
 		Handoff: handoff.Config{
 			PartitionCount: partition.DefaultCount,
 			Ring:           ring.Config{ReplicationFactor: ring.DefaultReplicationFactor, Load: ring.DefaultLoad},
 			// Longer than the leader election's worst failover (lease duration + retry
 			// period), so shards keep working while a new leader takes over.
-			SessionTTL: DefaultSessionTTL, Margin: handoff.DefaultMargin,
+			SessionTTL: DefaultSessionTTL, HeartbeatInterval: DefaultHeartbeatInterval, Margin: handoff.DefaultMargin,
 			Debounce: handoff.DefaultDebounce, MaxDebounce: handoff.DefaultMaxDebounce,
 			PrepareTimeout: handoff.DefaultPrepareTimeout, ReleaseTimeout: handoff.DefaultReleaseTimeout,
 			MaxConcurrentMoves: handoff.DefaultMaxConcurrentMoves,
 		},
+		LeaderReadiness:       DefaultLeaderReadiness,
+		ShardReconnectBackoff: DefaultShardReconnectBackoff,
 	}
 }
 
@@ -69,17 +104,25 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&h.Ring.ReplicationFactor, "ring-replication-factor", h.Ring.ReplicationFactor, "virtual nodes per shard on the consistent-hash ring")
 	fs.Float64Var(&h.Ring.Load, "ring-load", h.Ring.Load, "bounded-load factor: no shard gets more than this times the average partitions")
 	fs.DurationVar(&h.SessionTTL, "session-ttl", h.SessionTTL, "a shard without an acknowledged heartbeat for this long stops working")
-	fs.DurationVar(&h.HeartbeatInterval, "heartbeat-interval", h.HeartbeatInterval, "how often shards send heartbeats (default TTL/3; at most TTL/2)")
+	fs.DurationVar(&h.HeartbeatInterval, "heartbeat-interval", h.HeartbeatInterval, "how often shards send heartbeats (at most --session-ttl/2)")
 	fs.DurationVar(&h.Margin, "fencing-margin", h.Margin, "added to the TTL before a silent shard's partitions are moved (covers clock drift and stopping workers)")
 	fs.DurationVar(&h.Debounce, "membership-debounce", h.Debounce, "quiet time before membership changes rebalance partitions")
 	fs.DurationVar(&h.MaxDebounce, "membership-max-debounce", h.MaxDebounce, "longest a stream of membership changes can postpone a rebalance")
 	fs.DurationVar(&h.PrepareTimeout, "prepare-timeout", h.PrepareTimeout, "how long a move waits for the new owner's warm caches before going on")
 	fs.DurationVar(&h.ReleaseTimeout, "release-timeout", h.ReleaseTimeout, "how long a live shard may take to release a partition before it is fenced out")
 	fs.IntVar(&h.MaxConcurrentMoves, "max-concurrent-moves", h.MaxConcurrentMoves, "cap on partition moves in flight")
+	o.ShardAuth.AddFlags(fs)
+	fs.DurationVar(&o.LeaderReadiness, "leader-readiness-delay", o.LeaderReadiness, "for the --session-ttl check: time from a new leader winning the Lease until shards can reach it, "+
+		"beyond recording its term; 0 when shards are given every replica's address, the readiness probe period when they reach the leader through a Service of Ready pods")
+	fs.DurationVar(&o.ShardReconnectBackoff, "shard-reconnect-backoff", o.ShardReconnectBackoff, "for the --session-ttl check: longest a shard waits between attempts to reach a coordinator during a failover; "+
+		"about 1s when followers can redirect it, the shard's maximum backoff (10s) when no coordinator answers until the new leader is Ready")
 	o.Common.AddFlags(fs, "/metrics, /livez, /readyz and /assignments")
 }
 
-// Validate reports every bad flag at once.
+// Validate reports every bad flag at once, each by its flag name. The handoff flags are
+// checked as given, before handoff.Config.WithDefaults: that turns a zero into a default,
+// so --partitions=0 or --session-ttl=0 would otherwise run with 4096 partitions or a 10s
+// TTL without a word.
 func (o *Options) Validate() error {
 	var errs []error
 	if o.ID == "" {
@@ -93,19 +136,211 @@ func (o *Options) Validate() error {
 	if err := o.TLS.Validate(true, "grpc-"); err != nil {
 		errs = append(errs, err)
 	}
+	if err := o.ShardAuth.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := o.Leader.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	h := o.Handoff.WithDefaults()
-	if err := h.Validate(); err != nil {
-		errs = append(errs, err)
+	flagErrs := o.validateHandoffFlags()
+	errs = append(errs, flagErrs...)
+	if len(flagErrs) == 0 {
+		// Whatever the flags cannot express wrongly on their own (the ring's room for
+		// the partitions, the clock-drift margin with defaults applied) is left to the
+		// state machine's own check.
+		if err := o.Handoff.WithDefaults().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := o.validateFailover(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if failover := o.Leader.LeaseDuration + o.Leader.RetryPeriod; o.Leader.Enabled && h.SessionTTL <= failover {
-		errs = append(errs, fmt.Errorf("--session-ttl (%s) must exceed --leader-elect-lease-duration + --leader-elect-retry-period (%s): "+
-			"otherwise every shard's lease runs out while a new leader takes over, and all work stops", h.SessionTTL, failover))
+	if o.LeaderReadiness < 0 {
+		errs = append(errs, fmt.Errorf("--leader-readiness-delay=%s must not be negative", o.LeaderReadiness))
+	}
+	if o.ShardReconnectBackoff < 0 {
+		errs = append(errs, fmt.Errorf("--shard-reconnect-backoff=%s must not be negative", o.ShardReconnectBackoff))
 	}
 	if err := o.Common.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateHandoffFlags checks the handoff flags as given, by flag name.
+func (o *Options) validateHandoffFlags() []error {
+	var errs []error
+	h := o.Handoff
+	if err := partition.ValidateCount(h.PartitionCount); err != nil {
+		errs = append(errs, fmt.Errorf("--partitions: %w", err))
+	}
+	if rf := h.Ring.ReplicationFactor; rf < 1 || rf > ring.MaxReplicationFactor {
+		errs = append(errs, fmt.Errorf("--ring-replication-factor=%d out of range [1, %d]", rf, ring.MaxReplicationFactor))
+	}
+	if l := h.Ring.Load; math.IsNaN(l) || math.IsInf(l, 0) || l < 1 {
+		errs = append(errs, fmt.Errorf("--ring-load=%v must be a finite number ≥ 1 (no shard can be held below the average)", l))
+	}
+	// Durations that must be positive: zero is not "none" but "the default" to the state
+	// machine, and a negative one means nothing.
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"session-ttl", h.SessionTTL},
+		{"heartbeat-interval", h.HeartbeatInterval},
+		{"fencing-margin", h.Margin},
+		{"membership-debounce", h.Debounce},
+		{"membership-max-debounce", h.MaxDebounce},
+		{"prepare-timeout", h.PrepareTimeout},
+		{"release-timeout", h.ReleaseTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("--%s=%s must be positive", d.flag, d.v))
+		}
+	}
+	if h.SessionTTL > 0 && h.HeartbeatInterval > h.SessionTTL/2 {
+		errs = append(errs, fmt.Errorf("--heartbeat-interval=%s must be at most --session-ttl/2 (%s): one lost heartbeat must not fence a healthy shard",
+			h.HeartbeatInterval, h.SessionTTL/2))
+	}
+	if h.Debounce > 0 && h.MaxDebounce > 0 && h.MaxDebounce < h.Debounce {
+		errs = append(errs, fmt.Errorf("--membership-max-debounce=%s must not be below --membership-debounce=%s", h.MaxDebounce, h.Debounce))
+	}
+	if h.MaxConcurrentMoves < 1 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-moves=%d must be at least 1", h.MaxConcurrentMoves))
+	}
+	return errs
+}
+
+// validateFailover checks --session-ttl against handoff.FailoverBudget, where the rule and
+// the reason for each term are written down. Without leader election there is no failover
+// to ride out.
+func (o *Options) validateFailover() error {
+	if !o.Leader.Enabled {
+		return nil
+	}
+	b := handoff.FailoverBudget{
+		HeartbeatInterval: o.Handoff.HeartbeatInterval,
+		LeaseDuration:     o.Leader.LeaseDuration,
+		RetryPeriod:       o.Leader.RetryPeriod,
+		Readiness:         o.LeaderReadiness,
+		ReconnectBackoff:  o.ShardReconnectBackoff,
+	}
+	if b.CoveredBy(o.Handoff.SessionTTL) {
+		return nil
+	}
+	return fmt.Errorf("--session-ttl=%s does not cover a coordinator leader failover: it must exceed "+
+		"--heartbeat-interval (%s) + --leader-elect-lease-duration (%s) + --leader-elect-retry-period (%s) + "+
+		"--leader-readiness-delay (%s) + --shard-reconnect-backoff (%s) = %s; otherwise a shard's lease can run out "+
+		"while a new leader takes over, and its work stops until the partitions are granted again",
+		o.Handoff.SessionTTL, b.HeartbeatInterval, b.LeaseDuration, b.RetryPeriod, b.Readiness, b.ReconnectBackoff, b.Total())
+}
+
+// ---------------------------------------------------------------------------------------
+// Who may open shard sessions, and how many: shard authentication and session caps.
+
+// Shard authentication modes (--shard-auth).
+const (
+	// ShardAuthToken verifies each shard's pod-bound ServiceAccount token with a
+	// TokenReview: its pod name must be the shard ID the hello claims.
+	ShardAuthToken = "token"
+	// ShardAuthNone takes every claimed shard ID on trust: for local development and
+	// tests without pod-bound tokens only.
+	ShardAuthNone = "none"
+)
+
+// ShardAuthOptions decide which clients may speak for which shard, and cap how many
+// sessions the coordinator holds.
+type ShardAuthOptions struct {
+	Mode string
+	// ServiceAccount is the shards' ServiceAccount as namespace/name; with token
+	// authentication only its tokens are accepted.
+	ServiceAccount string
+	// Audience the shards' projected tokens are issued for.
+	Audience string
+	// MaxShards sizes the cap on open session streams (coordinatorrpc.SessionsForShards).
+	MaxShards int
+}
+
+// NewShardAuthOptions returns the defaults: token authentication, no ServiceAccount yet
+// (it must be given).
+func NewShardAuthOptions() ShardAuthOptions {
+	return ShardAuthOptions{Mode: ShardAuthToken, Audience: shardauth.DefaultAudience, MaxShards: coordinatorrpc.DefaultMaxShards}
+}
+
+// AddFlags registers the flags.
+func (o *ShardAuthOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Mode, "shard-auth", o.Mode, `how shard identities are verified: "token" (a TokenReview of each shard's projected ServiceAccount token, `+
+		`whose pod name must equal its shard ID) or "none" (any client may claim any shard ID: local development only)`)
+	fs.StringVar(&o.ServiceAccount, "shard-service-account", o.ServiceAccount, "namespace/name of the shards' ServiceAccount; with --shard-auth=token only its tokens open sessions")
+	fs.StringVar(&o.Audience, "shard-token-audience", o.Audience, "audience the shards' projected tokens are issued for")
+	fs.IntVar(&o.MaxShards, "max-shards", o.MaxShards, "most shards this coordinator serves: open session streams are capped at twice this plus 16 (a reconnecting shard may briefly hold two)")
+}
+
+// Validate reports every bad flag of the block.
+func (o ShardAuthOptions) Validate() error {
+	var errs []error
+	switch o.Mode {
+	case ShardAuthToken:
+		if _, _, err := o.serviceAccount(); err != nil {
+			errs = append(errs, err)
+		}
+		if o.Audience == "" {
+			errs = append(errs, errors.New("--shard-token-audience must not be empty with --shard-auth=token"))
+		}
+	case ShardAuthNone:
+	default:
+		errs = append(errs, fmt.Errorf("--shard-auth=%q: want %q or %q", o.Mode, ShardAuthToken, ShardAuthNone))
+	}
+	if o.MaxShards < 1 {
+		errs = append(errs, fmt.Errorf("--max-shards=%d must be at least 1", o.MaxShards))
+	}
+	return errors.Join(errs...)
+}
+
+func (o ShardAuthOptions) serviceAccount() (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(o.ServiceAccount, "/")
+	if !ok || len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", "", fmt.Errorf("--shard-service-account=%q: want namespace/name of the shards' ServiceAccount (required with --shard-auth=token)", o.ServiceAccount)
+	}
+	return namespace, name, nil
+}
+
+// Authenticator builds what the flags select. TokenReviews get a client of their own
+// without client-go's rate limiter (5 QPS by default), bounded instead by shardauth's
+// review budget with a burst of --max-shards: on the shared client a new leader's fleet of
+// hellos would queue behind itself for minutes, and delay the Lease's renewals with it.
+func (o ShardAuthOptions) Authenticator(cfg *rest.Config, log logr.Logger) (shardauth.Authenticator, error) {
+	if o.Mode == ShardAuthNone {
+		return o.authenticator(nil, log)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = -1
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return o.authenticator(client.AuthenticationV1(), log)
+}
+
+// authenticator builds the Authenticator on a given TokenReview client. "none" logs a
+// warning on every start: a coordinator that does not verify identities should never go
+// unnoticed.
+func (o ShardAuthOptions) authenticator(client authenticationv1client.TokenReviewsGetter, log logr.Logger) (shardauth.Authenticator, error) {
+	if o.Mode == ShardAuthNone {
+		log.Info("WARNING: --shard-auth=none: shard identities are NOT verified; any client that reaches the gRPC port can claim any shard ID, " +
+			"take its partitions and feed the leader epochs. Use only for local development.")
+		return shardauth.Insecure{}, nil
+	}
+	namespace, name, err := o.serviceAccount()
+	if err != nil {
+		return nil, err
+	}
+	a, err := shardauth.NewTokenReview(shardauth.TokenReviewOptions{
+		Client: client, Audience: o.Audience, Namespace: namespace, Name: name, ReviewBurst: o.MaxShards,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("shard sessions are authenticated by TokenReview", "serviceAccount", o.ServiceAccount, "audience", o.Audience)
+	return a, nil
 }

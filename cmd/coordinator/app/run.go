@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,12 +91,26 @@ func run(ctx context.Context, o *Options) (int, error) {
 
 	leadCtx, stepDown := context.WithCancelCause(ctx)
 	defer stepDown(nil)
+	auth, err := o.ShardAuth.Authenticator(cfg, log)
+	if err != nil {
+		return 2, err
+	}
+	// A shard's claim of a newer term is checked against the Lease before stepping down.
+	identity := leader.Identity(o.ID, o.AdvertiseAddress)
+	verifier := leader.NewVerifier(o.Leader, client, identity)
+	var term atomic.Uint64 // of the current leadership; 0 while following
 	srv, err := coordinatorrpc.New(coordinatorrpc.Options{
 		Config:  o.Handoff,
 		Metrics: metrics,
 		StepDown: func(reason string) {
-			stepDown(errors.New(reason))
+			if reason == coordinatorrpc.ReasonEpochsExhausted || !o.Leader.Enabled {
+				stepDown(errors.New(reason))
+				return
+			}
+			confirmStepDown(leadCtx, log, verifier, term.Load(), o.Leader.RenewDeadline, reason, stepDown)
 		},
+		Authenticator: auth,
+		MaxSessions:   coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards),
 	}, log)
 	if err != nil {
 		return 2, err
@@ -105,7 +120,9 @@ func run(ctx context.Context, o *Options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	g := grpc.NewServer(append(transport.ServerOptions(), grpc.Creds(creds))...)
+	// Keepalive, then the session caps (message size from the partition count, streams
+	// per connection).
+	g := grpc.NewServer(append(append(transport.ServerOptions(), srv.GRPCOptions()...), grpc.Creds(creds))...)
 	srv.Register(g)
 	hs := health.NewServer()
 	hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
@@ -121,7 +138,8 @@ func run(ctx context.Context, o *Options) (int, error) {
 	}()
 	defer g.Stop()
 	log.Info("gRPC session service listening", "addr", l.Addr().String(), "advertise", o.AdvertiseAddress,
-		"tls", !o.TLS.Insecure, "mutualTLS", o.TLS.CAFile != "")
+		"tls", !o.TLS.Insecure, "mutualTLS", o.TLS.CAFile != "", "shardAuth", o.ShardAuth.Mode,
+		"maxSessions", coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards), "maxMessageBytes", coordinatorrpc.MaxMessageSize(o.Handoff.PartitionCount))
 
 	hsrv := httpserver.New(httpserver.Options{Addr: o.HTTPBindAddress, Gatherer: registry, EnablePprof: o.EnablePprof})
 	hsrv.AddLivez("ping", func() error { return nil })
@@ -136,13 +154,14 @@ func run(ctx context.Context, o *Options) (int, error) {
 		return 1, err
 	}
 
-	identity := leader.Identity(o.ID, o.AdvertiseAddress)
 	lost := false
 	err = leader.Run(leadCtx, o.Leader, client, identity, leader.Callbacks{
-		OnLeading: func(ctx context.Context, term uint64) {
+		OnLeading: func(ctx context.Context, t uint64) {
+			term.Store(t)
+			defer term.Store(0)
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 			srv.SetLeaderAddress(o.AdvertiseAddress)
-			if err := srv.Lead(ctx, uint32(term)); err != nil {
+			if err := srv.Lead(ctx, uint32(t)); err != nil {
 				log.Error(err, "cannot lead")
 			}
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)

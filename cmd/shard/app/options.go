@@ -9,6 +9,7 @@ import (
 
 	"github.com/kshard/kshard/pkg/componentopts"
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/transport"
@@ -33,6 +34,9 @@ type Options struct {
 	ListControllers bool
 
 	Controllers controllers.Selection
+
+	// CoordinatorTokenFile: see addCoordinatorAuthFlags.
+	CoordinatorTokenFile string
 }
 
 // NewOptions returns the defaults.
@@ -56,6 +60,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	fs.StringVar(&o.ShardID, "shard-id", o.ShardID, "stable identity of this shard (default $POD_NAME, else the host name)")
 	fs.StringSliceVar(&o.Coordinators, "coordinator-address", o.Coordinators, "host:port of the coordinator's gRPC endpoint (a Service), or of each replica; repeatable")
 	o.TLS.AddFlags(fs, "grpc-", false)
+	o.addCoordinatorAuthFlags(fs)
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "number of namespace partitions; must equal the coordinator's")
 	fs.DurationVar(&o.LeaveTimeout, "leave-timeout", o.LeaveTimeout, "on SIGTERM, how long to wait for the coordinator to move this shard's partitions away before exiting anyway")
 	fs.IntVar(&o.WarmupLists, "warmup-concurrency", o.WarmupLists, "namespace-scoped LIST calls a partition warm-up runs at once")
@@ -81,8 +86,8 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	if err := partition.ValidateCount(o.Partitions); err != nil {
 		errs = append(errs, fmt.Errorf("--partitions: %w", err))
 	}
-	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
-		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	if err := kubeclient.ValidateRateLimit("kube-api-qps", o.KubeAPIQPS, "kube-api-burst", o.KubeAPIBurst); err != nil {
+		errs = append(errs, err)
 	}
 	if o.LeaveTimeout < 0 {
 		errs = append(errs, errors.New("--leave-timeout must not be negative"))
@@ -97,4 +102,17 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// ---------------------------------------------------------------------------------------
+// The shard's identity towards the coordinator.
+
+// addCoordinatorAuthFlags registers the token the shard proves its identity with: its
+// pod's projected ServiceAccount token, whose pod name the coordinator (--shard-auth=token)
+// checks against --shard-id. It is sent only over TLS, or in plaintext when --grpc-insecure
+// says so explicitly.
+func (o *Options) addCoordinatorAuthFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CoordinatorTokenFile, "coordinator-token-file", o.CoordinatorTokenFile,
+		"projected ServiceAccount token (audience of the coordinator's --shard-token-audience) sent to the coordinator as this shard's identity; "+
+			"read again for every session, as the kubelet rotates it. Empty sends none (a coordinator with --shard-auth=none)")
 }

@@ -193,6 +193,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	client2, err := shardrpc.New(shardrpc.Options{
 		ShardID: o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
 		Addresses: o.Coordinators, Credentials: creds, PartitionCount: o.Partitions, Metrics: sessionMetrics,
+		TokenFile: o.CoordinatorTokenFile, TokenOverPlaintext: o.TLS.Insecure,
 	}, rt, log)
 	if err != nil {
 		return err

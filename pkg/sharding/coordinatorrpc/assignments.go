@@ -45,52 +45,66 @@ type Owner struct {
 // AssignmentsHandler serves GET /assignments: every shard with its partition and
 // namespace counts (?partitions=true lists the partition IDs), or with ?namespace=X the
 // shard that owns X. A follower answers 503 naming the leader.
+//
+// The answer is copied under the server's lock and encoded and written after releasing
+// it: a client that reads slowly (or not at all) must not hold the lock that every
+// heartbeat needs, or shards fence. How long the write may take is the HTTP server's
+// WriteTimeout (package httpserver).
 func (s *Server) AssignmentsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			http.Error(w, "only GET", http.StatusMethodNotAllowed)
 			return
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.core == nil {
+		q := r.URL.Query()
+		answer, leaderAddr, leading := s.assignmentsSnapshot(q.Get("namespace"), q.Get("partitions") == "true")
+		if !leading {
 			msg := "this coordinator is not the leader"
-			if s.leaderAddr != "" {
-				msg += "; the leader is at " + s.leaderAddr
+			if leaderAddr != "" {
+				msg += "; the leader is at " + leaderAddr
 			}
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
-		if ns := r.URL.Query().Get("namespace"); ns != "" {
-			p := s.pmap.For(ns)
-			a, _ := s.core.Assignment(p)
-			writeJSON(w, Owner{Namespace: ns, Partition: uint32(p), Shard: a.Owner, State: a.State.String(), Epoch: a.Epoch.String()})
-			return
-		}
-		withIDs := r.URL.Query().Get("partitions") == "true"
-		st := s.core.Stats()
-		out := Assignments{Term: s.term, PartitionCount: s.opts.Config.PartitionCount, Converged: s.core.Converged(),
-			MovesInFlight: st.MovesInFlight, ByState: map[string]int{}}
-		for i, n := range st.ByState {
-			out.ByState[stateName(i)] = n
-		}
-		ids := map[string][]uint32{}
-		if withIDs {
-			for _, a := range s.core.Assignments() {
-				if a.Owner != "" {
-					ids[a.Owner] = append(ids[a.Owner], uint32(a.Partition))
-				}
+		writeJSON(w, answer)
+	})
+}
+
+// assignmentsSnapshot builds the answer (an Owner for a namespace, else Assignments) from
+// copies taken under s.mu; nothing in it aliases the state machine or the server's maps.
+func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any, leaderAddr string, leading bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.core == nil {
+		return nil, s.leaderAddr, false
+	}
+	if namespace != "" {
+		p := s.pmap.For(namespace)
+		a, _ := s.core.Assignment(p)
+		return Owner{Namespace: namespace, Partition: uint32(p), Shard: a.Owner, State: a.State.String(), Epoch: a.Epoch.String()}, "", true
+	}
+	st := s.core.Stats()
+	out := Assignments{Term: s.term, PartitionCount: s.opts.Config.PartitionCount, Converged: s.core.Converged(),
+		MovesInFlight: st.MovesInFlight, ByState: map[string]int{}}
+	for i, n := range st.ByState {
+		out.ByState[stateName(i)] = n
+	}
+	ids := map[string][]uint32{}
+	if withIDs {
+		for _, a := range s.core.Assignments() {
+			if a.Owner != "" {
+				ids[a.Owner] = append(ids[a.Owner], uint32(a.Partition))
 			}
 		}
-		for _, m := range s.core.Members() {
-			ss := s.stats[m.ID]
-			out.Shards = append(out.Shards, ShardView{Shard: m.ID, Partitions: m.Owned, Namespaces: ss.Namespaces,
-				CachedObjects: ss.CachedObjects, QueueDepth: ss.QueueDepth, Fenced: ss.Fenced,
-				Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID]})
-		}
-		sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].Shard < out.Shards[j].Shard })
-		writeJSON(w, out)
-	})
+	}
+	for _, m := range s.core.Members() {
+		ss := s.stats[m.ID]
+		out.Shards = append(out.Shards, ShardView{Shard: m.ID, Partitions: m.Owned, Namespaces: ss.Namespaces,
+			CachedObjects: ss.CachedObjects, QueueDepth: ss.QueueDepth, Fenced: ss.Fenced,
+			Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID]})
+	}
+	sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].Shard < out.Shards[j].Shard })
+	return out, "", true
 }
 
 // PartitionOf exposes the namespace mapping the coordinator uses.

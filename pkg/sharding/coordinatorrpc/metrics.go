@@ -24,6 +24,13 @@ type Metrics struct {
 	Rejected        *prometheus.CounterVec // by reason
 	Sessions        prometheus.Counter
 	MemberEvents    *prometheus.CounterVec // by kind
+	// AuthRejected counts sessions refused because the shard's identity could not be
+	// verified, or a message claimed another identity than the verified one.
+	AuthRejected *prometheus.CounterVec // by reason
+	// Refused counts sessions and hellos refused by the resource caps.
+	Refused *prometheus.CounterVec // by reason: session_limit, hello_rate, hello_rate_table_full
+	// OpenStreams is the number of Session streams open now (authenticated or not yet).
+	OpenStreams prometheus.Gauge
 }
 
 // NewMetrics registers the coordinator's metrics with reg.
@@ -62,8 +69,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Session streams opened by shards."}),
 		MemberEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_member_events_total",
 			Help: "Membership changes, by kind (joined, leaving, left, expired, restarted, fenced-out)."}, []string{"kind"}),
+		AuthRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_auth_rejected_total",
+			Help: "Sessions refused because the shard's identity could not be verified (or a message claimed another shard than the stream's verified one), by reason."}, []string{"reason"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_refused_total",
+			Help: "Sessions and hellos refused by the coordinator's caps, by reason (session_limit, hello_rate, hello_rate_table_full)."}, []string{"reason"}),
+		OpenStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_open_session_streams",
+			Help: "Session streams open now, including those not yet authenticated."}),
 	}
-	if err := promutil.Register(reg, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+	if err := promutil.Register(reg, m.AuthRejected, m.Refused, m.OpenStreams, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
 		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents); err != nil {
 		return nil, err
 	}

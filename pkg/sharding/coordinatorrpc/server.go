@@ -16,6 +16,7 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
+	"github.com/kshard/kshard/pkg/sharding/shardauth"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
@@ -32,11 +33,30 @@ type Options struct {
 	SendBuffer int
 	// HelloTimeout bounds the wait for the first message of a stream.
 	HelloTimeout time.Duration
-	// StepDown is called when the state machine says this leader must step down (a newer
-	// term exists, or its epochs ran out).
+	// StepDown is called, once, when the state machine suggests this leader step down:
+	// its epochs ran out (reason ReasonEpochsExhausted: its own state, so it must), or a
+	// shard reported an epoch of a newer term (any other reason, naming the shard). The
+	// latter is only a claim — any client with a valid certificate can make it — so the
+	// callback must look for evidence where only coordinators write (the Lease: see
+	// leader.Verifier) and keep leading without it; Lead does not end by itself.
 	StepDown func(reason string)
 	// Now is the clock; time.Now by default (monotonic).
 	Now func() time.Time
+
+	// Authenticator verifies the identity a stream's hello claims before the hello reaches
+	// the state machine; the stream is then bound to the verified shard ID. nil takes every
+	// claim on trust (shardauth.Insecure) and New logs a warning: only for tests and local
+	// development.
+	Authenticator shardauth.Authenticator
+	// MaxSessions caps Session streams open at once, counted from the moment a stream
+	// opens (before its hello), over all connections; beyond it a stream is refused with
+	// ResourceExhausted. Default SessionsForShards(DefaultMaxShards).
+	MaxSessions int
+	// HelloRate (per second) and HelloBurst bound the hellos of one verified identity;
+	// beyond them a hello is refused with ResourceExhausted before it reaches the state
+	// machine. Defaults DefaultHelloRate and DefaultHelloBurst.
+	HelloRate  float64
+	HelloBurst int
 }
 
 // Server is the coordinator's gRPC edge. It serves sessions only between Lead and the end
@@ -56,10 +76,15 @@ type Server struct {
 	versions   map[string]string
 	leaderAddr string
 	stepDown   sync.Once
+	claimedBy  string // the first shard that reported a newer term, for StepDown's reason
+
+	slots  chan struct{} // one token per open Session stream, MaxSessions in all
+	hellos *helloLimiter
 }
 
 type stream struct {
 	shard   string
+	id      shardauth.Identity // the verified identity; shard == id.Shard
 	session handoff.Session
 	out     chan *kshardv1.CoordinatorMessage
 	cancel  context.CancelCauseFunc
@@ -89,12 +114,26 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 	if opts.StepDown == nil {
 		opts.StepDown = func(string) {}
 	}
+	if opts.Authenticator == nil {
+		log.Info("WARNING: shard identities are not verified: any client that reaches the gRPC port can claim to be any shard")
+		opts.Authenticator = shardauth.Insecure{}
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = SessionsForShards(DefaultMaxShards)
+	}
+	if opts.HelloRate <= 0 {
+		opts.HelloRate = DefaultHelloRate
+	}
+	if opts.HelloBurst <= 0 {
+		opts.HelloBurst = DefaultHelloBurst
+	}
 	pmap, err := partition.NewMap(opts.Config.PartitionCount)
 	if err != nil {
 		return nil, err
 	}
 	return &Server{opts: opts, pmap: pmap, log: log, streams: map[string]*stream{},
-		stats: map[string]protocol.Stats{}, versions: map[string]string{}}, nil
+		stats: map[string]protocol.Stats{}, versions: map[string]string{},
+		slots: make(chan struct{}, opts.MaxSessions), hellos: newHelloLimiter(opts.HelloRate, opts.HelloBurst, opts.MaxSessions)}, nil
 }
 
 // Register adds the Coordinator service to a gRPC server.
@@ -121,6 +160,7 @@ func (s *Server) Lead(ctx context.Context, term uint32) error {
 	if err != nil {
 		return err
 	}
+	core.OffloadRing() // see startRingLocked
 	// Read before the core is published: from then on only s.mu guards it, and sessions
 	// step it at once.
 	graceUntil := core.Stats().GraceUntil
@@ -181,6 +221,12 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 	if !s.Leading() {
 		return s.notLeader(ss)
 	}
+	// Counted before the hello: a stream that never says it holds a goroutine as well.
+	if !s.tryOpen() {
+		s.opts.Metrics.Refused.WithLabelValues("session_limit").Inc()
+		return status.Errorf(codes.ResourceExhausted, "too many session streams (%d) open at this coordinator", s.opts.MaxSessions)
+	}
+	defer s.closeSlot()
 	ctx, cancel := context.WithCancelCause(ss.Context())
 	defer cancel(nil)
 
@@ -188,9 +234,18 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 	if err != nil {
 		return err
 	}
-	shard := first.Report.Shard
-	log := s.log.WithValues("shard", shard, "session", first.Report.Session.String())
-	st := &stream{shard: shard, session: first.Report.Session,
+	id, err := s.authenticate(ctx, first.Report.Shard)
+	if err != nil {
+		return err
+	}
+	// Rate limited by the verified identity, not the claimed one: keyed by a claim, an
+	// impostor could spend a real shard's hellos.
+	if err := s.allowHello(id.Shard); err != nil {
+		return err
+	}
+	shard := id.Shard
+	log := s.log.WithValues("shard", shard, "session", first.Report.Session.String(), "podUID", id.PodUID)
+	st := &stream{shard: shard, id: id, session: first.Report.Session,
 		out: make(chan *kshardv1.CoordinatorMessage, s.opts.SendBuffer), cancel: cancel}
 
 	s.mu.Lock()
@@ -215,7 +270,7 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 	if rejected != nil {
 		return status.Errorf(codes.FailedPrecondition, "hello rejected: %v", rejected)
 	}
-	log.V(1).Info("session opened", "held", len(first.Report.Held), "leaving", first.Report.Leaving)
+	log.V(1).Info("session opened", "held", len(first.Report.Held), "leaving", first.Report.Leaving, "user", id.User, "verified", id.Verified)
 
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- s.sendLoop(ctx, ss, st) }()
@@ -228,6 +283,15 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 				recvErr <- err
 				return
 			}
+			// Another hello on the stream is rate limited like a new session's.
+			if h := m.GetHello(); h != nil && h.GetShardId() == shard {
+				if err := s.allowHello(shard); err != nil {
+					recvErr <- err
+					return
+				}
+			}
+			// shard is the verified identity: ReportFromWire binds every message to it
+			// and refuses a hello that names another shard.
 			in, err := protocol.ReportFromWire(m, shard, s.opts.Config.PartitionCount)
 			if err != nil {
 				s.opts.Metrics.Rejected.WithLabelValues("malformed").Inc()
@@ -289,6 +353,38 @@ func (s *Server) recvHello(ctx context.Context, ss kshardv1.Coordinator_SessionS
 	return in, nil
 }
 
+// authenticate verifies the identity a hello claims; a refusal is counted, logged with the
+// claimed ID and returned as the stream's status.
+func (s *Server) authenticate(ctx context.Context, claimed string) (shardauth.Identity, error) {
+	id, err := s.opts.Authenticator.Authenticate(ctx, claimed)
+	if err == nil && id.Shard != claimed {
+		err = &shardauth.Error{Code: codes.PermissionDenied, Reason: "identity_mismatch",
+			Msg: fmt.Sprintf("authenticated as shard %q, but the hello claims %q", id.Shard, claimed)}
+	}
+	if err == nil {
+		return id, nil
+	}
+	var ae *shardauth.Error
+	if !errors.As(err, &ae) {
+		ae = &shardauth.Error{Code: codes.Unauthenticated, Reason: "other", Msg: err.Error()}
+	}
+	s.opts.Metrics.AuthRejected.WithLabelValues(ae.Reason).Inc()
+	s.log.Info("refused a session: shard identity not verified", "shard", claimed, "reason", ae.Reason, "err", ae.Msg)
+	return shardauth.Identity{}, status.Errorf(ae.Code, "authentication failed: %s", ae.Msg)
+}
+
+// allowHello takes a hello token of a verified identity, or says why not.
+func (s *Server) allowHello(shard string) error {
+	ok, reason := s.hellos.allow(shard, s.opts.Now())
+	if ok {
+		return nil
+	}
+	s.opts.Metrics.Refused.WithLabelValues(reason).Inc()
+	s.log.V(1).Info("refused a hello: rate limit", "shard", shard, "reason", reason)
+	return status.Errorf(codes.ResourceExhausted, "too many hellos from shard %q (more than %d at once, then %g/s): back off and retry",
+		shard, s.opts.HelloBurst, s.opts.HelloRate)
+}
+
 // closeStream unregisters st (if still current) and tells the state machine.
 func (s *Server) closeStream(st *stream) {
 	st.cancel(errors.New("stream closed"))
@@ -336,6 +432,9 @@ func (s *Server) feedLocked(in protocol.Incoming, log logr.Logger) error {
 		reason := "other"
 		if errors.As(err, &rej) {
 			reason = rej.Reason.String()
+			if rej.Reason == handoff.ReasonNewerTerm && s.claimedBy == "" {
+				s.claimedBy = rej.Shard
+			}
 		}
 		s.opts.Metrics.Rejected.WithLabelValues(reason).Inc()
 		log.V(1).Info("rejected shard message", "report", in.Report.String(), "err", err.Error())
@@ -366,7 +465,39 @@ func (s *Server) flushLocked() {
 	for _, e := range s.core.Events() {
 		s.recordEvent(e)
 	}
+	s.startRingLocked()
 }
+
+// startRingLocked computes the target assignment the state machine asks for on its own
+// goroutine, outside s.mu, and feeds the result back under it. Under the lock every
+// heartbeat would wait for it, and a shard whose heartbeats go unacknowledged for its TTL
+// fences. The state machine hands out one request at a time and ignores a superseded
+// generation; a result for a core that is no longer current (leadership ended or moved
+// to a new term) is dropped here. s.mu must be held.
+func (s *Server) startRingLocked() {
+	core := s.core
+	req, ok := core.TakeRingRequest()
+	if !ok {
+		return
+	}
+	go func() {
+		start := time.Now()
+		target, err := req.Compute()
+		took := time.Since(start)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.core != core {
+			return
+		}
+		s.log.V(1).Info("target assignment computed", "members", len(req.Members), "generation", req.Gen, "took", took.String())
+		core.RingComputed(s.opts.Now(), req.Gen, target, err)
+		s.flushLocked()
+	}()
+}
+
+// ReasonEpochsExhausted is StepDown's reason when this leader issued every epoch of its
+// term: it grants nothing more, so it must step down for a new term whatever the Lease says.
+const ReasonEpochsExhausted = "this leader issued all epochs of its term"
 
 // checkStepDownLocked steps down when the state machine says a newer term exists or this
 // term's epochs ran out. Stats walks every partition, so this runs on the gauge ticker, not
@@ -375,12 +506,12 @@ func (s *Server) checkStepDownLocked(st handoff.Stats) {
 	if !st.NewerTermSeen && !st.EpochsExhausted {
 		return
 	}
-	reason := "a shard reported an epoch of a newer leader term"
+	reason := fmt.Sprintf("shard %q reported an epoch of a newer leader term", s.claimedBy)
 	if st.EpochsExhausted {
-		reason = "this leader issued all epochs of its term"
+		reason = ReasonEpochsExhausted
 	}
 	s.stepDown.Do(func() {
-		s.log.Info("stepping down", "reason", reason)
+		s.log.Info("asking to step down", "reason", reason)
 		go s.opts.StepDown(reason)
 	})
 }

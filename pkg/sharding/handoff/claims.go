@@ -39,6 +39,14 @@ func (c *Coordinator) reconcile(m *member, held []Held, now time.Time) []Held {
 		if int(h.Partition) >= len(c.parts) {
 			continue
 		}
+		if h.Epoch.Term() == c.term && h.Epoch.Counter() > c.counter {
+			// An epoch of this term that this leader has not issued was issued by
+			// nobody (terms are never reused, see New): a forged claim. Dropped like a
+			// stale one, so it can neither take the partition nor run this term's
+			// counter out (which would make the leader step down).
+			c.stats.StaleClaims++
+			continue
+		}
 		if prev, dup := claimed[h.Partition]; dup && prev.Epoch >= h.Epoch {
 			continue
 		}
@@ -182,9 +190,6 @@ func (c *Coordinator) adopt(m *member, inc uint64, p int, e Epoch, now time.Time
 	pr.acked = true
 	pr.holdUntil = time.Time{}
 	pr.freedAt, pr.prevOwner, pr.handoffStart = time.Time{}, "", time.Time{}
-	if e.Term() == c.term && e.Counter() > c.counter {
-		c.counter = e.Counter() // a restarted leader reusing its term
-	}
 	c.stats.Adoptions++
 	c.emit(Event{Kind: EventAdopted, At: now, Partition: partition.ID(p), Shard: m.id, Epoch: e})
 }

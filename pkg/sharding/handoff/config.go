@@ -42,6 +42,14 @@ const (
 	// DefaultMaxConcurrentMoves caps handoffs in flight so a rebalance does
 	// not make every shard warm caches at once.
 	DefaultMaxConcurrentMoves = 32
+	// DefaultMaxMembers caps shard sessions. Each member costs ring
+	// virtual nodes on every target computation and per-partition work on
+	// every expiry; far more shards than partitions would leave most idle.
+	DefaultMaxMembers = 1000
+	// MaxRingVirtualNodes bounds MaxMembers × Ring.ReplicationFactor: the
+	// target computation holds 16 bytes per virtual node and sorts them
+	// (10M: 160 MB and about a second per membership change).
+	MaxRingVirtualNodes = 10_000_000
 )
 
 // Config configures a Coordinator. Zero fields take defaults (WithDefaults).
@@ -79,6 +87,10 @@ type Config struct {
 	// MaxConcurrentMoves caps moves (Prepare→Release) in flight. Grants of
 	// unowned partitions are not capped: they restore service.
 	MaxConcurrentMoves int
+	// MaxMembers caps the shards with a session: a Hello from a new shard
+	// beyond it is refused (ReasonTooManyMembers), so a flood of invented
+	// shard IDs cannot grow the coordinator's state and ring without bound.
+	MaxMembers int
 }
 
 // WithDefaults returns c with zero fields set to defaults.
@@ -120,6 +132,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxConcurrentMoves == 0 {
 		c.MaxConcurrentMoves = DefaultMaxConcurrentMoves
 	}
+	if c.MaxMembers == 0 {
+		c.MaxMembers = DefaultMaxMembers
+	}
 	return c
 }
 
@@ -130,6 +145,47 @@ func (c Config) WithDefaults() Config {
 func MinMargin(ttl time.Duration, drift float64) time.Duration {
 	return time.Duration(math.Ceil(float64(ttl) * 2 * drift / (1 - drift)))
 }
+
+// FailoverBudget is what a shard's lease must outlast while the coordinator leader
+// changes, so that shards keep working through a failover. This is the one place the
+// rule is defined; the coordinator checks its flags against it:
+//
+//	SessionTTL > HeartbeatInterval + LeaseDuration + RetryPeriod + Readiness + ReconnectBackoff
+//
+// Worst case, term by term: the leader dies just after acknowledging a heartbeat that the
+// shard sent up to HeartbeatInterval before (the lease counts from the send time); its
+// Kubernetes Lease, renewed up to then, is taken over at most LeaseDuration later, noticed
+// by a candidate within RetryPeriod (client-go's nominal bound: it jitters the retry
+// period); the new leader then needs Readiness before shards can reach it; and a shard
+// that failed to reach any coordinator meanwhile waits up to ReconnectBackoff before it
+// tries again, then says hello and is welcomed (the Welcome extends its lease).
+//
+// The new leader's grace period (SessionTTL + Margin, during which it grants nothing) is
+// not a term: it welcomes hellos and acknowledges heartbeats from its first moment.
+type FailoverBudget struct {
+	// HeartbeatInterval is Config.HeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// LeaseDuration and RetryPeriod are the coordinators' leader election timings.
+	LeaseDuration, RetryPeriod time.Duration
+	// Readiness runs from winning the Lease until shards can reach the new leader:
+	// recording its term (an API round trip) and, when shards reach the coordinator
+	// through a Service that routes only to the Ready leader, the readiness probe
+	// period and endpoint propagation.
+	Readiness time.Duration
+	// ReconnectBackoff is the longest a shard waits between attempts to reach a
+	// coordinator at that time. A shard that reaches a follower is told the leader and
+	// retries after its minimum backoff (200ms); one that reaches no coordinator at all
+	// (a Service with no Ready endpoint) backs off exponentially up to its maximum (10s).
+	ReconnectBackoff time.Duration
+}
+
+// Total is the shortest session TTL that rides out a failover: the sum of the terms.
+func (b FailoverBudget) Total() time.Duration {
+	return b.HeartbeatInterval + b.LeaseDuration + b.RetryPeriod + b.Readiness + b.ReconnectBackoff
+}
+
+// CoveredBy reports whether a session TTL rides out a failover (it must exceed Total).
+func (b FailoverBudget) CoveredBy(ttl time.Duration) bool { return ttl > b.Total() }
 
 // Validate reports an unusable configuration. It does not apply defaults.
 func (c Config) Validate() error {
@@ -168,8 +224,24 @@ func (c Config) Validate() error {
 	if c.MaxConcurrentMoves < 1 {
 		errs = append(errs, fmt.Errorf("max concurrent moves %d must be at least 1", c.MaxConcurrentMoves))
 	}
+	if err := c.validateMaxMembers(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("handoff config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// validateMaxMembers checks the member cap on its own: the ring's cost is
+// the product of the cap and the replication factor, so both are bounded
+// together.
+func (c Config) validateMaxMembers() error {
+	if c.MaxMembers < 1 {
+		return fmt.Errorf("max members %d must be at least 1", c.MaxMembers)
+	}
+	if rf := c.Ring.ReplicationFactor; rf > 0 && c.MaxMembers > MaxRingVirtualNodes/rf {
+		return fmt.Errorf("max members %d × ring replication factor %d exceeds %d virtual nodes", c.MaxMembers, rf, MaxRingVirtualNodes)
 	}
 	return nil
 }

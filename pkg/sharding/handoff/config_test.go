@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,13 @@ func TestConfigValidate(t *testing.T) {
 		{name: "release timeout below retry", mutate: func(c *Config) { c.ReleaseTimeout = c.RetryInterval - 1 }, wantErr: "release timeout"},
 		{name: "no moves", mutate: func(c *Config) { c.MaxConcurrentMoves = -1 }, wantErr: "concurrent moves"},
 		{name: "load below one", mutate: func(c *Config) { c.Ring.Load = 0.5 }, wantErr: "load"},
+		{name: "NaN load", mutate: func(c *Config) { c.Ring.Load = math.NaN() }, wantErr: "load"},
+		{name: "infinite load", mutate: func(c *Config) { c.Ring.Load = math.Inf(1) }, wantErr: "load"},
+		{name: "NaN drift", mutate: func(c *Config) { c.MaxClockDrift = math.NaN() }, wantErr: "drift"},
+		{name: "infinite drift", mutate: func(c *Config) { c.MaxClockDrift = math.Inf(1) }, wantErr: "drift"},
+		{name: "negative drift", mutate: func(c *Config) { c.MaxClockDrift = math.Inf(-1) }, wantErr: "drift"},
+		{name: "negative TTL", mutate: func(c *Config) { c.SessionTTL = -time.Second }, wantErr: "session TTL"},
+		{name: "negative prepare timeout", mutate: func(c *Config) { c.PrepareTimeout = -1 }, wantErr: "prepare timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,5 +91,39 @@ func TestEpochAndSession(t *testing.T) {
 	}
 	if !(Session{Incarnation: 1, Seq: 9}).Less(Session{Incarnation: 2, Seq: 1}) {
 		t.Fatal("incarnation must dominate the session order")
+	}
+}
+
+func TestFailoverBudget(t *testing.T) {
+	tests := []struct {
+		name    string
+		budget  FailoverBudget
+		ttl     time.Duration
+		want    time.Duration
+		covered bool
+	}{
+		{name: "kube-controller-manager timings, 1s heartbeats, shards told the leader",
+			budget: FailoverBudget{HeartbeatInterval: time.Second, LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second, ReconnectBackoff: time.Second},
+			ttl:    20 * time.Second, want: 19 * time.Second, covered: true},
+		{name: "TTL/3 heartbeats do not fit in 20s",
+			budget: FailoverBudget{HeartbeatInterval: 20 * time.Second / 3, LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second},
+			ttl:    20 * time.Second, want: 20*time.Second/3 + 17*time.Second, covered: false},
+		{name: "a Service with no endpoint during failover: readiness and full backoff",
+			budget: FailoverBudget{HeartbeatInterval: time.Second, LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second,
+				Readiness: 2 * time.Second, ReconnectBackoff: 10 * time.Second},
+			ttl: 20 * time.Second, want: 30 * time.Second, covered: false},
+		{name: "equal is not enough: the lease would end as the Welcome arrives",
+			budget: FailoverBudget{HeartbeatInterval: time.Second, LeaseDuration: 4 * time.Second, RetryPeriod: time.Second},
+			ttl:    6 * time.Second, want: 6 * time.Second, covered: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.budget.Total(); got != tt.want {
+				t.Errorf("Total() = %v, want %v", got, tt.want)
+			}
+			if got := tt.budget.CoveredBy(tt.ttl); got != tt.covered {
+				t.Errorf("CoveredBy(%v) = %v, want %v", tt.ttl, got, tt.covered)
+			}
+		})
 	}
 }

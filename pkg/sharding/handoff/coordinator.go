@@ -41,6 +41,16 @@ type Coordinator struct {
 	dirtySince time.Time
 	lastChange time.Time
 
+	// The target wanted next (nil if none), the last generation issued,
+	// whether the edge took ringReq, the generation the edge is computing
+	// (0 if none), and whether the edge computes the ring at all
+	// (OffloadRing) or the coordinator does it inline.
+	ringReq     *RingRequest
+	ringGen     uint64
+	ringTaken   bool
+	ringOut     uint64
+	offloadRing bool
+
 	movesInFlight int
 
 	outbox []Command

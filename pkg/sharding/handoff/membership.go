@@ -1,8 +1,12 @@
 package handoff
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/ring"
 )
 
 // hello opens (or reopens) a session and reconciles what the shard holds.
@@ -38,6 +42,11 @@ func (c *Coordinator) hello(now time.Time, r Report) *Rejection {
 			reason = ReasonStaleIncarnation
 		}
 		return reject(reason, r.Shard, "hello of %s after session %s ended", r.Session, t.session)
+	}
+	if m == nil && len(c.members) >= c.cfg.MaxMembers {
+		// Checked after a restarted member was dropped above: a new
+		// incarnation of a member replaces it and never counts twice.
+		return reject(ReasonTooManyMembers, r.Shard, "%d shards have a session, the most this coordinator accepts (MaxMembers)", len(c.members))
 	}
 	if m == nil {
 		m = &member{id: r.Shard, joined: now}
@@ -157,8 +166,13 @@ func (c *Coordinator) dropMember(m *member, now, hold time.Time, why EventKind) 
 	}
 }
 
-// applyMembership recomputes the target assignment once membership has been
-// quiet for Debounce (or changing for MaxDebounce).
+// applyMembership asks for a new target assignment once membership has been
+// quiet for Debounce (or changing for MaxDebounce). The ring is not
+// computed here: it costs O(members × ReplicationFactor × log) and an edge
+// that serialises the state machine with a lock would stop acknowledging
+// heartbeats meanwhile (every shard fences once that exceeds its TTL). It
+// becomes a RingRequest the edge computes outside its lock (OffloadRing),
+// or that is computed at once when nobody offloads it.
 func (c *Coordinator) applyMembership(now time.Time) {
 	desired := c.desiredMembers()
 	if !slices.Equal(desired, c.desired) {
@@ -177,20 +191,106 @@ func (c *Coordinator) applyMembership(now time.Time) {
 		return
 	}
 	c.dirty = false
+	switch {
+	case c.ringReq != nil && slices.Equal(c.desired, c.ringReq.Members):
+		return // being computed
+	case c.ringReq == nil && !first && slices.Equal(c.desired, c.applied):
+		return // nothing to change
+	}
+	// A newer generation supersedes any request still being computed: its
+	// result, when it comes, is ignored.
+	c.ringGen++
 	if !first && slices.Equal(c.desired, c.applied) {
+		c.ringReq = nil // membership went back to what the target is for
 		return
 	}
-	target, err := c.ring.AssignSlice(c.desired)
+	c.ringReq = &RingRequest{Gen: c.ringGen, Members: slices.Clone(c.desired), ring: c.ring}
+	c.ringTaken = false
+	c.stats.RingRequests++
+	if !c.offloadRing {
+		req, _ := c.TakeRingRequest()
+		target, err := req.Compute()
+		c.ringComputed(now, req.Gen, target, err)
+	}
+}
+
+// RingRequest asks the edge to compute the target assignment of a member
+// set. Members is sorted and belongs to the request; Compute may run on any
+// goroutine without the coordinator's lock.
+type RingRequest struct {
+	// Gen identifies the request; RingComputed ignores a result whose
+	// generation is no longer the latest (membership changed meanwhile).
+	Gen     uint64
+	Members []string
+	ring    *ring.Ring // immutable, safe for concurrent use
+}
+
+// Compute returns the owner of every partition for the request's members.
+// It touches no coordinator state.
+func (r RingRequest) Compute() ([]string, error) {
+	if r.ring == nil {
+		return nil, errors.New("handoff: empty ring request")
+	}
+	return r.ring.AssignSlice(r.Members)
+}
+
+// OffloadRing makes the edge responsible for computing target assignments:
+// from now on the coordinator only asks for them (TakeRingRequest) and
+// waits for RingComputed, serving every other input meanwhile. Without it
+// the coordinator computes each one synchronously inside Step or Tick,
+// which is fine for tests and small member sets. Call it right after New.
+func (c *Coordinator) OffloadRing() { c.offloadRing = true }
+
+// TakeRingRequest returns the ring computation the coordinator waits for,
+// once per generation. The edge must hand every request it takes back to
+// RingComputed (with the result or an error): until then no other request
+// is handed out, so at most one computation runs however fast membership
+// changes, and the latest wanted one starts as soon as it ends.
+func (c *Coordinator) TakeRingRequest() (RingRequest, bool) {
+	if c.ringReq == nil || c.ringTaken || c.ringOut != 0 {
+		return RingRequest{}, false
+	}
+	c.ringTaken = true
+	c.ringOut = c.ringReq.Gen
+	return *c.ringReq, true
+}
+
+// RingComputed delivers the result of the request of generation gen (target
+// and err as RingRequest.Compute returned them). A result of an outdated
+// generation is ignored. The new target takes effect at once: moves toward
+// it are planned in this call.
+func (c *Coordinator) RingComputed(now time.Time, gen uint64, target []string, err error) {
+	now = c.observe(now)
+	c.ringComputed(now, gen, target, err)
+	c.step(now)
+}
+
+func (c *Coordinator) ringComputed(now time.Time, gen uint64, target []string, err error) {
+	if gen == c.ringOut {
+		c.ringOut = 0
+	}
+	req := c.ringReq
+	if req == nil || gen != req.Gen {
+		c.stats.RingResultsStale++
+		return
+	}
+	c.ringReq = nil
+	if err == nil && len(target) != len(c.parts) {
+		err = fmt.Errorf("ring result has %d partitions, want %d", len(target), len(c.parts))
+	}
+	first := c.target == nil
 	if err != nil {
 		c.stats.RingErrors++
 		c.stats.LastRingError = err.Error()
 		if !first {
-			return
+			return // keep the old target; the next membership change retries
 		}
+		// Without any target nothing is ever granted: start from an empty
+		// one (everything unassigned) until membership changes again.
 		target = make([]string, len(c.parts))
 	}
-	c.applied = slices.Clone(c.desired)
-	c.target = target
+	c.applied = req.Members
+	c.target = slices.Clone(target)
 	c.stats.TargetChanges++
 	c.emit(Event{Kind: EventTargetChanged, At: now, Members: len(c.applied)})
 }

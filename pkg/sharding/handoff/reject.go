@@ -40,6 +40,9 @@ const (
 	ReasonNotWelcomed
 	// ReasonMalformed: missing fields or unknown kind.
 	ReasonMalformed
+	// ReasonTooManyMembers: a hello from a new shard while MaxMembers
+	// shards already have a session.
+	ReasonTooManyMembers
 
 	// NumReasons is the number of reasons, for arrays indexed by Reason.
 	NumReasons
@@ -47,7 +50,7 @@ const (
 
 var reasonNames = [...]string{
 	"none", "unknown_shard", "stale_incarnation", "stale_session", "stale_epoch",
-	"not_holder", "bad_partition", "fenced_out", "newer_term", "not_welcomed", "malformed",
+	"not_holder", "bad_partition", "fenced_out", "newer_term", "not_welcomed", "malformed", "too_many_members",
 }
 
 // String returns a metric label value.

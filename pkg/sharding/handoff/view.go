@@ -202,6 +202,14 @@ type Stats struct {
 	LastRingError                                   string
 	EventsDropped                                   uint64
 
+	// RingRequests counts target computations asked for; RingResultsStale
+	// the results that came back for a superseded generation and were
+	// dropped.
+	RingRequests, RingResultsStale uint64
+	// RingPending: a target is wanted that has not been applied yet (it is
+	// waiting to be taken or being computed).
+	RingPending bool
+
 	// EpochsExhausted: this leader issued 2^32−1 epochs and grants no more;
 	// it must step down so a new term starts.
 	EpochsExhausted bool
@@ -223,6 +231,7 @@ func (c *Coordinator) Stats() Stats {
 		s.ByState[c.assignment(p).State]++
 	}
 	s.MovesInFlight = c.movesInFlight
+	s.RingPending = c.ringReq != nil
 	s.Epoch = MakeEpoch(c.term, c.counter)
 	return s
 }
@@ -233,7 +242,7 @@ func (c *Coordinator) Term() uint32 { return c.term }
 // Converged reports whether every partition is owned, confirmed and where
 // the current target wants it, with nothing in flight.
 func (c *Coordinator) Converged() bool {
-	if c.target == nil || c.dirty || len(c.desired) == 0 {
+	if c.target == nil || c.dirty || c.ringReq != nil || len(c.desired) == 0 {
 		return false
 	}
 	for p := range c.parts {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -60,11 +61,17 @@ func (o *Options) Validate() error {
 	if o.LeaseDuration <= o.RenewDeadline {
 		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must be greater than --leader-elect-renew-deadline (%s)", o.LeaseDuration, o.RenewDeadline))
 	}
-	if o.RenewDeadline <= o.RetryPeriod {
-		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than --leader-elect-retry-period (%s)", o.RenewDeadline, o.RetryPeriod))
+	// client-go refuses a renew deadline up to its jitter factor times the retry period,
+	// and keeps the Lease duration in whole seconds.
+	if minRenew := time.Duration(leaderelection.JitterFactor * float64(o.RetryPeriod)); o.RenewDeadline <= minRenew {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than %v × --leader-elect-retry-period (%s) = %s",
+			o.RenewDeadline, leaderelection.JitterFactor, o.RetryPeriod, minRenew))
 	}
 	if o.RetryPeriod <= 0 {
 		errs = append(errs, errors.New("--leader-elect-retry-period must be positive"))
+	}
+	if o.LeaseDuration < time.Second {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must be at least 1s: the Lease records it in whole seconds", o.LeaseDuration))
 	}
 	if o.ResourceName == "" || o.ResourceNamespace == "" {
 		errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"))
@@ -103,7 +110,8 @@ func AddressOf(identity string) string {
 // Callbacks are called as leadership changes.
 type Callbacks struct {
 	// OnLeading runs while this process leads; ctx ends when leadership is lost. term is
-	// one more than the Lease's transition count, so it grows with every new leader.
+	// above every term led before, also across a deletion of the Lease: it is recorded
+	// (TermStore) before OnLeading is called.
 	OnLeading func(ctx context.Context, term uint64)
 	// OnNewLeader reports the current leader's identity (also for followers).
 	OnNewLeader func(identity string)
@@ -111,16 +119,29 @@ type Callbacks struct {
 	OnStopped func()
 }
 
-// Run campaigns until ctx ends. With leader election disabled it leads at once with a
-// term taken from the wall clock (seconds), which still grows across restarts.
+// Run campaigns until ctx ends. On winning the Lease it records a new term (TermStore:
+// max(the Lease's transitions + 1, the highest term recorded + 1)) and only then calls
+// OnLeading; if the term cannot be recorded within the renew deadline it does not lead:
+// it gives the Lease up and returns the error, so the process exits and another replica
+// (or its restart) tries.
+//
+// With leader election disabled it leads at once with a term taken from the wall clock:
+// the next whole second, waited for, so that a restart within the same second still gets
+// a higher term (as long as the clock does not step back).
 func Run(ctx context.Context, o *Options, client kubernetes.Interface, identity string, cb Callbacks) error {
 	log := klog.FromContext(ctx)
 	if !o.Enabled {
 		log.Info("leader election disabled: leading alone", "identity", identity)
+		term, wait := clockTerm(time.Now())
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
 		if cb.OnNewLeader != nil {
 			cb.OnNewLeader(identity)
 		}
-		cb.OnLeading(ctx, uint64(time.Now().Unix()))
+		cb.OnLeading(ctx, term)
 		if cb.OnStopped != nil {
 			cb.OnStopped()
 		}
@@ -131,6 +152,9 @@ func Run(ctx context.Context, o *Options, client kubernetes.Interface, identity 
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
+	terms := o.termStore(client)
+	runCtx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   o.LeaseDuration,
@@ -140,12 +164,13 @@ func Run(ctx context.Context, o *Options, client kubernetes.Interface, identity 
 		Name:            o.ResourceName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				rec, _, err := lock.Get(ctx)
+				term, err := newTerm(ctx, client, o, terms)
 				if err != nil {
-					log.Error(err, "reading the Lease after winning it; giving up leadership")
+					log.Error(err, "won the Lease but cannot record a new leader term: giving the Lease up without leading",
+						"identity", identity, "termLease", terms.Namespace+"/"+terms.Name)
+					giveUp(fmt.Errorf("not leading: %w", err))
 					return
 				}
-				term := uint64(rec.LeaderTransitions) + 1
 				log.Info("became leader", "identity", identity, "term", term)
 				cb.OnLeading(ctx, term)
 			},
@@ -165,6 +190,39 @@ func Run(ctx context.Context, o *Options, client kubernetes.Interface, identity 
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	le.Run(ctx)
+	le.Run(runCtx)
+	if runCtx.Err() != nil && ctx.Err() == nil {
+		return context.Cause(runCtx)
+	}
 	return nil
+}
+
+// newTerm reads the election Lease just won and records the next term, within the renew
+// deadline. It reads the Lease itself rather than through the elector's lock, whose
+// cached copy the renewals write concurrently.
+func newTerm(ctx context.Context, client kubernetes.Interface, o *Options, terms TermStore) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.RenewDeadline)
+	defer cancel()
+	lease, err := client.CoordinationV1().Leases(o.ResourceNamespace).Get(ctx, o.ResourceName, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("reading the Lease after winning it: %w", err)
+	}
+	transitions := int32(0)
+	if lease.Spec.LeaseTransitions != nil {
+		transitions = max(*lease.Spec.LeaseTransitions, 0)
+	}
+	return terms.Advance(ctx, uint64(transitions)+1)
+}
+
+// clockTerm is the term of a coordinator without leader election at now: the next whole
+// Unix second, and how long to wait for it. A predecessor led from its term's second on,
+// which was before now, so the second after now is above its term.
+func clockTerm(now time.Time) (term uint64, wait time.Duration) {
+	next := now.Truncate(time.Second).Add(time.Second)
+	return uint64(next.Unix()), next.Sub(now)
+}
+
+// termStore is the term record of the election Lease o names.
+func (o *Options) termStore(client kubernetes.Interface) TermStore {
+	return TermStore{Leases: client.CoordinationV1(), Namespace: o.ResourceNamespace, Name: TermLeaseName(o.ResourceName)}
 }

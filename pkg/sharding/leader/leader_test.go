@@ -43,6 +43,13 @@ func TestValidate(t *testing.T) {
 		{name: "lease not above renew", mutate: func(o *Options) { o.LeaseDuration = o.RenewDeadline }, wantErr: "lease-duration"},
 		{name: "renew not above retry", mutate: func(o *Options) { o.RetryPeriod = 20 * time.Second }, wantErr: "renew-deadline"},
 		{name: "disabled skips checks", mutate: func(o *Options) { o.Enabled = false; o.RetryPeriod = 0 }},
+		{name: "renew within client-go's jitter of retry", mutate: func(o *Options) { o.RenewDeadline, o.RetryPeriod = 10*time.Second, 9*time.Second },
+			wantErr: "1.2 × --leader-elect-retry-period (9s) = 10.8s"},
+		{name: "renew just above the jitter", mutate: func(o *Options) { o.RenewDeadline, o.RetryPeriod = 3*time.Second, 2*time.Second }},
+		{name: "sub-second lease", mutate: func(o *Options) {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 900*time.Millisecond, 600*time.Millisecond, 100*time.Millisecond
+		}, wantErr: "at least 1s"},
+		{name: "negative retry", mutate: func(o *Options) { o.RetryPeriod = -time.Second }, wantErr: "retry-period must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
+	"github.com/kshard/kshard/pkg/sharding/shardauth"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
@@ -55,6 +56,15 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	Metrics                *Metrics
 	Now                    func() time.Time
+
+	// TokenFile is the shard's projected, pod-bound ServiceAccount token; it is read for
+	// every new session (the kubelet rotates it) and sent as a bearer token, by which the
+	// coordinator verifies that this process is the pod its shard ID names. Empty sends
+	// none (a coordinator run with --shard-auth=none).
+	TokenFile string
+	// TokenOverPlaintext allows sending the token without TLS (local development with
+	// --grpc-insecure); otherwise gRPC refuses to.
+	TokenOverPlaintext bool
 }
 
 // Client runs the shard's session.
@@ -71,6 +81,7 @@ type Client struct {
 	done      chan struct{}
 	welcomed  atomic.Bool
 	rtt       rttTracker
+	token     credentials.PerRPCCredentials // nil without Options.TokenFile
 }
 
 // New validates the options.
@@ -99,8 +110,12 @@ func New(opts Options, h Handler, log logr.Logger) (*Client, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Client{opts: opts, handler: h, log: log, core: handoff.NewShard(opts.ShardID, opts.Incarnation),
-		events: make(chan func(time.Time), 1024), leave: make(chan struct{}), done: make(chan struct{})}, nil
+	c := &Client{opts: opts, handler: h, log: log, core: handoff.NewShard(opts.ShardID, opts.Incarnation),
+		events: make(chan func(time.Time), 1024), leave: make(chan struct{}), done: make(chan struct{})}
+	if opts.TokenFile != "" {
+		c.token = shardauth.TokenFile{Path: opts.TokenFile, AllowInsecure: opts.TokenOverPlaintext}
+	}
+	return c, nil
 }
 
 // Welcomed reports whether the current session was welcomed by the leader.
@@ -372,7 +387,12 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	stream, err := kshardv1.NewCoordinatorClient(cc).Session(sctx)
+	var callOpts []grpc.CallOption
+	if c.token != nil {
+		// Per call, so the token file is read again for every session.
+		callOpts = append(callOpts, grpc.PerRPCCredentials(c.token))
+	}
+	stream, err := kshardv1.NewCoordinatorClient(cc).Session(sctx, callOpts...)
 	if err != nil {
 		cancel()
 		_ = cc.Close()

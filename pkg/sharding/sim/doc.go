@@ -24,11 +24,15 @@
 //
 // The simulated deployment uses TTL 3s, heartbeats every 1s, Margin 0.5s
 // with clock rates off by up to 5% (the bound needs 0.316s), debounce
-// 1s/4s, 8–48 partitions and 1–4 concurrent moves. Faults run for 10–40s;
-// they have settled once every pause, cut, restart, election, slow drain
-// and leave deadline is over and two heartbeat intervals have passed. The
-// bounds checked from then on are: every partition worked within
-// 2·(TTL+Margin) + MaxDebounce + discovery + 2s = 14s (workedBound), and
+// 1s/4s, 8–48 partitions and 1–4 concurrent moves. The leader's target
+// assignment is computed outside the state machine, as coordinatorrpc does
+// outside its lock, and delivered 0–250ms later (up to 2s more while
+// faults run, so that membership changes overtake it and its result is
+// stale). Faults run for 10–40s; they have settled once every pause, cut,
+// restart, election, slow drain, slow ring computation and leave deadline
+// is over and two heartbeat intervals have passed. The bounds checked from
+// then on are: every partition worked within 2·(TTL+Margin) + MaxDebounce
+// + discovery + two ring computations + 2s = 14.5s (workedBound), and
 // convergence within that plus one debounce plus ceil(P/moves) rounds of
 // one handoff each (convergedBound).
 //

@@ -13,6 +13,7 @@ type coordNode struct {
 	c     *handoff.Coordinator
 	clk   clock
 	alive bool
+	ring  *handoff.RingRequest // being computed by the edge (ring.go)
 }
 
 // shardNode is one shard pod: its ID survives restarts, its process (and
@@ -119,6 +120,7 @@ func (w *world) flushCoord(n *coordNode) {
 			w.tracef("C%d event %s p%d %s←%s gap=%v handoff=%v", n.gen, ev.Kind, ev.Partition, ev.Shard, ev.From, ev.Gap, ev.Handoff)
 		}
 	}
+	w.startRing(n)
 }
 
 // flushShard sends the shard's reports and carries out its actions.
@@ -275,6 +277,8 @@ func (w *world) deliverToCoord(ev *event) {
 	case evDisconnected:
 		n.c.Disconnected(now, ev.name, ev.sess)
 		w.tracef("C%d: %s session %s disconnected", n.gen, ev.name, ev.sess)
+	case evRingComputed:
+		w.finishRing(n, now)
 	}
 	w.flushCoord(n)
 }
@@ -289,6 +293,7 @@ func (w *world) elect() {
 	if err != nil {
 		panic(fmt.Sprintf("sim config: %v", err))
 	}
+	c.OffloadRing()
 	w.leader = &coordNode{gen: w.gen, c: c, clk: clk, alive: true}
 	w.electing = false
 	w.tracef("C%d elected (term %d)", w.gen, w.term)

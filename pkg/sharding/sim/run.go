@@ -108,7 +108,7 @@ func (w *world) violation(format string, args ...any) *Violation {
 
 func (w *world) handle(ev *event) error {
 	switch ev.kind {
-	case evToCoord, evCoordTick, evDisconnected:
+	case evToCoord, evCoordTick, evDisconnected, evRingComputed:
 		w.deliverToCoord(ev)
 	case evElect:
 		w.elect()

@@ -86,6 +86,10 @@ const (
 	maxHungDrain  = 8 * time.Second
 	leaveDeadline = 15 * time.Second
 	confirmFor    = 3 * time.Second
+	// maxRingDelay bounds how long the coordinator's edge takes to compute
+	// a target assignment off the state machine (coordinatorrpc does it on
+	// its own goroutine).
+	maxRingDelay = 250 * time.Millisecond
 )
 
 // Bounds checked after the faults settle (all derived from the timings):
@@ -93,11 +97,13 @@ const (
 //   - workedBound: a dead shard expires TTL+margin after its last heartbeat,
 //     a new leader grants unreported partitions TTL+margin after it starts
 //     (shards find it within maxDiscovery), membership settles within
-//     maxDebounce, then one Acquire round trip.
+//     maxDebounce, the target takes up to two ring computations (one
+//     outstanding, then the latest) of maxRingDelay, then one Acquire
+//     round trip.
 //   - convergence adds the moves: ceil(P/cap) rounds of prepare (sync) +
 //     release (drain) + four message delays, plus one more debounce.
 func workedBound() time.Duration {
-	return 2*(ttl+margin) + maxDebounce + maxDiscovery + 2*time.Second
+	return 2*(ttl+margin) + maxDebounce + maxDiscovery + 2*maxRingDelay + 2*time.Second
 }
 
 func convergedBound(p, moves int) time.Duration {
@@ -139,6 +145,7 @@ const (
 	evLeaveDeadline
 	evFault
 	evScenario
+	evRingComputed
 )
 
 type event struct {

@@ -18,7 +18,7 @@ type TLSOptions struct {
 	// or the shard's client certificate for mutual TLS.
 	CertFile, KeyFile string
 	// CAFile verifies the peer: on the server it makes client certificates mandatory
-	// (mutual TLS); on the client it verifies the server.
+	// (mutual TLS), and a server with TLS requires it; on the client it verifies the server.
 	CAFile string
 	// ServerName overrides the name the client expects in the server certificate.
 	ServerName string
@@ -31,7 +31,7 @@ func (o *TLSOptions) AddFlags(fs *pflag.FlagSet, prefix string, server bool) {
 	if server {
 		fs.StringVar(&o.CertFile, prefix+"tls-cert-file", o.CertFile, "serving certificate (PEM) of the gRPC session server")
 		fs.StringVar(&o.KeyFile, prefix+"tls-private-key-file", o.KeyFile, "private key (PEM) of --"+prefix+"tls-cert-file")
-		fs.StringVar(&o.CAFile, prefix+"tls-client-ca-file", o.CAFile, "CA bundle (PEM) that client certificates must chain to; setting it requires mutual TLS")
+		fs.StringVar(&o.CAFile, prefix+"tls-client-ca-file", o.CAFile, "CA bundle (PEM) that client certificates must chain to (mutual TLS); required with TLS")
 		fs.BoolVar(&o.Insecure, prefix+"insecure", o.Insecure, "serve plaintext gRPC (no TLS): only for local development")
 		return
 	}
@@ -54,6 +54,10 @@ func (o TLSOptions) Validate(server bool, prefix string) error {
 		return fmt.Errorf("--%stls-cert-file and --%stls-private-key-file go together", prefix, prefix)
 	case server && o.CertFile == "":
 		return fmt.Errorf("the gRPC server needs --%stls-cert-file and --%stls-private-key-file, or --%sinsecure for plaintext", prefix, prefix, prefix)
+	case server && o.CAFile == "":
+		// Server-only TLS would let any client that reaches the port open sessions: the
+		// shard's certificate is the first gate, its token (shardauth) the second.
+		return fmt.Errorf("the gRPC server with TLS needs --%stls-client-ca-file: shards must present a client certificate (mutual TLS)", prefix)
 	case !server && o.CAFile == "":
 		return fmt.Errorf("the gRPC client needs --%stls-ca-file to verify the coordinator, or --%sinsecure for plaintext", prefix, prefix)
 	}
@@ -75,14 +79,15 @@ func ServerCredentials(o TLSOptions) (credentials.TransportCredentials, error) {
 		c, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
 		return &c, err
 	}
-	if o.CAFile != "" {
-		pool, err := loadPool(o.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	if o.CAFile == "" {
+		return nil, errors.New("the gRPC server with TLS needs a client CA: shards must present a client certificate (mutual TLS)")
 	}
+	pool, err := loadPool(o.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ClientCAs = pool
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	return credentials.NewTLS(cfg), nil
 }
 

@@ -25,6 +25,8 @@ func TestValidate(t *testing.T) {
 		{name: "server nothing set", server: true, wantErr: "needs --grpc-tls-cert-file"},
 		{name: "server cert only", opts: TLSOptions{CertFile: "c"}, server: true, wantErr: "go together"},
 		{name: "server mtls", opts: TLSOptions{CertFile: "c", KeyFile: "k", CAFile: "ca"}, server: true},
+		{name: "server tls without client ca", opts: TLSOptions{CertFile: "c", KeyFile: "k"}, server: true, wantErr: "--grpc-tls-client-ca-file"},
+		{name: "server ca only", opts: TLSOptions{CAFile: "ca"}, server: true, wantErr: "needs --grpc-tls-cert-file"},
 		{name: "client needs ca", opts: TLSOptions{CertFile: "c", KeyFile: "k"}, wantErr: "--grpc-tls-ca-file"},
 		{name: "insecure and files", opts: TLSOptions{Insecure: true, CAFile: "ca"}, wantErr: "contradicts"},
 		{name: "client tls", opts: TLSOptions{CAFile: "ca"}},
@@ -39,6 +41,15 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestServerCredentialsRequireClientCA: a TLS server without a client CA is refused, not
+// quietly served with server-only TLS that any client could reach.
+func TestServerCredentialsRequireClientCA(t *testing.T) {
+	pki := framework.NewPKI(t)
+	if _, err := ServerCredentials(TLSOptions{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}); err == nil || !strings.Contains(err.Error(), "client CA") {
+		t.Fatalf("ServerCredentials without a client CA = %v, want an error naming the client CA", err)
 	}
 }
 

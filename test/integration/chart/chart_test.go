@@ -134,6 +134,7 @@ func TestTemplate(t *testing.T) {
 				t.Errorf("ServiceMonitor rendered: %t, want %t", got, tc.serviceMonitor)
 			}
 			checkDashboards(t, objs, tc.dashboards, dashboards)
+			checkShardAuth(t, objs, "kshard", "kshard-system", &coord, &shard)
 
 			coordArgs := coord.Spec.Template.Spec.Containers[0].Args
 			if !tc.tls {

@@ -70,7 +70,10 @@ func installRBAC(t *testing.T, f *framework.Framework, name, namespace string, e
 			Into(t, u, &s)
 			r.secrets[s.Name] = &s
 		case "ClusterRole":
-			Into(t, u, &r.shardRole)
+			// The coordinator has ClusterRoles too (TokenReviews, the fence's labels).
+			if u.GetLabels()["app.kubernetes.io/component"] == "shard" {
+				Into(t, u, &r.shardRole)
+			}
 			fallthrough
 		case "ClusterRoleBinding":
 			kind, n := u.GetKind(), u.GetName()
@@ -203,6 +206,8 @@ func TestRBACIsEnough(t *testing.T) {
 	coordSA, shardSA := r.coordinator.Spec.Template.Spec.ServiceAccountName, r.shard.Spec.Template.Spec.ServiceAccountName
 	needs := shardapp.RequiredPermissions(enabled)
 	waitAllowed(t, f, ns, shardSA, needs)
+	// The coordinator reviews shard tokens (shardAuth.mode=token, the default).
+	waitAllowed(t, f, ns, coordSA, []shardapp.Need{{Owner: "coordinator", Group: "authentication.k8s.io", Resource: "tokenreviews", Verb: "create"}})
 	coordKubeconfig, shardKubeconfig := kubeconfigFor(t, f, ns, coordSA), kubeconfigFor(t, f, ns, shardSA)
 
 	var coords []*framework.Coordinator
@@ -211,8 +216,10 @@ func TestRBACIsEnough(t *testing.T) {
 		grpc := fmt.Sprintf("127.0.0.1:%d", framework.FreePort(t))
 		httpAddr := fmt.Sprintf("127.0.0.1:%d", framework.FreePort(t))
 		name := fmt.Sprintf("rbac-kshard-coordinator-%d", i)
+		// Local processes have no pod, so no pod-bound token: the coordinator takes shard IDs
+		// on trust here, and the shards run without their token (withoutShardToken).
 		p := startContainer(t, &r.coordinator, name, r, coordKubeconfig, map[string]string{
-			"--grpc-bind-address": grpc, "--advertise-address": grpc, "--http-bind-address": httpAddr,
+			"--grpc-bind-address": grpc, "--advertise-address": grpc, "--http-bind-address": httpAddr, "--shard-auth": "none",
 		})
 		coords = append(coords, &framework.Coordinator{Process: p, Name: name, GRPCAddr: grpc, HTTPURL: "http://" + httpAddr})
 		grpcAddrs = append(grpcAddrs, grpc)
@@ -223,7 +230,7 @@ func TestRBACIsEnough(t *testing.T) {
 		name := fmt.Sprintf("rbac-kshard-shard-%d", i)
 		// The chart's Service reaches the leader; here the shard gets every coordinator
 		// and follows the leader hint, as it would from a follower's pod IP.
-		p := startContainer(t, &r.shard, name, r, shardKubeconfig, map[string]string{
+		p := startContainer(t, withoutShardToken(&r.shard), name, r, shardKubeconfig, map[string]string{
 			"--coordinator-address": strings.Join(grpcAddrs, ","), "--http-bind-address": httpAddr,
 		})
 		shards = append(shards, &framework.Shard{Process: p, Name: name, HTTPURL: "http://" + httpAddr})
@@ -340,7 +347,9 @@ func testMissingPermission(t *testing.T, f *framework.Framework, ns string, sel 
 	dropped := Grant{drop.Group, drop.Resource, drop.Verb}
 	r := installRBAC(t, f, "lacking", ns, func(objs Objects) {
 		for _, u := range objs.Kind("ClusterRole") {
-			removeGrant(t, u, dropped)
+			if u.GetLabels()["app.kubernetes.io/component"] == "shard" {
+				removeGrant(t, u, dropped)
+			}
 		}
 	}, setControllers(sel)...)
 	sa := r.shard.Spec.Template.Spec.ServiceAccountName
@@ -351,7 +360,7 @@ func testMissingPermission(t *testing.T, f *framework.Framework, ns string, sel 
 		}
 	}
 	waitAllowed(t, f, ns, sa, rest)
-	p := startContainer(t, &r.shard, "lacking-kshard-shard-0", r, kubeconfigFor(t, f, ns, sa), map[string]string{
+	p := startContainer(t, withoutShardToken(&r.shard), "lacking-kshard-shard-0", r, kubeconfigFor(t, f, ns, sa), map[string]string{
 		"--coordinator-address": coordinators, "--http-bind-address": fmt.Sprintf("127.0.0.1:%d", framework.FreePort(t)),
 	})
 	exited, err := p.Wait(60 * time.Second)

@@ -1,0 +1,91 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// TestOptionsValidate parses real command lines: the bad values here are ones the flag
+// parser takes (0, NaN, Inf, negative durations) and that used to run silently, either
+// replaced by a default (a zero) or as given.
+func TestOptionsValidate(t *testing.T) {
+	base := []string{"--id=coordinator-0", "--advertise-address=10.0.0.1:9090", "--grpc-insecure"}
+	// The test framework's timings (test/framework): 4s/3s/500ms leases, 8s TTL.
+	fastLeases := []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr []string // each must appear; none means valid
+	}{
+		{name: "defaults"},
+		{name: "the chart's timings", args: []string{"--session-ttl=20s", "--leader-elect-lease-duration=15s",
+			"--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s", "--partitions=4096"}},
+		{name: "the test framework's timings", args: append([]string{"--session-ttl=8s", "--fencing-margin=1s",
+			"--membership-debounce=1s", "--membership-max-debounce=5s"}, fastLeases...)},
+		{name: "zero partitions", args: []string{"--partitions=0"}, wantErr: []string{"--partitions: partition count 0 out of range [1, 65536]"}},
+		{name: "negative partitions", args: []string{"--partitions=-4"}, wantErr: []string{"--partitions: partition count -4"}},
+		{name: "partitions above the maximum", args: []string{"--partitions=65537"}, wantErr: []string{"--partitions: partition count 65537"}},
+		{name: "one partition", args: []string{"--partitions=1"}},
+		{name: "NaN ring load", args: []string{"--ring-load=NaN"}, wantErr: []string{"--ring-load=NaN"}},
+		{name: "infinite ring load", args: []string{"--ring-load=+Inf"}, wantErr: []string{"--ring-load=+Inf"}},
+		{name: "zero ring load", args: []string{"--ring-load=0"}, wantErr: []string{"--ring-load=0"}},
+		{name: "negative ring load", args: []string{"--ring-load=-1.5"}, wantErr: []string{"--ring-load=-1.5"}},
+		{name: "zero ring replication factor", args: []string{"--ring-replication-factor=0"}, wantErr: []string{"--ring-replication-factor=0"}},
+		{name: "zero session TTL", args: []string{"--session-ttl=0"}, wantErr: []string{"--session-ttl=0s must be positive"}},
+		{name: "negative session TTL", args: []string{"--session-ttl=-20s"}, wantErr: []string{"--session-ttl=-20s must be positive"}},
+		{name: "zero heartbeat interval", args: []string{"--heartbeat-interval=0"}, wantErr: []string{"--heartbeat-interval=0s must be positive"}},
+		{name: "heartbeat above half the TTL", args: []string{"--session-ttl=40s", "--heartbeat-interval=21s"}, wantErr: []string{"--heartbeat-interval=21s must be at most --session-ttl/2 (20s)"}},
+		{name: "zero fencing margin", args: []string{"--fencing-margin=0"}, wantErr: []string{"--fencing-margin=0s must be positive"}},
+		{name: "zero debounce", args: []string{"--membership-debounce=0"}, wantErr: []string{"--membership-debounce=0s must be positive"}},
+		{name: "max debounce below debounce", args: []string{"--membership-debounce=10s", "--membership-max-debounce=5s"}, wantErr: []string{"--membership-max-debounce=5s must not be below"}},
+		{name: "zero prepare timeout", args: []string{"--prepare-timeout=0"}, wantErr: []string{"--prepare-timeout=0s must be positive"}},
+		{name: "negative release timeout", args: []string{"--release-timeout=-1m"}, wantErr: []string{"--release-timeout=-1m0s must be positive"}},
+		{name: "zero concurrent moves", args: []string{"--max-concurrent-moves=0"}, wantErr: []string{"--max-concurrent-moves=0"}},
+		{name: "negative readiness", args: []string{"--leader-readiness-delay=-1s"}, wantErr: []string{"--leader-readiness-delay=-1s"}},
+		{name: "negative reconnect backoff", args: []string{"--shard-reconnect-backoff=-1s"}, wantErr: []string{"--shard-reconnect-backoff=-1s"}},
+		{name: "TTL below the failover alone", args: []string{"--session-ttl=16s"},
+			wantErr: []string{"--session-ttl=16s does not cover a coordinator leader failover",
+				"--heartbeat-interval (1s) + --leader-elect-lease-duration (15s) + --leader-elect-retry-period (2s) + --leader-readiness-delay (0s) + --shard-reconnect-backoff (1s) = 19s"}},
+		{name: "TTL covers the failover but not a third-of-TTL heartbeat", args: []string{"--session-ttl=20s", "--heartbeat-interval=6s"},
+			wantErr: []string{"--session-ttl=20s does not cover", "--heartbeat-interval (6s)", "= 24s"}},
+		{name: "a Service that routes only to the Ready leader", args: []string{"--leader-readiness-delay=2s", "--shard-reconnect-backoff=10s"},
+			wantErr: []string{"--session-ttl=20s does not cover", "--leader-readiness-delay (2s)", "--shard-reconnect-backoff (10s)", "= 30s"}},
+		{name: "the same topology with a TTL that covers it", args: []string{"--leader-readiness-delay=2s", "--shard-reconnect-backoff=10s", "--session-ttl=31s"}},
+		{name: "TTL equal to the budget", args: append([]string{"--session-ttl=5.5s", "--shard-reconnect-backoff=0"}, fastLeases...),
+			wantErr: []string{"--session-ttl=5.5s does not cover", "= 5.5s"}},
+		{name: "no failover without leader election", args: []string{"--leader-elect=false", "--session-ttl=2s"}},
+		{name: "every bad flag reported at once", args: []string{"--partitions=0", "--ring-load=NaN", "--session-ttl=0", "--leader-readiness-delay=-1s"},
+			wantErr: []string{"--partitions", "--ring-load=NaN", "--session-ttl=0s", "--leader-readiness-delay=-1s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("coordinator", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			args := append([]string(nil), base...)
+			if fs.Lookup("shard-auth") != nil {
+				args = append(args, "--shard-auth=none") // not what this test is about
+			}
+			if err := fs.Parse(append(args, tt.args...)); err != nil {
+				t.Fatalf("parsing %v: %v", tt.args, err)
+			}
+			err := o.Validate()
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want errors containing %q", tt.wantErr)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,66 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kshard/kshard/pkg/controllers"
+)
+
+// TestOptionsValidate parses real command lines, so a flag whose bad value the parser
+// takes (NaN, Inf) is caught by Validate and reported together with the other bad flags.
+func TestOptionsValidate(t *testing.T) {
+	base := []string{"--shard-id=shard-0", "--coordinator-address=coordinator:9090", "--grpc-insecure"}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr []string // each must appear; none means valid
+	}{
+		{name: "defaults"},
+		{name: "NaN QPS turns client-go's rate limit off", args: []string{"--kube-api-qps=NaN"}, wantErr: []string{"--kube-api-qps=NaN"}},
+		{name: "+Inf QPS", args: []string{"--kube-api-qps=+Inf"}, wantErr: []string{"--kube-api-qps=+Inf"}},
+		{name: "-Inf QPS", args: []string{"--kube-api-qps=-Inf"}, wantErr: []string{"--kube-api-qps=-Inf"}},
+		{name: "negative QPS", args: []string{"--kube-api-qps=-1"}, wantErr: []string{"--kube-api-qps=-1"}},
+		{name: "zero burst", args: []string{"--kube-api-burst=0"}, wantErr: []string{"--kube-api-burst=0"}},
+		{name: "negative burst", args: []string{"--kube-api-burst=-3"}, wantErr: []string{"--kube-api-burst=-3"}},
+		{name: "zero partitions", args: []string{"--partitions=0"}, wantErr: []string{"--partitions: partition count 0 out of range"}},
+		{name: "negative partitions", args: []string{"--partitions=-1"}, wantErr: []string{"--partitions: partition count -1"}},
+		{name: "partitions above the maximum", args: []string{"--partitions=65537"}, wantErr: []string{"--partitions: partition count 65537"}},
+		{name: "most partitions", args: []string{"--partitions=65536"}},
+		{name: "negative leave timeout", args: []string{"--leave-timeout=-1s"}, wantErr: []string{"--leave-timeout"}},
+		{name: "zero warm-up concurrency", args: []string{"--warmup-concurrency=0"}, wantErr: []string{"--warmup-concurrency"}},
+		{name: "every bad flag reported at once", args: []string{"--kube-api-qps=NaN", "--kube-api-burst=0", "--partitions=0"},
+			wantErr: []string{"--kube-api-qps=NaN", "--kube-api-burst=0", "--partitions"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg, err := controllers.NewRegistry(Descriptors()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := NewOptions()
+			fs := pflag.NewFlagSet("shard", pflag.ContinueOnError)
+			o.AddFlags(fs, reg)
+			if err := fs.Parse(append(append([]string(nil), base...), tt.args...)); err != nil {
+				t.Fatalf("parsing %v: %v", tt.args, err)
+			}
+			err = o.Validate(reg)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want errors containing %q", tt.wantErr)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,125 @@
+package coordinatorrpc
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/kshard/kshard/pkg/sharding/shardauth"
+)
+
+// The gRPC edge's resource caps. Everything a client can make the coordinator hold is
+// bounded: open streams, the size of one message, and how often one identity may say
+// Hello (each Hello walks the state machine under the coordinator's lock).
+
+// Message size. The largest message a shard sends is its Hello, listing every partition it
+// holds: at most P Held entries, each at most 19 bytes on the wire (1-byte tag and length,
+// a partition ≤ 4 bytes, an epoch ≤ 11, a state 2). BytesPerPartition leaves room above
+// that; MessageOverhead covers the rest of a Hello (a 253-byte shard ID, a 256-byte build
+// version, session and stats, the framing). Anything larger is not a message of a real
+// shard and is refused by gRPC with ResourceExhausted before it is decoded.
+const (
+	BytesPerPartition = 32
+	MessageOverhead   = 4096
+)
+
+// MaxMessageSize is the largest shard message the coordinator accepts for P partitions.
+func MaxMessageSize(partitionCount int) int {
+	return partitionCount*BytesPerPartition + MessageOverhead
+}
+
+// MaxStreamsPerConnection bounds concurrent streams on one connection. A shard opens one
+// connection per session with one stream on it; this only keeps a single connection from
+// multiplexing the whole session cap. It is not the session cap (Options.MaxSessions),
+// which counts streams over all connections.
+const MaxStreamsPerConnection = 4
+
+// Defaults of the caps.
+const (
+	// DefaultMaxShards is the member count the defaults are sized for.
+	DefaultMaxShards = 1000
+	// DefaultHelloRate and DefaultHelloBurst: a shard says Hello when it connects, when its
+	// lease lapsed and when the leader changed, so a few in a row and about one a second
+	// after that is plenty; more is a loop or an attack.
+	DefaultHelloRate  = 1.0
+	DefaultHelloBurst = 5
+)
+
+// SessionsForShards is the session cap for a member cap: every shard may have a second
+// stream open while the server has not yet noticed that its previous one broke (keepalive
+// takes up to ServerPingInterval + PingTimeout), plus a few for tools and stragglers.
+func SessionsForShards(maxShards int) int {
+	if maxShards > (math.MaxInt32-16)/2 {
+		return math.MaxInt32
+	}
+	return 2*maxShards + 16
+}
+
+// GRPCOptions are the server options the coordinator's caps need; add them to the gRPC
+// server that serves this Server.
+func (s *Server) GRPCOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageSize(s.opts.Config.PartitionCount)),
+		grpc.MaxConcurrentStreams(MaxStreamsPerConnection),
+	}
+}
+
+// tryOpen takes one of the MaxSessions stream slots; false when all are taken.
+func (s *Server) tryOpen() bool {
+	select {
+	case s.slots <- struct{}{}:
+		s.opts.Metrics.OpenStreams.Set(float64(len(s.slots)))
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) closeSlot() {
+	<-s.slots
+	s.opts.Metrics.OpenStreams.Set(float64(len(s.slots)))
+}
+
+// helloLimiter is a token bucket per verified shard identity. The map is bounded: a
+// bucket that has refilled is dropped when room is needed (a new bucket is the same), and
+// when every bucket is still in use a new identity is refused.
+type helloLimiter struct {
+	rate  float64
+	burst int
+	max   int
+
+	mu      sync.Mutex
+	buckets map[string]*shardauth.Bucket
+}
+
+func newHelloLimiter(rate float64, burst, max int) *helloLimiter {
+	return &helloLimiter{rate: rate, burst: burst, max: max, buckets: map[string]*shardauth.Bucket{}}
+}
+
+// allow takes a Hello token of id; reason says why not ("" when allowed).
+func (l *helloLimiter) allow(id string, now time.Time) (ok bool, reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[id]
+	if b == nil {
+		if len(l.buckets) >= l.max {
+			for k, v := range l.buckets {
+				if v.Full(now) {
+					delete(l.buckets, k)
+				}
+			}
+		}
+		if len(l.buckets) >= l.max {
+			return false, "hello_rate_table_full"
+		}
+		nb := shardauth.NewBucket(l.rate, l.burst)
+		b = &nb
+		l.buckets[id] = b
+	}
+	if !b.Allow(now) {
+		return false, "hello_rate"
+	}
+	return true, ""
+}

@@ -1,0 +1,98 @@
+package coordinatorrpc
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
+)
+
+// TestMaxMessageSizeFitsTheLargestHello: the largest hello a real shard can send (every
+// partition held, each at the largest epoch, the longest shard ID and build version the
+// protocol allows, every stat at its maximum) fits the limit, for any partition count.
+func TestMaxMessageSizeFitsTheLargestHello(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		count int
+	}{
+		{name: "one partition", count: 1},
+		{name: "test size", count: 64},
+		{name: "default", count: partition.DefaultCount},
+		{name: "maximum", count: partition.MaxCount},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			held := make([]*kshardv1.Held, tc.count)
+			for p := range held {
+				held[p] = &kshardv1.Held{Partition: uint32(tc.count - 1), Epoch: math.MaxUint64, State: kshardv1.SlotState_SLOT_STATE_RELEASING}
+			}
+			m := &kshardv1.ShardMessage{
+				Session: &kshardv1.Session{Incarnation: math.MaxUint64, Seq: math.MaxUint64},
+				Kind: &kshardv1.ShardMessage_Hello{Hello: &kshardv1.Hello{
+					ShardId: strings.Repeat("s", 253), BuildVersion: strings.Repeat("v", 256), Leaving: true, Held: held,
+					Stats: &kshardv1.ShardStats{AcquiredPartitions: math.MaxUint32, PreparedPartitions: math.MaxUint32,
+						Namespaces: math.MaxUint64, CachedObjects: math.MaxUint64, QueueDepth: math.MaxUint64, Fenced: true},
+				}},
+			}
+			size, limit := proto.Size(m), MaxMessageSize(tc.count)
+			if size > limit {
+				t.Errorf("the largest hello of %d partitions is %d bytes, above the limit %d", tc.count, size, limit)
+			}
+			t.Logf("%d partitions: largest hello %d bytes, limit %d", tc.count, size, limit)
+		})
+	}
+}
+
+// TestHelloLimiterBounded: the per-identity table never grows past its bound; buckets that
+// have refilled make room, buckets still in use do not.
+func TestHelloLimiterBounded(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	tests := []struct {
+		name       string
+		later      time.Duration // when the new identity arrives
+		wantOK     bool
+		wantReason string
+	}{
+		{name: "all buckets in use", later: 100 * time.Millisecond, wantReason: "hello_rate_table_full"},
+		{name: "idle buckets are dropped", later: 10 * time.Second, wantOK: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newHelloLimiter(1, 2, 3)
+			for _, id := range []string{"a", "b", "c"} {
+				if ok, _ := l.allow(id, start); !ok {
+					t.Fatalf("first hello of %s refused", id)
+				}
+			}
+			ok, reason := l.allow("d", start.Add(tc.later))
+			if ok != tc.wantOK || reason != tc.wantReason {
+				t.Errorf("allow(d) = %t, %q; want %t, %q", ok, reason, tc.wantOK, tc.wantReason)
+			}
+			if n := len(l.buckets); n > 3 {
+				t.Errorf("%d buckets, bound 3", n)
+			}
+		})
+	}
+}
+
+func TestSessionsForShards(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		maxShards int
+		want      int
+	}{
+		{name: "default", maxShards: DefaultMaxShards, want: 2016},
+		{name: "one", maxShards: 1, want: 18},
+		{name: "no overflow", maxShards: math.MaxInt, want: math.MaxInt32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SessionsForShards(tc.maxShards); got != tc.want {
+				t.Errorf("SessionsForShards(%d) = %d, want %d", tc.maxShards, got, tc.want)
+			}
+		})
+	}
+}

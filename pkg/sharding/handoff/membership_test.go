@@ -1,0 +1,337 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// at is t0 plus s seconds.
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+func hello(id string, inc uint64) Report {
+	return Report{Kind: ReportHello, Shard: id, Session: Session{Incarnation: inc, Seq: 1}}
+}
+
+// offloaded returns a coordinator whose ring the test computes, with the
+// given shards said hello at 10s: the grace of testConfig ends at 12s,
+// their sessions at 22s.
+func offloaded(t *testing.T, p int, ids ...string) *Coordinator {
+	t.Helper()
+	c, err := New(testConfig(p), 1, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OffloadRing()
+	for _, id := range ids {
+		if err := c.Step(at(10), hello(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Outbox()
+	return c
+}
+
+func countKind(cmds []Command, k CommandKind) int {
+	n := 0
+	for _, c := range cmds {
+		if c.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOffloadedRingIsNotComputedInline: with OffloadRing the coordinator
+// only asks for the target, keeps acknowledging heartbeats while it is
+// computed elsewhere, and plans as soon as the result comes back.
+func TestOffloadedRingIsNotComputedInline(t *testing.T) {
+	c := offloaded(t, 16, "a", "b")
+	c.Tick(at(13))
+	if a, _ := c.Assignment(0); a.Target != "" || countKind(c.Outbox(), CmdAcquire) != 0 {
+		t.Fatal("target computed or partitions granted without a ring result")
+	}
+	req, ok := c.TakeRingRequest()
+	if !ok || !slices.Equal(req.Members, []string{"a", "b"}) {
+		t.Fatalf("TakeRingRequest() = %+v, %v; want members [a b]", req, ok)
+	}
+	if _, again := c.TakeRingRequest(); again {
+		t.Fatal("the same request was handed out twice")
+	}
+	if !c.Stats().RingPending || c.Converged() {
+		t.Fatal("a pending target must show in Stats and keep Converged false")
+	}
+	// Meanwhile the coordinator still serves shards.
+	if err := c.Step(at(13.5), Report{Kind: ReportHeartbeat, Shard: "a", Session: Session{1, 1}, Seq: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.Outbox(); countKind(out, CmdAck) != 1 {
+		t.Fatalf("heartbeat not acknowledged while the ring is computed: %v", out)
+	}
+	target, err := req.Compute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RingComputed(at(14), req.Gen, target, nil)
+	if got := countKind(c.Outbox(), CmdAcquire); got != 16 {
+		t.Fatalf("%d Acquires after the ring result, want 16", got)
+	}
+	if st := c.Stats(); st.RingPending || st.TargetChanges != 1 || st.RingRequests != 1 {
+		t.Fatalf("stats after the result: %+v", st)
+	}
+}
+
+// TestRingGenerations: results of superseded generations are ignored, at
+// most one computation is outstanding, and a failed or malformed result
+// keeps the previous target.
+func TestRingGenerations(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, c *Coordinator)
+	}{
+		{
+			name: "result of an outdated generation is ignored",
+			run: func(t *testing.T, c *Coordinator) {
+				c.Tick(at(13))
+				old, _ := c.TakeRingRequest()
+				if err := c.Step(at(13.1), hello("c", 1)); err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := c.TakeRingRequest(); ok {
+					t.Fatal("a second computation was handed out while one is outstanding")
+				}
+				target, _ := old.Compute()
+				c.RingComputed(at(13.2), old.Gen, target, nil)
+				if a, _ := c.Assignment(0); a.Target != "" || c.Stats().RingResultsStale != 1 {
+					t.Fatalf("stale result applied: target %q, stats %+v", a.Target, c.Stats())
+				}
+				req, ok := c.TakeRingRequest()
+				if !ok || req.Gen <= old.Gen || !slices.Equal(req.Members, []string{"a", "b", "c"}) {
+					t.Fatalf("after the stale result: %+v, %v; want the newer generation for [a b c]", req, ok)
+				}
+				target, _ = req.Compute()
+				c.RingComputed(at(13.3), req.Gen, target, nil)
+				if st := c.Stats(); st.TargetChanges != 1 || st.RingPending {
+					t.Fatalf("stats %+v", st)
+				}
+			},
+		},
+		{
+			name: "membership back to the applied set cancels the request",
+			run: func(t *testing.T, c *Coordinator) {
+				serve(t, c, at(13))
+				if err := c.Step(at(14), hello("c", 1)); err != nil {
+					t.Fatal(err)
+				}
+				c.Tick(at(15.5)) // debounce (1s) over: a request for [a b c]
+				req, ok := c.TakeRingRequest()
+				if !ok {
+					t.Fatal("no request after the debounce")
+				}
+				if err := c.Step(at(15.6), Report{Kind: ReportHeartbeat, Shard: "c", Session: Session{1, 1}, Leaving: true}); err != nil {
+					t.Fatal(err)
+				}
+				c.Tick(at(17)) // [a b] again, which the target is for
+				target, _ := req.Compute()
+				c.RingComputed(at(17.1), req.Gen, target, nil)
+				if st := c.Stats(); st.RingPending || st.TargetChanges != 1 || st.RingResultsStale != 1 {
+					t.Fatalf("stats %+v", st)
+				}
+				if _, ok := c.TakeRingRequest(); ok {
+					t.Fatal("a request for the member set already applied")
+				}
+			},
+		},
+		{
+			name: "first result failing starts from an empty target",
+			run: func(t *testing.T, c *Coordinator) {
+				c.Tick(at(13))
+				req, _ := c.TakeRingRequest()
+				c.RingComputed(at(13.1), req.Gen, nil, errors.New("boom"))
+				st := c.Stats()
+				if st.RingErrors != 1 || st.LastRingError != "boom" || st.RingPending {
+					t.Fatalf("stats %+v", st)
+				}
+				if a, _ := c.Assignment(0); a.Target != "" {
+					t.Fatalf("target %q after a failed first ring", a.Target)
+				}
+			},
+		},
+		{
+			name: "result of the wrong length keeps the old target",
+			run: func(t *testing.T, c *Coordinator) {
+				serve(t, c, at(13))
+				if err := c.Step(at(14), hello("c", 1)); err != nil {
+					t.Fatal(err)
+				}
+				c.Tick(at(15.5))
+				req, _ := c.TakeRingRequest()
+				c.RingComputed(at(15.6), req.Gen, []string{"c"}, nil)
+				if st := c.Stats(); st.RingErrors != 1 || st.TargetChanges != 1 {
+					t.Fatalf("stats %+v", st)
+				}
+				if a, _ := c.Assignment(0); a.Target == "" || a.Target == "c" {
+					t.Fatalf("target %q, want the previous one", a.Target)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(t, offloaded(t, 16, "a", "b"))
+		})
+	}
+}
+
+// serve ticks at now and computes the requested target synchronously.
+func serve(t *testing.T, c *Coordinator, now time.Time) {
+	t.Helper()
+	c.Tick(now)
+	req, ok := c.TakeRingRequest()
+	if !ok {
+		t.Fatal("no ring request")
+	}
+	target, err := req.Compute()
+	c.RingComputed(now, req.Gen, target, err)
+	c.Outbox()
+}
+
+// TestMaxMembers: a hello from a new shard beyond MaxMembers is refused
+// with its own reason; members already in, and new incarnations of them,
+// are not affected; a slot freed by expiry is taken again.
+func TestMaxMembers(t *testing.T) {
+	cfg := testConfig(16)
+	cfg.MaxMembers = 2
+	c, err := New(cfg, 1, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		at         float64
+		r          Report
+		wantReason Reason
+	}{
+		{name: "first", at: 0, r: hello("a", 1)},
+		{name: "second", at: 0, r: hello("b", 1)},
+		{name: "third is refused", at: 1, r: hello("c", 1), wantReason: ReasonTooManyMembers},
+		{name: "reconnect of a member", at: 2, r: Report{Kind: ReportHello, Shard: "a", Session: Session{1, 2}}},
+		{name: "restart of a member", at: 3, r: hello("b", 2)},
+		{name: "still refused", at: 4, r: hello("c", 1), wantReason: ReasonTooManyMembers},
+		{name: "b keeps its session", at: 10, r: Report{Kind: ReportHeartbeat, Shard: "b", Session: Session{2, 1}}},
+		// a was last heard at 2s: expired at 2+10+2 = 14s, which frees a slot.
+		{name: "slot freed by expiry", at: 14, r: hello("c", 1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := c.Step(at(tt.at), tt.r)
+			if got := ReasonOf(err); got != tt.wantReason {
+				t.Fatalf("Step() = %v, want reason %v", err, tt.wantReason)
+			}
+			if n := len(c.Members()); n > cfg.MaxMembers {
+				t.Fatalf("%d members, cap %d", n, cfg.MaxMembers)
+			}
+		})
+	}
+	if got := c.Stats().Rejected[ReasonTooManyMembers]; got != 2 {
+		t.Fatalf("%d too_many_members rejections counted, want 2", got)
+	}
+}
+
+// TestMaxMembersValidation: the cap must be positive, and bounded together
+// with the replication factor since their product is the ring's size.
+func TestMaxMembersValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr bool
+	}{
+		{name: "default", mutate: func(*Config) {}},
+		{name: "negative", mutate: func(c *Config) { c.MaxMembers = -1 }, wantErr: true},
+		{name: "default cap at the largest replication factor", mutate: func(c *Config) { c.Ring.ReplicationFactor = 10000 }},
+		{name: "cap times replication factor too large", mutate: func(c *Config) { c.MaxMembers = 100_001; c.Ring.ReplicationFactor = 100 }, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(16)
+			tt.mutate(&cfg)
+			err := cfg.WithDefaults().Validate()
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Validate() = %v, wantErr %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// BenchmarkMembershipChange measures what one membership change costs the
+// caller of Tick, which in coordinatorrpc holds the server's lock: with the
+// ring computed inline, and offloaded (the edge computes it outside the
+// lock; only taking the request and applying the result are counted).
+func BenchmarkMembershipChange(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		for _, offload := range []bool{false, true} {
+			mode := "inline"
+			if offload {
+				mode = "offloaded"
+			}
+			b.Run(fmt.Sprintf("P=4096/members=%d/%s", n, mode), func(b *testing.B) {
+				cfg := testConfig(4096)
+				cfg.Debounce, cfg.MaxDebounce = time.Millisecond, time.Millisecond
+				// Sessions outlive the run without heartbeats.
+				cfg.SessionTTL, cfg.HeartbeatInterval, cfg.Margin = time.Hour, time.Minute, 2*time.Minute
+				c, err := New(cfg, 1, t0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if offload {
+					c.OffloadRing()
+				}
+				now := t0.Add(cfg.SessionTTL + cfg.Margin - time.Second) // just before the grace ends
+				for i := range n {
+					c.Step(now, hello(fmt.Sprintf("s%d", i), 1))
+				}
+				// The ring result, computed outside the measurement.
+				var pending []string
+				var gen uint64
+				tick := func() {
+					c.Tick(now)
+					if req, ok := c.TakeRingRequest(); ok {
+						b.StopTimer()
+						pending, _ = req.Compute()
+						gen = req.Gen
+						b.StartTimer()
+						c.RingComputed(now, gen, pending, nil)
+					}
+					c.Outbox()
+					c.Events()
+				}
+				now = now.Add(2 * time.Second)
+				tick()
+				inc := uint64(1)
+				b.ResetTimer()
+				for b.Loop() {
+					// One member restarts with a new incarnation: it leaves
+					// the member set (its old lease must run out) and comes
+					// back, so the target changes twice per iteration.
+					inc++
+					now = now.Add(time.Millisecond)
+					c.Step(now, Report{Kind: ReportHeartbeat, Shard: "s0", Session: Session{inc - 1, 1}, Leaving: true})
+					now = now.Add(time.Millisecond) // past the debounce
+					tick()
+					now = now.Add(time.Millisecond)
+					c.Step(now, hello("s0", inc))
+					now = now.Add(time.Millisecond)
+					tick()
+				}
+				b.StopTimer()
+				st := c.Stats()
+				if st.Members != n {
+					b.Fatalf("%d members, want %d", st.Members, n)
+				}
+				b.ReportMetric(float64(st.TargetChanges-1)/float64(b.N), "targets/op")
+			})
+		}
+	}
+}

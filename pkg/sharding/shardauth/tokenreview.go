@@ -1,0 +1,256 @@
+package shardauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Defaults of TokenReviewOptions.
+const (
+	// DefaultCacheTTL is how long a positive review is reused. Short, because a cached
+	// review outlives the deletion of its pod by at most this long (the API server would
+	// refuse the token of a deleted pod at once).
+	DefaultCacheTTL = 10 * time.Second
+	// DefaultCacheSize bounds the cached reviews (one per live shard token is enough).
+	DefaultCacheSize = 4096
+	// DefaultReviewTimeout bounds one TokenReview call.
+	DefaultReviewTimeout = 10 * time.Second
+	// DefaultReviewRate and DefaultReviewBurst bound uncached TokenReviews across all
+	// callers, so that Hellos with fresh junk tokens cannot turn the coordinator into a
+	// load generator against the API server. The burst should cover every shard at once:
+	// a new leader starts with an empty cache and the whole fleet says Hello to it within
+	// a second, and a shard throttled here waits out a backoff while its lease runs.
+	DefaultReviewRate  = 50.0
+	DefaultReviewBurst = 1000
+)
+
+// TokenReviewOptions configure TokenReview.
+type TokenReviewOptions struct {
+	// Client creates TokenReviews (clientset.AuthenticationV1()); the coordinator needs
+	// create on tokenreviews.authentication.k8s.io.
+	Client authenticationv1client.TokenReviewsGetter
+	// Audience the shards' tokens must be issued for; DefaultAudience when empty.
+	Audience string
+	// Namespace and Name of the shards' ServiceAccount: the only user accepted.
+	Namespace, Name string
+	// CacheTTL, CacheSize, ReviewTimeout, ReviewRate and ReviewBurst default to the
+	// constants above.
+	CacheTTL      time.Duration
+	CacheSize     int
+	ReviewTimeout time.Duration
+	ReviewRate    float64
+	ReviewBurst   int
+	// Now is the clock; time.Now by default.
+	Now func() time.Time
+}
+
+// TokenReview authenticates shards by their pod-bound ServiceAccount tokens.
+type TokenReview struct {
+	opts TokenReviewOptions
+	user string
+
+	mu      sync.Mutex
+	cache   map[[sha256.Size]byte]reviewed
+	limiter Bucket
+}
+
+// reviewed is the part of a positive review the checks need.
+type reviewed struct {
+	user     string
+	podNames []string
+	podUID   string
+	expires  time.Time
+}
+
+// NewTokenReview validates the options.
+func NewTokenReview(opts TokenReviewOptions) (*TokenReview, error) {
+	if opts.Client == nil {
+		return nil, errors.New("shardauth: TokenReviewOptions.Client is required")
+	}
+	if opts.Namespace == "" || opts.Name == "" {
+		return nil, errors.New("shardauth: the shard ServiceAccount's namespace and name are required")
+	}
+	if opts.Audience == "" {
+		opts.Audience = DefaultAudience
+	}
+	if opts.CacheTTL <= 0 {
+		opts.CacheTTL = DefaultCacheTTL
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.ReviewTimeout <= 0 {
+		opts.ReviewTimeout = DefaultReviewTimeout
+	}
+	if opts.ReviewRate <= 0 {
+		opts.ReviewRate = DefaultReviewRate
+	}
+	if opts.ReviewBurst <= 0 {
+		opts.ReviewBurst = DefaultReviewBurst
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &TokenReview{opts: opts, user: ServiceAccountUser(opts.Namespace, opts.Name),
+		cache: map[[sha256.Size]byte]reviewed{}, limiter: NewBucket(opts.ReviewRate, opts.ReviewBurst)}, nil
+}
+
+// ServiceAccountUser is the user name the API server gives a ServiceAccount's tokens.
+func ServiceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
+}
+
+// Authenticate reviews the stream's bearer token (or reuses a recent review of it) and
+// accepts it only for the shard ServiceAccount and a pod named claimed.
+func (a *TokenReview) Authenticate(ctx context.Context, claimed string) (Identity, error) {
+	tok, err := BearerToken(ctx)
+	if err != nil {
+		return Identity{}, err
+	}
+	r, err := a.review(ctx, tok)
+	if err != nil {
+		return Identity{}, err
+	}
+	if r.user != a.user {
+		return Identity{}, refuse(codes.PermissionDenied, ReasonWrongServiceAccount,
+			"the token authenticates %q, but only the shard ServiceAccount %q may open sessions", r.user, a.user)
+	}
+	switch {
+	case len(r.podNames) == 0:
+		return Identity{}, refuse(codes.PermissionDenied, ReasonNoPodName,
+			"the token of %q is not bound to a pod (no %s extra): mount a projected ServiceAccount token, not a Secret-based one", r.user, ExtraPodName)
+	case len(r.podNames) > 1:
+		return Identity{}, refuse(codes.PermissionDenied, ReasonNoPodName, "the token has %d %s values, want one", len(r.podNames), ExtraPodName)
+	case r.podNames[0] != claimed:
+		return Identity{}, refuse(codes.PermissionDenied, ReasonPodNameMismatch,
+			"the token is bound to pod %q, but the hello claims shard %q: a shard's ID must be its pod name", r.podNames[0], claimed)
+	}
+	return Identity{Shard: claimed, User: r.user, PodUID: r.podUID, Verified: true}, nil
+}
+
+func (a *TokenReview) review(ctx context.Context, tok string) (reviewed, error) {
+	key := sha256.Sum256([]byte(tok))
+	now := a.opts.Now()
+	a.mu.Lock()
+	if r, ok := a.cache[key]; ok {
+		if now.Before(r.expires) {
+			a.mu.Unlock()
+			return r, nil
+		}
+		delete(a.cache, key)
+	}
+	allowed := a.limiter.Allow(now)
+	a.mu.Unlock()
+	if !allowed {
+		return reviewed{}, refuse(codes.ResourceExhausted, ReasonReviewThrottled,
+			"too many token reviews (more than %g/s): try again later", a.opts.ReviewRate)
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, a.opts.ReviewTimeout)
+	defer cancel()
+	res, err := a.opts.Client.TokenReviews().Create(rctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: tok, Audiences: []string{a.opts.Audience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return reviewed{}, refuse(codes.Unavailable, ReasonReviewFailed, "cannot review the shard's token: %v", err)
+	}
+	st := res.Status
+	if !st.Authenticated {
+		msg := st.Error
+		if msg == "" {
+			msg = "not authenticated"
+		}
+		return reviewed{}, refuse(codes.Unauthenticated, ReasonInvalidToken,
+			"the API server refused the shard's token for audience %q: %s", a.opts.Audience, msg)
+	}
+	// An audience-aware authenticator names the audience it checked; one that does not
+	// (returns none) might have accepted a token meant for someone else.
+	if !slices.Contains(st.Audiences, a.opts.Audience) {
+		return reviewed{}, refuse(codes.Unauthenticated, ReasonAudience,
+			"the token review did not confirm audience %q (got %v)", a.opts.Audience, st.Audiences)
+	}
+	r := reviewed{user: st.User.Username, podNames: st.User.Extra[ExtraPodName]}
+	if uids := st.User.Extra[ExtraPodUID]; len(uids) == 1 {
+		r.podUID = uids[0]
+	}
+	// Reuse the review for CacheTTL, never past the token's own expiry; a token whose
+	// expiry cannot be read is reviewed every time.
+	if exp, ok := jwtExpiry(tok); ok {
+		r.expires = now.Add(a.opts.CacheTTL)
+		if exp.Before(r.expires) {
+			r.expires = exp
+		}
+		if now.Before(r.expires) {
+			a.store(key, r, now)
+		}
+	}
+	return r, nil
+}
+
+// store caches r, first dropping expired entries when the cache is full, then an
+// arbitrary one if it still is.
+func (a *TokenReview) store(key [sha256.Size]byte, r reviewed, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.cache) >= a.opts.CacheSize {
+		for k, v := range a.cache {
+			if !now.Before(v.expires) {
+				delete(a.cache, k)
+			}
+		}
+		for k := range a.cache {
+			if len(a.cache) < a.opts.CacheSize {
+				break
+			}
+			delete(a.cache, k)
+		}
+	}
+	a.cache[key] = r
+}
+
+// jwtExpiry reads the exp claim of a JWT without verifying it: it is called only after the
+// API server accepted the token, so the claim is the issuer's.
+func jwtExpiry(tok string) (time.Time, bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp *json.Number `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp == nil {
+		return time.Time{}, false
+	}
+	sec, err := claims.Exp.Int64()
+	if err != nil {
+		f, ferr := claims.Exp.Float64()
+		if ferr != nil {
+			return time.Time{}, false
+		}
+		sec = int64(f)
+	}
+	return time.Unix(sec, 0), true
+}
+
+// String names the mode for logs.
+func (a *TokenReview) String() string {
+	return fmt.Sprintf("TokenReview(user %s, audience %s)", a.user, a.opts.Audience)
+}

@@ -97,3 +97,18 @@ generate: ## regenerate protobuf/gRPC code (protoc from Debian's protobuf-compil
 .PHONY: soak
 soak: ## the deterministic sharding simulation over 100,000 seeds (minutes)
 	$(GO) test ./pkg/sharding/sim -run TestSimulation -sim.seeds=100000 -timeout 0 -v
+
+# --- Fuzzing -------------------------------------------------------------------------
+# Go fuzz targets of the wire protocol's validation (pkg/sharding/protocol) and of both
+# state machines fed validated wire messages (pkg/sharding/handoff). `make test` replays
+# their seeds and testdata/fuzz corpora; `make fuzz` runs each target for FUZZTIME.
+FUZZTIME  ?= 300000x
+FUZZFLAGS ?= -fuzzminimizetime 200x
+FUZZ_TARGETS := protocol:FuzzProtocolReportFromWire protocol:FuzzProtocolCommandFromWire handoff:FuzzShard handoff:FuzzCoordinator
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (default 300000x each; e.g. FUZZTIME=10m)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $${t#*:}"; \
+	  $(GO) test ./pkg/sharding/$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS); \
+	done

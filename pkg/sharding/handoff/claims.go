@@ -188,7 +188,10 @@ func (c *Coordinator) adopt(m *member, inc uint64, p int, e Epoch, now time.Time
 	pr := &c.parts[p]
 	pr.owner, pr.ownerInc, pr.epoch = m.id, inc, e
 	pr.acked = true
-	pr.holdUntil = time.Time{}
+	// holdUntil is kept: it guards the partition against an older process whose lease
+	// may still run (a restarted owner's previous incarnation). A claim reported by a
+	// newer incarnation, possibly a replayed epoch, says nothing about that process;
+	// should the partition become unowned again, the hold still applies.
 	pr.freedAt, pr.prevOwner, pr.handoffStart = time.Time{}, "", time.Time{}
 	c.stats.Adoptions++
 	c.emit(Event{Kind: EventAdopted, At: now, Partition: partition.ID(p), Shard: m.id, Epoch: e})

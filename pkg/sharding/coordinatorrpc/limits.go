@@ -5,9 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
-
-	"github.com/kshard/kshard/pkg/sharding/shardauth"
 )
 
 // The gRPC edge's resource caps. Everything a client can make the coordinator hold is
@@ -91,11 +90,11 @@ type helloLimiter struct {
 	max   int
 
 	mu      sync.Mutex
-	buckets map[string]*shardauth.Bucket
+	buckets map[string]*rate.Limiter
 }
 
-func newHelloLimiter(rate float64, burst, max int) *helloLimiter {
-	return &helloLimiter{rate: rate, burst: burst, max: max, buckets: map[string]*shardauth.Bucket{}}
+func newHelloLimiter(r float64, burst, max int) *helloLimiter {
+	return &helloLimiter{rate: r, burst: burst, max: max, buckets: map[string]*rate.Limiter{}}
 }
 
 // allow takes a Hello token of id; reason says why not ("" when allowed).
@@ -106,7 +105,7 @@ func (l *helloLimiter) allow(id string, now time.Time) (ok bool, reason string) 
 	if b == nil {
 		if len(l.buckets) >= l.max {
 			for k, v := range l.buckets {
-				if v.Full(now) {
+				if v.TokensAt(now) >= float64(l.burst) { // refilled: same as a new one
 					delete(l.buckets, k)
 				}
 			}
@@ -114,11 +113,10 @@ func (l *helloLimiter) allow(id string, now time.Time) (ok bool, reason string) 
 		if len(l.buckets) >= l.max {
 			return false, "hello_rate_table_full"
 		}
-		nb := shardauth.NewBucket(l.rate, l.burst)
-		b = &nb
+		b = rate.NewLimiter(rate.Limit(l.rate), l.burst)
 		l.buckets[id] = b
 	}
-	if !b.Allow(now) {
+	if !b.AllowN(now, 1) {
 		return false, "hello_rate"
 	}
 	return true, ""

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -65,7 +67,7 @@ type TokenReview struct {
 
 	mu      sync.Mutex
 	cache   map[[sha256.Size]byte]reviewed
-	limiter Bucket
+	limiter *rate.Limiter
 }
 
 // reviewed is the part of a positive review the checks need.
@@ -106,7 +108,7 @@ func NewTokenReview(opts TokenReviewOptions) (*TokenReview, error) {
 		opts.Now = time.Now
 	}
 	return &TokenReview{opts: opts, user: ServiceAccountUser(opts.Namespace, opts.Name),
-		cache: map[[sha256.Size]byte]reviewed{}, limiter: NewBucket(opts.ReviewRate, opts.ReviewBurst)}, nil
+		cache: map[[sha256.Size]byte]reviewed{}, limiter: rate.NewLimiter(rate.Limit(opts.ReviewRate), opts.ReviewBurst)}, nil
 }
 
 // ServiceAccountUser is the user name the API server gives a ServiceAccount's tokens.
@@ -153,7 +155,7 @@ func (a *TokenReview) review(ctx context.Context, tok string) (reviewed, error) 
 		}
 		delete(a.cache, key)
 	}
-	allowed := a.limiter.Allow(now)
+	allowed := a.limiter.AllowN(now, 1)
 	a.mu.Unlock()
 	if !allowed {
 		return reviewed{}, refuse(codes.ResourceExhausted, ReasonReviewThrottled,

@@ -33,13 +33,17 @@ type Options struct {
 	SendBuffer int
 	// HelloTimeout bounds the wait for the first message of a stream.
 	HelloTimeout time.Duration
-	// StepDown is called, once, when the state machine suggests this leader step down:
+	// StepDown is called when the state machine suggests this leader step down, and again
+	// every StepDownRecheck while it still does (a callback that found no evidence the
+	// first time must get to look again):
 	// its epochs ran out (reason ReasonEpochsExhausted: its own state, so it must), or a
 	// shard reported an epoch of a newer term (any other reason, naming the shard). The
 	// latter is only a claim — any client with a valid certificate can make it — so the
 	// callback must look for evidence where only coordinators write (the Lease: see
 	// leader.Verifier) and keep leading without it; Lead does not end by itself.
 	StepDown func(reason string)
+	// StepDownRecheck is the least time between two StepDown calls (default 10s).
+	StepDownRecheck time.Duration
 	// Now is the clock; time.Now by default (monotonic).
 	Now func() time.Time
 
@@ -75,7 +79,7 @@ type Server struct {
 	stats      map[string]protocol.Stats
 	versions   map[string]string
 	leaderAddr string
-	stepDown   sync.Once
+	stepDownAt time.Time // when StepDown was last called; guarded by mu
 	claimedBy  string // the first shard that reported a newer term, for StepDown's reason
 
 	slots  chan struct{} // one token per open Session stream, MaxSessions in all
@@ -110,6 +114,9 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.StepDownRecheck <= 0 {
+		opts.StepDownRecheck = 10 * time.Second
 	}
 	if opts.StepDown == nil {
 		opts.StepDown = func(string) {}
@@ -510,10 +517,13 @@ func (s *Server) checkStepDownLocked(st handoff.Stats) {
 	if st.EpochsExhausted {
 		reason = ReasonEpochsExhausted
 	}
-	s.stepDown.Do(func() {
-		s.log.Info("asking to step down", "reason", reason)
-		go s.opts.StepDown(reason)
-	})
+	now := s.opts.Now()
+	if !s.stepDownAt.IsZero() && now.Sub(s.stepDownAt) < s.opts.StepDownRecheck {
+		return
+	}
+	s.stepDownAt = now
+	s.log.Info("asking to step down", "reason", reason)
+	go s.opts.StepDown(reason)
 }
 
 func (s *Server) recordEvent(e handoff.Event) {

@@ -652,3 +652,27 @@ func rttCount(t *testing.T, s *shard) uint64 {
 	}
 	return m.GetHistogram().GetSampleCount()
 }
+
+// TestStepDownAsksAgain: a claim of a newer term that StepDown found no evidence for (it
+// kept leading) does not use up StepDown: while the state machine still suggests stepping
+// down, the server asks again after StepDownRecheck, so evidence that appears later (a
+// real new leader) is acted on.
+func TestStepDownAsksAgain(t *testing.T) {
+	w := newWorld(t)
+	co := startCoordinator(t, w, "coordinator", insecureServer(t), func(o *coordinatorrpc.Options) {
+		o.StepDownRecheck = 300 * time.Millisecond
+	})
+	co.lead(t, 3)
+	stream := openStream(t, co.addr)
+	if _, err := sendAll(t, stream, hello("claimer", 1, acquired(3, handoff.MakeEpoch(9, 1)))); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("claim of a newer term ended with %v, want FailedPrecondition", err)
+	}
+	for i := 1; i <= 2; i++ {
+		select {
+		case reason := <-co.stepDowns:
+			t.Logf("StepDown call %d: %s", i, reason)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("StepDown called %d times, want it asked again while the claim stands", i-1)
+		}
+	}
+}

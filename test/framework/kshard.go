@@ -82,7 +82,14 @@ func (k *KShard) SetShardArgs(fn func(name string) []string) { k.shardArgs = fn 
 // StartCoordinator starts a coordinator replica with leader election on.
 func (k *KShard) StartCoordinator(name string) *Coordinator {
 	k.t.Helper()
-	grpcAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(k.t))
+	return k.StartCoordinatorAt(name, fmt.Sprintf("127.0.0.1:%d", FreePort(k.t)))
+}
+
+// StartCoordinatorAt starts a coordinator replica serving sessions at grpcAddr: the
+// address of a dead replica, for a replacement that shards started earlier can reach, as
+// a restarted pod behind the chart's stable address is.
+func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
+	k.t.Helper()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(k.t))
 	args := []string{
 		"--kubeconfig", k.f.Kubeconfig, "--id", name,

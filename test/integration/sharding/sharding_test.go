@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -254,8 +255,83 @@ func TestShardsShareNamespacesWithoutOverlap(t *testing.T) {
 			t.Errorf("new leader started %v moves; a leader change must move nothing", moves)
 		}
 		h.check("kill the coordinator leader", at)
-		// Start a new standby so later steps have two coordinators again.
-		h.k.StartCoordinator("coordinator-c")
+		// A replacement at the dead replica's address (a restarted pod): the shards know
+		// only the addresses they were started with, so later steps have two reachable
+		// coordinators again.
+		h.k.StartCoordinatorAt("coordinator-c", old.GRPCAddr)
+	})
+
+	// The Lease's transition count starts over when the Lease is deleted; the term must not
+	// (issue 10, hole 4). Before the term record, the next leader got term 1, refused every
+	// shard holding an epoch of the terms before, stepped down and exited, in a loop.
+	t.Run("delete the coordinator Lease and kill the leader", func(t *testing.T) {
+		ctx := context.Background()
+		old := h.converge("before the Lease is deleted")
+		before, err := old.Assignments(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldTerm, err := framework.Metric(ctx, old.HTTPURL, "kshard_coordinator_term")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The election Lease is the one the leader holds (its identity is name@addr#suffix).
+		leases, err := f.Client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := ""
+		for _, l := range leases.Items {
+			if l.Spec.HolderIdentity != nil && strings.HasPrefix(*l.Spec.HolderIdentity, old.Name+"@"+old.GRPCAddr+"#") {
+				lease = l.Name
+			}
+		}
+		if lease == "" {
+			t.Fatalf("no Lease in %s is held by the leader %s", metav1.NamespaceSystem, old.Name)
+		}
+		at := time.Now()
+		// Killed first, so it cannot renew (create) the Lease again; deleted before a
+		// standby could take it over (lease duration 4s).
+		if err := old.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Client.CoordinationV1().Leases(metav1.NamespaceSystem).Delete(ctx, lease, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = old.Wait(10 * time.Second)
+		leader := h.converge("new leader after the Lease was deleted")
+		newTerm, err := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_term")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if newTerm <= oldTerm {
+			t.Fatalf("new leader %s has term %v, not above the previous leader's %v", leader.Name, newTerm, oldTerm)
+		}
+		after, err := leader.Assignments(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, a := framework.Owners(before), framework.Owners(after); !equalOwners(b, a) {
+			t.Errorf("the leader change moved partitions: %d owners before, %d after, %d differ", len(b), len(a), diffOwners(b, a))
+		}
+		h.check("delete the coordinator Lease and kill the leader", at)
+		// No shard was refused for holding a newer term, and the leader did not step down.
+		time.Sleep(2 * ttl)
+		if leader.Exited() {
+			t.Fatalf("the new leader %s exited", leader.Name)
+		}
+		if l, err := h.k.Leader(ctx); err != nil || l != leader {
+			t.Fatalf("leader after %s: %v, %v; want %s still leading", 2*ttl, l, err, leader.Name)
+		}
+		newer, err := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_rejected_messages_total", `reason="newer_term"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if newer != 0 {
+			t.Errorf("the new leader refused %v messages for a newer term", newer)
+		}
+		t.Logf("term %v → %v across the deletion of Lease %s", oldTerm, newTerm, lease)
+		h.k.StartCoordinatorAt("coordinator-d", old.GRPCAddr)
 	})
 
 	t.Run("pause a shard past its TTL", func(t *testing.T) {

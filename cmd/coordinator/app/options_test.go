@@ -1,10 +1,11 @@
 package app
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kshard/kshard/pkg/componentopts/optionstest"
 )
 
 // TestOptionsValidate parses real command lines: the bad values here are ones the flag
@@ -64,28 +65,12 @@ func TestOptionsValidate(t *testing.T) {
 			o := NewOptions()
 			fs := pflag.NewFlagSet("coordinator", pflag.ContinueOnError)
 			o.AddFlags(fs)
-			args := append([]string(nil), base...)
-			if fs.Lookup("shard-auth") != nil {
-				args = append(args, "--shard-auth=none") // not what this test is about
-			}
+			args := append(append([]string(nil), base...), "--shard-auth=none") // not what this test is about
 			if err := fs.Parse(append(args, tt.args...)); err != nil {
 				t.Fatalf("parsing %v: %v", tt.args, err)
 			}
 			err := o.Validate()
-			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want errors containing %q", tt.wantErr)
-			}
-			for _, w := range tt.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q\nwant it to contain %q", err, w)
-				}
-			}
+			optionstest.CheckErrors(t, err, tt.wantErr...)
 		})
 	}
 }

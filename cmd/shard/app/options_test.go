@@ -1,11 +1,11 @@
 package app
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 
+	"github.com/kshard/kshard/pkg/componentopts/optionstest"
 	"github.com/kshard/kshard/pkg/controllers"
 )
 
@@ -47,20 +47,7 @@ func TestOptionsValidate(t *testing.T) {
 				t.Fatalf("parsing %v: %v", tt.args, err)
 			}
 			err = o.Validate(reg)
-			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want errors containing %q", tt.wantErr)
-			}
-			for _, w := range tt.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q\nwant it to contain %q", err, w)
-				}
-			}
+			optionstest.CheckErrors(t, err, tt.wantErr...)
 		})
 	}
 }

@@ -80,7 +80,7 @@ type Server struct {
 	versions   map[string]string
 	leaderAddr string
 	stepDownAt time.Time // when StepDown was last called; guarded by mu
-	claimedBy  string // the first shard that reported a newer term, for StepDown's reason
+	claimedBy  string    // the first shard that reported a newer term, for StepDown's reason
 
 	slots  chan struct{} // one token per open Session stream, MaxSessions in all
 	hellos *helloLimiter

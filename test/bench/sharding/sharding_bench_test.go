@@ -316,7 +316,7 @@ func (e *env) benchKillShard(b *testing.B) {
 		if !expired.IsZero() {
 			detect = expired.Sub(at).Seconds()
 		}
-		b.Logf("SIGKILL of %s (%d of %d namespaces), session TTL %s + fencing margin %s, heartbeat every TTL/3:",
+		b.Logf("SIGKILL of %s (%d of %d namespaces), session TTL %s + fencing margin %s, heartbeat every 1s (the coordinator default):",
 			victim.Name, len(victimNS), len(nss), ttl, margin)
 		b.Logf("  coordinator expired it %.3fs after the kill; regrant gap (expiry -> Acquired) p50 %.3fs max %.3fs over %d partitions",
 			detect, exact(gaps, 0.5), exact(gaps, 1), len(gaps))

@@ -91,6 +91,16 @@ type Config struct {
 	// beyond it is refused (ReasonTooManyMembers), so a flood of invented
 	// shard IDs cannot grow the coordinator's state and ring without bound.
 	MaxMembers int
+	// OwnerRecord turns on the server-side fence: no Acquire is sent before the
+	// edge reports that the API server enforces an owner record naming the new
+	// owner (TakeRecordRequest, RecordApplied).
+	OwnerRecord bool
+	// SeizeAfter, with OwnerRecord, is how long a member's stream may stay
+	// closed before its partitions are recorded to others and granted at once,
+	// without waiting for its lease; zero waits for the lease. It must exceed
+	// the time a live shard needs to reconnect after a broken stream, or a
+	// network blip moves every partition it has.
+	SeizeAfter time.Duration
 }
 
 // WithDefaults returns c with zero fields set to defaults.
@@ -223,6 +233,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrentMoves < 1 {
 		errs = append(errs, fmt.Errorf("max concurrent moves %d must be at least 1", c.MaxConcurrentMoves))
+	}
+	if c.SeizeAfter < 0 || (c.SeizeAfter > 0 && !c.OwnerRecord) {
+		errs = append(errs, fmt.Errorf("seize-after %v must be ≥ 0, and is only allowed with the owner record (server-side fence) on", c.SeizeAfter))
 	}
 	if err := c.validateMaxMembers(); err != nil {
 		errs = append(errs, err)

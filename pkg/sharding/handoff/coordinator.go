@@ -53,6 +53,14 @@ type Coordinator struct {
 
 	movesInFlight int
 
+	// The owner record (Config.OwnerRecord): the request out (nil if none), the
+	// last generation issued, when a failed write may be retried, and whether a
+	// seizure wants the next target without debounce.
+	recOut     *RecordRequest
+	recGen     uint64
+	recRetryAt time.Time
+	urgent     bool
+
 	outbox []Command
 	events []Event
 	stats  Stats
@@ -68,6 +76,9 @@ type member struct {
 	leaving   bool
 	fencedOut bool
 	farewell  time.Time // last Farewell sent
+	// disconnectedAt: when its stream closed (zero while connected); with the
+	// owner record, a member disconnected for SeizeAfter is seized.
+	disconnectedAt time.Time
 }
 
 // tomb remembers the last session of a removed shard so a delayed hello of
@@ -100,6 +111,9 @@ type part struct {
 
 	move  *move
 	stale []staleHolder
+
+	// recorded is the owner the enforced owner record names (Config.OwnerRecord).
+	recorded string
 }
 
 // move is a handoff of a partition from its owner to another shard.
@@ -206,6 +220,7 @@ func (c *Coordinator) Disconnected(now time.Time, shard string, session Session)
 	now = c.observe(now)
 	if m := c.members[shard]; m != nil && m.session == session {
 		m.connected = false
+		m.disconnectedAt = now
 		if m.leaving && !m.farewell.IsZero() && !c.involved(m.id) {
 			// It said goodbye and holds nothing: gone for good.
 			c.dropMember(m, now, now, EventMemberLeft)
@@ -242,6 +257,7 @@ func (c *Coordinator) observe(now time.Time) time.Time {
 // a cascade (expiry frees partitions, which planning then grants).
 func (c *Coordinator) step(now time.Time) {
 	c.expire(now)
+	c.seize(now)
 	c.advanceMoves(now)
 	c.retry(now)
 	if now.Before(c.graceUntil) {

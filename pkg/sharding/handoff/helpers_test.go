@@ -37,6 +37,16 @@ type cluster struct {
 	holdDrain bool            // do not finish drains automatically
 	sent      []Command       // every command delivered, in order
 	rejects   []error
+
+	// The owner record as the API server enforces it (Config.OwnerRecord):
+	// pump applies each request at once unless holdRecord; recordErr fails it.
+	record     map[partition.ID]string
+	holdRecord bool
+	recordErr  error
+	recordOut  *RecordRequest
+	// acquiredUnrecorded collects Acquires delivered while the record named
+	// somebody else.
+	acquiredUnrecorded []Command
 }
 
 func newCluster(t *testing.T, cfg Config, term uint32) *cluster {
@@ -45,7 +55,7 @@ func newCluster(t *testing.T, cfg Config, term uint32) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, now: t0, c: c, shards: map[string]*Shard{}, down: map[string]bool{}}
+	return &cluster{t: t, now: t0, c: c, shards: map[string]*Shard{}, down: map[string]bool{}, record: map[partition.ID]string{}}
 }
 
 func (k *cluster) addShard(id string, inc uint64) *Shard {
@@ -59,12 +69,15 @@ func (k *cluster) addShard(id string, inc uint64) *Shard {
 // pump delivers messages and finishes syncs/drains until nothing moves.
 func (k *cluster) pump() {
 	for range 1000 {
-		moved := false
+		moved := k.pumpRecord()
 		for _, cmd := range k.c.Outbox() {
 			moved = true
 			s := k.shards[cmd.To]
 			if s == nil || k.down[cmd.To] {
 				continue
+			}
+			if cmd.Kind == CmdAcquire && k.c.cfg.OwnerRecord && k.record[cmd.Partition] != cmd.To {
+				k.acquiredUnrecorded = append(k.acquiredUnrecorded, cmd)
 			}
 			k.sent = append(k.sent, cmd)
 			if err := s.Step(k.now, cmd); err != nil {
@@ -102,6 +115,30 @@ func (k *cluster) pump() {
 	k.t.Fatal("cluster did not quiesce")
 }
 
+// pumpRecord takes the coordinator's record request and, unless held,
+// applies it to k.record and answers it.
+func (k *cluster) pumpRecord() bool {
+	if k.recordOut == nil {
+		req, ok := k.c.TakeRecordRequest()
+		if !ok {
+			return false
+		}
+		k.recordOut = &req
+	}
+	if k.holdRecord {
+		return false
+	}
+	req := *k.recordOut
+	k.recordOut = nil
+	if k.recordErr == nil {
+		for p, s := range req.Owners {
+			k.record[p] = s
+		}
+	}
+	k.c.RecordApplied(k.now, req.Gen, k.recordErr)
+	return true
+}
+
 // run advances time in steps of d, with heartbeats and ticks, for total.
 func (k *cluster) run(total, d time.Duration) {
 	for end := k.now.Add(total); k.now.Before(end); {
@@ -131,5 +168,26 @@ func (k *cluster) checkSafe() {
 		if len(w) > 1 {
 			k.t.Fatalf("partition %d worked by %v", p, w)
 		}
+	}
+}
+
+// checkFenced: with the owner record, at most one shard works each partition
+// and is named by the record (the only one whose writes the API server
+// accepts), and no Acquire ever reached a shard the record did not name.
+func (k *cluster) checkFenced() {
+	k.t.Helper()
+	for p, w := range k.workers() {
+		n := 0
+		for _, id := range w {
+			if k.record[p] == id {
+				n++
+			}
+		}
+		if n > 1 {
+			k.t.Fatalf("partition %d worked by %v, record names %q", p, w, k.record[p])
+		}
+	}
+	if len(k.acquiredUnrecorded) > 0 {
+		k.t.Fatalf("Acquire delivered while the record named another shard: %+v", k.acquiredUnrecorded)
 	}
 }

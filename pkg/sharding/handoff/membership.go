@@ -59,6 +59,7 @@ func (c *Coordinator) hello(now time.Time, r Report) *Rejection {
 		m.lastRecv = now
 	}
 	m.connected = true
+	m.disconnectedAt = time.Time{}
 	m.farewell = time.Time{}
 	if r.Leaving && !m.leaving {
 		c.markLeaving(m, now)
@@ -187,10 +188,10 @@ func (c *Coordinator) applyMembership(now time.Time) {
 	if !first && !c.dirty {
 		return
 	}
-	if !first && now.Sub(c.lastChange) < c.cfg.Debounce && now.Sub(c.dirtySince) < c.cfg.MaxDebounce {
+	if !first && !c.urgent && now.Sub(c.lastChange) < c.cfg.Debounce && now.Sub(c.dirtySince) < c.cfg.MaxDebounce {
 		return
 	}
-	c.dirty = false
+	c.dirty, c.urgent = false, false
 	switch {
 	case c.ringReq != nil && slices.Equal(c.desired, c.ringReq.Members):
 		return // being computed

@@ -150,9 +150,8 @@ func (c *Coordinator) grant(p int, t string, now time.Time) {
 	pr.owner, pr.ownerInc, pr.epoch = t, m.session.Incarnation, e
 	pr.acked = false
 	pr.holdUntil = time.Time{}
-	pr.lastSent = now
 	c.stats.Grants++
-	c.sendPart(m, CmdAcquire, p, e)
+	c.sendAcquire(p, now)
 }
 
 // startMove begins a handoff of p from its owner to t with a Prepare.
@@ -222,7 +221,7 @@ func (c *Coordinator) advanceMoves(now time.Time) {
 func (c *Coordinator) retry(now time.Time) {
 	for p := range c.parts {
 		pr := &c.parts[p]
-		if pr.owner != "" && !pr.acked && pr.move == nil &&
+		if pr.owner != "" && !pr.acked && pr.move == nil && c.recordReady(p) &&
 			(pr.lastSent.IsZero() || now.Sub(pr.lastSent) >= c.cfg.RetryInterval) {
 			pr.lastSent = now
 			c.sendPart(c.members[pr.owner], CmdAcquire, p, pr.epoch)
@@ -257,8 +256,7 @@ func (c *Coordinator) completeRelease(p int, now time.Time) {
 		if mv.capped {
 			pr.handoffStart = mv.started
 		}
-		pr.lastSent = now
-		c.sendPart(dest, CmdAcquire, p, mv.epoch)
+		c.sendAcquire(p, now)
 		return
 	}
 	c.orphan(p, now, now)

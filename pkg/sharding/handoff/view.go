@@ -42,11 +42,15 @@ const (
 	// EventDoubleClaim: two shards reported Partition; Shard (newest epoch)
 	// keeps it, From is asked to release.
 	EventDoubleClaim
+	// EventMemberSeized: a shard whose stream stayed closed for SeizeAfter was
+	// dropped without waiting for its lease (Config.OwnerRecord refuses its late
+	// writes).
+	EventMemberSeized
 )
 
 var eventKindNames = [...]string{"", "member-joined", "member-leaving", "member-left", "member-expired",
 	"member-restarted", "member-fenced-out", "target-changed", "move-started", "move-aborted",
-	"released", "acquired", "adopted", "double-claim"}
+	"released", "acquired", "adopted", "double-claim", "member-seized"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k != 0 {
@@ -209,6 +213,12 @@ type Stats struct {
 	// RingPending: a target is wanted that has not been applied yet (it is
 	// waiting to be taken or being computed).
 	RingPending bool
+
+	// Owner record (Config.OwnerRecord): requests handed to the edge, results
+	// for a request no longer out, failed writes (and the last error), and
+	// members seized after their stream closed.
+	RecordRequests, RecordResultsStale, RecordErrors, Seizures uint64
+	LastRecordError                                            string
 
 	// EpochsExhausted: this leader issued 2^32−1 epochs and grants no more;
 	// it must step down so a new term starts.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // coordNode is one coordinator process (one leadership term).
@@ -14,6 +15,8 @@ type coordNode struct {
 	clk   clock
 	alive bool
 	ring  *handoff.RingRequest // being computed by the edge (ring.go)
+	rec   *handoff.RecordRequest
+	term  uint32
 }
 
 // shardNode is one shard pod: its ID survives restarts, its process (and
@@ -121,6 +124,7 @@ func (w *world) flushCoord(n *coordNode) {
 		}
 	}
 	w.startRing(n)
+	w.startRecord(n)
 }
 
 // flushShard sends the shard's reports and carries out its actions.
@@ -279,6 +283,8 @@ func (w *world) deliverToCoord(ev *event) {
 		w.tracef("C%d: %s session %s disconnected", n.gen, ev.name, ev.sess)
 	case evRingComputed:
 		w.finishRing(n, now)
+	case evRecordApplied:
+		w.finishRecord(n, now, ev)
 	}
 	w.flushCoord(n)
 }
@@ -294,7 +300,18 @@ func (w *world) elect() {
 		panic(fmt.Sprintf("sim config: %v", err))
 	}
 	c.OffloadRing()
-	w.leader = &coordNode{gen: w.gen, c: c, clk: clk, alive: true}
+	if w.opts.OwnerRecord {
+		// The edge claims the record for its term before reading it.
+		w.recordTerm = w.term
+		known := map[partition.ID]string{}
+		for p, s := range w.record {
+			if s != "" {
+				known[partition.ID(p)] = s
+			}
+		}
+		c.RecordKnown(known)
+	}
+	w.leader = &coordNode{gen: w.gen, c: c, clk: clk, alive: true, term: w.term}
 	w.electing = false
 	w.tracef("C%d elected (term %d)", w.gen, w.term)
 	w.after(tickInterval, &event{kind: evCoordTick, gen: w.gen})

@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // startRing plays coordinatorrpc's edge: it takes the target computation
 // the leader asks for and delivers the result after a random delay, as the
@@ -45,4 +49,44 @@ func (w *world) finishRing(n *coordNode, now time.Time) {
 		outcome = "superseded, ignored"
 	}
 	w.tracef("C%d ring generation %d %s err=%v", n.gen, req.Gen, outcome, err)
+}
+
+// startRecord plays the owner record's edge (coordinatorrpc with ownerrecord.Writer and
+// Prober): it takes the leader's record request, writes it to the simulated API server
+// after a random delay and answers the leader; while faults run, some writes fail.
+func (w *world) startRecord(n *coordNode) {
+	if n.rec != nil {
+		return
+	}
+	req, ok := n.c.TakeRecordRequest()
+	if !ok {
+		return
+	}
+	n.rec = &req
+	d := w.dur(0, maxRecordDelay)
+	w.tracef("C%d writes the owner record generation %d: %d partitions (%v)", n.gen, req.Gen, len(req.Owners), d)
+	w.after(d, &event{kind: evRecordApplied, gen: n.gen})
+}
+
+// finishRecord lands the write (unless it fails, or a newer leader claimed the record
+// meanwhile) and answers the leader.
+func (w *world) finishRecord(n *coordNode, now time.Time, _ *event) {
+	req := n.rec
+	if req == nil {
+		return
+	}
+	n.rec = nil
+	var err error
+	switch {
+	case n.term < w.recordTerm:
+		err = fmt.Errorf("record claimed by term %d", w.recordTerm)
+	case w.faulty && w.chance(0.1):
+		err = errors.New("simulated API error")
+	default:
+		for p, s := range req.Owners {
+			w.record[p] = s
+		}
+	}
+	w.tracef("C%d owner record generation %d err=%v", n.gen, req.Gen, err)
+	n.c.RecordApplied(now, req.Gen, err)
 }

@@ -46,11 +46,15 @@ func Run(opts Options) (Result, error) {
 		RetryInterval:      retryInterval,
 		MaxConcurrentMoves: moves,
 	}
+	if opts.OwnerRecord {
+		w.cfg.OwnerRecord, w.cfg.SeizeAfter = true, seizeAfter
+	}
 	if err := w.cfg.WithDefaults().Validate(); err != nil {
 		return Result{}, err
 	}
 	w.res = Result{Seed: opts.Seed, Scenario: opts.Scenario, Partitions: w.p, MaxMoves: moves, Faults: map[string]int{}}
 	w.count = make([]int, w.p)
+	w.record = make([]string, w.p)
 	w.unworked = make([]time.Duration, w.p) // all unworked since 0
 	w.discovery = maxDiscovery
 
@@ -108,7 +112,7 @@ func (w *world) violation(format string, args ...any) *Violation {
 
 func (w *world) handle(ev *event) error {
 	switch ev.kind {
-	case evToCoord, evCoordTick, evDisconnected, evRingComputed:
+	case evToCoord, evCoordTick, evDisconnected, evRingComputed, evRecordApplied:
 		w.deliverToCoord(ev)
 	case evElect:
 		w.elect()
@@ -160,6 +164,9 @@ func (w *world) check() error {
 					who = append(who, s.id)
 				}
 			}
+			if w.opts.OwnerRecord {
+				return w.violation("partition %d worked by %d shards the record names at once: %v", p, n, who)
+			}
 			return w.violation("partition %d worked by %d shards at once (may start work, or runs work that can write): %v", p, n, who)
 		}
 		if n == 0 {
@@ -206,8 +213,12 @@ func (w *world) check() error {
 }
 
 // active reports whether s works p at this instant: its state machine lets work of p
-// start, or work of p that already started still runs and can write.
+// start, or work of p that already started still runs and can write; and, with the
+// owner record, the API server would accept its writes (the record names it).
 func (w *world) active(s *shardNode, p partition.ID) bool {
+	if w.opts.OwnerRecord && w.record[p] != s.id {
+		return false
+	}
 	return s.sh.Working(s.clk.at(w.now), p) || w.mayWrite(s, p)
 }
 

@@ -39,6 +39,11 @@ type Options struct {
 	Scenario Scenario
 	// Trace, if set, receives every step of the run.
 	Trace io.Writer
+	// OwnerRecord runs the coordinator with the server-side fence: a simulated API
+	// server keeps the owner record and accepts a shard's work on a partition only
+	// while the record names it, and the leader seizes shards whose stream stayed
+	// closed for seizeAfter.
+	OwnerRecord bool
 }
 
 // Result describes a finished run.
@@ -90,6 +95,10 @@ const (
 	// a target assignment off the state machine (coordinatorrpc does it on
 	// its own goroutine).
 	maxRingDelay = 250 * time.Millisecond
+	// maxRecordDelay bounds an owner record write plus the wait until the API
+	// server enforces it; seizeAfter is Config.SeizeAfter with the record on.
+	maxRecordDelay = 100 * time.Millisecond
+	seizeAfter     = time.Second
 )
 
 // Bounds checked after the faults settle (all derived from the timings):
@@ -146,6 +155,7 @@ const (
 	evFault
 	evScenario
 	evRingComputed
+	evRecordApplied
 )
 
 type event struct {
@@ -222,6 +232,12 @@ type world struct {
 	// violation is one found while carrying out shard output (flushShard), reported by
 	// the next check.
 	found *Violation
+
+	// The owner record as the API server enforces it (Options.OwnerRecord): owner
+	// per partition, and the highest leader term that wrote it (a deposed
+	// leader's late write is refused, as ownerrecord.Writer refuses it).
+	record     []string
+	recordTerm uint32
 }
 
 func (w *world) tracef(format string, args ...any) {

@@ -1,0 +1,231 @@
+package handoff
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+)
+
+func recordConfig(p int, seizeAfter time.Duration) Config {
+	cfg := testConfig(p)
+	cfg.OwnerRecord = true
+	cfg.SeizeAfter = seizeAfter
+	return cfg
+}
+
+// convergedRecord returns a cluster with the owner record on that owns everything.
+func convergedRecord(t *testing.T, p int, seizeAfter time.Duration, ids ...string) *cluster {
+	t.Helper()
+	k := newCluster(t, recordConfig(p, seizeAfter), 1)
+	for _, id := range ids {
+		k.addShard(id, 1)
+	}
+	k.run(20*time.Second, 500*time.Millisecond)
+	if !k.c.Converged() {
+		t.Fatalf("setup did not converge: %+v", k.c.Stats())
+	}
+	k.checkFenced()
+	k.sent = nil
+	return k
+}
+
+// TestRecordBeforeAcquire: with the owner record on, no Acquire leaves before the
+// record names its receiver, on first grants and on the moves of a scale-up, and the
+// record ends up naming every partition's owner.
+func TestRecordBeforeAcquire(t *testing.T) {
+	k := convergedRecord(t, 32, 0, "a", "b")
+	k.addShard("c", 1)
+	for range 40 {
+		k.run(500*time.Millisecond, 500*time.Millisecond)
+		k.checkFenced()
+	}
+	if !k.c.Converged() {
+		t.Fatalf("not converged after join: %+v", k.c.Stats())
+	}
+	moved := 0
+	for _, a := range k.c.Assignments() {
+		if k.record[a.Partition] != a.Owner {
+			t.Errorf("partition %d: owner %s, record %q", a.Partition, a.Owner, k.record[a.Partition])
+		}
+		if a.Owner == "c" {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("nothing moved to the new shard")
+	}
+	if st := k.c.Stats(); st.RecordRequests == 0 || st.RecordErrors != 0 {
+		t.Fatalf("record requests %d, errors %d", st.RecordRequests, st.RecordErrors)
+	}
+}
+
+// TestRecordHeldBlocksAcquire: while the record write is out (not yet enforced), the
+// new owner is not told to acquire; the Acquire follows the moment it is answered.
+func TestRecordHeldBlocksAcquire(t *testing.T) {
+	tests := []struct {
+		name string
+		fail bool
+	}{
+		{name: "answered"},
+		{name: "failed, then retried", fail: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newCluster(t, recordConfig(8, 0), 1)
+			k.holdRecord = true
+			k.addShard("a", 1)
+			k.run(14*time.Second, 500*time.Millisecond) // past the grace
+			if n := len(k.workers()); n != 0 {
+				t.Fatalf("%d partitions worked while the record write was out", n)
+			}
+			if k.recordOut == nil || len(k.recordOut.Owners) != 8 {
+				t.Fatalf("want one request for 8 partitions, got %+v", k.recordOut)
+			}
+			if tt.fail {
+				k.recordErr = errors.New("apiserver down")
+				k.holdRecord = false
+				k.pump()
+				if n := len(k.workers()); n != 0 {
+					t.Fatalf("%d partitions worked after a failed record write", n)
+				}
+				if st := k.c.Stats(); st.RecordErrors != 1 || !strings.Contains(st.LastRecordError, "apiserver down") {
+					t.Fatalf("stats after failure: %+v", st)
+				}
+				k.recordErr = nil
+				k.pump()
+				if k.recordOut != nil {
+					t.Fatal("a new request was handed out before RetryInterval")
+				}
+				k.run(time.Second, 500*time.Millisecond)
+			} else {
+				k.holdRecord = false
+				k.pump()
+			}
+			if n := len(k.workers()); n != 8 {
+				t.Fatalf("%d of 8 partitions worked after the record was enforced", n)
+			}
+			k.checkFenced()
+		})
+	}
+}
+
+// TestSeize: with the owner record, a shard whose stream stays closed for SeizeAfter
+// loses its partitions at once (not after TTL + Margin), and the survivors are told to
+// acquire only once the record names them. The seized shard may still be alive
+// (partitioned from the coordinator): it keeps working by its own lease, but the
+// record no longer names it, so its writes are refused; and when it comes back it
+// learns its session ended and stops. A stream that comes back within SeizeAfter
+// moves nothing.
+func TestSeize(t *testing.T) {
+	const seizeAfter = 2 * time.Second
+	tests := []struct {
+		name       string
+		downFor    time.Duration
+		wantSeized bool
+	}{
+		{name: "reconnects in time", downFor: time.Second},
+		{name: "stays away", downFor: 6 * time.Second, wantSeized: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := convergedRecord(t, 32, seizeAfter, "a", "b", "c")
+			before := map[partition.ID]string{}
+			for _, a := range k.c.Assignments() {
+				before[a.Partition] = a.Owner
+			}
+			k.down["c"] = true
+			k.c.Disconnected(k.now, "c", k.shards["c"].Session())
+			start := k.now
+			var allWorked time.Duration
+			for k.now.Sub(start) < tt.downFor {
+				k.run(250*time.Millisecond, 250*time.Millisecond)
+				k.checkFenced()
+				if allWorked == 0 && k.acceptedWorkers() == 32 && k.c.Stats().Seizures > 0 {
+					allWorked = k.now.Sub(start)
+				}
+			}
+			k.down["c"] = false
+			k.shards["c"].Connect(k.now) // the shard's reconnect: a new hello
+			k.run(10*time.Second, 250*time.Millisecond)
+			k.checkFenced()
+			st := k.c.Stats()
+			if got := st.Seizures > 0; got != tt.wantSeized {
+				t.Fatalf("seized = %v, want %v (stats %+v)", got, tt.wantSeized, st)
+			}
+			if !tt.wantSeized {
+				for _, a := range k.c.Assignments() {
+					if before[a.Partition] != a.Owner {
+						t.Fatalf("partition %d moved %s → %s on a short disconnect", a.Partition, before[a.Partition], a.Owner)
+					}
+				}
+				return
+			}
+			// TTL + Margin is 12s; the seizure must beat it by far.
+			if allWorked == 0 || allWorked > seizeAfter+time.Second {
+				t.Fatalf("every partition worked by its recorded owner only after %v (seize after %v)", allWorked, seizeAfter)
+			}
+			if !k.c.Converged() {
+				t.Fatalf("not converged after c came back: %+v", st)
+			}
+		})
+	}
+}
+
+// acceptedWorkers counts the partitions worked by the shard the record names.
+func (k *cluster) acceptedWorkers() int {
+	n := 0
+	for p, w := range k.workers() {
+		for _, id := range w {
+			if k.record[p] == id && !k.down[id] {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// TestRecordAdoption: a new leader that finds a record naming somebody else than the
+// shard that reports a partition (the previous leader died between its record write and
+// its Acquire, or the record was edited) rewrites it for the adopter, and sends no
+// Acquire; entries that already match cost no write.
+func TestRecordAdoption(t *testing.T) {
+	k := convergedRecord(t, 8, 0, "a")
+	held := k.shards["a"].Held()
+	k2, err := New(recordConfig(8, 0), 2, k.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[partition.ID]string{}
+	for p := range 8 {
+		known[partition.ID(p)] = "a"
+	}
+	known[3] = "x" // stale
+	k2.RecordKnown(known)
+	k.c = k2
+	k.sent = nil
+	k.shards["a"].Connect(k.now)
+	k.pump()
+	if len(held) != 8 || k.c.Stats().Adoptions != 8 {
+		t.Fatalf("held %d, adopted %d", len(held), k.c.Stats().Adoptions)
+	}
+	if k.c.Stats().RecordRequests != 1 || k.record[3] != "a" {
+		t.Fatalf("want one record request rewriting p3 for a, got %d requests, record %v", k.c.Stats().RecordRequests, k.record)
+	}
+	for _, c := range k.sent {
+		if c.Kind == CmdAcquire {
+			t.Fatalf("adoption sent %+v", c)
+		}
+	}
+}
+
+func TestSeizeAfterNeedsRecord(t *testing.T) {
+	cfg := testConfig(8)
+	cfg.SeizeAfter = time.Second
+	if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "seize-after") {
+		t.Fatalf("want a seize-after error, got %v", err)
+	}
+}

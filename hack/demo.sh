@@ -182,7 +182,7 @@ up() {
       --grpc-bind-address "127.0.0.1:$(coord_grpc $i)" --advertise-address "127.0.0.1:$(coord_grpc $i)" \
       --http-bind-address "127.0.0.1:$(coord_http $i)" \
       --grpc-tls-cert-file "$pki/server.crt" --grpc-tls-private-key-file "$pki/server.key" --grpc-tls-client-ca-file "$pki/ca.crt" \
-      --shard-auth none \
+      --shard-auth none --shard-fence=false \
       --leader-elect-resource-namespace kube-system
   done
   for ((i = 0; i < shards; i++)); do

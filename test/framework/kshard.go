@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
+	"github.com/kshard/kshard/test/testpki"
 )
 
 // KShardOptions size a set of kshard processes for a test.
@@ -30,6 +33,22 @@ type KShardOptions struct {
 	// ShardBinary is the shard executable; empty means the one `make build` made. A test
 	// that adds controllers of its own builds its own (BuildShard).
 	ShardBinary string
+	// PodIdentity gives every shard the identity a shard pod has in a cluster: a
+	// namespace of this KShard with the ServiceAccount ShardServiceAccount, bound to a
+	// ClusterRole with what a shard needs, and per shard ID a pod of that name on a fake
+	// node whose bound tokens the shard uses, for the API server (--kubeconfig) and for the
+	// coordinator (--coordinator-token-file). The coordinators then verify them
+	// (--shard-auth=token). Off, shards use the admin kubeconfig and the coordinators take
+	// every claimed shard ID on trust (--shard-auth=none).
+	PodIdentity bool
+	// Fence turns on the server-side fence (needs PodIdentity): the framework installs a
+	// ValidatingAdmissionPolicy and binding of its own for this KShard's shard
+	// ServiceAccount (ownerrecord.Install) and the coordinators write the owner record
+	// (--shard-fence). Off, coordinators run with --shard-fence=false.
+	Fence bool
+	// ShardPermissions are granted to the shards' ServiceAccount (with PodIdentity) beyond
+	// what the shard and its registered controllers need: for a test's own controllers.
+	ShardPermissions []controllers.Permission
 }
 
 // KShard runs coordinators and shards as real processes against the local control
@@ -41,6 +60,8 @@ type KShard struct {
 	pki          PKI
 	leaseName    string
 	shardArgs    func(name string) []string
+	pods         *podIdentity              // nil without PodIdentity
+	fence        *ownerrecord.PolicyParams // nil without Fence
 	mu           sync.Mutex
 	Coordinators []*Coordinator
 	Shards       map[string]*Shard
@@ -72,8 +93,19 @@ func (f *Framework) NewKShard(t testing.TB, opts KShardOptions) *KShard {
 	if opts.Margin == 0 {
 		opts.Margin = time.Second
 	}
-	return &KShard{t: t, f: f, opts: opts, pki: NewPKI(t), leaseName: "kshard-e2e-" + f.RunID + "-" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano()%1e6, 36)),
+	suffix := strings.ToLower(strconv.FormatInt(time.Now().UnixNano()%1e6, 36))
+	k := &KShard{t: t, f: f, opts: opts, pki: NewPKI(t), leaseName: "kshard-e2e-" + f.RunID + "-" + suffix,
 		Shards: map[string]*Shard{}}
+	if opts.PodIdentity {
+		k.setupPodIdentity(suffix)
+	}
+	if opts.Fence {
+		if !opts.PodIdentity {
+			t.Fatal("KShardOptions.Fence needs PodIdentity: the fence tells shards apart by their pod-bound tokens")
+		}
+		k.installFence(suffix)
+	}
+	return k
 }
 
 // SetShardArgs adds per-shard flags (e.g. a file named after the shard).
@@ -100,9 +132,22 @@ func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
 		"--partitions", strconv.Itoa(k.opts.Partitions),
 		"--session-ttl", k.opts.SessionTTL.String(), "--fencing-margin", k.opts.Margin.String(),
 		"--membership-debounce", "1s", "--membership-max-debounce", "5s",
-		// Local shard processes have no pod-bound ServiceAccount token to prove their
-		// identity with; mutual TLS still authenticates them as a group.
-		"--shard-auth", "none",
+	}
+	if k.pods != nil {
+		// Each shard's coordinator token is bound to its pod, named after the shard ID. The
+		// coordinator keeps the admin kubeconfig, which may create TokenReviews.
+		args = append(args, "--shard-auth", "token",
+			"--shard-service-account", k.pods.namespace+"/"+ShardServiceAccount,
+			"--shard-token-audience", k.pods.audience)
+	} else {
+		// Without PodIdentity, local shard processes have no pod-bound ServiceAccount token
+		// to prove their identity with; mutual TLS still authenticates them as a group.
+		args = append(args, "--shard-auth", "none")
+	}
+	if k.fence != nil {
+		args = append(args, "--shard-fence=true", "--shard-fence-configmap", k.fence.ConfigMap, "--shard-fence-policy", k.fence.Name)
+	} else {
+		args = append(args, "--shard-fence=false")
 	}
 	args = append(args, k.opts.CoordinatorArgs...)
 	c := &Coordinator{Process: Start(k.t, name, Binary(k.t, "coordinator"), args...), Name: name, GRPCAddr: grpcAddr, HTTPURL: "http://" + httpAddr}
@@ -112,9 +157,26 @@ func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
 	return c
 }
 
-// StartShard starts a shard that knows every coordinator started so far.
+// StartShard starts a shard that knows every coordinator started so far. With
+// PodIdentity it authenticates with the tokens of its pod (ShardIdentity), which a
+// restarted shard of the same name reuses.
 func (k *KShard) StartShard(name string) *Shard {
 	k.t.Helper()
+	var creds ShardCredentials
+	if k.pods != nil {
+		creds = k.ShardIdentity(name).Credentials()
+	}
+	return k.StartShardAs(name, creds)
+}
+
+// StartShardAs starts shard name with the given credentials, whatever identity it is
+// given: e.g. another shard's, to see the coordinator refuse it.
+func (k *KShard) StartShardAs(name string, creds ShardCredentials) *Shard {
+	k.t.Helper()
+	kubeconfig := creds.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = k.f.Kubeconfig
+	}
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(k.t))
 	var addrs []string
 	k.mu.Lock()
@@ -123,10 +185,13 @@ func (k *KShard) StartShard(name string) *Shard {
 	}
 	k.mu.Unlock()
 	args := []string{
-		"--kubeconfig", k.f.Kubeconfig, "--shard-id", name, "--http-bind-address", httpAddr,
+		"--kubeconfig", kubeconfig, "--shard-id", name, "--http-bind-address", httpAddr,
 		"--coordinator-address", strings.Join(addrs, ","),
 		"--grpc-tls-ca-file", k.pki.CA, "--grpc-tls-cert-file", k.pki.ClientCert, "--grpc-tls-private-key-file", k.pki.ClientKey,
 		"--partitions", strconv.Itoa(k.opts.Partitions), "--leave-timeout", "60s",
+	}
+	if creds.CoordinatorTokenFile != "" {
+		args = append(args, "--coordinator-token-file", creds.CoordinatorTokenFile)
 	}
 	args = append(args, k.opts.ShardArgs...)
 	if k.shardArgs != nil {
@@ -142,6 +207,10 @@ func (k *KShard) StartShard(name string) *Shard {
 	k.mu.Unlock()
 	return s
 }
+
+// WaitOwned waits until the leading coordinator reports a converged assignment in which
+// every live shard owns partitions.
+func (k *KShard) WaitOwned(timeout time.Duration) error { return waitOwned(k, timeout) }
 
 // Live returns the shards whose processes still run.
 func (k *KShard) Live() map[string]bool {
@@ -247,3 +316,9 @@ func BuildShard(t testing.TB, pkg string) string {
 	}
 	return out
 }
+
+// PKI is testpki.PKI: the certificates of one KShard's mutual TLS.
+type PKI = testpki.PKI
+
+// NewPKI is testpki.New.
+func NewPKI(t testing.TB) PKI { return testpki.New(t) }

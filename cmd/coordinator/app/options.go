@@ -58,6 +58,7 @@ type Options struct {
 	Leader           *leader.Options
 	Handoff          handoff.Config
 	ShardAuth        ShardAuthOptions // shard authentication and session caps (block at the end)
+	Fence            FenceOptions     // the server-side fence (fence.go)
 	// LeaderReadiness and ShardReconnectBackoff describe the deployment, for the check of
 	// --session-ttl against handoff.FailoverBudget only.
 	LeaderReadiness       time.Duration
@@ -77,6 +78,7 @@ func NewOptions() *Options {
 		AdvertiseAddress: adv,
 		Leader:           leader.NewOptions(),
 		ShardAuth:        NewShardAuthOptions(),
+		Fence:            NewFenceOptions(),
 		Handoff: handoff.Config{
 			PartitionCount: partition.DefaultCount,
 			Ring:           ring.Config{ReplicationFactor: ring.DefaultReplicationFactor, Load: ring.DefaultLoad},
@@ -112,6 +114,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.ReleaseTimeout, "release-timeout", h.ReleaseTimeout, "how long a live shard may take to release a partition before it is fenced out")
 	fs.IntVar(&h.MaxConcurrentMoves, "max-concurrent-moves", h.MaxConcurrentMoves, "cap on partition moves in flight")
 	o.ShardAuth.AddFlags(fs)
+	o.Fence.AddFlags(fs)
 	fs.DurationVar(&o.LeaderReadiness, "leader-readiness-delay", o.LeaderReadiness, "for the --session-ttl check: time from a new leader winning the Lease until shards can reach it, "+
 		"beyond recording its term; 0 when shards are given every replica's address, the readiness probe period when they reach the leader through a Service of Ready pods")
 	fs.DurationVar(&o.ShardReconnectBackoff, "shard-reconnect-backoff", o.ShardReconnectBackoff, "for the --session-ttl check: longest a shard waits between attempts to reach a coordinator during a failover; "+
@@ -137,6 +140,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := o.ShardAuth.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Fence.validate(o.ShardAuth, o.ShardReconnectBackoff); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.Leader.Validate(); err != nil {

@@ -65,7 +65,7 @@ func TestOptionsValidate(t *testing.T) {
 			o := NewOptions()
 			fs := pflag.NewFlagSet("coordinator", pflag.ContinueOnError)
 			o.AddFlags(fs)
-			args := append(append([]string(nil), base...), "--shard-auth=none") // not what this test is about
+			args := append(append([]string(nil), base...), "--shard-auth=none", "--shard-fence=false") // not what this test is about
 			if err := fs.Parse(append(args, tt.args...)); err != nil {
 				t.Fatalf("parsing %v: %v", tt.args, err)
 			}

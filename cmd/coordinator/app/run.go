@@ -27,6 +27,7 @@ import (
 	"github.com/kshard/kshard/pkg/metrics/restmetrics"
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/leader"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 	"github.com/kshard/kshard/pkg/version"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
@@ -99,8 +100,23 @@ func run(ctx context.Context, o *Options) (int, error) {
 	identity := leader.Identity(o.ID, o.AdvertiseAddress)
 	verifier := leader.NewVerifier(o.Leader, client, identity)
 	var term atomic.Uint64 // of the current leadership; 0 while following
+	pm, err := partition.NewMap(o.Handoff.PartitionCount)
+	if err != nil {
+		return 2, err
+	}
+	fence, err := o.Fence.start(ctx, cfg, client, o.ShardAuth, pm, log)
+	if err != nil {
+		return 2, err
+	}
+	hc := o.Handoff
+	hc.OwnerRecord, hc.SeizeAfter = fence != nil, o.Fence.seizeAfter()
+	var record coordinatorrpc.OwnerRecord
+	if fence != nil {
+		record = fence
+	}
 	srv, err := coordinatorrpc.New(coordinatorrpc.Options{
-		Config:  o.Handoff,
+		Config:  hc,
+		Record:  record,
 		Metrics: metrics,
 		StepDown: func(reason string) {
 			if reason == coordinatorrpc.ReasonEpochsExhausted || !o.Leader.Enabled {

@@ -31,11 +31,19 @@ type Metrics struct {
 	Refused *prometheus.CounterVec // by reason: session_limit, hello_rate, hello_rate_table_full
 	// OpenStreams is the number of Session streams open now (authenticated or not yet).
 	OpenStreams prometheus.Gauge
+	// The owner record (server-side fence): batches written and enforced, failures,
+	// the time to write and to see it enforced, and partitions per batch.
+	RecordWrites     prometheus.Counter
+	RecordErrors     prometheus.Counter
+	RecordWrite      prometheus.Histogram
+	RecordEnforce    prometheus.Histogram
+	RecordPartitions prometheus.Histogram
 }
 
 // NewMetrics registers the coordinator's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	buckets := []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+	fastBuckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
 	m := &Metrics{
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_leader",
 			Help: "1 while this coordinator replica is the leader."}),
@@ -75,8 +83,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Sessions and hellos refused by the coordinator's caps, by reason (session_limit, hello_rate, hello_rate_table_full)."}, []string{"reason"}),
 		OpenStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_open_session_streams",
 			Help: "Session streams open now, including those not yet authenticated."}),
+		RecordWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_writes_total",
+			Help: "Owner record batches written and seen enforced by the API server (one ConfigMap write each)."}),
+		RecordErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_errors_total",
+			Help: "Owner record batches that failed to be written or to be seen enforced; retried."}),
+		RecordWrite: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_write_seconds",
+			Help: "Time to write one owner record batch.", Buckets: fastBuckets}),
+		RecordEnforce: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_enforce_seconds",
+			Help: "Time from an owner record write to the API server's admission enforcing it (dry-run probes).", Buckets: fastBuckets}),
+		RecordPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_batch_partitions",
+			Help: "Partitions whose owner one record write changed.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
 	}
-	if err := promutil.Register(reg, m.AuthRejected, m.Refused, m.OpenStreams, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+	if err := promutil.Register(reg, m.RecordWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
 		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/shardauth"
@@ -61,6 +62,10 @@ type Options struct {
 	// machine. Defaults DefaultHelloRate and DefaultHelloBurst.
 	HelloRate  float64
 	HelloBurst int
+
+	// Record writes the owner record of the server-side fence; required when
+	// Config.OwnerRecord is on.
+	Record OwnerRecord
 }
 
 // Server is the coordinator's gRPC edge. It serves sessions only between Lead and the end
@@ -74,6 +79,7 @@ type Server struct {
 
 	mu         sync.Mutex
 	core       *handoff.Coordinator // nil unless leading
+	leadCtx    context.Context      // the current leadership's context
 	term       uint32
 	streams    map[string]*stream // current stream of each shard
 	stats      map[string]protocol.Stats
@@ -102,6 +108,9 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 	}
 	if opts.Metrics == nil {
 		return nil, errors.New("server: Options.Metrics is required")
+	}
+	if opts.Config.OwnerRecord && opts.Record == nil {
+		return nil, errors.New("server: Config.OwnerRecord is on but Options.Record is nil")
 	}
 	if opts.TickInterval <= 0 {
 		opts.TickInterval = 100 * time.Millisecond
@@ -168,11 +177,14 @@ func (s *Server) Lead(ctx context.Context, term uint32) error {
 		return err
 	}
 	core.OffloadRing() // see startRingLocked
+	if err := s.claimRecord(ctx, core, term); err != nil {
+		return fmt.Errorf("owner record: %w", err)
+	}
 	// Read before the core is published: from then on only s.mu guards it, and sessions
 	// step it at once.
 	graceUntil := core.Stats().GraceUntil
 	s.mu.Lock()
-	s.core, s.term = core, term
+	s.core, s.term, s.leadCtx = core, term, ctx
 	s.mu.Unlock()
 	s.opts.Metrics.Leader.Set(1)
 	s.opts.Metrics.Term.Set(float64(term))
@@ -364,6 +376,11 @@ func (s *Server) recvHello(ctx context.Context, ss kshardv1.Coordinator_SessionS
 // claimed ID and returned as the stream's status.
 func (s *Server) authenticate(ctx context.Context, claimed string) (shardauth.Identity, error) {
 	id, err := s.opts.Authenticator.Authenticate(ctx, claimed)
+	if err == nil && claimed == ownerrecord.SentinelShard {
+		// The fence's probe relies on no record ever naming this ID (ownerrecord.Fence).
+		err = &shardauth.Error{Code: codes.PermissionDenied, Reason: "reserved_id",
+			Msg: fmt.Sprintf("shard ID %q is reserved for the fence's probe", claimed)}
+	}
 	if err == nil && id.Shard != claimed {
 		err = &shardauth.Error{Code: codes.PermissionDenied, Reason: "identity_mismatch",
 			Msg: fmt.Sprintf("authenticated as shard %q, but the hello claims %q", id.Shard, claimed)}
@@ -473,6 +490,7 @@ func (s *Server) flushLocked() {
 		s.recordEvent(e)
 	}
 	s.startRingLocked()
+	s.startRecordLocked()
 }
 
 // startRingLocked computes the target assignment the state machine asks for on its own
@@ -531,10 +549,10 @@ func (s *Server) recordEvent(e handoff.Event) {
 	log := s.log.WithValues("shard", e.Shard)
 	switch e.Kind {
 	case handoff.EventMemberJoined, handoff.EventMemberLeaving, handoff.EventMemberLeft,
-		handoff.EventMemberExpired, handoff.EventMemberRestarted, handoff.EventMemberFencedOut:
+		handoff.EventMemberExpired, handoff.EventMemberRestarted, handoff.EventMemberFencedOut, handoff.EventMemberSeized:
 		m.MemberEvents.WithLabelValues(e.Kind.String()).Inc()
 		log.Info("membership changed", "event", e.Kind.String())
-		if e.Kind == handoff.EventMemberLeft || e.Kind == handoff.EventMemberExpired {
+		if e.Kind == handoff.EventMemberLeft || e.Kind == handoff.EventMemberExpired || e.Kind == handoff.EventMemberSeized {
 			delete(s.stats, e.Shard)
 		}
 	case handoff.EventTargetChanged:

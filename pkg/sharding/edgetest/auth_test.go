@@ -35,7 +35,7 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
-	"github.com/kshard/kshard/test/framework"
+	"github.com/kshard/kshard/test/testpki"
 )
 
 const (
@@ -165,7 +165,7 @@ func firstReply(t testing.TB, stream kshardv1.Coordinator_SessionClient, m *ksha
 
 func mtls(t testing.TB) (server, client credentials.TransportCredentials) {
 	t.Helper()
-	pki := framework.NewPKI(t)
+	pki := testpki.New(t)
 	s, err := transport.ServerCredentials(transport.TLSOptions{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, CAFile: pki.CA})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/transport"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
-	"github.com/kshard/kshard/test/framework"
+	"github.com/kshard/kshard/test/testpki"
 )
 
 // TestClientScenario runs one coordinator and shards through the life of a cluster:
@@ -310,7 +310,7 @@ func TestClientFollowsLeaderHint(t *testing.T) {
 // TestClientMutualTLS: the session works over mutual TLS, and peers without the right
 // certificates are refused before any session starts.
 func TestClientMutualTLS(t *testing.T) {
-	pki, other := framework.NewPKI(t), framework.NewPKI(t)
+	pki, other := testpki.New(t), testpki.New(t)
 	w := newWorld(t)
 	serverCreds, err := transport.ServerCredentials(transport.TLSOptions{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, CAFile: pki.CA})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/kshard/kshard/test/framework"
+	"github.com/kshard/kshard/test/testpki"
 )
 
 func TestValidate(t *testing.T) {
@@ -47,15 +47,15 @@ func TestValidate(t *testing.T) {
 // TestServerCredentialsRequireClientCA: a TLS server without a client CA is refused, not
 // quietly served with server-only TLS that any client could reach.
 func TestServerCredentialsRequireClientCA(t *testing.T) {
-	pki := framework.NewPKI(t)
+	pki := testpki.New(t)
 	if _, err := ServerCredentials(TLSOptions{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}); err == nil || !strings.Contains(err.Error(), "client CA") {
 		t.Fatalf("ServerCredentials without a client CA = %v, want an error naming the client CA", err)
 	}
 }
 
 func TestMutualTLS(t *testing.T) {
-	pki := framework.NewPKI(t)
-	other := framework.NewPKI(t) // a second, unrelated CA
+	pki := testpki.New(t)
+	other := testpki.New(t) // a second, unrelated CA
 
 	creds, err := ServerCredentials(TLSOptions{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, CAFile: pki.CA})
 	must(t, err)

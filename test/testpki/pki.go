@@ -1,4 +1,4 @@
-package framework
+package testpki
 
 import (
 	"crypto/ecdsa"
@@ -21,8 +21,8 @@ type PKI struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey string
 }
 
-// NewPKI writes the certificates into a temporary folder of the test.
-func NewPKI(t testing.TB) PKI {
+// New writes the certificates into a temporary folder of the test.
+func New(t testing.TB) PKI {
 	t.Helper()
 	dir := t.TempDir()
 	ca, caKey := writeCert(t, dir, "ca", true, nil, nil)

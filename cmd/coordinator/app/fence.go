@@ -1,0 +1,130 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+)
+
+// DefaultSeizeAfter is --seize-after: longer than a live shard needs to reconnect after
+// its stream broke (its reconnect backoff, 1s, plus a hello), far shorter than a TTL.
+const DefaultSeizeAfter = 2 * time.Second
+
+// FenceOptions configure the server-side fence: the owner record the coordinator
+// writes, which the chart's ValidatingAdmissionPolicy reads to refuse a shard's writes to
+// namespaces it does not own.
+type FenceOptions struct {
+	Enabled bool
+	// ConfigMap is the owner record's name, in the shard ServiceAccount's namespace.
+	ConfigMap string
+	// Policy is the ValidatingAdmissionPolicy's name (for telling its refusals apart).
+	Policy string
+	// SeizeAfter: a shard whose stream stayed closed this long loses its partitions at
+	// once instead of after its lease (0: wait for the lease).
+	SeizeAfter time.Duration
+	// ProbeTimeout bounds the wait for the API server to enforce a record write.
+	ProbeTimeout time.Duration
+}
+
+// NewFenceOptions returns the defaults: the fence on.
+func NewFenceOptions() FenceOptions {
+	return FenceOptions{Enabled: true, ConfigMap: ownerrecord.DefaultConfigMapName, Policy: ownerrecord.DefaultPolicyName,
+		SeizeAfter: DefaultSeizeAfter, ProbeTimeout: 10 * time.Second}
+}
+
+// AddFlags registers the flags.
+func (o *FenceOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.Enabled, "shard-fence", o.Enabled, "write the owner record the server-side fence (the chart's ValidatingAdmissionPolicy) enforces, "+
+		"and send a partition's Acquire only once the API server refuses its previous owner; needs --shard-service-account")
+	fs.StringVar(&o.ConfigMap, "shard-fence-configmap", o.ConfigMap, "name of the owner record ConfigMap, in the shard ServiceAccount's namespace")
+	fs.StringVar(&o.Policy, "shard-fence-policy", o.Policy, "name of the fence's ValidatingAdmissionPolicy (its refusals are told apart by it)")
+	fs.DurationVar(&o.SeizeAfter, "seize-after", o.SeizeAfter, "with --shard-fence: a shard whose session stream stayed closed this long loses its partitions at once "+
+		"(its late writes are refused), instead of after --session-ttl + --fencing-margin; 0 waits for the lease")
+	fs.DurationVar(&o.ProbeTimeout, "shard-fence-probe-timeout", o.ProbeTimeout, "how long to wait for the API server to enforce an owner record write before retrying it")
+}
+
+// validate reports every bad flag of the block; reconnect is --shard-reconnect-backoff.
+func (o FenceOptions) validate(auth ShardAuthOptions, reconnect time.Duration) error {
+	var errs []error
+	if o.SeizeAfter < 0 {
+		errs = append(errs, fmt.Errorf("--seize-after=%s must not be negative", o.SeizeAfter))
+	}
+	if !o.Enabled {
+		if o.SeizeAfter > 0 && o.SeizeAfter != DefaultSeizeAfter {
+			errs = append(errs, fmt.Errorf("--seize-after=%s needs --shard-fence: without it a shard's late writes are not refused, so its lease must be waited out", o.SeizeAfter))
+		}
+		return errors.Join(errs...)
+	}
+	if _, _, err := auth.serviceAccount(); err != nil {
+		errs = append(errs, fmt.Errorf("--shard-fence: %w", err))
+	}
+	if o.SeizeAfter > 0 && o.SeizeAfter <= reconnect {
+		errs = append(errs, fmt.Errorf("--seize-after=%s must exceed --shard-reconnect-backoff=%s, or a shard whose stream merely broke loses its partitions", o.SeizeAfter, reconnect))
+	}
+	if o.ProbeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--shard-fence-probe-timeout=%s must be positive", o.ProbeTimeout))
+	}
+	for _, c := range []struct{ flag, v string }{{"shard-fence-configmap", o.ConfigMap}, {"shard-fence-policy", o.Policy}} {
+		if c.v == "" {
+			errs = append(errs, fmt.Errorf("--%s must not be empty", c.flag))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// seizeAfter is the state machine's SeizeAfter: zero without the fence.
+func (o FenceOptions) seizeAfter() time.Duration {
+	if !o.Enabled {
+		return 0
+	}
+	return o.SeizeAfter
+}
+
+// start builds the fence and starts its partition labeler, which runs until ctx ends
+// in every replica (a follower's informer is warm when it takes over; its patches are
+// the same idempotent label). It returns nil when the fence is off.
+func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, auth ShardAuthOptions,
+	pm partition.Map, log logr.Logger) (*ownerrecord.Fence, error) {
+	if !o.Enabled {
+		log.Info("WARNING: --shard-fence=false: the API server does not refuse a paused or partitioned shard's late writes")
+		return nil, nil
+	}
+	namespace, sa, err := auth.serviceAccount()
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	labeler, err := ownerrecord.NewLabeler(meta, pm, ownerrecord.LabelerOptions{})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := labeler.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error(err, "partition labeler stopped")
+		}
+	}()
+	writer, err := ownerrecord.NewWriter(client, namespace, o.ConfigMap, pm)
+	if err != nil {
+		return nil, err
+	}
+	params := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, ConfigMap: o.ConfigMap}
+	fence, err := ownerrecord.NewFence(writer, labeler, ownerrecord.FenceOptions{Params: params, Base: cfg, ProbeTimeout: o.ProbeTimeout})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("server-side fence on", "ownerRecord", namespace+"/"+o.ConfigMap, "policy", o.Policy, "seizeAfter", o.SeizeAfter.String())
+	return fence, nil
+}

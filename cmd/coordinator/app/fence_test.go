@@ -1,0 +1,47 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kshard/kshard/pkg/componentopts/optionstest"
+)
+
+// TestFenceOptions: the server-side fence is on by default and needs the shard
+// ServiceAccount (whose requests it fences, and as whom it probes); a seizure must wait
+// longer than a live shard's reconnect, and is meaningless without the fence.
+func TestFenceOptions(t *testing.T) {
+	base := []string{"--id=coordinator-0", "--advertise-address=10.0.0.1:9090", "--grpc-insecure"}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr []string
+	}{
+		{name: "defaults with the ServiceAccount", args: []string{"--shard-service-account=kshard/kshard-shard"}},
+		{name: "on without the ServiceAccount", args: []string{"--shard-auth=none"}, wantErr: []string{"--shard-fence: --shard-service-account"}},
+		{name: "off", args: []string{"--shard-auth=none", "--shard-fence=false"}},
+		{name: "seize after without the fence", args: []string{"--shard-auth=none", "--shard-fence=false", "--seize-after=5s"},
+			wantErr: []string{"--seize-after=5s needs --shard-fence"}},
+		{name: "seize after shorter than a reconnect", args: []string{"--shard-service-account=kshard/kshard-shard", "--seize-after=1s"},
+			wantErr: []string{"--seize-after=1s must exceed --shard-reconnect-backoff=1s"}},
+		{name: "seizure off", args: []string{"--shard-service-account=kshard/kshard-shard", "--seize-after=0"}},
+		{name: "negative seize after", args: []string{"--shard-service-account=kshard/kshard-shard", "--seize-after=-1s"},
+			wantErr: []string{"--seize-after=-1s must not be negative"}},
+		{name: "empty ConfigMap name", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-configmap="},
+			wantErr: []string{"--shard-fence-configmap must not be empty"}},
+		{name: "zero probe timeout", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-probe-timeout=0"},
+			wantErr: []string{"--shard-fence-probe-timeout=0s must be positive"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("coordinator", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(append(append([]string(nil), base...), tt.args...)); err != nil {
+				t.Fatalf("parsing %v: %v", tt.args, err)
+			}
+			optionstest.CheckErrors(t, o.Validate(), tt.wantErr...)
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package coordinatorrpc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/handoff"
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+)
+
+// OwnerRecord is the edge of the server-side fence the Server drives when
+// Config.OwnerRecord is on (ownerrecord.Fence in production): Claim when leadership
+// starts, Apply for each batch the state machine asks for.
+type OwnerRecord interface {
+	// Claim stamps the record with term, refusing when a newer term claimed it, and
+	// returns what it says.
+	Claim(ctx context.Context, term uint32) (map[partition.ID]string, error)
+	// Apply writes owners in one write and returns once the API server enforces it.
+	Apply(ctx context.Context, owners map[partition.ID]string) (ownerrecord.Applied, error)
+}
+
+// claimRecord claims the owner record for a new leader's term and tells the state
+// machine what it says. Until it succeeds the leader cannot grant anything safely, so
+// it is retried until ctx ends.
+func (s *Server) claimRecord(ctx context.Context, core *handoff.Coordinator, term uint32) error {
+	if !s.opts.Config.OwnerRecord {
+		return nil
+	}
+	if s.opts.Record == nil {
+		return errors.New("server: Config.OwnerRecord is on but Options.Record is nil")
+	}
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		known, err := s.opts.Record.Claim(ctx, term)
+		if err == nil {
+			core.RecordKnown(known)
+			s.log.Info("claimed the owner record", "term", term, "entries", len(known))
+			return nil
+		}
+		if errors.Is(err, ownerrecord.ErrDeposed) {
+			return err
+		}
+		s.log.Info("claiming the owner record failed; retrying", "term", term, "err", err.Error(), "retryIn", delay.String())
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// startRecordLocked writes the owner record batch the state machine asks for on its
+// own goroutine, outside s.mu (a write and its enforcement take a few API round trips;
+// heartbeats must not wait for them), and feeds the result back under it. The state
+// machine hands out one batch at a time; a result for a core that is no longer current
+// is dropped, and the context of the write ends with the leadership. s.mu must be held.
+func (s *Server) startRecordLocked() {
+	core := s.core
+	req, ok := core.TakeRecordRequest()
+	if !ok {
+		return
+	}
+	ctx := s.leadCtx
+	go func() {
+		a, err := s.opts.Record.Apply(ctx, req.Owners)
+		m := s.opts.Metrics
+		if err != nil {
+			m.RecordErrors.Inc()
+		} else {
+			m.RecordWrites.Inc()
+			m.RecordWrite.Observe(a.Write.Seconds())
+			m.RecordEnforce.Observe(a.Enforce.Seconds())
+			m.RecordPartitions.Observe(float64(len(req.Owners)))
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.core != core {
+			return
+		}
+		if err != nil {
+			s.log.Info("owner record write failed; the partitions it moves wait for the retry",
+				"generation", req.Gen, "partitions", len(req.Owners), "err", err.Error())
+		} else {
+			s.log.V(1).Info("owner record enforced", "generation", req.Gen, "partitions", len(req.Owners),
+				"write", a.Write.String(), "enforce", a.Enforce.String(), "probes", a.Probes, "namespace", a.ProbeNamespace)
+		}
+		core.RecordApplied(s.opts.Now(), req.Gen, err)
+		s.flushLocked()
+	}()
+}

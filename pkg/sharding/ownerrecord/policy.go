@@ -1,0 +1,308 @@
+package ownerrecord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// PartitionLabel is the Namespace label that carries the namespace's partition
+	// (partition.Map.For(name), decimal). Admission CEL cannot hash a name, so the
+	// policy reads the partition from this label; Labeler keeps it correct.
+	PartitionLabel = "kshard.io/partition"
+
+	// PodNameExtra is the user-info extra the API server adds for a pod-bound
+	// (projected) ServiceAccount token: the name of the pod the token was issued to. A
+	// shard's ID is its pod name, so this is the identity the API server vouches for and
+	// the one the policy compares with the owner record.
+	PodNameExtra = "authentication.kubernetes.io/pod-name"
+
+	// DefaultPolicyName names the ValidatingAdmissionPolicy and its binding. The chart
+	// adds the release namespace (like the shard ClusterRole) so that two releases in
+	// two namespaces do not fight over one cluster-scoped name.
+	DefaultPolicyName = "kshard-shard-fence"
+
+	// DefaultConfigMapName names the owner ConfigMap in kshard's namespace.
+	DefaultConfigMapName = "kshard-owners"
+
+	// AuditAnnotationKey is the key of the audit annotation the policy adds to every
+	// request it checks (the audit log shows it as "<policy name>/kshard_fence_decision"):
+	// "refused shard=... namespace=... partition=... owner=..." or "allowed ...", so late
+	// writes stopped by the fence can be found and counted in the audit log. The API
+	// server's apiserver_validating_admission_policy_check_total{policy=...,
+	// enforcement_action="deny"} counts them too, without an audit log.
+	AuditAnnotationKey = "kshard_fence_decision"
+
+	// MessagePrefix starts every refusal message of the policy, so that a shard (and a
+	// test) can tell a fence refusal from any other Forbidden error.
+	MessagePrefix = "kshard shard fence:"
+)
+
+// PolicyParams name what the policy and its binding refer to.
+type PolicyParams struct {
+	// Name of the ValidatingAdmissionPolicy and of its binding (DefaultPolicyName when
+	// empty).
+	Name string
+	// Namespace is kshard's namespace: the shard ServiceAccount's and the owner
+	// ConfigMap's.
+	Namespace string
+	// ServiceAccount is the shard ServiceAccount's name; only its requests are fenced.
+	ServiceAccount string
+	// ConfigMap is the owner ConfigMap's name (DefaultConfigMapName when empty).
+	ConfigMap string
+}
+
+// withDefaults fills the optional names.
+func (p PolicyParams) withDefaults() PolicyParams {
+	if p.Name == "" {
+		p.Name = DefaultPolicyName
+	}
+	if p.ConfigMap == "" {
+		p.ConfigMap = DefaultConfigMapName
+	}
+	return p
+}
+
+// Validate reports parameters that would render a policy the API server rejects or one
+// that fences nobody.
+func (p PolicyParams) Validate() error {
+	p = p.withDefaults()
+	var errs []error
+	for _, c := range []struct{ what, v string }{
+		{"policy name", p.Name}, {"namespace", p.Namespace}, {"ServiceAccount", p.ServiceAccount}, {"ConfigMap", p.ConfigMap},
+	} {
+		if msgs := validation.IsDNS1123Subdomain(c.v); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s %q: %s", c.what, c.v, strings.Join(msgs, "; ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Username is the user name of the shard ServiceAccount, the only user the policy
+// fences.
+func (p PolicyParams) Username() string {
+	return "system:serviceaccount:" + p.Namespace + ":" + p.ServiceAccount
+}
+
+// CEL pieces of the policy. Every lookup is guarded, so a missing label, owner or extra
+// evaluates to the empty string (and a refusal with a message that says which) rather than to an
+// evaluation error, which failurePolicy Fail would also turn into a refusal but with an
+// unhelpful message.
+const (
+	celShard = `has(request.userInfo.extra) && '` + PodNameExtra + `' in request.userInfo.extra && ` +
+		`size(request.userInfo.extra['` + PodNameExtra + `']) > 0 ? request.userInfo.extra['` + PodNameExtra + `'][0] : ''`
+	celPartition = `namespaceObject != null && has(namespaceObject.metadata.labels) && ` +
+		`'` + PartitionLabel + `' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['` + PartitionLabel + `'] : ''`
+	celOwner = `variables.partition != '' && params != null && has(params.data) && ` +
+		`variables.partition in params.data ? params.data[variables.partition] : ''`
+	// Events are not fenced: the event recorder writes asynchronously and may write
+	// after the reconcile (and the ownership) ended, harmlessly. Dry-run events are, so
+	// that Prober can probe with an Event, which every shard may create.
+	celEventsOnlyDryRun = `!(request.resource.resource == 'events' && ` +
+		`(request.resource.group == '' || request.resource.group == 'events.k8s.io')) || ` +
+		`(has(request.dryRun) && request.dryRun == true)`
+	celAllowed = `variables.shard != '' && variables.owner == variables.shard`
+	celWhat    = `request.operation + ' ' + request.resource.resource + ` +
+		`(has(request.subResource) && request.subResource != '' ? '/' + request.subResource : '') + ` +
+		`' in namespace ' + request.namespace`
+	celWhy = `(variables.partition == '' ? 'the namespace has no ` + PartitionLabel + ` label, so no shard owns it' : ` +
+		`'its partition ' + variables.partition + ' is owned by ' + (variables.owner != '' ? 'shard ' + variables.owner : 'no shard'))`
+	celMessage = `'` + MessagePrefix + ` shard ' + (variables.shard != '' ? variables.shard : '<unknown: no ` + PodNameExtra + ` extra>') + ` +
+		`' may not ' + ` + celWhat + ` + ': ' + ` + celWhy
+	// An audit annotation's value must be a string or null, and CEL cannot type a
+	// conditional of null and a string, so the annotation is on every fenced request and
+	// says which way it went.
+	celAudit = `(variables.shard != '' && variables.owner == variables.shard ? 'allowed' : 'refused') + ` +
+		`' shard=' + variables.shard + ' namespace=' + request.namespace + ' partition=' + variables.partition + ` +
+		`' owner=' + variables.owner + ' operation=' + request.operation + ' resource=' + request.resource.resource`
+)
+
+// Policy returns the ValidatingAdmissionPolicy of the fence.
+//
+// It matches CREATE, UPDATE and DELETE of every namespaced resource and subresource
+// (status updates are writes too) by the shard ServiceAccount only (matchConditions):
+// another client's namespaced write costs a params cache lookup and one string
+// comparison, nothing more. Events are left out by a match condition
+// rather than by excludeResourceRules: real event writes are not fenced, dry-run ones
+// are, which gives Prober a probe every shard is allowed by RBAC to send.
+// failurePolicy Ignore: the API server resolves a binding's params before it evaluates
+// matchConditions, so an error there (the param informer not synced within its second,
+// as right after the policy is loaded or a kube-apiserver starts, or on a loaded API
+// server) would, under Fail, refuse every namespaced write of every user in the
+// cluster, not only the shards' (seen on the local control plane: a test's own
+// Deployment create was refused). The fence is the second line of defence behind the
+// shards' own per-partition fence and the handoff protocol; it must not be able to stop
+// the cluster's writes. The CEL is guarded so that it never errors; configuration errors
+// fail open for that moment. (A missing owner ConfigMap is such a case too: see
+// Binding.)
+func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	p = p.withDefaults()
+	ignore := admissionregistrationv1.Ignore
+	namespaced := admissionregistrationv1.NamespacedScope
+	equivalent := admissionregistrationv1.Equivalent
+	forbidden := metav1.StatusReasonForbidden
+	writes := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
+	return &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
+			FailurePolicy: &ignore,
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				MatchPolicy: &equivalent,
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: writes,
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{"*"}, APIVersions: []string{"*"},
+							Resources: []string{"*/*"}, Scope: &namespaced, // every resource and subresource
+						},
+					},
+				}},
+			},
+			MatchConditions: []admissionregistrationv1.MatchCondition{
+				{Name: "shard-serviceaccount", Expression: "request.userInfo.username == '" + p.Username() + "'"},
+				{Name: "events-only-dry-run", Expression: celEventsOnlyDryRun},
+			},
+			Variables: []admissionregistrationv1.Variable{
+				{Name: "shard", Expression: celShard},
+				{Name: "partition", Expression: celPartition},
+				{Name: "owner", Expression: celOwner},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression:        celAllowed,
+				MessageExpression: celMessage,
+				Message:           MessagePrefix + " the shard does not own this namespace's partition",
+				Reason:            &forbidden,
+			}},
+			AuditAnnotations: []admissionregistrationv1.AuditAnnotation{{
+				Key:             AuditAnnotationKey,
+				ValueExpression: celAudit,
+			}},
+		},
+	}
+}
+
+// Binding returns the fence's ValidatingAdmissionPolicyBinding: params from the owner
+// ConfigMap, enforced with Deny.
+//
+// parameterNotFoundAction is Allow: the API server resolves params before it evaluates
+// matchConditions, so with Deny a missing ConfigMap would refuse every namespaced write
+// of every user in the cluster (the coordinator's re-creation of the ConfigMap
+// included). A missing record therefore leaves the shards unfenced until the
+// coordinator writes it; an existing record without an entry for a partition refuses
+// every shard write to it.
+func Binding(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	p = p.withDefaults()
+	allow := admissionregistrationv1.AllowAction
+	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: p.Name,
+			ParamRef: &admissionregistrationv1.ParamRef{
+				Name:                    p.ConfigMap,
+				Namespace:               p.Namespace,
+				ParameterNotFoundAction: &allow,
+			},
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+}
+
+// Manifest renders the policy and the binding as one YAML stream, for a local control
+// plane (kubectl apply -f -) and for comparing with the chart by eye.
+func Manifest(p PolicyParams) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var out []byte
+	for i, o := range []any{Policy(p), Binding(p)} {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// Install creates or updates the policy and its binding (policy first, so the binding
+// never refers to a missing policy). It does not create the owner ConfigMap: until
+// Writer writes it, the shards are not fenced (see Binding).
+func Install(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	want := Policy(p)
+	if _, err := policies.Create(ctx, want, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		got, err := policies.Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got.Spec = want.Spec
+		if _, err := policies.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating ValidatingAdmissionPolicy %s: %w", want.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("creating ValidatingAdmissionPolicy %s: %w", want.Name, err)
+	}
+	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	wantB := Binding(p)
+	if _, err := bindings.Create(ctx, wantB, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		got, err := bindings.Get(ctx, wantB.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got.Spec = wantB.Spec
+		if _, err := bindings.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating ValidatingAdmissionPolicyBinding %s: %w", wantB.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("creating ValidatingAdmissionPolicyBinding %s: %w", wantB.Name, err)
+	}
+	return nil
+}
+
+// Uninstall deletes the binding and the policy (missing ones are fine).
+func Uninstall(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {
+	p = p.withDefaults()
+	err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, p.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, p.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// IsRefusal reports whether err is the API server refusing a request through the fence
+// policy named policyName: a shard that is not the owner (the message starts with
+// MessagePrefix after the API server's "ValidatingAdmissionPolicy '<name>' with binding
+// ... denied request:"). RBAC refusals and other admission plugins' refusals do not
+// count. A shard that sees it has lost the namespace's partition (or never had it) and
+// must not retry the write.
+func IsRefusal(err error, policyName string) bool {
+	if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
+		return false
+	}
+	if policyName == "" {
+		policyName = DefaultPolicyName
+	}
+	return strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'")
+}

@@ -1,0 +1,81 @@
+package ownerrecord
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+func TestPolicyParams(t *testing.T) {
+	tests := []struct {
+		name    string
+		params  PolicyParams
+		wantErr bool
+	}{
+		{name: "defaults", params: PolicyParams{Namespace: "kshard-system", ServiceAccount: "kshard-shard"}},
+		{name: "all named", params: PolicyParams{Name: "x-fence", Namespace: "ns", ServiceAccount: "sa", ConfigMap: "owners"}},
+		{name: "no namespace", params: PolicyParams{ServiceAccount: "sa"}, wantErr: true},
+		{name: "no ServiceAccount", params: PolicyParams{Namespace: "ns"}, wantErr: true},
+		{name: "quote in a name", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa'"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := Manifest(tt.params)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Manifest error = %v, wantErr %t", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			p := tt.params.withDefaults()
+			docs := strings.Split(string(b), "---\n")
+			if len(docs) != 2 {
+				t.Fatalf("%d documents, want 2:\n%s", len(docs), b)
+			}
+			var policy admissionregistrationv1.ValidatingAdmissionPolicy
+			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			if err := yaml.UnmarshalStrict([]byte(docs[0]), &policy); err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.UnmarshalStrict([]byte(docs[1]), &binding); err != nil {
+				t.Fatal(err)
+			}
+			if policy.Name != p.Name || binding.Spec.PolicyName != p.Name {
+				t.Errorf("policy %q, binding's policyName %q, want %q", policy.Name, binding.Spec.PolicyName, p.Name)
+			}
+			if got := policy.Spec.MatchConditions[0].Expression; !strings.Contains(got, "'system:serviceaccount:"+p.Namespace+":"+p.ServiceAccount+"'") {
+				t.Errorf("match condition %q does not name the shard ServiceAccount", got)
+			}
+			if r := binding.Spec.ParamRef; r.Name != p.ConfigMap || r.Namespace != p.Namespace || *r.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
+				t.Errorf("paramRef %+v", r)
+			}
+		})
+	}
+}
+
+func TestIsRefusal(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "nil", err: nil},
+		{name: "fence denial", err: apierrors.NewForbidden(gr, "x", errors.New("ValidatingAdmissionPolicy 'kshard-shard-fence' with binding 'kshard-shard-fence' denied request: "+MessagePrefix+" shard b ...")), want: true},
+		{name: "missing params", err: apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "x", nil), want: false},
+		{name: "rbac", err: apierrors.NewForbidden(gr, "x", errors.New("User cannot create resource")), want: false},
+		{name: "other policy", err: apierrors.NewForbidden(gr, "x", errors.New("ValidatingAdmissionPolicy 'other' denied request: no")), want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsRefusal(tt.err, ""); got != tt.want {
+				t.Errorf("IsRefusal(%v) = %t, want %t", tt.err, got, tt.want)
+			}
+		})
+	}
+}

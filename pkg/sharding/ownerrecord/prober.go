@@ -1,0 +1,121 @@
+package ownerrecord
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// ProbeEventReason is the reason of the dry-run Event a probe sends (never stored).
+const ProbeEventReason = "KShardFenceProbe"
+
+// Prober finds out what the API server's admission currently decides for a shard in a
+// namespace, by sending a server-side dry-run write as that shard and reading the
+// answer. Writing the owner record (Writer.Set) returns once etcd has it; the API server
+// enforces it only when its policy param informer has seen the new ConfigMap, a moment
+// later. A move is safe only once the new record is enforced: the coordinator waits for
+// WaitAllowed(new owner) before it sends Acquire (and, where it needs the proof, for
+// WaitRefused(old owner)).
+//
+// The probe is a dry-run create of a core/v1 Event: every shard may create events (its
+// base RBAC), a dry run stores nothing, and the policy matches events of dry-run
+// requests only (real events are not fenced), so the probe needs no permission a shard
+// does not already have. Admission is per API server: with several kube-apiservers
+// behind a load balancer a probe shows what the one it reached enforces.
+//
+// The record is one object, so an API server that lets the new owner through has the
+// new record and refuses the old owner too, as long as the record exists: a missing
+// ConfigMap fences nobody (see Binding), and then only WaitRefused of the old owner is
+// proof that it is fenced.
+type Prober struct {
+	// PolicyName is the fence policy's name (DefaultPolicyName when empty), used to tell
+	// its refusals from other errors.
+	PolicyName string
+	// Interval between probes (default 5ms: admission catches up in milliseconds, and a
+	// probe is one cheap request).
+	Interval time.Duration
+}
+
+// ShardClient returns a client that acts as shard ID shard of the ServiceAccount named
+// by params, by impersonation: user system:serviceaccount:<ns>:<sa> with the pod-name
+// extra, exactly what the shard's own pod-bound token authenticates as. base must be
+// allowed to impersonate that user (impersonate on serviceaccounts, resourceName <sa>)
+// and that extra (impersonate on userextras/authentication.kubernetes.io/pod-name). The
+// client is not rate limited: probes are few, short and bounded by their context.
+func ShardClient(base *rest.Config, params PolicyParams, shard string) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: params.Username(),
+		Extra:    map[string][]string{PodNameExtra: {shard}},
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.UserAgent = "kshard-fence-probe"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Allowed sends one probe as client in namespace: true when admission lets it through,
+// false when the fence refuses it, an error otherwise (RBAC, network, a namespace that
+// does not exist).
+func (p Prober) Allowed(ctx context.Context, client kubernetes.Interface, namespace string) (bool, error) {
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "kshard-fence-probe-", Namespace: namespace},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "v1", Kind: "ConfigMap", Namespace: namespace, Name: "kshard-fence-probe",
+		},
+		Reason:  ProbeEventReason,
+		Message: "dry-run probe of the kshard shard fence; never stored",
+		Type:    corev1.EventTypeNormal,
+		Source:  corev1.EventSource{Component: "kshard-fence-probe"},
+	}
+	_, err := client.CoreV1().Events(namespace).Create(ctx, ev, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+		return true, nil
+	case IsRefusal(err, p.PolicyName):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// WaitAllowed probes until admission lets client write in namespace, and returns how
+// long that took (at most one probe's round trip when the first probe passed) and the
+// number of probes sent.
+func (p Prober) WaitAllowed(ctx context.Context, client kubernetes.Interface, namespace string) (time.Duration, int, error) {
+	return p.wait(ctx, client, namespace, true)
+}
+
+// WaitRefused probes until the fence refuses client's writes in namespace, and returns
+// how long that took and the number of probes sent.
+func (p Prober) WaitRefused(ctx context.Context, client kubernetes.Interface, namespace string) (time.Duration, int, error) {
+	return p.wait(ctx, client, namespace, false)
+}
+
+func (p Prober) wait(ctx context.Context, client kubernetes.Interface, namespace string, want bool) (time.Duration, int, error) {
+	interval := p.Interval
+	if interval <= 0 {
+		interval = 5 * time.Millisecond
+	}
+	start := time.Now()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		got, err := p.Allowed(ctx, client, namespace)
+		if err != nil {
+			return time.Since(start), n, fmt.Errorf("fence probe in namespace %s: %w", namespace, err)
+		}
+		if got == want {
+			return time.Since(start), n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), n, fmt.Errorf("fence probe in namespace %s: still allowed=%t after %d probes: %w", namespace, got, n, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/test/framework"
+)
+
+// failoverGoal is the issue's bound: with the fence on, a SIGKILLed shard's namespaces
+// are worked elsewhere within 5s.
+const failoverGoal = 5 * time.Second
+
+// TestServerSideFence runs three shards with pod identities and the server-side fence
+// on, then:
+//   - checks that the API server lets each shard write only where the owner record
+//     names it (dry runs with the shards' own pod-bound tokens);
+//   - SIGKILLs the shard that owns the most test namespaces, changes every Deployment it
+//     owned at that moment, and measures how long until the survivors have acted on each
+//     change (goal ≤ 5s; without the fence the lease is waited out, TTL + margin = 9s);
+//   - checks that the dead shard's credentials are now refused in its old namespaces
+//     (the late write a paused or partitioned process could still send) and that the
+//     API server counted those refusals.
+func TestServerSideFence(t *testing.T) {
+	f := framework.Get(t)
+	ctx := context.Background()
+	k := f.NewKShard(t, framework.KShardOptions{PodIdentity: true, Fence: true, SessionTTL: ttl, Margin: margin})
+	fence := k.FenceParams()
+	k.StartCoordinator("coordinator-a")
+	shards := []string{"shard-1", "shard-2", "shard-3"}
+	for _, id := range shards {
+		k.StartShard(id)
+	}
+	if err := k.WaitOwned(90 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range shards {
+		framework.WaitHTTP(t, k.Shards[id].HTTPURL+"/readyz", 60*time.Second)
+	}
+	leader, err := k.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Test namespaces, each with a one-replica Deployment, all rolled out.
+	const count = 24
+	nss := make([]string, count)
+	uids := make([]types.UID, count)
+	for i := range nss {
+		nss[i] = f.Namespace(t, nil).Name
+		d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1", nil)
+		d, err := f.Client.AppsV1().Deployments(nss[i]).Create(ctx, d, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[i] = d.UID
+	}
+	for i, ns := range nss {
+		waitReplicas(t, f.Client, ns, uids[i], 1, 60*time.Second)
+	}
+	a, err := leader.Assignments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := partition.NewMap(a.PartitionCount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := framework.Owners(a)
+	ownerOf := func(ns string) string { return owners[uint32(pm.For(ns))] }
+	owned := map[string][]int{}
+	for i, ns := range nss {
+		owned[ownerOf(ns)] = append(owned[ownerOf(ns)], i)
+	}
+	victim := slices.MaxFunc(shards, func(a, b string) int { return len(owned[a]) - len(owned[b]) })
+	if len(owned[victim]) == 0 {
+		t.Fatalf("no test namespace owned by any shard: %v", owned)
+	}
+
+	clients := map[string]kubernetes.Interface{}
+	for _, id := range shards {
+		cs, err := kubernetes.NewForConfig(k.ShardRESTConfig(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[id] = cs
+	}
+	refusedBefore := admissionDenials(t, f, fence.Name)
+
+	t.Run("each shard may write only where the record names it", func(t *testing.T) {
+		for _, id := range shards {
+			for _, ns := range nss[:6] {
+				err := dryRunWrite(ctx, clients[id], ns)
+				want := ownerOf(ns) == id
+				switch {
+				case want && err != nil:
+					t.Errorf("%s refused in its own namespace %s: %v", id, ns, err)
+				case !want && !ownerrecord.IsRefusal(err, fence.Name):
+					t.Errorf("%s in %s (owner %s): want a fence refusal, got %v", id, ns, ownerOf(ns), err)
+				}
+			}
+		}
+	})
+
+	t.Run("a killed shard's namespaces are worked elsewhere at once", func(t *testing.T) {
+		victimNS := owned[victim]
+		t.Logf("killing %s, owner of %d of %d test namespaces", victim, len(victimNS), count)
+		k.Shards[victim].Kill()
+		killed := time.Now()
+		for _, i := range victimNS {
+			patch := []byte(`{"spec":{"replicas":2}}`)
+			if _, err := f.Client.AppsV1().Deployments(nss[i]).Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var (
+			mu    sync.Mutex
+			worst time.Duration
+			wg    sync.WaitGroup
+		)
+		for _, i := range victimNS {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				waitReplicas(t, f.Client, nss[i], uids[i], 2, 60*time.Second)
+				mu.Lock()
+				worst = max(worst, time.Since(killed))
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		t.Logf("every change in the %d namespaces of the killed shard acted on %s after the SIGKILL (goal %s; TTL+margin %s)",
+			len(victimNS), worst.Round(time.Millisecond), failoverGoal, ttl+margin)
+		if worst > failoverGoal {
+			t.Errorf("the killed shard's namespaces were worked again only after %s (goal %s)", worst.Round(time.Millisecond), failoverGoal)
+		}
+		seized, err := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_member_events_total", `kind="member-seized"`)
+		if err != nil || seized < 1 {
+			t.Errorf("member-seized events: %v (err %v), want ≥ 1", seized, err)
+		}
+	})
+
+	t.Run("the killed shard's late writes are refused", func(t *testing.T) {
+		a, err := leader.Assignments(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners = framework.Owners(a)
+		for _, i := range owned[victim] {
+			if o := ownerOf(nss[i]); o == victim || o == "" {
+				t.Fatalf("%s still owned by %q after the seizure", nss[i], o)
+			}
+			if err := dryRunWrite(ctx, clients[victim], nss[i]); !ownerrecord.IsRefusal(err, fence.Name) {
+				t.Errorf("late write of %s in %s: want a fence refusal, got %v (%s)", victim, nss[i], err, fenceState(ctx, f, fence, nss[i]))
+			}
+		}
+	})
+
+	refused := admissionDenials(t, f, fence.Name) - refusedBefore
+	writes, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_writes_total")
+	enforceSum, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_sum")
+	enforceCount, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_count")
+	t.Logf("the API server refused %v shard writes through the fence during the test; owner record writes %v, mean wait for enforcement %.1fms",
+		refused, writes, 1000*enforceSum/max(enforceCount, 1))
+	if want := float64(len(owned[victim])); refused < want {
+		t.Errorf("apiserver_validating_admission_policy_check_total counted %v denials, want ≥ %v", refused, want)
+	}
+}
+
+// fenceState describes what the fence should decide in namespace: its partition label and
+// the record's entry for it, and a second try of the victim's write.
+func fenceState(ctx context.Context, f *framework.Framework, p *ownerrecord.PolicyParams, namespace string) string {
+	ns, err := f.Client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	label := ns.Labels[ownerrecord.PartitionLabel]
+	cm, err := f.Client.CoreV1().ConfigMaps(p.Namespace).Get(ctx, p.ConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Sprintf("label %q, record: %v", label, err)
+	}
+	return fmt.Sprintf("label %q, record entry %q, record resourceVersion %s", label, cm.Data[label], cm.ResourceVersion)
+}
+
+// dryRunWrite creates a Pod in namespace as client (shards may: the ReplicaSet
+// controller does), without storing it: what the fence decides for a real write of that
+// client there.
+func dryRunWrite(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "fence-check-"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/fence-check:1"}}}}
+	_, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+// waitReplicas waits until the ReplicaSet of Deployment uid in namespace asks for want
+// replicas: the Deployment controller acted on a scale change.
+func waitReplicas(t *testing.T, client kubernetes.Interface, namespace string, uid types.UID, want int32, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last string
+	for {
+		rss, err := client.AppsV1().ReplicaSets(namespace).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, rs := range rss.Items {
+				if metav1.IsControlledBy(&rs, &metav1.ObjectMeta{UID: uid}) && rs.Spec.Replicas != nil && *rs.Spec.Replicas == want {
+					return
+				}
+			}
+			last = fmt.Sprintf("%d ReplicaSets, none of Deployment %s at %d replicas", len(rss.Items), uid, want)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			t.Errorf("namespace %s: %s", namespace, last)
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// admissionDenials reads the API server's count of requests the policy denied.
+func admissionDenials(t *testing.T, f *framework.Framework, policy string) float64 {
+	t.Helper()
+	raw, err := f.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("reading the API server's metrics: %v", err)
+	}
+	return framework.ParseMetrics(string(raw)).Value("apiserver_validating_admission_policy_check_total",
+		`policy="`+policy+`"`, `enforcement_action="deny"`)
+}

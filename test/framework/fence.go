@@ -2,22 +2,29 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 )
 
 // installFence installs the server-side fence for this KShard's shard ServiceAccount, as
-// the chart does (a policy and binding named after the KShard, the owner ConfigMap in
-// its pod namespace), and removes it when the test ends: first the binding, so that no
-// moment refuses writes the test does not expect.
+// the chart does (a policy and binding named after the KShard, reading an owner label of
+// its own), and removes it when the test ends (first the binding, so that no moment
+// refuses writes the test does not expect), then the label from every namespace.
 func (k *KShard) installFence(suffix string) {
 	k.t.Helper()
 	p := ownerrecord.PolicyParams{
 		Name:           "kshard-e2e-fence-" + k.f.RunID + "-" + suffix,
 		Namespace:      k.pods.namespace,
 		ServiceAccount: ShardServiceAccount,
-		ConfigMap:      "kshard-owners",
+		// A label of this KShard's own: another test's coordinator (of another term
+		// sequence) must not find it on the namespaces.
+		OwnerLabel: "e2e-" + k.f.RunID + "-" + suffix + ".kshard.io/owner",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -29,6 +36,18 @@ func (k *KShard) installFence(suffix string) {
 		defer cancel()
 		if err := ownerrecord.Uninstall(ctx, k.f.Client, p); err != nil {
 			k.t.Errorf("removing the shard fence: %v", err)
+		}
+		nss, err := k.f.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: p.OwnerLabel})
+		if err != nil {
+			k.t.Errorf("listing namespaces with %s: %v", p.OwnerLabel, err)
+			return
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:null}}}`, p.OwnerLabel, p.TermAnnotation())
+		for _, ns := range nss.Items {
+			_, err := k.f.Client.CoreV1().Namespaces().Patch(ctx, ns.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				k.t.Errorf("removing %s from namespace %s: %v", p.OwnerLabel, ns.Name, err)
+			}
 		}
 	})
 	k.fence = &p

@@ -166,8 +166,3 @@ with the release namespace like the shard ClusterRole. */}}
 {{- define "kshard.shardFence.name" -}}
 {{- printf "%s-fence-%s" (include "kshard.shard.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" }}
 {{- end }}
-
-{{/* The owner ConfigMap (partition -> owner shard) the coordinator writes and the fence reads. */}}
-{{- define "kshard.shardFence.configMap" -}}
-{{- printf "%s-owners" (include "kshard.fullname" .) | trunc 63 | trimSuffix "-" }}
-{{- end }}

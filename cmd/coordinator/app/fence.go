@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
@@ -20,13 +19,13 @@ import (
 // its stream broke (its reconnect backoff, 1s, plus a hello), far shorter than a TTL.
 const DefaultSeizeAfter = 2 * time.Second
 
-// FenceOptions configure the server-side fence: the owner record the coordinator
-// writes, which the chart's ValidatingAdmissionPolicy reads to refuse a shard's writes to
-// namespaces it does not own.
+// FenceOptions configure the server-side fence: the owner label the coordinator keeps on
+// every Namespace, which the chart's ValidatingAdmissionPolicy reads to refuse a shard's
+// writes to namespaces it does not own.
 type FenceOptions struct {
 	Enabled bool
-	// ConfigMap is the owner record's name, in the shard ServiceAccount's namespace.
-	ConfigMap string
+	// OwnerLabel is the Namespace label naming the owner shard.
+	OwnerLabel string
 	// Policy is the ValidatingAdmissionPolicy's name (for telling its refusals apart).
 	Policy string
 	// SeizeAfter: a shard whose stream stayed closed this long loses its partitions at
@@ -38,15 +37,16 @@ type FenceOptions struct {
 
 // NewFenceOptions returns the defaults: the fence on.
 func NewFenceOptions() FenceOptions {
-	return FenceOptions{Enabled: true, ConfigMap: ownerrecord.DefaultConfigMapName, Policy: ownerrecord.DefaultPolicyName,
+	return FenceOptions{Enabled: true, OwnerLabel: ownerrecord.DefaultOwnerLabel, Policy: ownerrecord.DefaultPolicyName,
 		SeizeAfter: DefaultSeizeAfter, ProbeTimeout: 10 * time.Second}
 }
 
 // AddFlags registers the flags.
 func (o *FenceOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.Enabled, "shard-fence", o.Enabled, "write the owner record the server-side fence (the chart's ValidatingAdmissionPolicy) enforces, "+
+	fs.BoolVar(&o.Enabled, "shard-fence", o.Enabled, "keep the owner label on every Namespace that the server-side fence (the chart's ValidatingAdmissionPolicy) enforces, "+
 		"and send a partition's Acquire only once the API server refuses its previous owner; needs --shard-service-account")
-	fs.StringVar(&o.ConfigMap, "shard-fence-configmap", o.ConfigMap, "name of the owner record ConfigMap, in the shard ServiceAccount's namespace")
+	fs.StringVar(&o.OwnerLabel, "shard-fence-owner-label", o.OwnerLabel, "Namespace label naming the owner shard (its term goes into the annotation <label>-term); "+
+		"two kshard deployments in one cluster need two labels")
 	fs.StringVar(&o.Policy, "shard-fence-policy", o.Policy, "name of the fence's ValidatingAdmissionPolicy (its refusals are told apart by it)")
 	fs.DurationVar(&o.SeizeAfter, "seize-after", o.SeizeAfter, "with --shard-fence: a shard whose session stream stayed closed this long loses its partitions at once "+
 		"(its late writes are refused), instead of after --session-ttl + --fencing-margin; 0 waits for the lease")
@@ -74,9 +74,13 @@ func (o FenceOptions) validate(auth ShardAuthOptions, reconnect time.Duration) e
 	if o.ProbeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shard-fence-probe-timeout=%s must be positive", o.ProbeTimeout))
 	}
-	for _, c := range []struct{ flag, v string }{{"shard-fence-configmap", o.ConfigMap}, {"shard-fence-policy", o.Policy}} {
-		if c.v == "" {
-			errs = append(errs, fmt.Errorf("--%s must not be empty", c.flag))
+	if o.Policy == "" {
+		errs = append(errs, errors.New("--shard-fence-policy must not be empty"))
+	}
+	if namespace, sa, err := auth.serviceAccount(); err == nil {
+		p := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, OwnerLabel: o.OwnerLabel}
+		if err := p.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--shard-fence-owner-label/--shard-fence-policy: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -90,11 +94,10 @@ func (o FenceOptions) seizeAfter() time.Duration {
 	return o.SeizeAfter
 }
 
-// start builds the fence and starts its partition labeler, which runs until ctx ends
-// in every replica (a follower's informer is warm when it takes over; its patches are
-// the same idempotent label). It returns nil when the fence is off.
-func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, auth ShardAuthOptions,
-	pm partition.Map, log logr.Logger) (*ownerrecord.Fence, error) {
+// start builds the fence and starts its owner labeler, which runs until ctx ends in every
+// replica: a follower's informer is warm when it takes over, and it writes nothing until
+// its Claim. It returns nil when the fence is off.
+func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAuthOptions, pm partition.Map, log logr.Logger) (*ownerrecord.Fence, error) {
 	if !o.Enabled {
 		log.Info("WARNING: --shard-fence=false: the API server does not refuse a paused or partitioned shard's late writes")
 		return nil, nil
@@ -103,28 +106,28 @@ func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, client kubern
 	if err != nil {
 		return nil, err
 	}
-	meta, err := metadata.NewForConfig(cfg)
+	params := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, OwnerLabel: o.OwnerLabel}
+	// Label writes of a handoff batch are many small patches that must not queue behind
+	// the client's rate limiter (they are bounded by the labeler's write concurrency).
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.QPS = -1
+	meta, err := metadata.NewForConfig(wcfg)
 	if err != nil {
 		return nil, err
 	}
-	labeler, err := ownerrecord.NewLabeler(meta, pm, ownerrecord.LabelerOptions{})
+	labeler, err := ownerrecord.NewLabeler(meta, pm, params, ownerrecord.LabelerOptions{})
 	if err != nil {
 		return nil, err
 	}
 	go func() {
 		if err := labeler.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error(err, "partition labeler stopped")
+			log.Error(err, "owner labeler stopped")
 		}
 	}()
-	writer, err := ownerrecord.NewWriter(client, namespace, o.ConfigMap, pm)
+	fence, err := ownerrecord.NewFence(labeler, ownerrecord.FenceOptions{Params: params, Base: cfg, ProbeTimeout: o.ProbeTimeout})
 	if err != nil {
 		return nil, err
 	}
-	params := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, ConfigMap: o.ConfigMap}
-	fence, err := ownerrecord.NewFence(writer, labeler, ownerrecord.FenceOptions{Params: params, Base: cfg, ProbeTimeout: o.ProbeTimeout})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("server-side fence on", "ownerRecord", namespace+"/"+o.ConfigMap, "policy", o.Policy, "seizeAfter", o.SeizeAfter.String())
+	log.Info("server-side fence on", "ownerLabel", o.OwnerLabel, "policy", o.Policy, "seizeAfter", o.SeizeAfter.String())
 	return fence, nil
 }

@@ -28,8 +28,9 @@ func TestFenceOptions(t *testing.T) {
 		{name: "seizure off", args: []string{"--shard-service-account=kshard/kshard-shard", "--seize-after=0"}},
 		{name: "negative seize after", args: []string{"--shard-service-account=kshard/kshard-shard", "--seize-after=-1s"},
 			wantErr: []string{"--seize-after=-1s must not be negative"}},
-		{name: "empty ConfigMap name", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-configmap="},
-			wantErr: []string{"--shard-fence-configmap must not be empty"}},
+		{name: "bad owner label", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=a'b"},
+			wantErr: []string{"--shard-fence-owner-label"}},
+		{name: "owner label of a second release", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=blue.kshard.io/owner"}},
 		{name: "zero probe timeout", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-probe-timeout=0"},
 			wantErr: []string{"--shard-fence-probe-timeout=0s must be positive"}},
 	}

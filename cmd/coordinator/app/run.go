@@ -104,7 +104,7 @@ func run(ctx context.Context, o *Options) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	fence, err := o.Fence.start(ctx, cfg, client, o.ShardAuth, pm, log)
+	fence, err := o.Fence.start(ctx, cfg, o.ShardAuth, pm, log)
 	if err != nil {
 		return 2, err
 	}

@@ -17,8 +17,10 @@ type OwnerRecord interface {
 	// Claim stamps the record with term, refusing when a newer term claimed it, and
 	// returns what it says.
 	Claim(ctx context.Context, term uint32) (map[partition.ID]string, error)
-	// Apply writes owners in one write and returns once the API server enforces it.
+	// Apply writes owners and returns once the API server enforces them.
 	Apply(ctx context.Context, owners map[partition.ID]string) (ownerrecord.Applied, error)
+	// Release stops all writes of the record: leadership ended.
+	Release()
 }
 
 // claimRecord claims the owner record for a new leader's term and tells the state
@@ -69,6 +71,7 @@ func (s *Server) startRecordLocked() {
 			m.RecordErrors.Inc()
 		} else {
 			m.RecordWrites.Inc()
+			m.RecordNamespaceWrites.Add(float64(a.Writes))
 			m.RecordWrite.Observe(a.Write.Seconds())
 			m.RecordEnforce.Observe(a.Enforce.Seconds())
 			m.RecordPartitions.Observe(float64(len(req.Owners)))
@@ -82,7 +85,7 @@ func (s *Server) startRecordLocked() {
 			s.log.Info("owner record write failed; the partitions it moves wait for the retry",
 				"generation", req.Gen, "partitions", len(req.Owners), "err", err.Error())
 		} else {
-			s.log.V(1).Info("owner record enforced", "generation", req.Gen, "partitions", len(req.Owners),
+			s.log.V(1).Info("owner record enforced", "generation", req.Gen, "partitions", len(req.Owners), "namespaces", a.Writes,
 				"write", a.Write.String(), "enforce", a.Enforce.String(), "probes", a.Probes, "namespace", a.ProbeNamespace)
 		}
 		core.RecordApplied(s.opts.Now(), req.Gen, err)

@@ -211,6 +211,9 @@ func (s *Server) Lead(ctx context.Context, term uint32) error {
 		}
 	}
 
+	if s.opts.Record != nil {
+		s.opts.Record.Release()
+	}
 	s.mu.Lock()
 	s.core = nil
 	for id, st := range s.streams {

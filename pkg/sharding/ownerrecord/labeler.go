@@ -3,8 +3,11 @@ package ownerrecord
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,51 +26,63 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
-// partitionIndex indexes namespaces by the partition their name hashes to (not by
-// their label, which may be missing or wrong until the Labeler has fixed it).
+// partitionIndex indexes namespaces by the partition their name hashes to.
 const partitionIndex = "kshard.io/partition-of-name"
+
+// ErrDeposed is returned when a namespace's owner label was written by a newer
+// coordinator term than the writer's: the writer's leadership is over.
+var ErrDeposed = errors.New("owner record: a newer coordinator term wrote it")
+
+var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
 
 // LabelerOptions tune a Labeler.
 type LabelerOptions struct {
-	// Selector is a label selector restricting the namespaces labelled; empty means all,
-	// which is what production wants (the fence refuses shard writes in an unlabelled
-	// namespace). Tests use it to keep their hands off the rest of a shared cluster.
-	Selector string
-	// Workers is the number of concurrent patchers (default 2). A patch is one cheap
-	// request; more workers only matter for the first pass over a large cluster.
-	Workers int
+	// Workers is the number of concurrent label writers of the background loop (default
+	// 2) and WriteConcurrency those of one Set (default 16): a handoff batch of a
+	// partition with many namespaces must not wait for one patch after another.
+	Workers, WriteConcurrency int
 	// Resync re-examines every namespace this often (default 10 minutes), a safety net
-	// for a patch lost in a way the workqueue's retries did not catch.
+	// for a write lost in a way the workqueue's retries did not catch.
 	Resync time.Duration
 }
 
-// Labeler keeps the label kshard.io/partition=<partition.Map.For(name)> on every
-// Namespace. The fence policy reads a namespace's partition from this label (CEL cannot
-// hash a name), so a namespace without it refuses every shard write and one with a wrong
-// value would be fenced by the wrong partition's owner; the Labeler puts it right.
+// Labeler is the owner record: it keeps the owner label (PolicyParams.OwnerLabel) of every
+// Namespace equal to the coordinator leader's owner table, partition → shard, so that the
+// fence policy lets only that shard write there. Each label write carries the writer's
+// term in the term annotation and the namespace's resourceVersion as precondition, so a
+// deposed leader's late write can neither land over a newer term's nor undo it.
 //
-// It is a sample-controller-style loop: a metadata-only Namespace informer (labels are
-// all it needs, so it caches no spec or status), a typed rate-limited workqueue of names,
-// and a JSON merge patch of the one label only when it is missing or wrong. It runs in
-// the coordinator's leader, which owns the partition map. A label is stable: it only
-// changes if the partition count changed, which a running deployment never does.
+// Set writes the namespaces of a batch of partitions at once, for a handoff; a
+// sample-controller-style loop (a metadata-only Namespace informer, a typed rate-limited
+// queue) labels namespaces created later and puts back a label somebody changed. Until
+// Activate (a follower, or a leader before it claimed its term) it writes nothing.
 type Labeler struct {
 	client   metadata.Interface
 	pm       partition.Map
+	params   PolicyParams
 	opts     LabelerOptions
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
-	patches  atomic.Int64
+	writes   atomic.Int64
+
+	mu     sync.RWMutex
+	active bool
+	term   uint32
+	owners map[partition.ID]string // known owners; a partition absent is left as it is
 }
 
 // NewLabeler returns a Labeler of the namespaces client sees, for the partitions of pm.
 // Call Run to start it.
-func NewLabeler(client metadata.Interface, pm partition.Map, opts LabelerOptions) (*Labeler, error) {
+func NewLabeler(client metadata.Interface, pm partition.Map, params PolicyParams, opts LabelerOptions) (*Labeler, error) {
 	if err := pm.Validate(); err != nil {
 		return nil, err
 	}
+	params = params.withDefaults()
 	if opts.Workers <= 0 {
 		opts.Workers = 2
+	}
+	if opts.WriteConcurrency <= 0 {
+		opts.WriteConcurrency = 16
 	}
 	if opts.Resync <= 0 {
 		opts.Resync = 10 * time.Minute
@@ -75,17 +90,16 @@ func NewLabeler(client metadata.Interface, pm partition.Map, opts LabelerOptions
 	l := &Labeler{
 		client: client,
 		pm:     pm,
+		params: params,
 		opts:   opts,
+		owners: map[partition.ID]string{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "kshard_partition_labeler"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "kshard_owner_labeler"},
 		),
 	}
-	l.informer = metadatainformer.NewFilteredMetadataInformer(client, corev1.SchemeGroupVersion.WithResource("namespaces"),
-		metav1.NamespaceAll, opts.Resync,
-		cache.Indexers{partitionIndex: l.indexByPartition},
-		func(o *metav1.ListOptions) { o.LabelSelector = opts.Selector },
-	).Informer()
+	l.informer = metadatainformer.NewFilteredMetadataInformer(client, namespacesGVR, metav1.NamespaceAll, opts.Resync,
+		cache.Indexers{partitionIndex: l.indexByPartition}, nil).Informer()
 	if _, err := l.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    l.enqueue,
 		UpdateFunc: func(_, obj any) { l.enqueue(obj) },
@@ -100,12 +114,12 @@ func NewLabeler(client metadata.Interface, pm partition.Map, opts LabelerOptions
 func (l *Labeler) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer l.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithName("partition-labeler")
+	logger := klog.FromContext(ctx).WithName("owner-labeler")
 	go l.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), l.informer.HasSynced) {
-		return fmt.Errorf("partition labeler: namespace informer did not sync: %w", context.Cause(ctx))
+		return fmt.Errorf("owner labeler: namespace informer did not sync: %w", context.Cause(ctx))
 	}
-	logger.Info("partition labeler started", "namespaces", len(l.informer.GetStore().ListKeys()), "workers", l.opts.Workers)
+	logger.Info("owner labeler started", "namespaces", len(l.informer.GetStore().ListKeys()), "workers", l.opts.Workers, "label", l.params.OwnerLabel)
 	for range l.opts.Workers {
 		go wait.UntilWithContext(ctx, l.runWorker, time.Second)
 	}
@@ -116,14 +130,146 @@ func (l *Labeler) Run(ctx context.Context) error {
 // HasSynced reports whether the informer has listed every namespace once.
 func (l *Labeler) HasSynced() bool { return l.informer.HasSynced() }
 
-// Patches counts the label patches that succeeded: zero in steady state, one per new
-// namespace.
-func (l *Labeler) Patches() int64 { return l.patches.Load() }
+// Writes counts the label writes that succeeded: the fence's cost in API writes.
+func (l *Labeler) Writes() int64 { return l.writes.Load() }
+
+// Activate makes the Labeler the record of term: it reads what the namespaces say
+// (ErrDeposed when a newer term wrote any of them), takes that as its owner table, and
+// from then on writes. It returns the owner of each partition whose namespaces all agree
+// on one (a partition with no namespaces, or with disagreeing ones, is absent).
+func (l *Labeler) Activate(term uint32) (map[partition.ID]string, error) {
+	if !l.HasSynced() {
+		return nil, errors.New("owner labeler: the namespace informer has not synced")
+	}
+	known := map[partition.ID]string{}
+	split := map[partition.ID]bool{}
+	for _, o := range l.informer.GetStore().List() {
+		m, err := metaOf(o)
+		if err != nil {
+			continue
+		}
+		if t := l.termOf(m); t > term {
+			return nil, fmt.Errorf("%w: namespace %s carries term %d, this coordinator's is %d", ErrDeposed, m.GetName(), t, term)
+		}
+		p := l.pm.For(m.GetName())
+		owner := m.GetLabels()[l.params.OwnerLabel]
+		if prev, ok := known[p]; (ok && prev != owner) || split[p] {
+			split[p] = true
+			delete(known, p)
+			continue
+		}
+		known[p] = owner
+	}
+	for p, s := range known {
+		if s == "" {
+			delete(known, p)
+		}
+	}
+	l.mu.Lock()
+	l.active, l.term = true, term
+	l.owners = make(map[partition.ID]string, len(known))
+	for p, s := range known {
+		l.owners[p] = s
+	}
+	l.mu.Unlock()
+	return known, nil
+}
+
+// Deactivate stops all writes (leadership ended).
+func (l *Labeler) Deactivate() {
+	l.mu.Lock()
+	l.active = false
+	l.mu.Unlock()
+}
+
+// SetResult says what one Set wrote.
+type SetResult struct {
+	// Writes is the number of namespaces whose label changed.
+	Writes int
+	// Last is the namespace whose write got the highest resourceVersion (when nothing
+	// was written, the newest of the batch's namespaces that carry their owner; "" when
+	// there is none): once the API server's admission sees it, it sees every write of the
+	// batch, since its Namespace informer applies events in resourceVersion order.
+	Last string
+}
+
+// Set records owners (partition → shard; "" for no owner) in the owner table and writes
+// the owner label of every namespace of those partitions, concurrently; it returns when
+// all are written. Namespaces of those partitions created meanwhile are labelled by the
+// background loop from the table.
+func (l *Labeler) Set(ctx context.Context, owners map[partition.ID]string) (SetResult, error) {
+	l.mu.Lock()
+	if !l.active {
+		l.mu.Unlock()
+		return SetResult{}, errors.New("owner labeler: not active (not the leader)")
+	}
+	for p, s := range owners {
+		l.owners[p] = s
+	}
+	l.mu.Unlock()
+
+	var names []string
+	for p := range owners {
+		names = append(names, l.NamespacesOf(p)...)
+	}
+	var (
+		mu      sync.Mutex
+		res     SetResult
+		highest uint64
+		errs    []error
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, l.opts.WriteConcurrency)
+	)
+	for _, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rv, wrote, err := l.write(ctx, name)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			if !wrote {
+				return
+			}
+			res.Writes++
+			if n, err := strconv.ParseUint(rv, 10, 64); err == nil && (res.Last == "" || n > highest) {
+				highest, res.Last = n, name
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return res, err
+	}
+	if res.Last == "" {
+		// Nothing written (a retried batch): the newest of its namespaces that carry
+		// their owner, as the informer has them.
+		for _, name := range names {
+			o, ok, err := l.informer.GetStore().GetByKey(name)
+			if err != nil || !ok {
+				continue
+			}
+			m, err := metaOf(o)
+			if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[l.params.OwnerLabel] != owners[l.pm.For(name)] {
+				continue
+			}
+			if n, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && (res.Last == "" || n > highest) {
+				highest, res.Last = n, name
+			}
+		}
+	}
+	return res, nil
+}
 
 // NamespacesOf returns the names of the namespaces (known to the informer) whose name
-// hashes to partition p, sorted: where a Prober can probe p's owner.
+// hashes to partition p, sorted.
 func (l *Labeler) NamespacesOf(p partition.ID) []string {
-	objs, err := l.informer.GetIndexer().ByIndex(partitionIndex, Key(p))
+	objs, err := l.informer.GetIndexer().ByIndex(partitionIndex, strconv.FormatUint(uint64(p), 10))
 	if err != nil {
 		return nil
 	}
@@ -137,46 +283,53 @@ func (l *Labeler) NamespacesOf(p partition.ID) []string {
 	return out
 }
 
-// Labeled reports whether the informer's copy of namespace name carries the right
-// partition label.
-func (l *Labeler) Labeled(name string) bool {
+// Probeable reports whether namespace name can host a fence probe for owner now: the
+// informer's copy carries owner in the owner label and is not terminating (a terminating
+// namespace refuses every create).
+func (l *Labeler) Probeable(name, owner string) bool {
 	o, ok, err := l.informer.GetStore().GetByKey(name)
 	if err != nil || !ok {
 		return false
 	}
 	m, ok := o.(metav1.Object)
-	return ok && m.GetLabels()[PartitionLabel] == l.want(name)
+	return ok && m.GetDeletionTimestamp() == nil && m.GetLabels()[l.params.OwnerLabel] == owner
 }
 
-// Probeable reports whether namespace name can host a fence probe now: it is labelled
-// for its partition and not terminating (a terminating namespace refuses every create).
-func (l *Labeler) Probeable(name string) bool {
-	o, ok, err := l.informer.GetStore().GetByKey(name)
-	if err != nil || !ok {
-		return false
+// want returns the owner label namespace name should carry, and whether the table says.
+func (l *Labeler) want(name string) (string, uint32, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if !l.active {
+		return "", 0, false
 	}
-	m, ok := o.(metav1.Object)
-	return ok && m.GetDeletionTimestamp() == nil && m.GetLabels()[PartitionLabel] == l.want(name)
+	owner, ok := l.owners[l.pm.For(name)]
+	return owner, l.term, ok
 }
 
-func (l *Labeler) want(name string) string { return Key(l.pm.For(name)) }
+func (l *Labeler) termOf(m metav1.Object) uint32 {
+	t, err := strconv.ParseUint(m.GetAnnotations()[l.params.TermAnnotation()], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return uint32(t)
+}
 
 func (l *Labeler) indexByPartition(obj any) ([]string, error) {
 	m, err := metaOf(obj)
 	if err != nil {
 		return nil, err
 	}
-	return []string{l.want(m.GetName())}, nil
+	return []string{strconv.FormatUint(uint64(l.pm.For(m.GetName())), 10)}, nil
 }
 
-// enqueue queues a namespace whose label is not what it should be.
+// enqueue queues a namespace whose owner label is not what the table says.
 func (l *Labeler) enqueue(obj any) {
 	m, err := metaOf(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
-	if m.GetLabels()[PartitionLabel] != l.want(m.GetName()) {
+	if owner, _, ok := l.want(m.GetName()); ok && m.GetLabels()[l.params.OwnerLabel] != owner {
 		l.queue.Add(m.GetName())
 	}
 }
@@ -192,8 +345,13 @@ func (l *Labeler) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer l.queue.Done(name)
-	if err := l.sync(ctx, name); err != nil {
-		klog.FromContext(ctx).V(2).Info("labelling namespace failed; retrying", "namespace", name, "err", err)
+	if _, _, err := l.write(ctx, name); err != nil {
+		if errors.Is(err, ErrDeposed) {
+			klog.FromContext(ctx).Info("owner label written by a newer coordinator term; not retrying", "namespace", name, "err", err.Error())
+			l.queue.Forget(name)
+			return true
+		}
+		klog.FromContext(ctx).V(2).Info("writing the owner label failed; retrying", "namespace", name, "err", err.Error())
 		l.queue.AddRateLimited(name)
 		return true
 	}
@@ -201,34 +359,63 @@ func (l *Labeler) processNext(ctx context.Context) bool {
 	return true
 }
 
-// sync patches the label of one namespace if the informer says it is missing or wrong.
-func (l *Labeler) sync(ctx context.Context, name string) error {
-	o, ok, err := l.informer.GetStore().GetByKey(name)
-	if err != nil || !ok {
-		return err // deleted: nothing to do
+// write makes namespace name's owner label what the table says, with the namespace's
+// resourceVersion as precondition (re-read on a conflict) and the term checked and
+// stamped. It returns the new resourceVersion and whether it wrote.
+func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) {
+	var m metav1.Object
+	if o, ok, err := l.informer.GetStore().GetByKey(name); err == nil && ok {
+		if m, err = metaOf(o); err != nil {
+			return "", false, err
+		}
 	}
-	m, err := metaOf(o)
-	if err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		owner, term, ok := l.want(name)
+		if !ok {
+			return "", false, nil
+		}
+		if m == nil {
+			return "", false, nil // deleted, or not seen yet: its add event brings it back
+		}
+		if m.GetDeletionTimestamp() != nil || m.GetLabels()[l.params.OwnerLabel] == owner {
+			return "", false, nil
+		}
+		if t := l.termOf(m); t > term {
+			return "", false, fmt.Errorf("%w: namespace %s carries term %d, this coordinator's is %d", ErrDeposed, name, t, term)
+		}
+		var label any = owner
+		if owner == "" {
+			label = nil // a JSON merge patch removes a key set to null
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": m.GetResourceVersion(),
+			"labels":          map[string]any{l.params.OwnerLabel: label},
+			"annotations":     map[string]any{l.params.TermAnnotation(): strconv.FormatUint(uint64(term), 10)},
+		}})
+		if err != nil {
+			return "", false, err
+		}
+		got, err := l.client.Resource(namespacesGVR).Patch(ctx, name, types.MergePatchType, patch,
+			metav1.PatchOptions{FieldManager: "kshard-owner-labeler"})
+		switch {
+		case err == nil:
+			l.writes.Add(1)
+			return got.GetResourceVersion(), true, nil
+		case apierrors.IsNotFound(err):
+			return "", false, nil
+		case apierrors.IsConflict(err) && attempt < 5:
+			fresh, err := l.client.Resource(namespacesGVR).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return "", false, nil
+			}
+			if err != nil {
+				return "", false, err
+			}
+			m = fresh
+		default:
+			return "", false, fmt.Errorf("namespace %s: %w", name, err)
+		}
 	}
-	want := l.want(name)
-	if m.GetLabels()[PartitionLabel] == want {
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{PartitionLabel: want}}})
-	if err != nil {
-		return err
-	}
-	_, err = l.client.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).
-		Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kshard-partition-labeler"})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	l.patches.Add(1)
-	return nil
 }
 
 func metaOf(obj any) (metav1.Object, error) {
@@ -237,7 +424,7 @@ func metaOf(obj any) (metav1.Object, error) {
 	}
 	m, ok := obj.(metav1.Object)
 	if !ok {
-		return nil, fmt.Errorf("partition labeler: unexpected object %T", obj)
+		return nil, fmt.Errorf("owner labeler: unexpected object %T", obj)
 	}
 	return m, nil
 }

@@ -15,15 +15,16 @@ import (
 )
 
 const (
-	// PartitionLabel is the Namespace label that carries the namespace's partition
-	// (partition.Map.For(name), decimal). Admission CEL cannot hash a name, so the
-	// policy reads the partition from this label; Labeler keeps it correct.
-	PartitionLabel = "kshard.io/partition"
+	// DefaultOwnerLabel is the Namespace label that names the shard owning the namespace
+	// (its pod name); the coordinator's leader keeps it equal to its owner table, and the
+	// policy compares it with the pod-name extra of a shard's token. Two kshard releases
+	// in one cluster need two labels (PolicyParams.OwnerLabel).
+	DefaultOwnerLabel = "kshard.io/owner"
 
 	// PodNameExtra is the user-info extra the API server adds for a pod-bound
 	// (projected) ServiceAccount token: the name of the pod the token was issued to. A
 	// shard's ID is its pod name, so this is the identity the API server vouches for and
-	// the one the policy compares with the owner record.
+	// the one the policy compares with the owner label.
 	PodNameExtra = "authentication.kubernetes.io/pod-name"
 
 	// DefaultPolicyName names the ValidatingAdmissionPolicy and its binding. The chart
@@ -31,14 +32,11 @@ const (
 	// two namespaces do not fight over one cluster-scoped name.
 	DefaultPolicyName = "kshard-shard-fence"
 
-	// DefaultConfigMapName names the owner ConfigMap in kshard's namespace.
-	DefaultConfigMapName = "kshard-owners"
-
 	// AuditAnnotationKey is the key of the audit annotation the policy adds to every
 	// request it checks (the audit log shows it as "<policy name>/kshard_fence_decision"):
-	// "refused shard=... namespace=... partition=... owner=..." or "allowed ...", so late
-	// writes stopped by the fence can be found and counted in the audit log. The API
-	// server's apiserver_validating_admission_policy_check_total{policy=...,
+	// "refused shard=... namespace=... owner=..." or "allowed ...", so late writes stopped
+	// by the fence can be found and counted in the audit log. The API server's
+	// apiserver_validating_admission_policy_check_total{policy=...,
 	// enforcement_action="deny"} counts them too, without an audit log.
 	AuditAnnotationKey = "kshard_fence_decision"
 
@@ -57,8 +55,9 @@ type PolicyParams struct {
 	Namespace string
 	// ServiceAccount is the shard ServiceAccount's name; only its requests are fenced.
 	ServiceAccount string
-	// ConfigMap is the owner ConfigMap's name (DefaultConfigMapName when empty).
-	ConfigMap string
+	// OwnerLabel is the Namespace label naming the owner shard (DefaultOwnerLabel when
+	// empty); its term annotation is OwnerLabel + "-term".
+	OwnerLabel string
 }
 
 // withDefaults fills the optional names.
@@ -66,8 +65,8 @@ func (p PolicyParams) withDefaults() PolicyParams {
 	if p.Name == "" {
 		p.Name = DefaultPolicyName
 	}
-	if p.ConfigMap == "" {
-		p.ConfigMap = DefaultConfigMapName
+	if p.OwnerLabel == "" {
+		p.OwnerLabel = DefaultOwnerLabel
 	}
 	return p
 }
@@ -78,13 +77,24 @@ func (p PolicyParams) Validate() error {
 	p = p.withDefaults()
 	var errs []error
 	for _, c := range []struct{ what, v string }{
-		{"policy name", p.Name}, {"namespace", p.Namespace}, {"ServiceAccount", p.ServiceAccount}, {"ConfigMap", p.ConfigMap},
+		{"policy name", p.Name}, {"namespace", p.Namespace}, {"ServiceAccount", p.ServiceAccount},
 	} {
 		if msgs := validation.IsDNS1123Subdomain(c.v); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s %q: %s", c.what, c.v, strings.Join(msgs, "; ")))
 		}
 	}
+	for _, k := range []string{p.OwnerLabel, p.TermAnnotation()} {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 || strings.ContainsAny(k, `'\`) {
+			errs = append(errs, fmt.Errorf("owner label %q: %s", k, strings.Join(msgs, "; ")))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// TermAnnotation is the Namespace annotation holding the coordinator term that last
+// wrote the owner label: a writer of an older term refuses to write over it.
+func (p PolicyParams) TermAnnotation() string {
+	return p.withDefaults().OwnerLabel + "-term"
 }
 
 // Username is the user name of the shard ServiceAccount, the only user the policy
@@ -93,17 +103,15 @@ func (p PolicyParams) Username() string {
 	return "system:serviceaccount:" + p.Namespace + ":" + p.ServiceAccount
 }
 
-// CEL pieces of the policy. Every lookup is guarded, so a missing label, owner or extra
-// evaluates to the empty string (and a refusal with a message that says which) rather than to an
-// evaluation error, which failurePolicy Fail would also turn into a refusal but with an
-// unhelpful message.
+// CEL pieces of the policy. Every lookup is guarded, so a missing label or extra
+// evaluates to the empty string (and a refusal with a message that says which) rather
+// than to an evaluation error. The owner label's key is spliced in (Validate keeps quotes
+// and backslashes out of it).
 const (
 	celShard = `has(request.userInfo.extra) && '` + PodNameExtra + `' in request.userInfo.extra && ` +
 		`size(request.userInfo.extra['` + PodNameExtra + `']) > 0 ? request.userInfo.extra['` + PodNameExtra + `'][0] : ''`
-	celPartition = `namespaceObject != null && has(namespaceObject.metadata.labels) && ` +
-		`'` + PartitionLabel + `' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['` + PartitionLabel + `'] : ''`
-	celOwner = `variables.partition != '' && params != null && has(params.data) && ` +
-		`variables.partition in params.data ? params.data[variables.partition] : ''`
+	celOwnerFmt = `namespaceObject != null && has(namespaceObject.metadata.labels) && ` +
+		`'%[1]s' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['%[1]s'] : ''`
 	// Events are not fenced: the event recorder writes asynchronously and may write
 	// after the reconcile (and the ownership) ended, harmlessly. Dry-run events are, so
 	// that Prober can probe with an Event, which every shard may create.
@@ -114,15 +122,15 @@ const (
 	celWhat    = `request.operation + ' ' + request.resource.resource + ` +
 		`(has(request.subResource) && request.subResource != '' ? '/' + request.subResource : '') + ` +
 		`' in namespace ' + request.namespace`
-	celWhy = `(variables.partition == '' ? 'the namespace has no ` + PartitionLabel + ` label, so no shard owns it' : ` +
-		`'its partition ' + variables.partition + ' is owned by ' + (variables.owner != '' ? 'shard ' + variables.owner : 'no shard'))`
-	celMessage = `'` + MessagePrefix + ` shard ' + (variables.shard != '' ? variables.shard : '<unknown: no ` + PodNameExtra + ` extra>') + ` +
-		`' may not ' + ` + celWhat + ` + ': ' + ` + celWhy
+	celWhyFmt = `(variables.owner == '' ? 'the namespace has no %[1]s label, so no shard owns it' : ` +
+		`'it is owned by shard ' + variables.owner)`
+	celMessageFmt = `'` + MessagePrefix + ` shard ' + (variables.shard != '' ? variables.shard : '<unknown: no ` + PodNameExtra + ` extra>') + ` +
+		`' may not ' + ` + celWhat + ` + ': ' + ` + celWhyFmt
 	// An audit annotation's value must be a string or null, and CEL cannot type a
 	// conditional of null and a string, so the annotation is on every fenced request and
 	// says which way it went.
 	celAudit = `(variables.shard != '' && variables.owner == variables.shard ? 'allowed' : 'refused') + ` +
-		`' shard=' + variables.shard + ' namespace=' + request.namespace + ' partition=' + variables.partition + ` +
+		`' shard=' + variables.shard + ' namespace=' + request.namespace + ` +
 		`' owner=' + variables.owner + ' operation=' + request.operation + ' resource=' + request.resource.resource`
 )
 
@@ -134,19 +142,17 @@ const (
 // comparison, nothing more. Events are left out by a match condition
 // rather than by excludeResourceRules: real event writes are not fenced, dry-run ones
 // are, which gives Prober a probe every shard is allowed by RBAC to send.
-// failurePolicy Ignore: the API server resolves a binding's params before it evaluates
-// matchConditions, so an error there (the param informer not synced within its second,
-// as right after the policy is loaded or a kube-apiserver starts, or on a loaded API
-// server) would, under Fail, refuse every namespaced write of every user in the
-// cluster, not only the shards' (seen on the local control plane: a test's own
-// Deployment create was refused). The fence is the second line of defence behind the
-// shards' own per-partition fence and the handoff protocol; it must not be able to stop
-// the cluster's writes. The CEL is guarded so that it never errors; configuration errors
-// fail open for that moment. (A missing owner ConfigMap is such a case too: see
-// Binding.)
+// The owner is the namespace's own label, read through namespaceObject from the API
+// server's Namespace informer: the policy has no params. That matters twice. With
+// params, the API server resolves them before it evaluates matchConditions, for every
+// matched request of every user (a missing param object costs a GET per request, and a
+// param informer not synced within its second fails the request); and its param
+// informers can freeze (kubernetes#130887). Without params, another user's write stops at
+// the match conditions, which cannot fail, so failurePolicy Fail is safe for the cluster:
+// a shard request the policy cannot evaluate is refused, never let through.
 func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p = p.withDefaults()
-	ignore := admissionregistrationv1.Ignore
+	fail := admissionregistrationv1.Fail
 	namespaced := admissionregistrationv1.NamespacedScope
 	equivalent := admissionregistrationv1.Equivalent
 	forbidden := metav1.StatusReasonForbidden
@@ -155,8 +161,7 @@ func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
-			FailurePolicy: &ignore,
+			FailurePolicy: &fail,
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				MatchPolicy: &equivalent,
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
@@ -175,13 +180,12 @@ func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 			},
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "shard", Expression: celShard},
-				{Name: "partition", Expression: celPartition},
-				{Name: "owner", Expression: celOwner},
+				{Name: "owner", Expression: fmt.Sprintf(celOwnerFmt, p.OwnerLabel)},
 			},
 			Validations: []admissionregistrationv1.Validation{{
 				Expression:        celAllowed,
-				MessageExpression: celMessage,
-				Message:           MessagePrefix + " the shard does not own this namespace's partition",
+				MessageExpression: fmt.Sprintf(celMessageFmt, p.OwnerLabel),
+				Message:           MessagePrefix + " the shard does not own this namespace",
 				Reason:            &forbidden,
 			}},
 			AuditAnnotations: []admissionregistrationv1.AuditAnnotation{{
@@ -192,28 +196,14 @@ func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	}
 }
 
-// Binding returns the fence's ValidatingAdmissionPolicyBinding: params from the owner
-// ConfigMap, enforced with Deny.
-//
-// parameterNotFoundAction is Allow: the API server resolves params before it evaluates
-// matchConditions, so with Deny a missing ConfigMap would refuse every namespaced write
-// of every user in the cluster (the coordinator's re-creation of the ConfigMap
-// included). A missing record therefore leaves the shards unfenced until the
-// coordinator writes it; an existing record without an entry for a partition refuses
-// every shard write to it.
+// Binding returns the fence's ValidatingAdmissionPolicyBinding, enforced with Deny.
 func Binding(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	p = p.withDefaults()
-	allow := admissionregistrationv1.AllowAction
 	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: p.Name,
-			ParamRef: &admissionregistrationv1.ParamRef{
-				Name:                    p.ConfigMap,
-				Namespace:               p.Namespace,
-				ParameterNotFoundAction: &allow,
-			},
+			PolicyName:        p.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
@@ -240,8 +230,8 @@ func Manifest(p PolicyParams) ([]byte, error) {
 }
 
 // Install creates or updates the policy and its binding (policy first, so the binding
-// never refers to a missing policy). It does not create the owner ConfigMap: until
-// Writer writes it, the shards are not fenced (see Binding).
+// never refers to a missing policy). From then on a shard may write only in namespaces
+// whose owner label names it.
 func Install(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {
 	if err := p.Validate(); err != nil {
 		return err

@@ -18,7 +18,8 @@ func TestPolicyParams(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "defaults", params: PolicyParams{Namespace: "kshard-system", ServiceAccount: "kshard-shard"}},
-		{name: "all named", params: PolicyParams{Name: "x-fence", Namespace: "ns", ServiceAccount: "sa", ConfigMap: "owners"}},
+		{name: "all named", params: PolicyParams{Name: "x-fence", Namespace: "ns", ServiceAccount: "sa", OwnerLabel: "blue.kshard.io/owner"}},
+		{name: "quote in the owner label", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", OwnerLabel: "x'y"}, wantErr: true},
 		{name: "no namespace", params: PolicyParams{ServiceAccount: "sa"}, wantErr: true},
 		{name: "no ServiceAccount", params: PolicyParams{Namespace: "ns"}, wantErr: true},
 		{name: "quote in a name", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa'"}, wantErr: true},
@@ -51,8 +52,14 @@ func TestPolicyParams(t *testing.T) {
 			if got := policy.Spec.MatchConditions[0].Expression; !strings.Contains(got, "'system:serviceaccount:"+p.Namespace+":"+p.ServiceAccount+"'") {
 				t.Errorf("match condition %q does not name the shard ServiceAccount", got)
 			}
-			if r := binding.Spec.ParamRef; r.Name != p.ConfigMap || r.Namespace != p.Namespace || *r.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
-				t.Errorf("paramRef %+v", r)
+			if policy.Spec.ParamKind != nil || binding.Spec.ParamRef != nil {
+				t.Errorf("the policy has params (%+v, %+v): it must read the owner from the namespace", policy.Spec.ParamKind, binding.Spec.ParamRef)
+			}
+			if fp := policy.Spec.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Fail {
+				t.Errorf("failurePolicy %v, want Fail", fp)
+			}
+			if got := policy.Spec.Variables[1].Expression; !strings.Contains(got, "'"+p.OwnerLabel+"'") {
+				t.Errorf("owner variable %q does not read label %s", got, p.OwnerLabel)
 			}
 		})
 	}

@@ -16,22 +16,16 @@ const ProbeEventReason = "KShardFenceProbe"
 
 // Prober finds out what the API server's admission currently decides for a shard in a
 // namespace, by sending a server-side dry-run write as that shard and reading the
-// answer. Writing the owner record (Writer.Set) returns once etcd has it; the API server
-// enforces it only when its policy param informer has seen the new ConfigMap, a moment
-// later. A move is safe only once the new record is enforced: the coordinator waits for
-// WaitAllowed(new owner) before it sends Acquire (and, where it needs the proof, for
-// WaitRefused(old owner)).
+// answer. Writing an owner label (Labeler.Set) returns once etcd has it; the API server
+// enforces it only when its Namespace informer has seen the write, a moment later. A
+// move is safe only once the new label is enforced: Fence.Apply probes before the
+// coordinator sends Acquire.
 //
 // The probe is a dry-run create of a core/v1 Event: every shard may create events (its
 // base RBAC), a dry run stores nothing, and the policy matches events of dry-run
 // requests only (real events are not fenced), so the probe needs no permission a shard
 // does not already have. Admission is per API server: with several kube-apiservers
 // behind a load balancer a probe shows what the one it reached enforces.
-//
-// The record is one object, so an API server that lets the new owner through has the
-// new record and refuses the old owner too, as long as the record exists: a missing
-// ConfigMap fences nobody (see Binding), and then only WaitRefused of the old owner is
-// proof that it is fenced.
 type Prober struct {
 	// PolicyName is the fence policy's name (DefaultPolicyName when empty), used to tell
 	// its refusals from other errors.

@@ -2,7 +2,6 @@ package chart
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,12 +36,13 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 		params    ownerrecord.PolicyParams
 	}{
 		{name: "defaults", release: "kshard", namespace: "kshard-system", enabled: true,
-			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "kshard-shard", ConfigMap: "kshard-owners"}},
+			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "kshard-shard"}},
 		{name: "other release and namespace", release: "blue", namespace: "tenants", enabled: true,
-			params: ownerrecord.PolicyParams{Name: "blue-kshard-shard-fence-tenants", Namespace: "tenants", ServiceAccount: "blue-kshard-shard", ConfigMap: "blue-kshard-owners"}},
+			set:    []string{"shardFence.ownerLabel=blue.kshard.io/owner"},
+			params: ownerrecord.PolicyParams{Name: "blue-kshard-shard-fence-tenants", Namespace: "tenants", ServiceAccount: "blue-kshard-shard", OwnerLabel: "blue.kshard.io/owner"}},
 		{name: "named shard ServiceAccount", release: "kshard", namespace: "kshard-system", enabled: true,
 			set:    []string{"serviceAccount.shard.create=false", "serviceAccount.shard.name=my-shards"},
-			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "my-shards", ConfigMap: "kshard-owners"}},
+			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "my-shards"}},
 		{name: "disabled", release: "kshard", namespace: "kshard-system", set: []string{"shardFence.enabled=false"}},
 	}
 	for _, tc := range tests {
@@ -64,8 +64,8 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 				}
 				var role rbacv1.Role
 				Into(t, objs.Get(t, "Role", coordinator), &role)
-				if hasRule(role.Rules, "", "configmaps", "create") {
-					t.Errorf("shardFence.enabled=false still lets the coordinator create ConfigMaps")
+				if hasRule(role.Rules, "", "serviceaccounts", "impersonate") || hasNamedRule(role.Rules, "", "serviceaccounts", "impersonate", "kshard-shard") {
+					t.Errorf("shardFence.enabled=false still lets the coordinator impersonate the shards")
 				}
 				return
 			}
@@ -88,60 +88,54 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 				t.Errorf("the chart's binding differs from ownerrecord.Binding(%+v):\nchart:\n%s\ncode:\n%s", tc.params, toYAML(t, binding.Spec), toYAML(t, wantBinding.Spec))
 			}
 
-			// The coordinator may keep the record: namespaces list/watch/patch cluster-wide,
-			// the owner ConfigMap created and then read and updated by name, nothing more.
+			// The coordinator may keep the record and probe it: namespaces list/watch/patch
+			// cluster-wide, impersonation of the shard ServiceAccount and its pod-name extra,
+			// nothing more.
 			var cr rbacv1.ClusterRole
 			Into(t, objs.Get(t, "ClusterRole", coordinator+"-"+tc.namespace), &cr)
-			for _, v := range []string{"list", "watch", "patch"} {
+			for _, v := range []string{"get", "list", "watch", "patch"} {
 				if !hasRule(cr.Rules, "", "namespaces", v) {
 					t.Errorf("coordinator ClusterRole %s lacks namespaces %s: %+v", cr.Name, v, cr.Rules)
 				}
 			}
+			if !hasRule(cr.Rules, "authentication.k8s.io", "userextras/"+ownerrecord.PodNameExtra, "impersonate") {
+				t.Errorf("coordinator ClusterRole %s lacks impersonation of the pod-name extra: %+v", cr.Name, cr.Rules)
+			}
 			var role rbacv1.Role
 			Into(t, objs.Get(t, "Role", coordinator), &role)
-			if !hasRule(role.Rules, "", "configmaps", "create") {
-				t.Errorf("coordinator Role lacks configmaps create: %+v", role.Rules)
+			if !hasNamedRule(role.Rules, "", "serviceaccounts", "impersonate", tc.params.ServiceAccount) {
+				t.Errorf("coordinator Role lacks impersonation of ServiceAccount %s: %+v", tc.params.ServiceAccount, role.Rules)
 			}
-			for _, v := range []string{"get", "update"} {
-				if !hasNamedRule(role.Rules, "", "configmaps", v, tc.params.ConfigMap) {
-					t.Errorf("coordinator Role lacks configmaps %s on %s: %+v", v, tc.params.ConfigMap, role.Rules)
-				}
+			if hasRule(role.Rules, "", "configmaps", "create") {
+				t.Errorf("coordinator Role may create ConfigMaps: the record is on the namespaces now")
 			}
 		})
 	}
 }
 
 // TestShardFenceCoordinatorRBAC is the RBAC proof of the fence's record keeping: with only
-// the chart's RBAC, the coordinator's ServiceAccount can run the partition Labeler and
-// write the owner ConfigMap (create, then update) the rendered binding points at.
+// the chart's RBAC, the coordinator's ServiceAccount can claim the owner record, write a
+// namespace's owner label, and probe admission as a shard (impersonating the shard
+// ServiceAccount with its pod-name extra).
 func TestShardFenceCoordinatorRBAC(t *testing.T) {
 	f := framework.Get(t)
 	ns := f.Namespace(t, nil).Name
 	r := installRBAC(t, f, "fence", ns, nil)
-	coordSA := r.coordinator.Spec.Template.Spec.ServiceAccountName
-	bindings := r.objs.Kind("ValidatingAdmissionPolicyBinding")
-	if len(bindings) != 1 {
-		t.Fatalf("%d ValidatingAdmissionPolicyBindings rendered, want 1", len(bindings))
-	}
-	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	Into(t, bindings[0], &binding)
+	coordSA, shardSA := r.coordinator.Spec.Template.Spec.ServiceAccountName, r.shard.Spec.Template.Spec.ServiceAccountName
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, f, ns, coordSA))
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := kubernetes.NewForConfigOrDie(cfg)
 	meta := metadata.NewForConfigOrDie(cfg)
 	pm := partition.Map{Count: partition.DefaultCount}
-
-	// A namespace to label, picked out by a label of this test so the Labeler leaves
-	// the rest of the shared cluster alone.
-	mark := "kshard.io/fence-rbac-" + f.RunID
-	target := f.Namespace(t, map[string]string{mark: "1"}).Name
+	// An owner label of this test's own, so that nothing else in the shared cluster reads it.
+	params := ownerrecord.PolicyParams{Name: "fence-rbac-" + f.RunID, Namespace: ns, ServiceAccount: shardSA, OwnerLabel: "rbac-" + f.RunID + ".kshard.io/owner"}
+	target := f.Namespace(t, nil).Name
 	framework.Eventually(t, 30*time.Second, "the coordinator's RBAC is in force", func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+		_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, err
 	})
-	labeler, err := ownerrecord.NewLabeler(meta, pm, ownerrecord.LabelerOptions{Selector: mark + "=1"})
+	labeler, err := ownerrecord.NewLabeler(meta, pm, params, ownerrecord.LabelerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,29 +143,37 @@ func TestShardFenceCoordinatorRBAC(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- labeler.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	want := ownerrecord.Key(pm.For(target))
-	framework.Eventually(t, 30*time.Second, "namespace "+target+" labelled by the coordinator's ServiceAccount", func(ctx context.Context) (bool, error) {
-		got, err := f.Client.CoreV1().Namespaces().Get(ctx, target, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if got.Labels[ownerrecord.PartitionLabel] != want {
-			return false, fmt.Errorf("label %q, want %q", got.Labels[ownerrecord.PartitionLabel], want)
-		}
-		return true, nil
+	framework.Eventually(t, 30*time.Second, "the labeler's informer synced", func(context.Context) (bool, error) {
+		return labeler.HasSynced(), nil
 	})
-
-	w, err := ownerrecord.NewWriter(client, binding.Spec.ParamRef.Namespace, binding.Spec.ParamRef.Name, pm)
+	framework.Eventually(t, 10*time.Second, "namespace "+target+" seen", func(context.Context) (bool, error) {
+		return slices.Contains(labeler.NamespacesOf(pm.For(target)), target), nil
+	})
+	if _, err := labeler.Activate(1); err != nil {
+		t.Fatal(err)
+	}
+	res, err := labeler.Set(context.Background(), map[partition.ID]string{pm.For(target): "shard-a"})
+	if err != nil {
+		t.Fatalf("writing the owner label as %s: %v", coordSA, err)
+	}
+	if res.Writes == 0 {
+		t.Fatalf("Set wrote nothing: %+v", res)
+	}
+	got, err := f.Client.CoreV1().Namespaces().Get(context.Background(), target, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, owner := range []string{"shard-a", "shard-b"} { // create, then update
-		if err := w.Set(context.Background(), map[partition.ID]string{pm.For(target): owner}); err != nil {
-			t.Fatalf("write %d of the owner record as %s: %v", i+1, coordSA, err)
-		}
+	if got.Labels[params.OwnerLabel] != "shard-a" || got.Annotations[params.TermAnnotation()] != "1" {
+		t.Errorf("namespace %s: labels %v annotations %v", target, got.Labels, got.Annotations)
 	}
-	if w.Writes() != 2 || w.ResourceVersion() == "" {
-		t.Errorf("writes %d, resourceVersion %q; want 2 and a version", w.Writes(), w.ResourceVersion())
+	// The probe: a dry-run Event as shard-a. Without this test's policy installed it is let
+	// through; what matters is that the impersonation is allowed.
+	shard, err := ownerrecord.ShardClient(cfg, params, "shard-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (ownerrecord.Prober{PolicyName: params.Name}).Allowed(context.Background(), shard, target); err != nil {
+		t.Errorf("probing as shard-a with the coordinator's RBAC: %v", err)
 	}
 }
 

@@ -169,29 +169,25 @@ func TestServerSideFence(t *testing.T) {
 	})
 
 	refused := admissionDenials(t, f, fence.Name) - refusedBefore
-	writes, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_writes_total")
+	batches, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_batches_total")
+	writes, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_namespace_writes_total")
 	enforceSum, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_sum")
 	enforceCount, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_count")
-	t.Logf("the API server refused %v shard writes through the fence during the test; owner record writes %v, mean wait for enforcement %.1fms",
-		refused, writes, 1000*enforceSum/max(enforceCount, 1))
+	t.Logf("the API server refused %v shard writes through the fence during the test; owner record: %v batches, %v namespace label writes, mean wait for enforcement %.1fms",
+		refused, batches, writes, 1000*enforceSum/max(enforceCount, 1))
 	if want := float64(len(owned[victim])); refused < want {
 		t.Errorf("apiserver_validating_admission_policy_check_total counted %v denials, want ≥ %v", refused, want)
 	}
 }
 
-// fenceState describes what the fence should decide in namespace: its partition label and
-// the record's entry for it, and a second try of the victim's write.
+// fenceState describes what the fence should decide in namespace: its owner label and
+// term, as the API server has them now.
 func fenceState(ctx context.Context, f *framework.Framework, p *ownerrecord.PolicyParams, namespace string) string {
 	ns, err := f.Client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if err != nil {
 		return err.Error()
 	}
-	label := ns.Labels[ownerrecord.PartitionLabel]
-	cm, err := f.Client.CoreV1().ConfigMaps(p.Namespace).Get(ctx, p.ConfigMap, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Sprintf("label %q, record: %v", label, err)
-	}
-	return fmt.Sprintf("label %q, record entry %q, record resourceVersion %s", label, cm.Data[label], cm.ResourceVersion)
+	return fmt.Sprintf("owner label %q, term %q, resourceVersion %s", ns.Labels[p.OwnerLabel], ns.Annotations[p.TermAnnotation()], ns.ResourceVersion)
 }
 
 // dryRunWrite creates a Pod in namespace as client (shards may: the ReplicaSet

@@ -7,6 +7,10 @@
 //     shard joins 3, and the coordinator's handoff duration and ownership gap (p50, p99).
 //   - KillShard: time until the namespaces of a SIGKILLed shard are reconciled by a live
 //     shard again, with the coordinator's default session TTL and fencing margin.
+//   - ScaleOut3to4Fenced, KillShardFenced: the same with the server-side fence on (pod
+//     identities, owner labels written and enforced before every Acquire, a killed
+//     shard seized once its stream stayed closed for --seize-after), plus the fence's
+//     owner-label writes and its write and enforcement times.
 //   - RSS: shard resident memory with 1, 2 and 4 shards over the same objects.
 //
 // Run it with
@@ -87,6 +91,9 @@ type env struct {
 	mu     sync.Mutex
 	nss    []string
 	pmap   partition.Map
+	// fence runs the clusters with pod identities and the server-side fence
+	// (KShardOptions.Fence); set by the *Fenced sub-benchmarks.
+	fence bool
 }
 
 // BenchmarkSharding runs the scenarios over one set of namespaces; select one with e.g.
@@ -109,8 +116,47 @@ func BenchmarkSharding(b *testing.B) {
 
 	b.Run("Watches", e.benchWatches)
 	b.Run("ScaleOut3to4", e.benchScaleOut)
+	b.Run("ScaleOut3to4Fenced", e.fenced(e.benchScaleOut))
 	b.Run("KillShard", e.benchKillShard)
+	b.Run("KillShardFenced", e.fenced(e.benchKillShard))
 	b.Run("RSS", e.benchRSS)
+}
+
+// fenced runs a scenario with the server-side fence on: shards with pod-bound tokens, the
+// fence's policy installed, the coordinator writing owner labels before every Acquire and
+// seizing a shard whose stream stayed closed (--seize-after, 2s by default). Compared with
+// the same scenario without it, in the same run, it gives the fence's cost per move and
+// its failover time.
+func (e *env) fenced(fn func(*testing.B)) func(*testing.B) {
+	return func(b *testing.B) {
+		e.fence = true
+		defer func() { e.fence = false }()
+		fn(b)
+	}
+}
+
+// reportFence reports the owner record's cost from the coordinator's metrics: namespace
+// label writes, batches, and the mean time to write a batch and to see it enforced.
+func (c *cluster) reportFence(b *testing.B) {
+	if !c.e.fence {
+		return
+	}
+	ctx := context.Background()
+	m, err := framework.Scrape(ctx, c.coord.HTTPURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	writes := m.Value("kshard_coordinator_owner_record_namespace_writes_total")
+	batches := m.Value("kshard_coordinator_owner_record_batches_total")
+	mean := func(name string) float64 {
+		return 1000 * m.Value(name+"_sum") / max(m.Value(name+"_count"), 1)
+	}
+	b.Logf("  server-side fence: %.0f owner-label writes in %.0f batches; mean batch write %.1fms, mean wait until enforced %.1fms",
+		writes, batches, mean("kshard_coordinator_owner_record_write_seconds"), mean("kshard_coordinator_owner_record_enforce_seconds"))
+	b.ReportMetric(writes, "fence-ns-writes")
+	b.ReportMetric(batches, "fence-batches")
+	b.ReportMetric(mean("kshard_coordinator_owner_record_write_seconds"), "fence-write-mean-ms")
+	b.ReportMetric(mean("kshard_coordinator_owner_record_enforce_seconds"), "fence-enforce-mean-ms")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -199,6 +245,7 @@ func (e *env) benchScaleOut(b *testing.B) {
 		overlaps := len(auditlog.Overlaps(recs))
 		acq := acquiredSince(b, c.coord.LogPath, logOffset)
 		c.checkPartitionMapping(ctx, nss[:5])
+		c.reportFence(b)
 		c.stop()
 
 		// What moved.
@@ -310,6 +357,7 @@ func (e *env) benchKillShard(b *testing.B) {
 			}
 		}
 		overlaps := len(auditlog.Overlaps(recs))
+		c.reportFence(b)
 		c.stop()
 
 		detect := math.NaN()
@@ -318,7 +366,7 @@ func (e *env) benchKillShard(b *testing.B) {
 		}
 		b.Logf("SIGKILL of %s (%d of %d namespaces), session TTL %s + fencing margin %s, heartbeat every 1s (the coordinator default):",
 			victim.Name, len(victimNS), len(nss), ttl, margin)
-		b.Logf("  coordinator expired it %.3fs after the kill; regrant gap (expiry -> Acquired) p50 %.3fs max %.3fs over %d partitions",
+		b.Logf("  coordinator expired (or, fenced, seized) it %.3fs after the kill; regrant gap (expiry -> Acquired) p50 %.3fs max %.3fs over %d partitions",
 			detect, exact(gaps, 0.5), exact(gaps, 1), len(gaps))
 		b.Logf("  its namespaces reconciled by a live shard after: p50 %.3fs, max %.3fs; %d overlaps in %d audit records",
 			exact(per, 0.5), took.Seconds(), overlaps, len(recs))
@@ -568,7 +616,7 @@ func (e *env) newCluster(b *testing.B, prefix string, n int) *cluster {
 		b.Fatal(err)
 	}
 	k := e.f.NewKShard(b, framework.KShardOptions{
-		Partitions: partitions, SessionTTL: ttl, Margin: margin,
+		Partitions: partitions, SessionTTL: ttl, Margin: margin, PodIdentity: e.fence, Fence: e.fence,
 		CoordinatorArgs: []string{"--membership-debounce", debounce.String(), "--membership-max-debounce", maxDebounce.String()},
 		ShardArgs: []string{"--controllers", "*,kshard-audit", "--audit-resync-interval", auditResync.String(),
 			"--audit-work-duration", auditWork.String()},
@@ -960,7 +1008,8 @@ func acquiredSince(b testing.TB, path string, offset int64) []acquired {
 func expiredAt(b testing.TB, path string, offset int64, shard string) time.Time {
 	var at time.Time
 	readLogSince(b, path, offset, func(m map[string]any) {
-		if m["msg"] != "membership changed" || m["event"] != "member-expired" || m["shard"] != shard || !at.IsZero() {
+		// Expired after its lease, or seized once its stream stayed closed (server-side fence).
+		if ev := m["event"]; m["msg"] != "membership changed" || (ev != "member-expired" && ev != "member-seized") || m["shard"] != shard || !at.IsZero() {
 			return
 		}
 		if s, ok := m["ts"].(string); ok {

@@ -53,6 +53,15 @@ chart-test: build ## Helm chart: lint, template, server-side dry-run, RBAC proof
 	$(CLUSTER) up
 	KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -v ./test/integration/chart
 
+.PHONY: chaos
+CHAOS_DURATION ?= 30m
+CHAOS_TIMEOUT ?= 60m
+chaos: build ## chaos on the real control plane (test/chaos): random faults while Deployments roll out, CHAOS_DURATION (default 30m); CHAOS_SEED=n replays a run
+	$(TOOLS) cluster
+	$(CLUSTER) up
+	KSHARD_CHAOS=1 KSHARD_CHAOS_DURATION=$(CHAOS_DURATION) $(if $(CHAOS_SEED),KSHARD_CHAOS_SEED=$(CHAOS_SEED)) KSHARD_BIN_DIR=$(BIN) \
+	  $(GO) test -p 1 -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./test/chaos
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	$(TOOLS) staticcheck

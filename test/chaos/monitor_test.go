@@ -1,0 +1,324 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
+	"github.com/kshard/kshard/test/framework"
+)
+
+var execCommand = exec.Command
+
+func metavOptions() metav1.DeleteOptions { return metav1.DeleteOptions{} }
+
+// monitor watches the run from its own goroutine, once a second:
+//   - the leader's assignments: its term (never lower than one seen before from a leader,
+//     reported), whether the adversary owns anything (a violation), how long the
+//     assignment stayed unconverged;
+//   - every other second, the fence probe: a dry-run write as a shard in a namespace
+//     whose owner label (stable for 2s) names another shard must be refused by the
+//     policy; one accepted is a late write of a non-owner accepted (a violation);
+//   - every 5s, the API server's count of the policy's denials (summed across API
+//     server restarts).
+type monitor struct {
+	t     *testing.T
+	f     *framework.Framework
+	k     *framework.KShard
+	w     *workload
+	fence *ownerrecord.PolicyParams
+	rng   *rand.Rand
+	stopc chan struct{}
+	done  chan struct{}
+
+	mu                 sync.Mutex
+	maxTerm            uint32
+	termDrops          []string
+	advOwned           []string
+	polls, noLeader    int
+	unconvergedSince   time.Time
+	longestUnconverged time.Duration
+
+	seen         map[string]nsObs
+	clients      map[string]kubernetes.Interface
+	probes       map[string]int
+	lateAccepted []string
+	ownerRefused []string
+
+	denialPaused           bool
+	denialBase, denialLast float64
+}
+
+type nsObs struct {
+	owner, rv string
+	since     time.Time
+}
+
+func startMonitor(ctx context.Context, t *testing.T, f *framework.Framework, k *framework.KShard, w *workload, seed uint64) *monitor {
+	m := &monitor{t: t, f: f, k: k, w: w, fence: k.FenceParams(), rng: rand.New(rand.NewPCG(seed, 3)),
+		stopc: make(chan struct{}), done: make(chan struct{}),
+		seen: map[string]nsObs{}, clients: map[string]kubernetes.Interface{}, probes: map[string]int{}}
+	m.sampleDenials()
+	go func() {
+		defer close(m.done)
+		for i := 1; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.stopc:
+				return
+			case <-time.After(time.Second):
+			}
+			m.pollAssignments(ctx)
+			if i%2 == 0 {
+				m.probe(ctx)
+			}
+			if i%5 == 0 {
+				m.sampleDenials()
+			}
+		}
+	}()
+	return m
+}
+
+func (m *monitor) stop() {
+	close(m.stopc)
+	<-m.done
+	m.sampleDenials()
+}
+
+func (m *monitor) term() uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.maxTerm
+}
+
+func (m *monitor) pollAssignments(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	l, err := m.k.Leader(ctx)
+	var converged bool
+	if err == nil {
+		a, aerr := l.Assignments(ctx)
+		if aerr == nil {
+			m.mu.Lock()
+			if a.Term < m.maxTerm {
+				m.termDrops = append(m.termDrops, fmt.Sprintf("%s: %s answered as leader with term %d after term %d was seen", now.Format("15:04:05.000"), l.Name, a.Term, m.maxTerm))
+			}
+			m.maxTerm = max(m.maxTerm, a.Term)
+			m.mu.Unlock()
+			for _, s := range a.Shards {
+				if s.Shard == adversaryID && s.Partitions > 0 {
+					m.mu.Lock()
+					m.advOwned = append(m.advOwned, fmt.Sprintf("%s: the adversary owns %d partitions (leader %s, term %d)", now.Format("15:04:05.000"), s.Partitions, l.Name, a.Term))
+					m.mu.Unlock()
+				}
+			}
+			converged = a.Converged && a.MovesInFlight == 0
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.polls++
+	if err != nil {
+		m.noLeader++
+	}
+	switch {
+	case converged:
+		if !m.unconvergedSince.IsZero() {
+			m.longestUnconverged = max(m.longestUnconverged, now.Sub(m.unconvergedSince))
+		}
+		m.unconvergedSince = time.Time{}
+	case m.unconvergedSince.IsZero():
+		m.unconvergedSince = now
+	}
+}
+
+// probe writes (dry run) as a shard that the owner label of a workload namespace does not
+// name; see monitor.
+func (m *monitor) probe(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// Every workload namespace's owner label, to know how long each has been stable.
+	list, err := m.f.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: framework.RunLabel + "=" + m.f.RunID})
+	if err != nil {
+		m.count("namespace list failed")
+		return
+	}
+	now := time.Now()
+	current := map[string]nsObs{}
+	for _, o := range list.Items {
+		current[o.Name] = nsObs{owner: o.Labels[m.fence.OwnerLabel], rv: o.ResourceVersion, since: now}
+	}
+	var stable []string
+	m.mu.Lock()
+	for _, ns := range m.w.nss {
+		obs, ok := current[ns]
+		if !ok {
+			continue
+		}
+		if prev, ok := m.seen[ns]; ok && prev.rv == obs.rv {
+			obs.since = prev.since
+		}
+		m.seen[ns] = obs
+		if now.Sub(obs.since) >= 2*time.Second {
+			stable = append(stable, ns)
+		}
+	}
+	m.mu.Unlock()
+	if len(stable) == 0 {
+		m.count("skipped: every owner label changed lately")
+		return
+	}
+	ns := stable[m.rng.IntN(len(stable))]
+	obs := current[ns]
+	m.mu.Lock()
+	obs.since = m.seen[ns].since
+	m.mu.Unlock()
+	var others []string
+	live := m.k.Live()
+	for name := range live {
+		if name != obs.owner {
+			others = append(others, name)
+		}
+	}
+	sort.Strings(others)
+	if len(others) > 0 {
+		as := others[m.rng.IntN(len(others))]
+		err := dryRunWrite(ctx, m.client(as), ns)
+		switch {
+		case ownerrecord.IsRefusal(err, m.fence.Name):
+			m.count("non-owner refused by the fence")
+		case err == nil:
+			after, aerr := m.observe(ctx, ns)
+			if aerr == nil && after.owner == as {
+				m.count("non-owner accepted: the label moved to it meanwhile")
+				break
+			}
+			m.count("NON-OWNER ACCEPTED")
+			m.mu.Lock()
+			m.lateAccepted = append(m.lateAccepted, fmt.Sprintf("%s: a write of shard %s in %s was accepted; owner label %q (resourceVersion %s, unchanged since %s), after: %+v (%v)",
+				time.Now().Format("15:04:05.000"), as, ns, obs.owner, obs.rv, obs.since.Format("15:04:05.000"), after, aerr))
+			m.mu.Unlock()
+		default:
+			m.count("non-owner write failed otherwise")
+		}
+	}
+	// And the owner itself, when it runs: allowed (a liveness check of the fence, reported).
+	if obs.owner != "" && live[obs.owner] {
+		err := dryRunWrite(ctx, m.client(obs.owner), ns)
+		switch {
+		case err == nil:
+			m.count("owner allowed")
+		case ownerrecord.IsRefusal(err, m.fence.Name):
+			m.count("owner refused by the fence")
+			m.mu.Lock()
+			m.ownerRefused = append(m.ownerRefused, fmt.Sprintf("%s: %s refused in %s, which its label names (%v)", time.Now().Format("15:04:05.000"), obs.owner, ns, err))
+			m.mu.Unlock()
+		default:
+			m.count("owner write failed otherwise")
+		}
+	}
+}
+
+func (m *monitor) observe(ctx context.Context, ns string) (nsObs, error) {
+	o, err := m.f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		return nsObs{}, err
+	}
+	return nsObs{owner: o.Labels[m.fence.OwnerLabel], rv: o.ResourceVersion, since: time.Now()}, nil
+}
+
+func (m *monitor) client(shard string) kubernetes.Interface {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.clients[shard]; ok {
+		return c
+	}
+	cfg := m.k.ShardRESTConfig(shard) // the shard's identity exists: it was started
+	cfg.Timeout = 5 * time.Second
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		panic(err)
+	}
+	m.clients[shard] = c
+	return c
+}
+
+func (m *monitor) count(what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.probes[what]++
+}
+
+// dryRunWrite creates a Pod in namespace as client without storing it: what the fence
+// decides for a real write of that client there.
+func dryRunWrite(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaos-fence-probe-"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/fence-probe:1"}}}}
+	_, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+// sampleDenials reads the API server's count of the fence's denials; a count lower than
+// the last one means the API server restarted, and the last one is kept as a base.
+func (m *monitor) sampleDenials() {
+	m.mu.Lock()
+	paused := m.denialPaused
+	m.mu.Unlock()
+	if paused {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := m.f.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return
+	}
+	v := framework.ParseMetrics(string(raw)).Value("apiserver_validating_admission_policy_check_total",
+		`policy="`+m.fence.Name+`"`, `enforcement_action="deny"`)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.denialPaused {
+		return
+	}
+	if v < m.denialLast {
+		m.denialBase += m.denialLast
+	}
+	m.denialLast = v
+}
+
+// pauseDenials is called before the API server is killed: the last sample is kept as a
+// base and sampling stops until resumeDenials (after the restart, the count starts at 0).
+func (m *monitor) pauseDenials() {
+	m.sampleDenials()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.denialPaused = true
+	m.denialBase += m.denialLast
+	m.denialLast = 0
+}
+
+func (m *monitor) resumeDenials() {
+	m.mu.Lock()
+	m.denialPaused = false
+	m.mu.Unlock()
+	m.sampleDenials()
+}
+
+func (m *monitor) denials() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.denialBase + m.denialLast
+}

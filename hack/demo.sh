@@ -5,9 +5,23 @@
 # new image by kshard's own controllers; then a summary of where to look. `make demo-down`
 # stops all of it.
 #
+# Identity and the server-side fence run as in a chart install: the chart's
+# ServiceAccounts, RBAC and fence policy (rendered from charts/kshard with helm, so they
+# cannot drift) are applied in namespace kshard-system; each shard has a pod of its own
+# name there (on a fake kwok node) and authenticates with two tokens bound to that pod,
+# one for the API server (its kubeconfig) and one for the coordinator
+# (--coordinator-token-file); the coordinators (admin kubeconfig: TokenReviews,
+# impersonation for the fence probe) run with the identity and fence flags the chart's
+# coordinator Deployment renders (--shard-auth=token, --shard-fence=true, ...).
+#
 # DEMO_NAMESPACES (default 20), DEMO_DEPLOYMENTS (per namespace, default 2),
 # DEMO_REPLICAS (default 2) and DEMO_SHARDS (default 3) size it; DEMO_PROMETHEUS_PORT
-# (default 29099) moves Prometheus.
+# (default 29099) moves Prometheus; DEMO_COORDINATOR_GRPC_PORT (29090),
+# DEMO_COORDINATOR_HTTP_PORT (28080) and DEMO_SHARD_HTTP_PORT (28090) are the first ports
+# of the coordinators and shards (one more per process); DEMO_BIN_DIR (default bin) holds
+# the coordinator and shard binaries; DEMO_OUTPUT_DIR (default _output/demo) the PKI,
+# credentials, logs and pid files. The control plane takes hack/cluster.sh's KSHARD_*
+# variables.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -16,18 +30,28 @@ deployments=${DEMO_DEPLOYMENTS:-2}
 replicas=${DEMO_REPLICAS:-2}
 shards=${DEMO_SHARDS:-3}
 prom_port=${DEMO_PROMETHEUS_PORT:-29099}
-out=$root/_output/demo
+coord_grpc_base=${DEMO_COORDINATOR_GRPC_PORT:-29090}
+coord_http_base=${DEMO_COORDINATOR_HTTP_PORT:-28080}
+shard_http_base=${DEMO_SHARD_HTTP_PORT:-28090}
+bin=${DEMO_BIN_DIR:-$root/bin}
+out=${DEMO_OUTPUT_DIR:-$root/_output/demo}
 pki=$out/pki
 logs=$out/logs
 run=$out/run
+chart=$out/chart       # what the demo renders from charts/kshard and applies
+identity=$out/identity # the shards' kubeconfigs and coordinator tokens (pod-bound)
+# The chart's release as the demo installs it: the fence and identity objects are named
+# after it, the shards' pods and the coordinators' Lease live in its namespace.
+release=kshard
+system_ns=kshard-system
 kubeconfig=$(hack/cluster.sh env | sed 's/^KUBECONFIG=//')
 kubectl() { "$(hack/tools.sh path kubectl)" --kubeconfig "$kubeconfig" "$@"; }
 log() { printf '[demo] %s\n' "$*" >&2; }
 die() { printf '[demo] error: %s\n' "$*" >&2; exit 1; }
 
-coord_grpc() { echo $((29090 + $1)); }
-coord_http() { echo $((28080 + $1)); }
-shard_http() { echo $((28090 + $1)); }
+coord_grpc() { echo $((coord_grpc_base + $1)); }
+coord_http() { echo $((coord_http_base + $1)); }
+shard_http() { echo $((shard_http_base + $1)); }
 
 # make_pki: a CA, a serving certificate for the coordinators and a client certificate for
 # the shards, so the demo runs the session with mutual TLS as a cluster would.
@@ -119,6 +143,179 @@ rollout() {
     -o custom-columns='REPLICASET:.metadata.name,IMAGE:.spec.template.spec.containers[0].image,DESIRED:.spec.replicas,READY:.status.readyReplicas,REVISION:.metadata.annotations.deployment\.kubernetes\.io/revision,WRITTEN BY:.metadata.managedFields[*].manager'
 }
 
+# render FILE...: the chart's templates FILE... for the demo's release, with the chart's
+# default values (the shard ClusterRole grants what controllers "*" needs, which is what
+# the demo's shards run).
+render() {
+  local h args=() f
+  h=$(hack/tools.sh path helm)
+  [ -x "$h" ] || hack/tools.sh helm >&2
+  for f in "$@"; do args+=(--show-only "templates/$f"); done
+  "$h" template "$release" charts/kshard -n "$system_ns" "${args[@]}"
+}
+
+# install_chart: the chart's ServiceAccounts, RBAC and server-side fence (the
+# ValidatingAdmissionPolicy and its binding) applied in $system_ns; and the identity and
+# fence flags of the chart's coordinator Deployment, into $chart/coordinator-flags, which
+# the coordinators are started with.
+install_chart() {
+  mkdir -p "$chart"
+  render serviceaccounts.yaml rbac.yaml shard-fence.yaml >"$chart/identity.yaml"
+  render coordinator-deployment.yaml >"$chart/coordinator-deployment.yaml"
+  kubectl get namespace "$system_ns" >/dev/null 2>&1 || kubectl create namespace "$system_ns" >/dev/null
+  kubectl apply -f "$chart/identity.yaml" >/dev/null
+  log "applied the chart's ServiceAccounts, RBAC and shard fence in $system_ns ($chart/identity.yaml)"
+  kubectl create --dry-run=client -f "$chart/coordinator-deployment.yaml" \
+    -o jsonpath='{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}' |
+    grep -E '^--(shard-|seize-after=)' >"$chart/coordinator-flags.tmp"
+  mv "$chart/coordinator-flags.tmp" "$chart/coordinator-flags"
+  grep -qx -- '--shard-auth=token' "$chart/coordinator-flags" || die "the chart's coordinator does not run --shard-auth=token: $(paste -sd' ' "$chart/coordinator-flags")"
+  grep -qx -- '--shard-fence=true' "$chart/coordinator-flags" || die "the chart's coordinator does not run --shard-fence=true: $(paste -sd' ' "$chart/coordinator-flags")"
+}
+
+# coordinator_flag NAME: the value of --NAME in the chart's coordinator flags.
+coordinator_flag() {
+  local v
+  v=$(sed -n "s|^--$1=||p" "$chart/coordinator-flags" | tail -n 1)
+  [ -n "$v" ] || die "the chart's coordinator Deployment has no --$1 ($chart/coordinator-deployment.yaml)"
+  echo "$v"
+}
+shard_sa() { coordinator_flag shard-service-account | cut -d/ -f2; }
+
+# wait_shard_rbac: the RBAC authorizer sees new (Cluster)Roles and bindings through its
+# informers, a moment after they are written; a shard started before would fail its
+# --check-permissions. Each rule of the ClusterRoles bound to the shard ServiceAccount must
+# be allowed to it (one verb per rule suffices: a role arrives with all its rules).
+wait_shard_rbac() {
+  local sa user roles rules group resource verb sub target deadline=$((SECONDS + 60)) missing
+  sa=$(shard_sa)
+  user=system:serviceaccount:$system_ns:$sa
+  roles=$(kubectl get clusterrolebindings -l "app.kubernetes.io/instance=$release" \
+    -o jsonpath="{range .items[?(@.subjects[0].name==\"$sa\")]}{.roleRef.name}{\"\\n\"}{end}")
+  [ -n "$roles" ] || die "no ClusterRoleBinding of the chart binds ServiceAccount $system_ns/$sa"
+  rules=$(for r in $roles; do
+    kubectl get clusterrole "$r" -o jsonpath='{range .rules[*]}{.apiGroups[0]}{" "}{.resources[0]}{" "}{.verbs[0]}{"\n"}{end}'
+  done | sed 's/^ /core /' | sort -u)
+  while :; do
+    missing=""
+    while read -r group resource verb; do
+      [ -n "$verb" ] || continue
+      sub=""
+      [[ $resource == */* ]] && { sub=${resource#*/}; resource=${resource%%/*}; }
+      target=$resource
+      [ "$group" = core ] || target=$resource.$group
+      kubectl auth can-i "$verb" "$target" ${sub:+--subresource "$sub"} --as "$user" \
+        --as-group system:serviceaccounts --as-group "system:serviceaccounts:$system_ns" --as-group system:authenticated \
+        >/dev/null 2>&1 || { missing="$verb $target${sub:+/$sub}"; break; }
+    done <<<"$rules"
+    [ -z "$missing" ] && break
+    [ $SECONDS -lt $deadline ] || die "$user still may not $missing after 60s"
+    sleep 0.5
+  done
+  log "the shard ServiceAccount's permissions are in effect ($(echo "$roles" | paste -sd, -))"
+}
+
+# kwok_node I: one of the fake kwok nodes (hack/cluster.sh makes them), round robin.
+kwok_node() {
+  local nodes
+  nodes=($(kubectl get nodes -o jsonpath='{range .items[?(@.metadata.annotations.kwok\.x-k8s\.io/node=="fake")]}{.metadata.name}{"\n"}{end}' | sort))
+  [ ${#nodes[@]} -gt 0 ] || die "no node has the annotation kwok.x-k8s.io/node=fake (hack/cluster.sh makes them)"
+  echo "${nodes[$(($1 % ${#nodes[@]}))]}"
+}
+
+# write_file PATH: stdin into PATH (mode 0600) in one rename, so that a process reading it
+# never sees half a file.
+write_file() {
+  (umask 077 && cat >"$1.tmp") && mv "$1.tmp" "$1"
+}
+
+# shard_identity ID I: the shard's pod, as a shard pod of the chart has it: named after
+# the shard ID, in $system_ns, run by the chart's shard ServiceAccount, on a fake kwok node,
+# with no token mounted (the demo's process gets its tokens from files). A pod that exists
+# is reused (a restarted shard keeps its identity; deleting the pod would revoke the tokens
+# of a shard still running). Then two tokens bound to the pod (revoked when it is deleted),
+# valid 24h: one for the API server, written into the shard's kubeconfig (server and CA of
+# the admin kubeconfig), and one for the coordinator's --shard-token-audience, written to
+# the shard's --coordinator-token-file.
+shard_identity() {
+  local id=$1 i=$2 sa audience deadline=$((SECONDS + 60)) uid node server ca token
+  sa=$(shard_sa)
+  audience=$(coordinator_flag shard-token-audience)
+  # A pod being deleted (a `kubectl delete pod` a moment ago) is waited out.
+  while [ -n "$(kubectl -n "$system_ns" get pod "$id" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null)" ]; do
+    [ $SECONDS -lt $deadline ] || die "pod $system_ns/$id is still being deleted after 60s"
+    sleep 0.2
+  done
+  if ! uid=$(kubectl -n "$system_ns" get pod "$id" -o jsonpath='{.metadata.uid}' 2>/dev/null); then
+    node=$(kwok_node "$i")
+    kubectl create -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $id
+  namespace: $system_ns
+  labels:
+    app.kubernetes.io/name: kshard
+    app.kubernetes.io/instance: $release
+    app.kubernetes.io/component: shard
+spec:
+  serviceAccountName: $sa
+  automountServiceAccountToken: false
+  nodeName: $node
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: shard
+      image: registry.k8s.io/pause:3.10
+YAML
+    uid=$(kubectl -n "$system_ns" get pod "$id" -o jsonpath='{.metadata.uid}')
+    log "created pod $system_ns/$id on $node for shard $id"
+  else
+    log "reusing pod $system_ns/$id for shard $id"
+  fi
+  mkdir -p "$identity"
+  server=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$(kubectl config view --raw --minify --flatten -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+  token=$(kubectl -n "$system_ns" create token "$sa" --bound-object-kind Pod --bound-object-name "$id" \
+    --bound-object-uid "$uid" --duration 24h)
+  write_file "$identity/$id.kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+  - name: kshard-local
+    cluster:
+      server: $server
+      certificate-authority-data: $ca
+users:
+  - name: $id
+    user:
+      token: $token
+contexts:
+  - name: $id
+    context: {cluster: kshard-local, user: $id}
+current-context: $id
+YAML
+  kubectl -n "$system_ns" create token "$sa" --bound-object-kind Pod --bound-object-name "$id" \
+    --bound-object-uid "$uid" --duration 24h --audience "$audience" | write_file "$identity/$id.coordinator-token"
+}
+
+# show_fence: a dry-run write as one shard (its own kubeconfig) into a namespace another
+# shard owns: the API server must refuse it with the fence's message.
+show_fence() {
+  local ns=demo-tenant-000 label owner other="" i out
+  label=$(coordinator_flag shard-fence-owner-label)
+  owner=$(kubectl get ns "$ns" -o jsonpath="{.metadata.labels.${label//./\\.}}")
+  [ -n "$owner" ] || die "namespace $ns has no $label label: the coordinator does not keep the fence's owner record"
+  for ((i = 0; i < shards; i++)); do [ "shard-$i" = "$owner" ] || { other=shard-$i; break; }; done
+  [ -n "$other" ] || return 0
+  log "namespace $ns is owned by $owner ($label); a dry-run write there as $other, with its own credentials:"
+  if out=$("$(hack/tools.sh path kubectl)" --kubeconfig "$identity/$other.kubeconfig" -n "$ns" \
+    annotate replicasets --all --overwrite --dry-run=server kshard.io/demo-fence=probe 2>&1); then
+    die "the API server let $other write in $ns, owned by $owner: $out"
+  fi
+  [[ $out == *"kshard shard fence:"* ]] || die "$other's write in $ns was refused, but not by the shard fence: $out"
+  printf '%s\n' "$out" | head -n 1 | sed 's/^/  /'
+}
+
 running() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
 
 start() {
@@ -171,22 +368,28 @@ YAML
 }
 
 up() {
-  [ -x bin/coordinator ] && [ -x bin/shard ] || die "bin/coordinator and bin/shard missing: run 'make build'"
+  [ -x "$bin/coordinator" ] && [ -x "$bin/shard" ] || die "$bin/coordinator and $bin/shard missing: run 'make build'"
   mkdir -p "$logs" "$run"
   hack/cluster.sh up
   make_pki
   start_prometheus
-  local i
+  install_chart
+  wait_shard_rbac
+  local i fence_flags
+  mapfile -t fence_flags <"$chart/coordinator-flags"
+  log "coordinators run the chart's identity and fence flags: ${fence_flags[*]}"
   for i in 0 1; do
-    start "coordinator-$i" bin/coordinator --kubeconfig "$kubeconfig" --id "coordinator-$i" \
+    start "coordinator-$i" "$bin/coordinator" --kubeconfig "$kubeconfig" --id "coordinator-$i" \
       --grpc-bind-address "127.0.0.1:$(coord_grpc $i)" --advertise-address "127.0.0.1:$(coord_grpc $i)" \
       --http-bind-address "127.0.0.1:$(coord_http $i)" \
       --grpc-tls-cert-file "$pki/server.crt" --grpc-tls-private-key-file "$pki/server.key" --grpc-tls-client-ca-file "$pki/ca.crt" \
-      --shard-auth none --shard-fence=false \
-      --leader-elect-resource-namespace kube-system
+      "${fence_flags[@]}" \
+      --leader-elect-resource-namespace "$system_ns"
   done
   for ((i = 0; i < shards; i++)); do
-    start "shard-$i" bin/shard --kubeconfig "$kubeconfig" --shard-id "shard-$i" \
+    running "shard-$i" || shard_identity "shard-$i" "$i"
+    start "shard-$i" "$bin/shard" --kubeconfig "$identity/shard-$i.kubeconfig" --shard-id "shard-$i" \
+      --coordinator-token-file "$identity/shard-$i.coordinator-token" \
       --coordinator-address "127.0.0.1:$(coord_grpc 0),127.0.0.1:$(coord_grpc 1)" \
       --grpc-tls-ca-file "$pki/ca.crt" --grpc-tls-cert-file "$pki/client.crt" --grpc-tls-private-key-file "$pki/client.key" \
       --http-bind-address "127.0.0.1:$(shard_http $i)"
@@ -222,9 +425,11 @@ up() {
     sleep 1
   done
   echo
-  bin/coordinator assignments --server "http://127.0.0.1:$(coord_http "$leader")"
+  "$bin/coordinator" assignments --server "http://127.0.0.1:$(coord_http "$leader")"
   echo
-  bin/coordinator assignments --server "http://127.0.0.1:$(coord_http "$leader")" --namespace demo-tenant-000
+  "$bin/coordinator" assignments --server "http://127.0.0.1:$(coord_http "$leader")" --namespace demo-tenant-000
+  echo
+  show_fence
   echo
   local ours note
   ours=$(kshard_controllers)
@@ -242,8 +447,13 @@ kshard demo is up.
   kubeconfig:    export KUBECONFIG=$kubeconfig
   kubectl:       $(hack/tools.sh path kubectl) (v1.37.1, same as the control plane)
   try:           kubectl get deployments -A; kubectl -n demo-tenant-000 get pods -o wide
-  who owns what: bin/coordinator assignments --server http://127.0.0.1:$(coord_http "$leader") [--namespace NS]
+  who owns what: $bin/coordinator assignments --server http://127.0.0.1:$(coord_http "$leader") [--namespace NS]
   coordinators:  http://127.0.0.1:$(coord_http 0)/metrics  http://127.0.0.1:$(coord_http 1)/metrics  (only the leader is /readyz)
+  identity:      namespace $system_ns: the chart's ServiceAccounts and RBAC, one pod per shard; each shard's
+                 pod-bound tokens (24h) in $identity/ (kubeconfig, coordinator token)
+  fence:         ValidatingAdmissionPolicy $(coordinator_flag shard-fence-policy): a shard may write only in
+                 namespaces whose $(coordinator_flag shard-fence-owner-label) label names it, e.g.
+                 kubectl --kubeconfig $identity/shard-0.kubeconfig -n NS annotate rs --all --dry-run=server a=b
   shards:        $(for ((i = 0; i < shards; i++)); do printf 'http://127.0.0.1:%s/metrics  ' "$(shard_http $i)"; done)
   kshard logs:   $logs/
   cluster logs:  $(dirname "$kubeconfig")/logs/
@@ -270,11 +480,29 @@ stop_all() {
   for f in $1; do rm -f "$f"; done
 }
 
+# uninstall: what the demo added to the cluster: the workload, the shards' pods and
+# $system_ns, the chart's cluster-scoped objects (RBAC, the fence policy) and the owner
+# record the coordinators kept on every Namespace. (hack/cluster.sh down wipes etcd anyway,
+# unless KSHARD_KEEP_DATA=1.)
+uninstall() {
+  kubectl get --raw /readyz >/dev/null 2>&1 || { log "the API server is not answering: nothing to remove"; return 0; }
+  local label=kshard.io/owner
+  [ -f "$chart/coordinator-flags" ] && label=$(coordinator_flag shard-fence-owner-label)
+  kubectl label namespace --all "$label-" >/dev/null || true
+  kubectl annotate namespace --all "$label-term-" >/dev/null || true
+  [ -f "$chart/identity.yaml" ] && kubectl delete -f "$chart/identity.yaml" --ignore-not-found --wait=false >/dev/null
+  kubectl delete namespace -l kshard.io/demo=true --ignore-not-found --wait=false >/dev/null
+  kubectl delete namespace "$system_ns" --ignore-not-found --wait=false >/dev/null
+  rm -rf "$identity"
+  log "removed the workload, $system_ns, the chart's RBAC and fence policy, and the $label labels"
+}
+
 down() {
   # Shards first: on SIGTERM each hands its partitions over while a coordinator runs.
   stop_all "$run/shard-*.pid"
   stop_all "$run/coordinator-*.pid"
   stop_all "$run/prometheus.pid"
+  uninstall
   hack/cluster.sh down
 }
 

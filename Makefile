@@ -53,6 +53,13 @@ chart-test: build ## Helm chart: lint, template, server-side dry-run, RBAC proof
 	$(CLUSTER) up
 	KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -v ./test/integration/chart
 
+.PHONY: failover
+FAILOVER_RUNS ?= 20
+failover: build ## coordinator leader failovers with the chart's timings: SIGKILL and SIGSTOP, FAILOVER_RUNS each (default 20, ~30 min)
+	$(TOOLS) cluster
+	$(CLUSTER) up
+	KSHARD_FAILOVER=1 KSHARD_FAILOVER_RUNS=$(FAILOVER_RUNS) KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -v -timeout 120m ./test/failover
+
 .PHONY: chaos
 CHAOS_DURATION ?= 30m
 CHAOS_TIMEOUT ?= 60m

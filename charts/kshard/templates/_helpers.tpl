@@ -67,9 +67,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* The gRPC Service shards dial: it has the leader as its only endpoint (only the leader is Ready). */}}
+{{/* The coordinator's gRPC Service: it has the leader as its only endpoint (only the leader
+is Ready). Its name is the one in the serving certificate, which shards verify. */}}
 {{- define "kshard.coordinator.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "kshard.coordinator.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/* The headless Service of every coordinator replica, Ready or not: shards dial its name,
+which resolves to each replica's pod IP. */}}
+{{- define "kshard.coordinator.peersName" -}}
+{{- printf "%s-peers" (include "kshard.coordinator.fullname" . | trunc 57 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "kshard.coordinator.peersHost" -}}
+{{- printf "%s.%s.svc" (include "kshard.coordinator.peersName" .) .Release.Namespace }}
 {{- end }}
 
 {{/* TLS Secret names: the chart's own, or the existing ones named in values. */}}
@@ -166,3 +177,4 @@ with the release namespace like the shard ClusterRole. */}}
 {{- define "kshard.shardFence.name" -}}
 {{- printf "%s-fence-%s" (include "kshard.shard.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" }}
 {{- end }}
+

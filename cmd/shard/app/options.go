@@ -58,7 +58,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the Kubernetes API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst to use while talking with the Kubernetes API server")
 	fs.StringVar(&o.ShardID, "shard-id", o.ShardID, "stable identity of this shard (default $POD_NAME, else the host name)")
-	fs.StringSliceVar(&o.Coordinators, "coordinator-address", o.Coordinators, "host:port of the coordinator's gRPC endpoint (a Service), or of each replica; repeatable")
+	fs.StringSliceVar(&o.Coordinators, "coordinator-address", o.Coordinators, "host:port of the coordinator replicas' gRPC endpoint, repeatable: a name stands for every address it resolves to "+
+		"(a headless Service of the replicas gives all of them; looked up again at each reconnect), and a follower names the leader")
 	o.TLS.AddFlags(fs, "grpc-", false)
 	o.addCoordinatorAuthFlags(fs)
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "number of namespace partitions; must equal the coordinator's")

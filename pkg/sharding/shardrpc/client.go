@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,14 +49,25 @@ type Options struct {
 	ShardID      string
 	Incarnation  uint64
 	BuildVersion string
-	// Addresses of coordinators; the client tries them in turn and follows leader hints.
+	// Addresses of coordinators (host:port); the client tries them in turn and follows
+	// leader hints. A host name stands for every address it resolves to (a headless
+	// Service of the coordinator replicas gives all of them, Ready or not), looked up
+	// again on each pass through the list.
 	Addresses      []string
 	Credentials    credentials.TransportCredentials
 	PartitionCount int
 	// MinBackoff and MaxBackoff bound the reconnect delay (exponential with jitter).
 	MinBackoff, MaxBackoff time.Duration
-	Metrics                *Metrics
-	Now                    func() time.Time
+	// ConnectTimeout bounds one attempt to open a session stream: an address that
+	// accepts TCP connections but never completes the handshake (a frozen process, whose
+	// kernel still accepts) costs this long instead of gRPC's 20s connect timeout, during
+	// which the shard's lease could run out. Zero means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// LookupHost resolves a host name of Addresses to its addresses; nil means
+	// net.DefaultResolver.LookupHost.
+	LookupHost func(ctx context.Context, host string) ([]string, error)
+	Metrics    *Metrics
+	Now        func() time.Time
 
 	// TokenFile is the shard's projected, pod-bound ServiceAccount token; it is read for
 	// every new session (the kubelet rotates it) and sent as a bearer token, by which the
@@ -66,6 +78,11 @@ type Options struct {
 	// --grpc-insecure); otherwise gRPC refuses to.
 	TokenOverPlaintext bool
 }
+
+// DefaultConnectTimeout is Options.ConnectTimeout's default: a TLS handshake with a live
+// coordinator takes milliseconds, and a failover's budget (handoff.FailoverBudget) has
+// about a second for the shard to find the new leader.
+const DefaultConnectTimeout = time.Second
 
 // Client runs the shard's session.
 type Client struct {
@@ -110,6 +127,17 @@ func New(opts Options, h Handler, log logr.Logger) (*Client, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.LookupHost == nil {
+		opts.LookupHost = net.DefaultResolver.LookupHost
+	}
+	for _, a := range opts.Addresses {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("coordinator address %q: %w", a, err)
+		}
+	}
 	c := &Client{opts: opts, handler: h, log: log, core: handoff.NewShard(opts.ShardID, opts.Incarnation),
 		events: make(chan func(time.Time), 1024), leave: make(chan struct{}), done: make(chan struct{})}
 	if opts.TokenFile != "" {
@@ -150,16 +178,19 @@ func (k *conn) close() {
 // Run keeps the session until ctx ends or the coordinator says Farewell after Leave.
 func (c *Client) Run(ctx context.Context) error {
 	var (
-		cur      *conn
-		next     = 0  // index into Addresses
-		hint     = "" // leader address named by a follower
-		backoff  = time.Duration(0)
-		retry    = time.NewTimer(0)
-		hb       = time.NewTicker(time.Hour)
-		hbEvery  time.Duration
-		deadline = time.NewTimer(time.Hour)
-		armed    time.Time // the deadline the timer is set for
-		leaving  = c.leave
+		cur     *conn
+		targets = &targetQueue{addrs: c.opts.Addresses, lookup: c.opts.LookupHost, timeout: c.opts.ConnectTimeout, log: c.log}
+		// Addresses that could not be reached lately are passed over while others are
+		// left, so that a failover's retries go to the replicas that answer.
+		unreachable = quarantine{base: 2 * c.opts.ConnectTimeout}
+		hint        = "" // leader address named by a follower
+		backoff     = time.Duration(0)
+		retry       = time.NewTimer(0)
+		hb          = time.NewTicker(time.Hour)
+		hbEvery     time.Duration
+		deadline    = time.NewTimer(time.Hour)
+		armed       time.Time // the deadline the timer is set for
+		leaving     = c.leave
 	)
 	defer hb.Stop()
 	defer deadline.Stop()
@@ -183,20 +214,25 @@ func (c *Client) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-retryC:
-			addr := hint
-			if addr == "" {
-				addr = c.opts.Addresses[next%len(c.opts.Addresses)]
-				next++
+			now := c.opts.Now()
+			tgt := target{addr: hint}
+			if hint == "" || unreachable.skip(hint, now) {
+				// A follower names the Lease holder, which during a failover is the dead
+				// or frozen old leader: not worth another attempt so soon.
+				tgt = targets.next(ctx, func(a string) bool { return unreachable.skip(a, now) })
 			}
 			hint = ""
-			k, err := c.dial(ctx, addr)
+			addr := tgt.addr
+			k, err := c.dial(ctx, tgt)
 			if err != nil {
+				unreachable.failed(addr, c.opts.Now())
 				backoff = c.nextBackoff(backoff)
 				c.log.Info("cannot reach coordinator; retrying", "address", addr, "err", err.Error(), "retryIn", backoff.String())
 				retry.Reset(backoff)
 				continue
 			}
 			cur = k
+			unreachable.reached(addr)
 			if c.opts.Metrics != nil {
 				c.opts.Metrics.Reconnects.Inc()
 			}
@@ -381,8 +417,13 @@ func (c *Client) post(f func(now time.Time)) {
 	c.events <- f
 }
 
-func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
-	cc, err := grpc.NewClient(addr, append(transport.DialOptions(), grpc.WithTransportCredentials(c.opts.Credentials))...)
+func (c *Client) dial(ctx context.Context, tgt target) (*conn, error) {
+	opts := append(transport.DialOptions(), grpc.WithTransportCredentials(c.opts.Credentials))
+	if tgt.authority != "" {
+		// An address a name resolved to: TLS verifies the name, as if it were dialed.
+		opts = append(opts, grpc.WithAuthority(tgt.authority))
+	}
+	cc, err := grpc.NewClient(tgt.addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +433,19 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 		// Per call, so the token file is read again for every session.
 		callOpts = append(callOpts, grpc.PerRPCCredentials(c.token))
 	}
+	// Opening the stream waits for the transport (TCP, TLS, HTTP/2 settings); a peer that
+	// never completes it is given up after ConnectTimeout.
+	timer := time.AfterFunc(c.opts.ConnectTimeout, cancel)
 	stream, err := kshardv1.NewCoordinatorClient(cc).Session(sctx, callOpts...)
+	if !timer.Stop() {
+		// It fired (maybe just as the stream opened): the stream's context is cancelled.
+		cancel()
+		_ = cc.Close()
+		if err == nil {
+			err = context.Canceled
+		}
+		return nil, fmt.Errorf("no connection within %s: %w", c.opts.ConnectTimeout, err)
+	}
 	if err != nil {
 		cancel()
 		_ = cc.Close()
@@ -420,6 +473,110 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 		}
 	}()
 	return k, nil
+}
+
+// target is one address to dial: a configured or hinted address, or an address a
+// configured host name resolved to, dialed with that name as its authority.
+type target struct {
+	addr      string
+	authority string
+}
+
+// targetQueue hands out the configured addresses in turn, each host name expanded to
+// every address it resolves to. A pass through the list resolves the names again, so
+// replicas replaced since (new pod IPs) are found. A name that does not resolve is
+// dialed as it is (gRPC resolves it, and reports the error).
+type targetQueue struct {
+	addrs   []string
+	lookup  func(ctx context.Context, host string) ([]string, error)
+	timeout time.Duration
+	log     logr.Logger
+	pending []target
+}
+
+// next returns the next target for which skip (nil: none) is false; when every target
+// of a whole pass is to be skipped, the first of them.
+func (q *targetQueue) next(ctx context.Context, skip func(addr string) bool) target {
+	var first *target
+	// The rest of this pass, then at most one new pass.
+	for range 2 {
+		if len(q.pending) == 0 {
+			q.pending = q.resolve(ctx)
+		}
+		for len(q.pending) > 0 {
+			t := q.pending[0]
+			q.pending = q.pending[1:]
+			if skip == nil || !skip(t.addr) {
+				return t
+			}
+			if first == nil {
+				first = &t
+			}
+		}
+	}
+	return *first // resolve returns at least one target per configured address
+}
+
+// quarantine remembers addresses whose last attempt failed: each is skipped for base
+// after one failure, twice as long after two in a row, up to 4 × base.
+type quarantine struct {
+	base  time.Duration
+	addrs map[string]failure
+}
+
+type failure struct {
+	at time.Time
+	n  int
+}
+
+func (q *quarantine) failed(addr string, now time.Time) {
+	if q.addrs == nil {
+		q.addrs = map[string]failure{}
+	}
+	f := q.addrs[addr]
+	q.addrs[addr] = failure{at: now, n: f.n + 1}
+}
+
+func (q *quarantine) reached(addr string) { delete(q.addrs, addr) }
+
+func (q *quarantine) skip(addr string, now time.Time) bool {
+	f, ok := q.addrs[addr]
+	if !ok {
+		return false
+	}
+	d := q.base << min(f.n-1, 2)
+	return now.Sub(f.at) < d
+}
+
+// resolve returns one pass: every configured address, names expanded, without repeats.
+func (q *targetQueue) resolve(ctx context.Context) []target {
+	var out []target
+	seen := map[string]bool{}
+	add := func(t target) {
+		if !seen[t.addr] {
+			seen[t.addr] = true
+			out = append(out, t)
+		}
+	}
+	for _, a := range q.addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || net.ParseIP(host) != nil {
+			add(target{addr: a})
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, q.timeout)
+		ips, err := q.lookup(lctx, host)
+		cancel()
+		if err != nil || len(ips) == 0 {
+			q.log.V(1).Info("cannot resolve coordinator address; dialing it as it is", "address", a, "err", fmt.Sprint(err))
+			add(target{addr: a})
+			continue
+		}
+		for _, ip := range ips {
+			add(target{addr: net.JoinHostPort(ip, port), authority: a})
+		}
+	}
+	return out
 }
 
 func (c *Client) nextBackoff(cur time.Duration) time.Duration {

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,6 +126,20 @@ func TestTemplate(t *testing.T) {
 			}
 			if p := coord.Spec.Template.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
 				t.Errorf("coordinator readiness probe %+v, want GET /readyz", p)
+			}
+			// Shards dial every replica, Ready or not, through the headless peers Service:
+			// the leader's Service has no endpoint during a failover, until the new leader
+			// is Ready and its endpoint propagated.
+			var peers corev1.Service
+			Into(t, objs.Get(t, "Service", "kshard-coordinator-peers"), &peers)
+			if peers.Spec.ClusterIP != corev1.ClusterIPNone || !peers.Spec.PublishNotReadyAddresses ||
+				!maps.Equal(peers.Spec.Selector, svc.Spec.Selector) || len(peers.Spec.Ports) != 1 || peers.Spec.Ports[0].TargetPort.String() != "grpc" {
+				t.Errorf("coordinator peers Service: clusterIP %q publishNotReady %t selector %v ports %+v; want headless, every replica's gRPC port",
+					peers.Spec.ClusterIP, peers.Spec.PublishNotReadyAddresses, peers.Spec.Selector, peers.Spec.Ports)
+			}
+			wantAddr := fmt.Sprintf("kshard-coordinator-peers.kshard-system.svc:%d", peers.Spec.Ports[0].Port)
+			if got := flagValue(shardArgs, "--coordinator-address"); got != wantAddr {
+				t.Errorf("shard --coordinator-address = %q, want %q", got, wantAddr)
 			}
 			objs.Get(t, "Service", "kshard-coordinator-metrics")
 			objs.Get(t, "Service", "kshard-shard-metrics")

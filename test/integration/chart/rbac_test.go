@@ -231,8 +231,9 @@ func TestRBACIsEnough(t *testing.T) {
 	for i := range 2 {
 		httpAddr := fmt.Sprintf("127.0.0.1:%d", framework.FreePort(t))
 		name := fmt.Sprintf("rbac-kshard-shard-%d", i)
-		// The chart's Service reaches the leader; here the shard gets every coordinator
-		// and follows the leader hint, as it would from a follower's pod IP.
+		// The chart gives shards every coordinator replica (the headless peers Service);
+		// here the shard gets every coordinator's address and follows the leader hint, as
+		// it would from a follower's pod IP.
 		p := startContainer(t, withoutShardToken(&r.shard), name, r, shardKubeconfig, map[string]string{
 			"--coordinator-address": strings.Join(grpcAddrs, ","), "--http-bind-address": httpAddr,
 		})

@@ -1,0 +1,258 @@
+package shardrpc
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/protocol"
+	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
+)
+
+func TestTargetsExpandNames(t *testing.T) {
+	lookups := map[string]int{}
+	q := &targetQueue{
+		addrs: []string{"coord-peers.ns.svc:9090", "10.0.0.9:9090", "unknown.ns.svc:9090", "again.ns.svc:9090"},
+		lookup: func(_ context.Context, host string) ([]string, error) {
+			lookups[host]++
+			switch host {
+			case "coord-peers.ns.svc":
+				return []string{"10.0.0.1", "10.0.0.2", "fd00::3"}, nil
+			case "again.ns.svc": // resolves to an address already listed
+				return []string{"10.0.0.2"}, nil
+			}
+			return nil, errors.New("no such host")
+		},
+		timeout: time.Second, log: logr.Discard(),
+	}
+	want := []target{
+		{addr: "10.0.0.1:9090", authority: "coord-peers.ns.svc:9090"},
+		{addr: "10.0.0.2:9090", authority: "coord-peers.ns.svc:9090"},
+		{addr: "[fd00::3]:9090", authority: "coord-peers.ns.svc:9090"},
+		{addr: "10.0.0.9:9090"},
+		{addr: "unknown.ns.svc:9090"},
+	}
+	var got []target
+	for range want {
+		got = append(got, q.next(context.Background(), nil))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("one pass = %v, want %v", got, want)
+	}
+	if lookups["coord-peers.ns.svc"] != 1 {
+		t.Fatalf("names looked up %v within one pass, want once each", lookups)
+	}
+	// The next pass resolves again.
+	if tg := q.next(context.Background(), nil); tg != want[0] || lookups["coord-peers.ns.svc"] != 2 {
+		t.Fatalf("second pass starts with %v after %v lookups; want %v after a second lookup", tg, lookups, want[0])
+	}
+}
+
+func TestNewRefusesAddressWithoutPort(t *testing.T) {
+	_, err := New(Options{ShardID: "s-1", Incarnation: 1, Addresses: []string{"coordinator.ns.svc"},
+		Credentials: insecure.NewCredentials(), PartitionCount: 16}, nopHandler{}, logr.Discard())
+	if err == nil {
+		t.Fatal("an address without a port was accepted")
+	}
+}
+
+// follower is a coordinator replica that is not the leader: it refuses every session
+// (without naming a leader) and counts them, with the authority each was dialed by.
+type follower struct {
+	kshardv1.UnimplementedCoordinatorServer
+	leader      string // named in the refusal's trailer, if set
+	mu          sync.Mutex
+	sessions    int
+	authorities []string
+}
+
+func (f *follower) Session(s grpc.BidiStreamingServer[kshardv1.ShardMessage, kshardv1.CoordinatorMessage]) error {
+	md, _ := metadata.FromIncomingContext(s.Context())
+	f.mu.Lock()
+	f.sessions++
+	f.authorities = append(f.authorities, md.Get(":authority")...)
+	f.mu.Unlock()
+	if f.leader != "" {
+		s.SetTrailer(metadata.Pairs(protocol.LeaderMetadataKey, f.leader))
+	}
+	return status.Error(codes.FailedPrecondition, "not the leader")
+}
+
+func (f *follower) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.sessions }
+
+func serveFollower(t *testing.T, addr, leader string) *follower {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	f := &follower{leader: leader}
+	s := grpc.NewServer()
+	kshardv1.RegisterCoordinatorServer(s, f)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	return f
+}
+
+// frozen accepts TCP connections and never answers, as the kernel does for a stopped
+// (SIGSTOP) process's listening socket. It counts the connections.
+func frozen(t *testing.T, addr string) *atomic.Int32 {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	var n atomic.Int32
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return &n
+}
+
+// TestRunReachesEveryReplicaOfAName gives the client one host name that resolves to a
+// frozen replica and a follower, and after the first pass to a second follower too (a
+// replica that came up meanwhile): the client must not hang on the frozen one, and must
+// find the new replica by resolving again.
+func TestRunReachesEveryReplicaOfAName(t *testing.T) {
+	// One port on three loopback addresses, as the replicas of a headless Service share
+	// the gRPC port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	stuck := frozen(t, "127.0.0.1:"+port)
+	a := serveFollower(t, "127.0.0.2:"+port, "")
+	b := serveFollower(t, "127.0.0.3:"+port, "")
+
+	var lookups atomic.Int32
+	lookup := func(_ context.Context, host string) ([]string, error) {
+		if host != "coordinator-peers.test" {
+			return nil, errors.New("no such host")
+		}
+		if lookups.Add(1) == 1 {
+			return []string{"127.0.0.1", "127.0.0.2"}, nil
+		}
+		return []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}, nil
+	}
+	const connectTimeout = 200 * time.Millisecond
+	c, err := New(Options{
+		ShardID: "s-1", Incarnation: 1, Addresses: []string{"coordinator-peers.test:" + port},
+		Credentials: insecure.NewCredentials(), PartitionCount: 16,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		ConnectTimeout: connectTimeout, LookupHost: lookup,
+	}, nopHandler{}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	start := time.Now()
+	deadline := start.Add(10 * time.Second)
+	for a.count() < 3 || b.count() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: follower A %d sessions, B %d, frozen %d connections, %d lookups", a.count(), b.count(), stuck.Load(), lookups.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	if stuck.Load() < 1 {
+		t.Errorf("the frozen replica was never tried")
+	}
+	// Each pass costs the frozen replica's ConnectTimeout plus backoffs, not gRPC's 20s.
+	if max := 6 * (connectTimeout + 100*time.Millisecond); took > max {
+		t.Errorf("3 sessions on each follower took %s, want within %s", took, max)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, au := range a.authorities {
+		if au != "coordinator-peers.test:"+port {
+			t.Fatalf("a resolved address was dialed with authority %q, want the name", au)
+		}
+	}
+}
+
+// TestRunPassesOverUnreachableLeader is a failover: the old leader is frozen, and the
+// follower names it as the leader (it still holds the Lease). The client must spend its
+// retries on the follower, which is about to lead, not on the frozen address that costs
+// ConnectTimeout each time.
+func TestRunPassesOverUnreachableLeader(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	old := "127.0.0.1:" + port
+	stuck := frozen(t, old)
+	f := serveFollower(t, "127.0.0.2:"+port, old)
+	c, err := New(Options{
+		ShardID: "s-1", Incarnation: 1, Addresses: []string{old, "127.0.0.2:" + port},
+		Credentials: insecure.NewCredentials(), PartitionCount: 16,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, ConnectTimeout: 200 * time.Millisecond,
+	}, nopHandler{}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	time.Sleep(3 * time.Second)
+	cancel()
+	<-done
+	// Following every hint and the rotation, the frozen address would take 2 of every 3
+	// attempts and most of the time; passed over for 400ms, 800ms, then 1.6s after each
+	// failure, it is tried about 5 times in 3s.
+	n, m := int(stuck.Load()), f.count()
+	t.Logf("in 3s: %d attempts on the frozen old leader, %d sessions refused by the follower", n, m)
+	if n > 7 || m < 4*n {
+		t.Errorf("in 3s: %d attempts on the frozen old leader, %d on the follower; want the follower tried far more often", n, m)
+	}
+}
+
+type nopHandler struct{}
+
+func (nopHandler) Warm(_ partition.ID, done func())  { done() }
+func (nopHandler) Work(partition.ID)                 {}
+func (nopHandler) Drain(_ partition.ID, done func()) { done() }
+func (nopHandler) Stop(partition.ID)                 {}
+func (nopHandler) Drop(partition.ID)                 {}
+func (nopHandler) SetDeadline(time.Time)             {}
+func (nopHandler) Stats() protocol.Stats             { return protocol.Stats{} }

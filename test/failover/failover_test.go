@@ -63,7 +63,7 @@ const (
 
 // sessionTTL is the chart's coordinator.sessionTTL; KSHARD_FAILOVER_SESSION_TTL tries
 // another.
-var sessionTTL = 20 * time.Second
+var sessionTTL = 28 * time.Second
 
 // adoptedLog is what the coordinator logs for each partition it adopts from a shard's report.
 const adoptedLog = "partition adopted from the shard's report"

@@ -88,7 +88,7 @@ func (f *Framework) NewKShard(t testing.TB, opts KShardOptions) *KShard {
 		opts.Partitions = 4096
 	}
 	if opts.SessionTTL == 0 {
-		opts.SessionTTL = 8 * time.Second // above the 4s+0.5s leader failover below
+		opts.SessionTTL = 9 * time.Second // above the failover budget of the leases below: 1s + 4s + 2×1.1s + 1s = 8.2s
 	}
 	if opts.Margin == 0 {
 		opts.Margin = time.Second

@@ -27,14 +27,15 @@ import (
 )
 
 // Defaults of the session timings. With kube-controller-manager's leader election
-// defaults (15s lease, 2s retry) they satisfy handoff.FailoverBudget: 1s + 15s + 2s + 0s
-// + 1s = 19s < 20s, so a shard keeps its partitions through a coordinator leader change
-// when shards are given every replica's address (followers name the new leader). Behind
-// a Service that routes only to the Ready leader, set --leader-readiness-delay and
-// --shard-reconnect-backoff to what that topology gives, and the TTL to match.
+// defaults (15s lease, 2s retry) they satisfy handoff.FailoverBudget: 1s + 15s + 2×4.4s
+// (the retry period, jittered, twice) + 0s + 1s = 25.8s < 28s, so a shard keeps its
+// partitions through a coordinator leader change when shards are given every replica's
+// address (followers name the new leader). Behind a Service that routes only to the
+// Ready leader, set --leader-readiness-delay and --shard-reconnect-backoff to what that
+// topology gives, and the TTL to match.
 const (
 	// DefaultSessionTTL is --session-ttl.
-	DefaultSessionTTL = 20 * time.Second
+	DefaultSessionTTL = 28 * time.Second
 	// DefaultHeartbeatInterval is --heartbeat-interval: a fixed second rather than a
 	// third of the TTL, because every second of heartbeat interval is a second less of
 	// the TTL left to ride out a failover, and a heartbeat costs one small message.
@@ -235,10 +236,10 @@ func (o *Options) validateFailover() error {
 		return nil
 	}
 	return fmt.Errorf("--session-ttl=%s does not cover a coordinator leader failover: it must exceed "+
-		"--heartbeat-interval (%s) + --leader-elect-lease-duration (%s) + --leader-elect-retry-period (%s) + "+
+		"--heartbeat-interval (%s) + --leader-elect-lease-duration (%s) + 2 × --leader-elect-retry-period jittered (2 × %s) + "+
 		"--leader-readiness-delay (%s) + --shard-reconnect-backoff (%s) = %s; otherwise a shard's lease can run out "+
 		"while a new leader takes over, and its work stops until the partitions are granted again",
-		o.Handoff.SessionTTL, b.HeartbeatInterval, b.LeaseDuration, b.RetryPeriod, b.Readiness, b.ReconnectBackoff, b.Total())
+		o.Handoff.SessionTTL, b.HeartbeatInterval, b.LeaseDuration, b.RetryWait(), b.Readiness, b.ReconnectBackoff, b.Total())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/kshard/kshard/pkg/componentopts/optionstest"
+	"github.com/kshard/kshard/pkg/sharding/handoff"
 )
 
 // TestOptionsValidate parses real command lines: the bad values here are ones the flag
@@ -13,7 +15,7 @@ import (
 // replaced by a default (a zero) or as given.
 func TestOptionsValidate(t *testing.T) {
 	base := []string{"--id=coordinator-0", "--advertise-address=10.0.0.1:9090", "--grpc-insecure"}
-	// The test framework's timings (test/framework): 4s/3s/500ms leases, 8s TTL.
+	// The test framework's timings (test/framework): 4s/3s/500ms leases, 9s TTL.
 	fastLeases := []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"}
 	tests := []struct {
 		name    string
@@ -21,9 +23,9 @@ func TestOptionsValidate(t *testing.T) {
 		wantErr []string // each must appear; none means valid
 	}{
 		{name: "defaults"},
-		{name: "the chart's timings", args: []string{"--session-ttl=20s", "--leader-elect-lease-duration=15s",
+		{name: "the chart's timings", args: []string{"--session-ttl=28s", "--leader-elect-lease-duration=15s",
 			"--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s", "--partitions=4096"}},
-		{name: "the test framework's timings", args: append([]string{"--session-ttl=8s", "--fencing-margin=1s",
+		{name: "the test framework's timings", args: append([]string{"--session-ttl=9s", "--fencing-margin=1s",
 			"--membership-debounce=1s", "--membership-max-debounce=5s"}, fastLeases...)},
 		{name: "zero partitions", args: []string{"--partitions=0"}, wantErr: []string{"--partitions: partition count 0 out of range [1, 65536]"}},
 		{name: "negative partitions", args: []string{"--partitions=-4"}, wantErr: []string{"--partitions: partition count -4"}},
@@ -48,14 +50,16 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "negative reconnect backoff", args: []string{"--shard-reconnect-backoff=-1s"}, wantErr: []string{"--shard-reconnect-backoff=-1s"}},
 		{name: "TTL below the failover alone", args: []string{"--session-ttl=16s"},
 			wantErr: []string{"--session-ttl=16s does not cover a coordinator leader failover",
-				"--heartbeat-interval (1s) + --leader-elect-lease-duration (15s) + --leader-elect-retry-period (2s) + --leader-readiness-delay (0s) + --shard-reconnect-backoff (1s) = 19s"}},
-		{name: "TTL covers the failover but not a third-of-TTL heartbeat", args: []string{"--session-ttl=20s", "--heartbeat-interval=6s"},
-			wantErr: []string{"--session-ttl=20s does not cover", "--heartbeat-interval (6s)", "= 24s"}},
+				"--heartbeat-interval (1s) + --leader-elect-lease-duration (15s) + 2 × --leader-elect-retry-period jittered (2 × 4.4s) + --leader-readiness-delay (0s) + --shard-reconnect-backoff (1s) = 25.8s"}},
+		// The chart's old 20s: client-go's takeover took up to 21s there (test/failover).
+		{name: "the chart's old TTL", args: []string{"--session-ttl=20s"}, wantErr: []string{"--session-ttl=20s does not cover", "= 25.8s"}},
+		{name: "TTL covers the failover but not a third-of-TTL heartbeat", args: []string{"--session-ttl=28s", "--heartbeat-interval=6s"},
+			wantErr: []string{"--session-ttl=28s does not cover", "--heartbeat-interval (6s)", "= 30.8s"}},
 		{name: "a Service that routes only to the Ready leader", args: []string{"--leader-readiness-delay=2s", "--shard-reconnect-backoff=10s"},
-			wantErr: []string{"--session-ttl=20s does not cover", "--leader-readiness-delay (2s)", "--shard-reconnect-backoff (10s)", "= 30s"}},
-		{name: "the same topology with a TTL that covers it", args: []string{"--leader-readiness-delay=2s", "--shard-reconnect-backoff=10s", "--session-ttl=31s"}},
-		{name: "TTL equal to the budget", args: append([]string{"--session-ttl=5.5s", "--shard-reconnect-backoff=0"}, fastLeases...),
-			wantErr: []string{"--session-ttl=5.5s does not cover", "= 5.5s"}},
+			wantErr: []string{"--session-ttl=28s does not cover", "--leader-readiness-delay (2s)", "--shard-reconnect-backoff (10s)", "= 36.8s"}},
+		{name: "the same topology with a TTL that covers it", args: []string{"--leader-readiness-delay=2s", "--shard-reconnect-backoff=10s", "--session-ttl=37s"}},
+		{name: "TTL equal to the budget", args: append([]string{"--session-ttl=7.2s", "--shard-reconnect-backoff=0"}, fastLeases...),
+			wantErr: []string{"--session-ttl=7.2s does not cover", "= 7.2s"}},
 		{name: "no failover without leader election", args: []string{"--leader-elect=false", "--session-ttl=2s"}},
 		{name: "every bad flag reported at once", args: []string{"--partitions=0", "--ring-load=NaN", "--session-ttl=0", "--leader-readiness-delay=-1s"},
 			wantErr: []string{"--partitions", "--ring-load=NaN", "--session-ttl=0s", "--leader-readiness-delay=-1s"}},
@@ -72,5 +76,13 @@ func TestOptionsValidate(t *testing.T) {
 			err := o.Validate()
 			optionstest.CheckErrors(t, err, tt.wantErr...)
 		})
+	}
+}
+
+// TestLeaderElectionJitter keeps handoff's copy of client-go's jitter factor equal to it:
+// the failover budget counts the jittered retry period (handoff.FailoverBudget).
+func TestLeaderElectionJitter(t *testing.T) {
+	if handoff.LeaderElectionJitter != leaderelection.JitterFactor {
+		t.Fatalf("handoff.LeaderElectionJitter = %v, client-go's leaderelection.JitterFactor = %v", handoff.LeaderElectionJitter, leaderelection.JitterFactor)
 	}
 }

@@ -156,26 +156,37 @@ func MinMargin(ttl time.Duration, drift float64) time.Duration {
 	return time.Duration(math.Ceil(float64(ttl) * 2 * drift / (1 - drift)))
 }
 
+// LeaderElectionJitter is client-go's leaderelection.JitterFactor (a test in
+// cmd/coordinator keeps them equal): a candidate waits between RetryPeriod and
+// RetryPeriod·(1+LeaderElectionJitter) between two looks at the Lease.
+const LeaderElectionJitter = 1.2
+
 // FailoverBudget is what a shard's lease must outlast while the coordinator leader
 // changes, so that shards keep working through a failover. This is the one place the
 // rule is defined; the coordinator checks its flags against it:
 //
-//	SessionTTL > HeartbeatInterval + LeaseDuration + RetryPeriod + Readiness + ReconnectBackoff
+//	SessionTTL > HeartbeatInterval + LeaseDuration + 2·RetryPeriod·(1+LeaderElectionJitter)
+//	             + Readiness + ReconnectBackoff
 //
 // Worst case, term by term: the leader dies just after acknowledging a heartbeat that the
-// shard sent up to HeartbeatInterval before (the lease counts from the send time); its
-// Kubernetes Lease, renewed up to then, is taken over at most LeaseDuration later, noticed
-// by a candidate within RetryPeriod (client-go's nominal bound: it jitters the retry
-// period); the new leader then needs Readiness before shards can reach it; and a shard
-// that failed to reach any coordinator meanwhile waits up to ReconnectBackoff before it
-// tries again, then says hello and is welcomed (the Welcome extends its lease).
+// shard sent up to HeartbeatInterval before (the lease counts from the send time), and
+// just after renewing its Kubernetes Lease. A candidate counts the Lease's expiry from
+// the moment it observed that renewal, which is up to one jittered retry wait after it
+// happened; it takes the Lease LeaseDuration after that, at its first look after expiry,
+// up to another jittered retry wait later (client-go waits RetryPeriod to
+// RetryPeriod·2.2). Counting RetryPeriod once, as an earlier version of this rule did,
+// let 9 of 40 chart failovers (15s/10s/2s) take over after 19.0–21.0s, past a 20s TTL
+// (test/failover). The new leader then needs Readiness before shards can reach it; and a
+// shard that failed to reach any coordinator meanwhile waits up to ReconnectBackoff
+// before it tries again, then says hello and is welcomed (the Welcome extends its lease).
 //
 // The new leader's grace period (SessionTTL + Margin, during which it grants nothing) is
 // not a term: it welcomes hellos and acknowledges heartbeats from its first moment.
 type FailoverBudget struct {
 	// HeartbeatInterval is Config.HeartbeatInterval.
 	HeartbeatInterval time.Duration
-	// LeaseDuration and RetryPeriod are the coordinators' leader election timings.
+	// LeaseDuration and RetryPeriod are the coordinators' leader election timings;
+	// RetryPeriod counts twice, jittered (see RetryWait).
 	LeaseDuration, RetryPeriod time.Duration
 	// Readiness runs from winning the Lease until shards can reach the new leader:
 	// recording its term (an API round trip) and, when shards reach the coordinator
@@ -191,7 +202,13 @@ type FailoverBudget struct {
 
 // Total is the shortest session TTL that rides out a failover: the sum of the terms.
 func (b FailoverBudget) Total() time.Duration {
-	return b.HeartbeatInterval + b.LeaseDuration + b.RetryPeriod + b.Readiness + b.ReconnectBackoff
+	return b.HeartbeatInterval + b.LeaseDuration + 2*b.RetryWait() + b.Readiness + b.ReconnectBackoff
+}
+
+// RetryWait is the longest wait of a leader-election candidate between two looks at the
+// Lease: RetryPeriod with client-go's jitter.
+func (b FailoverBudget) RetryWait() time.Duration {
+	return time.Duration(float64(b.RetryPeriod) * (1 + LeaderElectionJitter))
 }
 
 // CoveredBy reports whether a session TTL rides out a failover (it must exceed Total).

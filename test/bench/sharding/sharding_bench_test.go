@@ -72,7 +72,7 @@ const (
 	configMapBytes  = 1024
 	// ttl and margin are the coordinator's defaults (--session-ttl, --fencing-margin);
 	// debounce and maxDebounce too (--membership-debounce, --membership-max-debounce).
-	ttl         = 20 * time.Second
+	ttl         = 28 * time.Second
 	margin      = 2 * time.Second
 	debounce    = 3 * time.Second
 	maxDebounce = 15 * time.Second

@@ -37,7 +37,7 @@ const (
 	referenceNamespaces = 10
 	// runLabel marks the Deployments and pods of this test, so the pod watch sees only them.
 	runLabel = "kshard.io/e2e-rollout"
-	ttl      = 8 * time.Second
+	ttl      = 9 * time.Second // the framework\'s default: above its failover budget (8.2s)
 	margin   = time.Second
 	// settle bounds how long a rollout step may take, a SIGKILLed shard's lease included.
 	settle = 90 * time.Second

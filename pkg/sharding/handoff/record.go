@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -82,7 +83,11 @@ func (c *Coordinator) RecordApplied(now time.Time, gen uint64, err error) {
 		c.step(now)
 		return
 	}
-	for p, s := range req.Owners {
+	// In partition order: the outbox must not depend on map iteration, or a run would
+	// not be reproducible (the simulation replays runs by seed).
+	ps := slices.Sorted(maps.Keys(req.Owners))
+	for _, p := range ps {
+		s := req.Owners[p]
 		pr := &c.parts[p]
 		pr.recorded = s
 		if pr.owner != "" && pr.owner == s && !pr.acked && pr.move == nil {

@@ -9,10 +9,11 @@ import (
 const maxWarmGap = 4*maxBaseDelay + 20*time.Millisecond
 
 // warmGap is the bound of this run: with the owner record, the new owner's Acquire
-// also waits for the record write to be enforced.
+// also waits for the record write to be enforced, and a write is out one at a time, so a
+// release that comes while one is out waits for it and then for its own.
 func (w *world) warmGap() time.Duration {
 	if w.opts.OwnerRecord {
-		return maxWarmGap + maxRecordDelay
+		return maxWarmGap + 2*maxRecordDelay
 	}
 	return maxWarmGap
 }

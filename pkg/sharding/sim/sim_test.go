@@ -228,18 +228,21 @@ func TestScaleUpIsWarm(t *testing.T) {
 // TestRunIsDeterministic: the same seed gives the same run.
 func TestRunIsDeterministic(t *testing.T) {
 	tests := []struct {
-		name string
-		seed int64
-		sc   Scenario
+		name   string
+		seed   int64
+		sc     Scenario
+		record bool
 	}{
 		{name: "chaos 7", seed: 7, sc: Chaos},
 		{name: "leader change 3", seed: 3, sc: LeaderChange},
+		{name: "owner record, scale-up 177", seed: 177, sc: ScaleUp, record: true},
+		{name: "owner record, chaos 7", seed: 7, sc: Chaos, record: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var a, b bytes.Buffer
-			ra, errA := Run(Options{Seed: tt.seed, Scenario: tt.sc, Trace: &a})
-			rb, errB := Run(Options{Seed: tt.seed, Scenario: tt.sc, Trace: &b})
+			ra, errA := Run(Options{Seed: tt.seed, Scenario: tt.sc, OwnerRecord: tt.record, Trace: &a})
+			rb, errB := Run(Options{Seed: tt.seed, Scenario: tt.sc, OwnerRecord: tt.record, Trace: &b})
 			if fmt.Sprint(errA) != fmt.Sprint(errB) || ra.Steps != rb.Steps || a.String() != b.String() {
 				t.Fatalf("two runs of seed %d differ: %d vs %d steps", tt.seed, ra.Steps, rb.Steps)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -29,6 +30,9 @@ func TestRun(t *testing.T) {
 	client := fake.NewClientset()
 	f := &fixture{t: t, client: client}
 	client.PrependReactor("create", "pods", nameGenerator(f))
+	// A status update from a sync that read the ReplicaSet before the scale-down below
+	// must not put the old replicas back, as it cannot on a real API server.
+	controllertest.StatusSubresource(client, appsv1.SchemeGroupVersion.WithResource("replicasets"))
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c := controllertest.Context(Descriptor(), factory, workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}))

@@ -8,8 +8,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -132,4 +135,44 @@ func (q *Queue) Keys() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// StatusSubresource makes client's updates of resource's status subresource behave as the
+// API server's do: only the status of the object sent is stored; its spec and metadata are
+// the stored object's. Without it the fake clientset stores the whole object, so a
+// controller's status update from a stale copy silently reverts a spec change the test
+// made meanwhile.
+func StatusSubresource(client *fake.Clientset, resource schema.GroupVersionResource) {
+	client.PrependReactor("update", resource.Resource, func(a clienttesting.Action) (bool, runtime.Object, error) {
+		ua, ok := a.(clienttesting.UpdateAction)
+		if !ok || ua.GetSubresource() != "status" || ua.GetResource() != resource {
+			return false, nil, nil
+		}
+		in, err := meta.Accessor(ua.GetObject())
+		if err != nil {
+			return true, nil, err
+		}
+		stored, err := client.Tracker().Get(resource, ua.GetNamespace(), in.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		sent, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ua.GetObject())
+		if err != nil {
+			return true, nil, err
+		}
+		merged, err := runtime.DefaultUnstructuredConverter.ToUnstructured(stored)
+		if err != nil {
+			return true, nil, err
+		}
+		merged["status"] = sent["status"]
+		out := stored.DeepCopyObject()
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(merged, out); err != nil {
+			return true, nil, err
+		}
+		if err := client.Tracker().Update(resource, out, ua.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		got, err := client.Tracker().Get(resource, ua.GetNamespace(), in.GetName())
+		return true, got, err
+	})
 }

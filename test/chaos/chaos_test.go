@@ -192,9 +192,7 @@ func run(t *testing.T, cfg config) {
 	for range cfg.shards {
 		c.startNewShard()
 	}
-	if err := k.WaitOwned(90 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	k.WaitAllOwned(t, 90*time.Second)
 	leader, err := k.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)

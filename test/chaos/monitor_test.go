@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -196,7 +195,7 @@ func (m *monitor) probe(ctx context.Context) {
 	sort.Strings(others)
 	if len(others) > 0 {
 		as := others[m.rng.IntN(len(others))]
-		err := dryRunWrite(ctx, m.client(as), ns)
+		err := framework.DryRunPodCreate(ctx, m.client(as), ns)
 		switch {
 		case ownerrecord.IsRefusal(err, m.fence.Name):
 			m.count("non-owner refused by the fence")
@@ -217,7 +216,7 @@ func (m *monitor) probe(ctx context.Context) {
 	}
 	// And the owner itself, when it runs: allowed (a liveness check of the fence, reported).
 	if obs.owner != "" && live[obs.owner] {
-		err := dryRunWrite(ctx, m.client(obs.owner), ns)
+		err := framework.DryRunPodCreate(ctx, m.client(obs.owner), ns)
 		switch {
 		case err == nil:
 			m.count("owner allowed")
@@ -262,15 +261,6 @@ func (m *monitor) count(what string) {
 	m.probes[what]++
 }
 
-// dryRunWrite creates a Pod in namespace as client without storing it: what the fence
-// decides for a real write of that client there.
-func dryRunWrite(ctx context.Context, client kubernetes.Interface, namespace string) error {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaos-fence-probe-"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/fence-probe:1"}}}}
-	_, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	return err
-}
-
 // sampleDenials reads the API server's count of the fence's denials; a count lower than
 // the last one means the API server restarted, and the last one is kept as a base.
 func (m *monitor) sampleDenials() {
@@ -282,12 +272,10 @@ func (m *monitor) sampleDenials() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	raw, err := m.f.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	v, err := m.f.FenceDenials(ctx, m.fence.Name)
 	if err != nil {
 		return
 	}
-	v := framework.ParseMetrics(string(raw)).Value("apiserver_validating_admission_policy_check_total",
-		`policy="`+m.fence.Name+`"`, `enforcement_action="deny"`)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.denialPaused {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 )
@@ -55,3 +57,25 @@ func (k *KShard) installFence(suffix string) {
 
 // FenceParams returns the fence's names (nil without KShardOptions.Fence).
 func (k *KShard) FenceParams() *ownerrecord.PolicyParams { return k.fence }
+
+// FenceDenials reads the API server's count of the writes the fence policy named policy
+// refused (apiserver_validating_admission_policy_check_total{enforcement_action="deny"}).
+// The counter restarts with the API server.
+func (f *Framework) FenceDenials(ctx context.Context, policy string) (float64, error) {
+	raw, err := f.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	return ParseMetrics(string(raw)).Value("apiserver_validating_admission_policy_check_total",
+		`policy="`+policy+`"`, `enforcement_action="deny"`), nil
+}
+
+// DryRunPodCreate creates a Pod in namespace as client without storing it (a shard may
+// create pods: the ReplicaSet controller does): what the fence decides for a real write of
+// that client there.
+func DryRunPodCreate(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "fence-check-"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/fence-check:1"}}}}
+	_, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}

@@ -208,10 +208,6 @@ func (k *KShard) StartShardAs(name string, creds ShardCredentials) *Shard {
 	return s
 }
 
-// WaitOwned waits until the leading coordinator reports a converged assignment in which
-// every live shard owns partitions.
-func (k *KShard) WaitOwned(timeout time.Duration) error { return waitOwned(k, timeout) }
-
 // Live returns the shards whose processes still run.
 func (k *KShard) Live() map[string]bool {
 	k.mu.Lock()
@@ -234,7 +230,12 @@ func (k *KShard) Leader(ctx context.Context) (*Coordinator, error) {
 		if c.Exited() {
 			continue
 		}
-		if code, _, err := HTTPGet(ctx, c.HTTPURL+"/readyz"); err == nil && code == http.StatusOK {
+		// A frozen (SIGSTOP) replica accepts the connection and never answers: it must not
+		// use up ctx for the replicas after it.
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		code, _, err := HTTPGet(rctx, c.HTTPURL+"/readyz")
+		cancel()
+		if err == nil && code == http.StatusOK {
 			return c, nil
 		}
 	}

@@ -373,7 +373,9 @@ func (k *KShard) GuardAlone(t testing.TB) {
 		done = make(chan struct{})
 	)
 	check := func() {
-		leases, err := k.f.Client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+		// Every namespace: the tests' coordinators elect in kube-system, the demo's (as the
+		// chart's) in kshard-system.
+		leases, err := k.f.Client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return
 		}

@@ -155,7 +155,7 @@ func (o *Options) Validate() error {
 		// Whatever the flags cannot express wrongly on their own (the ring's room for
 		// the partitions, the clock-drift margin with defaults applied) is left to the
 		// state machine's own check.
-		if err := o.Handoff.WithDefaults().Validate(); err != nil {
+		if err := o.handoffConfig().WithDefaults().Validate(); err != nil {
 			errs = append(errs, err)
 		}
 		if err := o.validateFailover(); err != nil {
@@ -172,6 +172,14 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// handoffConfig is the state machine's configuration from the flags: --max-shards bounds
+// the ring's members as well as the session streams.
+func (o *Options) handoffConfig() handoff.Config {
+	h := o.Handoff
+	h.MaxMembers = o.ShardAuth.MaxShards
+	return h
 }
 
 // validateHandoffFlags checks the handoff flags as given, by flag name.

@@ -60,6 +60,12 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "the same topology with a TTL that covers it", args: []string{"--leader-readiness-delay=2s", "--shard-reconnect-backoff=10s", "--session-ttl=37s"}},
 		{name: "TTL equal to the budget", args: append([]string{"--session-ttl=7.2s", "--shard-reconnect-backoff=0"}, fastLeases...),
 			wantErr: []string{"--session-ttl=7.2s does not cover", "= 7.2s"}},
+		// 20,000 shards × 1,000 virtual nodes exceed the ring's 10M: the state machine would
+		// refuse the configuration at its start, and without MaxMembers from --max-shards it
+		// turned shard 1001 away whatever --max-shards said.
+		{name: "more shards than the ring can hold", args: []string{"--max-shards=20000", "--ring-replication-factor=1000"},
+			wantErr: []string{"max members 20000 × ring replication factor 1000 exceeds"}},
+		{name: "more than 1000 shards", args: []string{"--max-shards=2000"}},
 		{name: "no failover without leader election", args: []string{"--leader-elect=false", "--session-ttl=2s"}},
 		{name: "every bad flag reported at once", args: []string{"--partitions=0", "--ring-load=NaN", "--session-ttl=0", "--leader-readiness-delay=-1s"},
 			wantErr: []string{"--partitions", "--ring-load=NaN", "--session-ttl=0s", "--leader-readiness-delay=-1s"}},

@@ -108,7 +108,7 @@ func run(ctx context.Context, o *Options) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	hc := o.Handoff
+	hc := o.handoffConfig()
 	hc.OwnerRecord, hc.SeizeAfter = fence != nil, o.Fence.seizeAfter()
 	var record coordinatorrpc.OwnerRecord
 	if fence != nil {

@@ -69,7 +69,7 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 func (s *Server) tryOpen() bool {
 	select {
 	case s.slots <- struct{}{}:
-		s.opts.Metrics.OpenStreams.Set(float64(len(s.slots)))
+		s.opts.Metrics.OpenStreams.Inc() // Set(len) from racing goroutines could land out of order
 		return true
 	default:
 		return false
@@ -78,7 +78,7 @@ func (s *Server) tryOpen() bool {
 
 func (s *Server) closeSlot() {
 	<-s.slots
-	s.opts.Metrics.OpenStreams.Set(float64(len(s.slots)))
+	s.opts.Metrics.OpenStreams.Dec()
 }
 
 // helloLimiter is a token bucket per verified shard identity. The map is bounded: a

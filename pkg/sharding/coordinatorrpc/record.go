@@ -3,7 +3,10 @@ package coordinatorrpc
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
@@ -30,26 +33,23 @@ func (s *Server) claimRecord(ctx context.Context, core *handoff.Coordinator, ter
 	if !s.opts.Config.OwnerRecord {
 		return nil
 	}
-	if s.opts.Record == nil {
-		return errors.New("server: Config.OwnerRecord is on but Options.Record is nil")
-	}
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+	// New refuses OwnerRecord without Record. Claiming fails only until the namespace
+	// informer has synced (or for good when a newer term wrote the record).
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt32}
+	return wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		known, err := s.opts.Record.Claim(ctx, term)
-		if err == nil {
+		switch {
+		case err == nil:
 			core.RecordKnown(known)
 			s.log.Info("claimed the owner record", "term", term, "entries", len(known))
-			return nil
+			return true, nil
+		case errors.Is(err, ownerrecord.ErrDeposed):
+			return false, err
+		default:
+			s.log.Info("claiming the owner record failed; retrying", "term", term, "err", err.Error())
+			return false, nil
 		}
-		if errors.Is(err, ownerrecord.ErrDeposed) {
-			return err
-		}
-		s.log.Info("claiming the owner record failed; retrying", "term", term, "err", err.Error(), "retryIn", delay.String())
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(delay):
-		}
-	}
+	})
 }
 
 // startRecordLocked writes the owner record batch the state machine asks for on its
@@ -86,7 +86,7 @@ func (s *Server) startRecordLocked() {
 				"generation", req.Gen, "partitions", len(req.Owners), "err", err.Error())
 		} else {
 			s.log.V(1).Info("owner record enforced", "generation", req.Gen, "partitions", len(req.Owners), "namespaces", a.Writes,
-				"write", a.Write.String(), "enforce", a.Enforce.String(), "probes", a.Probes, "namespace", a.ProbeNamespace)
+				"write", a.Write.String(), "enforce", a.Enforce.String(), "probeRounds", a.Probes, "namespace", a.ProbeNamespace)
 		}
 		core.RecordApplied(s.opts.Now(), req.Gen, err)
 		s.flushLocked()

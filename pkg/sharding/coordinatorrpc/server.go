@@ -185,6 +185,7 @@ func (s *Server) Lead(ctx context.Context, term uint32) error {
 	graceUntil := core.Stats().GraceUntil
 	s.mu.Lock()
 	s.core, s.term, s.leadCtx = core, term, ctx
+	s.stepDownAt, s.claimedBy = time.Time{}, "" // of an earlier term
 	s.mu.Unlock()
 	s.opts.Metrics.Leader.Set(1)
 	s.opts.Metrics.Term.Set(float64(term))

@@ -187,6 +187,7 @@ func (c *Coordinator) claimReleasing(m *member, inc uint64, p int, h Held, now t
 func (c *Coordinator) adopt(m *member, inc uint64, p int, e Epoch, now time.Time) {
 	pr := &c.parts[p]
 	pr.owner, pr.ownerInc, pr.epoch = m.id, inc, e
+	c.recDirty = true
 	pr.acked = true
 	// holdUntil is kept: it guards the partition against an older process whose lease
 	// may still run (a restarted owner's previous incarnation). A claim reported by a

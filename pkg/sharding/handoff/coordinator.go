@@ -53,10 +53,11 @@ type Coordinator struct {
 
 	movesInFlight int
 
-	// The owner record (Config.OwnerRecord): the request out (nil if none), the
-	// last generation issued, when a failed write may be retried, and whether a
+	// The owner record (Config.OwnerRecord): the request out (nil if none), whether a
+	// scan for the next one is due, the last generation issued, when a failed write may be retried, and whether a
 	// seizure wants the next target without debounce.
 	recOut     *RecordRequest
+	recDirty   bool // an owner or the record changed since the last scan for a request
 	recGen     uint64
 	recRetryAt time.Time
 	urgent     bool

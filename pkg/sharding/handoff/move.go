@@ -148,6 +148,7 @@ func (c *Coordinator) grant(p int, t string, now time.Time) {
 	m := c.members[t]
 	pr := &c.parts[p]
 	pr.owner, pr.ownerInc, pr.epoch = t, m.session.Incarnation, e
+	c.recDirty = true
 	pr.acked = false
 	pr.holdUntil = time.Time{}
 	c.stats.Grants++
@@ -251,6 +252,7 @@ func (c *Coordinator) completeRelease(p int, now time.Time) {
 	prev := pr.owner
 	if dest := c.memberInc(mv.to, mv.toInc); mv.to != "" && dest != nil && c.eligible(mv.to) {
 		pr.owner, pr.ownerInc, pr.epoch = dest.id, mv.toInc, mv.epoch
+		c.recDirty = true
 		pr.acked = false
 		pr.freedAt, pr.prevOwner = now, prev
 		if mv.capped {

@@ -40,18 +40,26 @@ func (c *Coordinator) RecordKnown(owners map[partition.ID]string) {
 			c.parts[p].recorded = s
 		}
 	}
+	c.recDirty = true
 }
 
 // TakeRecordRequest returns the record change the coordinator waits for. At most one is
 // out at a time: until RecordApplied answers it, no other is handed out, and changes
 // wanted meanwhile go into the next one.
 func (c *Coordinator) TakeRecordRequest() (RecordRequest, bool) {
-	if !c.cfg.OwnerRecord || c.recOut != nil || c.now.Before(c.recRetryAt) {
+	if !c.cfg.OwnerRecord || !c.recDirty || c.recOut != nil || c.now.Before(c.recRetryAt) {
 		return RecordRequest{}, false
 	}
-	owners := map[partition.ID]string{}
+	// The edge asks after every message it feeds; the partitions are walked only when an
+	// owner or the record changed since the last walk (or a write came back).
+	c.recDirty = false
+	// Called after every message the edge feeds: allocate only when something changed.
+	var owners map[partition.ID]string
 	for p := range c.parts {
 		if want, ok := c.recordWant(p); ok {
+			if owners == nil {
+				owners = map[partition.ID]string{}
+			}
 			owners[partition.ID(p)] = want
 		}
 	}
@@ -76,6 +84,7 @@ func (c *Coordinator) RecordApplied(now time.Time, gen uint64, err error) {
 		return
 	}
 	c.recOut = nil
+	c.recDirty = true // what changed while it was out, or the failed batch again
 	if err != nil {
 		c.stats.RecordErrors++
 		c.stats.LastRecordError = err.Error()

@@ -39,8 +39,9 @@ type Fence struct {
 }
 
 // Applied describes one enforced batch: how long the writes and the wait for enforcement
-// took, how many namespaces were written and how many probes the wait sent (0 when the
-// batch had no namespace).
+// took, how many namespaces were written and how many probe rounds the wait took (a
+// round is a dry run as the new owner and one as the sentinel; 0 when the batch had no
+// namespace).
 type Applied struct {
 	Write, Enforce time.Duration
 	Writes         int
@@ -112,9 +113,8 @@ func (f *Fence) Apply(ctx context.Context, owners map[partition.ID]string) (Appl
 // the new owner proves nothing by itself.
 const SentinelShard = "kshard-fence-sentinel"
 
-// waitEnforced probes namespace until shard is let through (skipped when shard is "":
-// the batch removed the owner) and the sentinel shard is refused in the same round: the
-// API server then evaluates the policy with the new label. It returns the probes sent.
+// waitEnforced waits until the API server lets shard write in namespace (no owner when
+// shard is "") and refuses the sentinel: it evaluates the policy with the new label.
 func (f *Fence) waitEnforced(ctx context.Context, shard, namespace string) (int, error) {
 	var owner kubernetes.Interface
 	if shard != "" {
@@ -127,33 +127,11 @@ func (f *Fence) waitEnforced(ctx context.Context, shard, namespace string) (int,
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for {
-		allowed := true
-		if owner != nil {
-			allowed, err = f.prober.Allowed(ctx, owner, namespace)
-			n++
-			if err != nil {
-				return n, fmt.Errorf("fence probe as %s in namespace %s: %w", shard, namespace, err)
-			}
-		}
-		if allowed {
-			sentinelAllowed, err := f.prober.Allowed(ctx, sentinel, namespace)
-			n++
-			if err != nil {
-				return n, fmt.Errorf("fence probe as %s in namespace %s: %w", SentinelShard, namespace, err)
-			}
-			if !sentinelAllowed {
-				return n, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return n, fmt.Errorf("fence probe in namespace %s: the API server does not enforce owner %q after %d probes (is the policy installed?): %w",
-				namespace, shard, n, context.Cause(ctx))
-		case <-time.After(5 * time.Millisecond):
-		}
+	_, n, err := f.prober.WaitEnforced(ctx, owner, sentinel, namespace)
+	if err != nil {
+		return n, fmt.Errorf("owner %q not enforced (is the policy installed?): %w", shard, err)
 	}
+	return n, nil
 }
 
 // client returns the impersonating client of shard, made once per shard ID.
@@ -170,6 +148,3 @@ func (f *Fence) client(shard string) (kubernetes.Interface, error) {
 	f.clients[shard] = c
 	return c, nil
 }
-
-// Writes counts the owner label writes made (the fence's cost in API writes).
-func (f *Fence) Writes() int64 { return f.labeler.Writes() }

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +62,6 @@ type Labeler struct {
 	opts     LabelerOptions
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
-	writes   atomic.Int64
 
 	mu     sync.RWMutex
 	active bool
@@ -129,9 +127,6 @@ func (l *Labeler) Run(ctx context.Context) error {
 
 // HasSynced reports whether the informer has listed every namespace once.
 func (l *Labeler) HasSynced() bool { return l.informer.HasSynced() }
-
-// Writes counts the label writes that succeeded: the fence's cost in API writes.
-func (l *Labeler) Writes() int64 { return l.writes.Load() }
 
 // Activate makes the Labeler the record of term: it reads what the namespaces say
 // (ErrDeposed when a newer term wrote any of them), takes that as its owner table, and
@@ -283,18 +278,6 @@ func (l *Labeler) NamespacesOf(p partition.ID) []string {
 	return out
 }
 
-// Probeable reports whether namespace name can host a fence probe for owner now: the
-// informer's copy carries owner in the owner label and is not terminating (a terminating
-// namespace refuses every create).
-func (l *Labeler) Probeable(name, owner string) bool {
-	o, ok, err := l.informer.GetStore().GetByKey(name)
-	if err != nil || !ok {
-		return false
-	}
-	m, ok := o.(metav1.Object)
-	return ok && m.GetDeletionTimestamp() == nil && m.GetLabels()[l.params.OwnerLabel] == owner
-}
-
 // want returns the owner label namespace name should carry, and whether the table says.
 func (l *Labeler) want(name string) (string, uint32, bool) {
 	l.mu.RLock()
@@ -399,7 +382,6 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 			metav1.PatchOptions{FieldManager: "kshard-owner-labeler"})
 		switch {
 		case err == nil:
-			l.writes.Add(1)
 			return got.GetResourceVersion(), true, nil
 		case apierrors.IsNotFound(err):
 			return "", false, nil

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -207,26 +206,6 @@ func Binding(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicyB
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
-}
-
-// Manifest renders the policy and the binding as one YAML stream, for a local control
-// plane (kubectl apply -f -) and for comparing with the chart by eye.
-func Manifest(p PolicyParams) ([]byte, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	var out []byte
-	for i, o := range []any{Policy(p), Binding(p)} {
-		b, err := yaml.Marshal(o)
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			out = append(out, "---\n"...)
-		}
-		out = append(out, b...)
-	}
-	return out, nil
 }
 
 // Install creates or updates the policy and its binding (policy first, so the binding

@@ -8,7 +8,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 )
 
 func TestPolicyParams(t *testing.T) {
@@ -26,26 +25,15 @@ func TestPolicyParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := Manifest(tt.params)
+			err := tt.params.Validate()
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("Manifest error = %v, wantErr %t", err, tt.wantErr)
+				t.Fatalf("Validate error = %v, wantErr %t", err, tt.wantErr)
 			}
 			if err != nil {
 				return
 			}
 			p := tt.params.withDefaults()
-			docs := strings.Split(string(b), "---\n")
-			if len(docs) != 2 {
-				t.Fatalf("%d documents, want 2:\n%s", len(docs), b)
-			}
-			var policy admissionregistrationv1.ValidatingAdmissionPolicy
-			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-			if err := yaml.UnmarshalStrict([]byte(docs[0]), &policy); err != nil {
-				t.Fatal(err)
-			}
-			if err := yaml.UnmarshalStrict([]byte(docs[1]), &binding); err != nil {
-				t.Fatal(err)
-			}
+			policy, binding := Policy(tt.params), Binding(tt.params)
 			if policy.Name != p.Name || binding.Spec.PolicyName != p.Name {
 				t.Errorf("policy %q, binding's policyName %q, want %q", policy.Name, binding.Spec.PolicyName, p.Name)
 			}

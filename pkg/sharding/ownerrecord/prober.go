@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -81,35 +82,39 @@ func (p Prober) Allowed(ctx context.Context, client kubernetes.Interface, namesp
 // long that took (at most one probe's round trip when the first probe passed) and the
 // number of probes sent.
 func (p Prober) WaitAllowed(ctx context.Context, client kubernetes.Interface, namespace string) (time.Duration, int, error) {
-	return p.wait(ctx, client, namespace, true)
+	return p.waitFor(ctx, namespace, func(ctx context.Context) (bool, error) { return p.Allowed(ctx, client, namespace) })
 }
 
-// WaitRefused probes until the fence refuses client's writes in namespace, and returns
-// how long that took and the number of probes sent.
-func (p Prober) WaitRefused(ctx context.Context, client kubernetes.Interface, namespace string) (time.Duration, int, error) {
-	return p.wait(ctx, client, namespace, false)
+// WaitEnforced probes until admission lets owner write in namespace and refuses
+// sentinel there in the same round, and returns how long that took and the number of
+// probes sent. An allowed probe alone proves nothing when the policy is not in force;
+// the refused sentinel proves it is. A nil owner (the namespace has no owner any more)
+// only waits for the sentinel's refusal.
+func (p Prober) WaitEnforced(ctx context.Context, owner, sentinel kubernetes.Interface, namespace string) (time.Duration, int, error) {
+	return p.waitFor(ctx, namespace, func(ctx context.Context) (bool, error) {
+		if owner != nil {
+			if ok, err := p.Allowed(ctx, owner, namespace); err != nil || !ok {
+				return false, err
+			}
+		}
+		ok, err := p.Allowed(ctx, sentinel, namespace)
+		return !ok, err
+	})
 }
 
-func (p Prober) wait(ctx context.Context, client kubernetes.Interface, namespace string, want bool) (time.Duration, int, error) {
+// waitFor polls round every Interval until it reports done, an error, or ctx ends.
+func (p Prober) waitFor(ctx context.Context, namespace string, round func(context.Context) (bool, error)) (time.Duration, int, error) {
 	interval := p.Interval
 	if interval <= 0 {
 		interval = 5 * time.Millisecond
 	}
-	start := time.Now()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for n := 1; ; n++ {
-		got, err := p.Allowed(ctx, client, namespace)
-		if err != nil {
-			return time.Since(start), n, fmt.Errorf("fence probe in namespace %s: %w", namespace, err)
-		}
-		if got == want {
-			return time.Since(start), n, nil
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), n, fmt.Errorf("fence probe in namespace %s: still allowed=%t after %d probes: %w", namespace, got, n, context.Cause(ctx))
-		case <-t.C:
-		}
+	start, n := time.Now(), 0
+	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		n++
+		return round(ctx)
+	})
+	if err != nil {
+		return time.Since(start), n, fmt.Errorf("fence probe in namespace %s, %d rounds: %w", namespace, n, err)
 	}
+	return time.Since(start), n, nil
 }

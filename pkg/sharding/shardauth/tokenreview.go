@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,8 +65,7 @@ type TokenReview struct {
 	opts TokenReviewOptions
 	user string
 
-	mu      sync.Mutex
-	cache   map[[sha256.Size]byte]reviewed
+	cache   *utilcache.LRUExpireCache // sha256 of the token → reviewed, until min(CacheTTL, its expiry)
 	limiter *rate.Limiter
 }
 
@@ -75,8 +74,12 @@ type reviewed struct {
 	user     string
 	podNames []string
 	podUID   string
-	expires  time.Time
 }
+
+// clockFunc adapts TokenReviewOptions.Now to the cache's clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 // NewTokenReview validates the options.
 func NewTokenReview(opts TokenReviewOptions) (*TokenReview, error) {
@@ -108,7 +111,8 @@ func NewTokenReview(opts TokenReviewOptions) (*TokenReview, error) {
 		opts.Now = time.Now
 	}
 	return &TokenReview{opts: opts, user: ServiceAccountUser(opts.Namespace, opts.Name),
-		cache: map[[sha256.Size]byte]reviewed{}, limiter: rate.NewLimiter(rate.Limit(opts.ReviewRate), opts.ReviewBurst)}, nil
+		cache:   utilcache.NewLRUExpireCacheWithClock(opts.CacheSize, clockFunc(opts.Now)),
+		limiter: rate.NewLimiter(rate.Limit(opts.ReviewRate), opts.ReviewBurst)}, nil
 }
 
 // ServiceAccountUser is the user name the API server gives a ServiceAccount's tokens.
@@ -147,17 +151,18 @@ func (a *TokenReview) Authenticate(ctx context.Context, claimed string) (Identit
 func (a *TokenReview) review(ctx context.Context, tok string) (reviewed, error) {
 	key := sha256.Sum256([]byte(tok))
 	now := a.opts.Now()
-	a.mu.Lock()
-	if r, ok := a.cache[key]; ok {
-		if now.Before(r.expires) {
-			a.mu.Unlock()
-			return r, nil
-		}
-		delete(a.cache, key)
+	if r, ok := a.cache.Get(key); ok {
+		return r.(reviewed), nil
 	}
-	allowed := a.limiter.AllowN(now, 1)
-	a.mu.Unlock()
-	if !allowed {
+	// A shard's projected token is a JWT with an expiry. Anything else, or one that has
+	// expired, is refused here without spending the review budget that every shard shares
+	// (the claim is not verified: this only ever refuses).
+	exp, ok := jwtExpiry(tok)
+	if !ok || !now.Before(exp) {
+		return reviewed{}, refuse(codes.Unauthenticated, ReasonInvalidToken,
+			"the shard's token is not an unexpired JWT (a projected ServiceAccount token is)")
+	}
+	if !a.limiter.AllowN(now, 1) {
 		return reviewed{}, refuse(codes.ResourceExhausted, ReasonReviewThrottled,
 			"too many token reviews (more than %g/s): try again later", a.opts.ReviewRate)
 	}
@@ -189,43 +194,13 @@ func (a *TokenReview) review(ctx context.Context, tok string) (reviewed, error) 
 	if uids := st.User.Extra[ExtraPodUID]; len(uids) == 1 {
 		r.podUID = uids[0]
 	}
-	// Reuse the review for CacheTTL, never past the token's own expiry; a token whose
-	// expiry cannot be read is reviewed every time.
-	if exp, ok := jwtExpiry(tok); ok {
-		r.expires = now.Add(a.opts.CacheTTL)
-		if exp.Before(r.expires) {
-			r.expires = exp
-		}
-		if now.Before(r.expires) {
-			a.store(key, r, now)
-		}
-	}
+	// Reuse the review for CacheTTL, never past the token's own expiry.
+	a.cache.Add(key, r, min(a.opts.CacheTTL, exp.Sub(now)))
 	return r, nil
 }
 
-// store caches r, first dropping expired entries when the cache is full, then an
-// arbitrary one if it still is.
-func (a *TokenReview) store(key [sha256.Size]byte, r reviewed, now time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.cache) >= a.opts.CacheSize {
-		for k, v := range a.cache {
-			if !now.Before(v.expires) {
-				delete(a.cache, k)
-			}
-		}
-		for k := range a.cache {
-			if len(a.cache) < a.opts.CacheSize {
-				break
-			}
-			delete(a.cache, k)
-		}
-	}
-	a.cache[key] = r
-}
-
-// jwtExpiry reads the exp claim of a JWT without verifying it: it is called only after the
-// API server accepted the token, so the claim is the issuer's.
+// jwtExpiry reads the exp claim of a JWT without verifying it: it is trusted only to
+// refuse a token before its review and to bound the cache of one the API server accepted.
 func jwtExpiry(tok string) (time.Time, bool) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {

@@ -212,7 +212,8 @@ func TestTokenReviewCache(t *testing.T) {
 	}{
 		{name: "fresh review reused", tokenLife: time.Hour, advance: 5 * time.Second, wantCalls: 1},
 		{name: "review older than the cache TTL", tokenLife: time.Hour, advance: 11 * time.Second, wantCalls: 2},
-		{name: "token expired before the cache TTL", tokenLife: 3 * time.Second, advance: 4 * time.Second, wantCalls: 2},
+		// Not reviewed again: an expired token is refused before the review.
+		{name: "token expired before the cache TTL", tokenLife: 3 * time.Second, advance: 4 * time.Second, wantCalls: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,7 +239,10 @@ func TestTokenReviewCache(t *testing.T) {
 				t.Errorf("a cached token claiming another shard: %v, want PermissionDenied", err)
 			}
 			now = now.Add(tc.advance)
-			_, _ = a.Authenticate(withToken(tok), shardID)
+			_, err = a.Authenticate(withToken(tok), shardID)
+			if expired := tc.advance >= tc.tokenLife; expired != (status.Code(err) == codes.Unauthenticated) {
+				t.Errorf("after %s (token life %s): %v", tc.advance, tc.tokenLife, err)
+			}
 			if n := api.callCount(); n != tc.wantCalls {
 				t.Errorf("%d reviews after %s, want %d", n, tc.advance, tc.wantCalls)
 			}
@@ -276,10 +280,48 @@ func TestTokenReviewCache(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := len(a.cache); n > 3 {
+		if n := len(a.cache.Keys()); n > 3 {
 			t.Errorf("%d cached reviews, want at most 3", n)
 		}
 	})
+}
+
+// TestTokenReviewJunk: tokens that are not unexpired JWTs are refused without a review,
+// so a client flooding junk tokens cannot spend the review budget the shards share.
+func TestTokenReviewJunk(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tests := []struct {
+		name string
+		tok  string
+	}{
+		{name: "not a JWT", tok: "opaque-secret"},
+		{name: "bad payload", tok: "a.!!!.c"},
+		{name: "expired", tok: jwt("old", now.Add(-time.Second))},
+		{name: "no expiry", tok: "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			api, cs := newFakeAPI()
+			a, err := NewTokenReview(TokenReviewOptions{Client: cs.AuthenticationV1(), Namespace: ns, Name: saName,
+				ReviewRate: 1, ReviewBurst: 1, Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				if _, err := a.Authenticate(withToken(tc.tok), shardID); status.Code(err) != codes.Unauthenticated {
+					t.Fatalf("junk token: %v, want Unauthenticated", err)
+				}
+			}
+			if n := api.callCount(); n != 0 {
+				t.Errorf("%d reviews of junk tokens, want 0", n)
+			}
+			good := jwt("good", now.Add(time.Hour))
+			api.statuses[good] = podToken(shardUser, shardID)
+			if _, err := a.Authenticate(withToken(good), shardID); err != nil {
+				t.Errorf("a real shard after the junk: %v (the budget must be untouched)", err)
+			}
+		})
+	}
 }
 
 // TestTokenReviewRateLimit: Hellos with ever new tokens cannot make the coordinator send

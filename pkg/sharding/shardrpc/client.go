@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -181,8 +182,9 @@ func (c *Client) Run(ctx context.Context) error {
 		cur     *conn
 		targets = &targetQueue{addrs: c.opts.Addresses, lookup: c.opts.LookupHost, timeout: c.opts.ConnectTimeout, log: c.log}
 		// Addresses that could not be reached lately are passed over while others are
-		// left, so that a failover's retries go to the replicas that answer.
-		unreachable = quarantine{base: 2 * c.opts.ConnectTimeout}
+		// left, so that a failover's retries go to the replicas that answer: for 2
+		// connect timeouts after one failure, doubling while they go on failing, up to 8.
+		unreachable = flowcontrol.NewBackOff(2*c.opts.ConnectTimeout, 8*c.opts.ConnectTimeout)
 		hint        = "" // leader address named by a follower
 		backoff     = time.Duration(0)
 		retry       = time.NewTimer(0)
@@ -216,23 +218,24 @@ func (c *Client) Run(ctx context.Context) error {
 		case <-retryC:
 			now := c.opts.Now()
 			tgt := target{addr: hint}
-			if hint == "" || unreachable.skip(hint, now) {
+			if hint == "" || unreachable.IsInBackOffSinceUpdate(hint, now) {
 				// A follower names the Lease holder, which during a failover is the dead
 				// or frozen old leader: not worth another attempt so soon.
-				tgt = targets.next(ctx, func(a string) bool { return unreachable.skip(a, now) })
+				tgt = targets.next(ctx, func(a string) bool { return unreachable.IsInBackOffSinceUpdate(a, now) })
 			}
 			hint = ""
 			addr := tgt.addr
 			k, err := c.dial(ctx, tgt)
 			if err != nil {
-				unreachable.failed(addr, c.opts.Now())
+				unreachable.Next(addr, c.opts.Now())
+				unreachable.GC() // forget addresses of replicas long gone (replaced pods)
 				backoff = c.nextBackoff(backoff)
 				c.log.Info("cannot reach coordinator; retrying", "address", addr, "err", err.Error(), "retryIn", backoff.String())
 				retry.Reset(backoff)
 				continue
 			}
 			cur = k
-			unreachable.reached(addr)
+			unreachable.Reset(addr)
 			if c.opts.Metrics != nil {
 				c.opts.Metrics.Reconnects.Inc()
 			}
@@ -515,37 +518,6 @@ func (q *targetQueue) next(ctx context.Context, skip func(addr string) bool) tar
 		}
 	}
 	return *first // resolve returns at least one target per configured address
-}
-
-// quarantine remembers addresses whose last attempt failed: each is skipped for base
-// after one failure, twice as long after two in a row, up to 4 × base.
-type quarantine struct {
-	base  time.Duration
-	addrs map[string]failure
-}
-
-type failure struct {
-	at time.Time
-	n  int
-}
-
-func (q *quarantine) failed(addr string, now time.Time) {
-	if q.addrs == nil {
-		q.addrs = map[string]failure{}
-	}
-	f := q.addrs[addr]
-	q.addrs[addr] = failure{at: now, n: f.n + 1}
-}
-
-func (q *quarantine) reached(addr string) { delete(q.addrs, addr) }
-
-func (q *quarantine) skip(addr string, now time.Time) bool {
-	f, ok := q.addrs[addr]
-	if !ok {
-		return false
-	}
-	d := q.base << min(f.n-1, 2)
-	return now.Sub(f.at) < d
 }
 
 // resolve returns one pass: every configured address, names expanded, without repeats.

@@ -284,7 +284,7 @@ func (w *world) deliverToCoord(ev *event) {
 	case evRingComputed:
 		w.finishRing(n, now)
 	case evRecordApplied:
-		w.finishRecord(n, now, ev)
+		w.finishRecord(n, now)
 	}
 	w.flushCoord(n)
 }

@@ -70,7 +70,7 @@ func (w *world) startRecord(n *coordNode) {
 
 // finishRecord lands the write (unless it fails, or a newer leader claimed the record
 // meanwhile) and answers the leader.
-func (w *world) finishRecord(n *coordNode, now time.Time, _ *event) {
+func (w *world) finishRecord(n *coordNode, now time.Time) {
 	req := n.rec
 	if req == nil {
 		return

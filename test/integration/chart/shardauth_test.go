@@ -106,8 +106,9 @@ func TestTemplateShardAuthNone(t *testing.T) {
 
 // withoutShardToken returns a copy of the shard Deployment without its projected token
 // (volume, mount and --coordinator-token-file), for running it as a local process next to
-// a coordinator with --shard-auth=none: a local process has no pod, so no pod-bound token,
-// until the framework creates a Pod object per shard and a TokenRequest bound to it.
+// a coordinator with --shard-auth=none: the chart's RBAC proof runs the containers as
+// local processes without pods (framework.KShardOptions.PodIdentity gives other tests a
+// pod and pod-bound tokens per shard).
 func withoutShardToken(d *appsv1.Deployment) *appsv1.Deployment {
 	d = d.DeepCopy()
 	spec := &d.Spec.Template.Spec

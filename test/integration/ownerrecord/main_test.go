@@ -1,16 +1,15 @@
 // Package ownerrecord tests kshard's server-side fence (pkg/sharding/ownerrecord) on the
 // real local control plane: the ValidatingAdmissionPolicy and its binding as the code
-// builds them, the partition Labeler, the owner ConfigMap's Writer and the dry-run
-// Prober. Shards are played by impersonation (user system:serviceaccount:<ns>:<sa> with
+// builds them, the owner Labeler, the Fence and the dry-run Prober. Shards are played by impersonation (user system:serviceaccount:<ns>:<sa> with
 // the authentication.kubernetes.io/pod-name extra, exactly what a shard's pod-bound
 // token authenticates as), which the admin kubeconfig may do.
 //
 // It checks that the owner's writes pass, that another shard's are refused with a
-// message naming the shard, the namespace, the partition and the owner, that moving the
-// owner record flips both, that other users and events are untouched, and that a
-// namespace without the partition label refuses the shard; and it measures how long the
-// API server takes to enforce a new record after the write returns, and the API writes a
-// move costs.
+// message naming the shard, the namespace and the owner, that moving the owner label
+// flips both, that other users and events are untouched, that a namespace without the
+// owner label refuses the shard, and that the Labeler puts back a label removed by hand;
+// and it measures how long the API server takes to enforce a new label after the write
+// returns, and the API writes a move costs (one per namespace).
 package ownerrecord
 
 import (

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -29,7 +28,7 @@ const failoverGoal = 5 * time.Second
 //     names it (dry runs with the shards' own pod-bound tokens);
 //   - SIGKILLs the shard that owns the most test namespaces, changes every Deployment it
 //     owned at that moment, and measures how long until the survivors have acted on each
-//     change (goal ≤ 5s; without the fence the lease is waited out, TTL + margin = 9s);
+//     change (goal ≤ 5s; without the fence the lease is waited out, TTL + margin = 10s);
 //   - checks that the dead shard's credentials are now refused in its old namespaces
 //     (the late write a paused or partitioned process could still send) and that the
 //     API server counted those refusals.
@@ -43,9 +42,7 @@ func TestServerSideFence(t *testing.T) {
 	for _, id := range shards {
 		k.StartShard(id)
 	}
-	if err := k.WaitOwned(90 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	k.WaitAllOwned(t, 90*time.Second)
 	for _, id := range shards {
 		framework.WaitHTTP(t, k.Shards[id].HTTPURL+"/readyz", 60*time.Second)
 	}
@@ -97,12 +94,11 @@ func TestServerSideFence(t *testing.T) {
 		}
 		clients[id] = cs
 	}
-	refusedBefore := admissionDenials(t, f, fence.Name)
 
 	t.Run("each shard may write only where the record names it", func(t *testing.T) {
 		for _, id := range shards {
 			for _, ns := range nss[:6] {
-				err := dryRunWrite(ctx, clients[id], ns)
+				err := framework.DryRunPodCreate(ctx, clients[id], ns)
 				want := ownerOf(ns) == id
 				switch {
 				case want && err != nil:
@@ -152,6 +148,12 @@ func TestServerSideFence(t *testing.T) {
 		}
 	})
 
+	// Sampled here, after the first subtest's refusals: what follows counts only the
+	// late writes of the killed shard.
+	refusedBefore, err := f.FenceDenials(ctx, fence.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Run("the killed shard's late writes are refused", func(t *testing.T) {
 		a, err := leader.Assignments(ctx)
 		if err != nil {
@@ -162,18 +164,22 @@ func TestServerSideFence(t *testing.T) {
 			if o := ownerOf(nss[i]); o == victim || o == "" {
 				t.Fatalf("%s still owned by %q after the seizure", nss[i], o)
 			}
-			if err := dryRunWrite(ctx, clients[victim], nss[i]); !ownerrecord.IsRefusal(err, fence.Name) {
+			if err := framework.DryRunPodCreate(ctx, clients[victim], nss[i]); !ownerrecord.IsRefusal(err, fence.Name) {
 				t.Errorf("late write of %s in %s: want a fence refusal, got %v (%s)", victim, nss[i], err, fenceState(ctx, f, fence, nss[i]))
 			}
 		}
 	})
 
-	refused := admissionDenials(t, f, fence.Name) - refusedBefore
+	refusedAfter, err := f.FenceDenials(ctx, fence.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := refusedAfter - refusedBefore
 	batches, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_batches_total")
 	writes, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_namespace_writes_total")
 	enforceSum, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_sum")
 	enforceCount, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_count")
-	t.Logf("the API server refused %v shard writes through the fence during the test; owner record: %v batches, %v namespace label writes, mean wait for enforcement %.1fms",
+	t.Logf("the API server refused %v late writes of the killed shard through the fence; owner record: %v batches, %v namespace label writes, mean wait for enforcement %.1fms",
 		refused, batches, writes, 1000*enforceSum/max(enforceCount, 1))
 	if want := float64(len(owned[victim])); refused < want {
 		t.Errorf("apiserver_validating_admission_policy_check_total counted %v denials, want ≥ %v", refused, want)
@@ -188,16 +194,6 @@ func fenceState(ctx context.Context, f *framework.Framework, p *ownerrecord.Poli
 		return err.Error()
 	}
 	return fmt.Sprintf("owner label %q, term %q, resourceVersion %s", ns.Labels[p.OwnerLabel], ns.Annotations[p.TermAnnotation()], ns.ResourceVersion)
-}
-
-// dryRunWrite creates a Pod in namespace as client (shards may: the ReplicaSet
-// controller does), without storing it: what the fence decides for a real write of that
-// client there.
-func dryRunWrite(ctx context.Context, client kubernetes.Interface, namespace string) error {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "fence-check-"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/fence-check:1"}}}}
-	_, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	return err
 }
 
 // waitReplicas waits until the ReplicaSet of Deployment uid in namespace asks for want
@@ -226,15 +222,4 @@ func waitReplicas(t *testing.T, client kubernetes.Interface, namespace string, u
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// admissionDenials reads the API server's count of requests the policy denied.
-func admissionDenials(t *testing.T, f *framework.Framework, policy string) float64 {
-	t.Helper()
-	raw, err := f.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	if err != nil {
-		t.Fatalf("reading the API server's metrics: %v", err)
-	}
-	return framework.ParseMetrics(string(raw)).Value("apiserver_validating_admission_policy_check_total",
-		`policy="`+policy+`"`, `enforcement_action="deny"`)
 }

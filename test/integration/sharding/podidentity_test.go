@@ -48,9 +48,7 @@ func TestPodIdentity(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if err := k.WaitOwned(90 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	k.WaitAllOwned(t, 90*time.Second)
 	for _, id := range shards {
 		framework.WaitHTTP(t, k.Shards[id].HTTPURL+"/readyz", 60*time.Second)
 	}
@@ -227,9 +225,7 @@ func TestPodIdentity(t *testing.T) {
 		}
 		// Ready only with a session the coordinator welcomed, after it verified the token.
 		framework.WaitHTTP(t, restarted.HTTPURL+"/readyz", 60*time.Second)
-		if err := k.WaitOwned(90 * time.Second); err != nil {
-			t.Fatal(err)
-		}
+		k.WaitAllOwned(t, 90*time.Second)
 	})
 }
 

@@ -400,6 +400,7 @@ func (e *env) benchRSS(b *testing.B) {
 			time.Sleep(5 * time.Second)
 			r := row{n: n}
 			for _, s := range c.shards {
+				saveProfiles(b, s, fmt.Sprintf("rss-%d-%d", i, n))
 				rss := median3(func() float64 { return procStatusKB(b, s.Pid(), "VmRSS") / 1024 })
 				m := scrape(b, s.HTTPURL)
 				r.rssTotal += rss
@@ -618,8 +619,8 @@ func (e *env) newCluster(b *testing.B, prefix string, n int) *cluster {
 	k := e.f.NewKShard(b, framework.KShardOptions{
 		Partitions: partitions, SessionTTL: ttl, Margin: margin, PodIdentity: e.fence, Fence: e.fence,
 		CoordinatorArgs: []string{"--membership-debounce", debounce.String(), "--membership-max-debounce", maxDebounce.String()},
-		ShardArgs: []string{"--controllers", "*,kshard-audit", "--audit-resync-interval", auditResync.String(),
-			"--audit-work-duration", auditWork.String()},
+		ShardArgs: append([]string{"--controllers", "*,kshard-audit", "--audit-resync-interval", auditResync.String(),
+			"--audit-work-duration", auditWork.String()}, profileArgs()...),
 	})
 	k.SetShardArgs(func(name string) []string {
 		return []string{"--audit-log-file", filepath.Join(dir, name+".jsonl")}
@@ -1111,5 +1112,41 @@ func pollUntil(timeout time.Duration, cond func(ctx context.Context) (bool, erro
 			return last
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// profileDir is where the RSS scenario saves each shard's heap and goroutine profiles
+// (KSHARD_BENCH_PROFILE_DIR; none when empty), to tell what a change in its memory is
+// made of: go tool pprof -sample_index=inuse_space -base <before> <after>.
+var profileDir = os.Getenv("KSHARD_BENCH_PROFILE_DIR")
+
+// profileArgs serves /debug/pprof on the shards when profiles are to be saved.
+func profileArgs() []string {
+	if profileDir == "" {
+		return nil
+	}
+	return []string{"--enable-pprof"}
+}
+
+// saveProfiles writes shard s's heap profile (after a GC) and its goroutines to
+// profileDir as <prefix>-<shard>.{heap,goroutine}.
+func saveProfiles(b *testing.B, s *framework.Shard, prefix string) {
+	if profileDir == "" {
+		return
+	}
+	b.Helper()
+	if err := os.MkdirAll(profileDir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for kind, path := range map[string]string{"heap": "/debug/pprof/heap?gc=1", "goroutine": "/debug/pprof/goroutine?debug=1"} {
+		code, body, err := framework.HTTPGet(ctx, s.HTTPURL+path)
+		if err != nil || code != 200 {
+			b.Fatalf("%s profile of %s: code %d, %v", kind, s.Name, code, err)
+		}
+		if err := os.WriteFile(filepath.Join(profileDir, prefix+"-"+s.Name+"."+kind), body, 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -36,6 +37,11 @@ const (
 	ModeClientFilter Mode = iota
 )
 
+// DefaultRelistThreshold is Options.RelistThreshold's default: 200 namespace lists are
+// 4 s of a client at QPS 50, about what one cluster-wide relist of a type takes at
+// 10,000 namespaces.
+const DefaultRelistThreshold = 200
+
 // Options configures a Cache. The zero value is ready to use.
 type Options struct {
 	// Mode selects client-side filtering (default) or, later, server-side filtering.
@@ -46,6 +52,13 @@ type Options struct {
 	WarmupConcurrency int
 	// WarmupPageSize is the page size of warm-up lists (default 500).
 	WarmupPageSize int64
+	// RelistThreshold is the number of namespace lists (namespaces × resource types)
+	// waiting in running warm-ups above which the cache relists the types cluster-wide
+	// instead (one list call per type, filtered), default 200; negative: never. Each
+	// namespace list costs a request of the shard's client QPS: a scale-out or a killed
+	// shard hands a shard thousands of namespaces at once, which namespace by namespace
+	// take minutes at QPS 50, and one relist a few seconds.
+	RelistThreshold int
 	// DisableWatchList makes the informers use classic LIST + WATCH even where
 	// client-go would stream the initial list (the WatchListClient feature). Streaming
 	// is supported; this is an escape hatch.
@@ -72,6 +85,9 @@ func (o *Options) defaults() {
 	}
 	if o.WarmupPageSize <= 0 {
 		o.WarmupPageSize = 500
+	}
+	if o.RelistThreshold == 0 {
+		o.RelistThreshold = DefaultRelistThreshold
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 20 * time.Millisecond
@@ -103,7 +119,10 @@ type Cache struct {
 	opts        Options
 	adm         *admission
 	sem         chan struct{} // warm-up list slots
-	hooks       testHooks
+	// waitingLists counts the namespace lists of running warm-ups not yet done: above
+	// Options.RelistThreshold the feeds relist instead.
+	waitingLists atomic.Int64
+	hooks        testHooks
 
 	nsInformer toolscache.SharedIndexInformer
 

@@ -612,9 +612,59 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	e.eventually(ctx, "release 1", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 0, 2, 3) })
 	t.Logf("Release(1): %d configmap deletes seen by handlers (adds seen per partition %v); cached %v",
 		deletes[1], adds, c.CachedObjects())
+
+	// 6. Many namespaces at once (Options.RelistThreshold below the 9 lists that
+	// preparing partition 1 again takes): one cluster-wide relist per type instead of
+	// namespace lists, under churn, and Prepare returns only once the objects are cached.
+	c.opts.RelistThreshold = 2
+	forced := func() (n uint64) {
+		for _, s := range c.Stats() {
+			n += s.ForcedRelists
+		}
+		return n
+	}
+	forcedBefore := forced()
+	churnCtx, stopChurn = context.WithCancel(ctx)
+	go func() { churned <- e.churn(churnCtx, e.layout[1]) }()
+	time.Sleep(200 * time.Millisecond)
+	before1 = e.truth(ctx, "configmaps", 1)
+	reqs.reset()
+	start = time.Now()
+	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+		t.Fatal(err)
+	}
+	took = time.Since(start)
+	got = stored(cms)
+	for k, rv := range before1 {
+		if g, ok := got[k]; !ok || g < rv {
+			t.Errorf("Prepare(1) by relist returned before %s@%d was in the store (have %d, %v)", k, rv, g, ok)
+		}
+	}
+	stopChurn()
+	writes = <-churned
+	var nsLists, clusterLists int
+	for _, res := range []string{"configmaps", "secrets", "pods"} {
+		cl, nl := reqs.count("list", res)
+		clusterLists += cl
+		nsLists += nl
+	}
+	if n := forced() - forcedBefore; n < 3 {
+		t.Errorf("%d forced relists, want one per type (3)", n)
+	}
+	if nsLists > 9 || clusterLists < 3 {
+		t.Errorf("Prepare(1) above the relist threshold: %d namespace lists, %d cluster-wide; want cluster-wide lists", nsLists, clusterLists)
+	}
+	e.eventually(ctx, "relist for many namespaces", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 0, 1, 2, 3) })
+	e.eventually(ctx, "relist for many namespaces", secrets, func() map[string]uint64 { return e.truth(ctx, "secrets", 0, 1, 2, 3) })
+	if regressions, _, _ := mon.get(); len(regressions) > 0 {
+		t.Errorf("objects went back in time across the relist: %v", regressions)
+	}
+	t.Logf("Prepare(1) above the relist threshold under churn (%d writes): %d cluster-wide lists, %d namespace lists, %d forced relists, %v",
+		writes, clusterLists, nsLists, forced()-forcedBefore, took.Round(time.Millisecond))
+
 	for _, s := range c.Stats() {
-		t.Logf("stats %s: objects=%d clusterLists=%d namespaceLists=%d watches=%d dropped=%d synthetic=%d",
-			s.Resource, s.Objects, s.ClusterLists, s.NamespaceLists, s.Watches, s.DroppedObjects, s.SyntheticEvents)
+		t.Logf("stats %s: objects=%d clusterLists=%d namespaceLists=%d watches=%d dropped=%d synthetic=%d forcedRelists=%d",
+			s.Resource, s.Objects, s.ClusterLists, s.NamespaceLists, s.Watches, s.DroppedObjects, s.SyntheticEvents, s.ForcedRelists)
 	}
 }
 

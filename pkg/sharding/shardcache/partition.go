@@ -328,6 +328,16 @@ func (c *Cache) warmNamespaces(ctx context.Context, feeds []*feed, names []strin
 			jobs = append(jobs, syncJob{f: f, s: s})
 		}
 	}
+	// Many namespaces waiting at once (thousands of partitions handed over together):
+	// one cluster-wide relist per type serves them all with fewer requests than listing
+	// each namespace through the client's rate limit.
+	waiting := c.waitingLists.Add(int64(len(jobs)))
+	defer c.waitingLists.Add(-int64(len(jobs)))
+	if t := c.opts.RelistThreshold; t > 0 && waiting > int64(t) {
+		for _, f := range feeds {
+			f.requestRelist()
+		}
+	}
 	var wg sync.WaitGroup
 	for _, j := range jobs {
 		wg.Add(1)
@@ -358,6 +368,10 @@ func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition uint
 		case <-ctx.Done():
 			f.abandon(s)
 			return
+		}
+		if !f.needsList(s) { // subsumed by a relist while it waited for a slot
+			<-c.sem
+			continue
 		}
 		items, rv, err := f.listNamespace(ctx, s.namespace, c.opts.WarmupPageSize)
 		<-c.sem

@@ -24,6 +24,9 @@ type ResourceStats struct {
 	// SyntheticEvents counts events the cache made up: warm-up merges, release deletes
 	// and bookmarks.
 	SyntheticEvents uint64
+	// ForcedRelists counts relists the cache asked for to warm many namespaces at once
+	// (Options.RelistThreshold); each is also one of ClusterLists' lists.
+	ForcedRelists uint64
 }
 
 // Stats returns the statistics of every informer, the unfiltered ones (Namespaces and
@@ -42,6 +45,7 @@ func (c *Cache) Stats() []ResourceStats {
 			Watches:         f.counters.watches.Load(),
 			DroppedObjects:  f.counters.dropped.Load(),
 			SyntheticEvents: f.counters.synthetic.Load(),
+			ForcedRelists:   f.counters.forcedRelists.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })

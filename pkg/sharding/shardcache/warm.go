@@ -77,6 +77,9 @@ func (f *feed) beginSync(ctx context.Context, namespace string, partition uint32
 		old.next = s
 	}
 	f.syncs[namespace] = s
+	if f.relistDue {
+		f.subsumeUnlistedLocked(s)
+	}
 	return s
 }
 
@@ -176,7 +179,8 @@ func (f *feed) syncDone(s *nsSync) (bool, error) {
 		return false, ErrReleased
 	case s.state == syncSubsumed || s.epoch != f.epoch:
 		// Covered by a relist: wait for it to complete and for the list we took (if any).
-		if !s.listed || f.listing {
+		// A sync subsumed by a relist that is only due still has the current epoch.
+		if !s.listed || f.listing || s.epoch == f.epoch {
 			f.mu.Unlock()
 			return false, nil
 		}

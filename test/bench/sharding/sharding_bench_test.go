@@ -60,15 +60,8 @@ func TestMain(m *testing.M) { framework.Main(m) }
 const (
 	// partitions is the coordinator's default partition count.
 	partitions = partition.DefaultCount
-	// namespaces is the full namespace count; smallNamespaces is the first step of the
-	// Watches scenario.
-	namespaces      = 1000
+	// smallNamespaces is the first step of the Watches scenario.
 	smallNamespaces = 200
-	// configMapsPerNS ConfigMaps of configMapBytes each per namespace, one of them
-	// labelled for the audit controller. The shard caches ConfigMaps (the audit
-	// controller's informer) and Namespaces; kube-controller-manager adds
-	// kube-root-ca.crt to every namespace.
-	configMapsPerNS = 10
 	configMapBytes  = 1024
 	// ttl and margin are the coordinator's defaults (--session-ttl, --fencing-margin);
 	// debounce and maxDebounce too (--membership-debounce, --membership-max-debounce).
@@ -83,6 +76,42 @@ const (
 	// createWorkers bounds the parallel object creation.
 	createWorkers = 32
 )
+
+// The fixture's size, 1000 namespaces × 10 ConfigMaps unless the environment says
+// otherwise (KSHARD_BENCH_NAMESPACES, KSHARD_BENCH_CONFIGMAPS; e.g. 10000 × 1 for the
+// 10,000-namespace handoff figures of docs/performance.md).
+var (
+	// namespaces is the full namespace count.
+	namespaces = envInt("KSHARD_BENCH_NAMESPACES", 1000)
+	// configMapsPerNS ConfigMaps of configMapBytes each per namespace (at least 1), one
+	// of them labelled for the audit controller. The shard caches ConfigMaps (the audit
+	// controller's informer) and Namespaces; kube-controller-manager adds
+	// kube-root-ca.crt to every namespace.
+	configMapsPerNS = max(1, envInt("KSHARD_BENCH_CONFIGMAPS", 10))
+)
+
+// waitLimit bounds each wait for the shards to converge: 3 minutes per 1000 namespaces
+// (a slow warm-up at 10,000 namespaces takes minutes; only a failure waits this long).
+var waitLimit = time.Duration(max(1, namespaces/1000)) * 3 * time.Minute
+
+// extraShardArgs are flags added to every shard (KSHARD_BENCH_SHARD_ARGS, split on
+// spaces), to measure a setting against the defaults in the same conditions, e.g.
+// --warmup-relist-threshold=0.
+var extraShardArgs = strings.Fields(os.Getenv("KSHARD_BENCH_SHARD_ARGS"))
+
+// envInt reads a positive integer from the environment, def when unset; anything else
+// stops the benchmark before it starts.
+func envInt(name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		panic(fmt.Sprintf("%s=%q: want a positive integer", name, v))
+	}
+	return n
+}
 
 // env holds what the sub-benchmarks share: the namespaces and a fast client.
 type env struct {
@@ -111,6 +140,7 @@ func BenchmarkSharding(b *testing.B) {
 	}
 	e := &env{f: f, client: client, pmap: partition.Map{Count: partitions}}
 	b.Cleanup(e.deleteAll)
+	b.Logf("extra shard flags (KSHARD_BENCH_SHARD_ARGS): %q", extraShardArgs)
 	b.Logf("parameters: %d partitions, up to %d namespaces x %d ConfigMaps of %d B (1 audited), session TTL %s, fencing margin %s, debounce %s/%s, audit resync %s",
 		partitions, namespaces, configMapsPerNS, configMapBytes, ttl, margin, debounce, maxDebounce, auditResync)
 
@@ -620,7 +650,7 @@ func (e *env) newCluster(b *testing.B, prefix string, n int) *cluster {
 		Partitions: partitions, SessionTTL: ttl, Margin: margin, PodIdentity: e.fence, Fence: e.fence,
 		CoordinatorArgs: []string{"--membership-debounce", debounce.String(), "--membership-max-debounce", maxDebounce.String()},
 		ShardArgs: append([]string{"--controllers", "*,kshard-audit", "--audit-resync-interval", auditResync.String(),
-			"--audit-work-duration", auditWork.String()}, profileArgs()...),
+			"--audit-work-duration", auditWork.String()}, append(profileArgs(), extraShardArgs...)...),
 	})
 	k.SetShardArgs(func(name string) []string {
 		return []string{"--audit-log-file", filepath.Join(dir, name+".jsonl")}
@@ -653,7 +683,7 @@ func (c *cluster) stop() {
 // every ConfigMap of the cluster exactly once.
 func (c *cluster) settle(what string, nsCount int) {
 	c.b.Helper()
-	framework.Eventually(c.b, 3*time.Minute, what+": assignment converged on the live shards", func(ctx context.Context) (bool, error) {
+	framework.Eventually(c.b, waitLimit, what+": assignment converged on the live shards", func(ctx context.Context) (bool, error) {
 		a, err := c.coord.Assignments(ctx)
 		if err != nil {
 			return false, err
@@ -677,10 +707,10 @@ func (c *cluster) settle(what string, nsCount int) {
 		return true, nil
 	})
 	for _, s := range c.liveShards() {
-		framework.WaitHTTP(c.b, s.HTTPURL+"/readyz", 2*time.Minute)
+		framework.WaitHTTP(c.b, s.HTTPURL+"/readyz", waitLimit)
 	}
 	var last string
-	err := pollUntil(2*time.Minute, func(ctx context.Context) (bool, error) {
+	err := pollUntil(waitLimit, func(ctx context.Context) (bool, error) {
 		want, err := c.e.configMapCount(ctx)
 		if err != nil {
 			return false, err
@@ -718,7 +748,7 @@ func (c *cluster) liveShards() []*framework.Shard {
 func (c *cluster) waitAllReconciled(what string, since time.Time, nss []string) time.Duration {
 	c.b.Helper()
 	var worst time.Duration
-	framework.Eventually(c.b, 2*time.Minute, what+": every namespace reconciled by a live shard", func(context.Context) (bool, error) {
+	framework.Eventually(c.b, waitLimit, what+": every namespace reconciled by a live shard", func(context.Context) (bool, error) {
 		recs, err := auditlog.ReadDir(c.audit)
 		if err != nil {
 			return false, err

@@ -1,0 +1,115 @@
+package shardcache
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestPrepareManyRelists: partitions handed over together whose namespace lists exceed
+// Options.RelistThreshold are warmed by one cluster-wide relist per type instead of a list
+// per namespace, and Prepare still returns only once their objects are cached; below the
+// threshold (or with it off) each namespace is listed as before.
+func TestPrepareManyRelists(t *testing.T) {
+	const parts, nsPerPart, cmsPerNS = 6, 3, 2
+	tests := []struct {
+		name              string
+		threshold         int
+		wantRelist        bool
+		maxNamespaceLists int
+	}{
+		{name: "above the threshold: one relist", threshold: 4, wantRelist: true, maxNamespaceLists: 4},
+		{name: "threshold off: a list per namespace", threshold: -1, maxNamespaceLists: parts * nsPerPart},
+		{name: "below the threshold: a list per namespace", threshold: 1000, maxNamespaceLists: parts * nsPerPart},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			objs := []runtime.Object{ns("other"), cm("other", "o", 0)}
+			var want []string
+			for p := 1; p <= parts; p++ {
+				for i := range nsPerPart {
+					name := fmt.Sprintf("p%d-%d", p, i)
+					objs = append(objs, ns(name))
+					for j := range cmsPerNS {
+						objs = append(objs, cm(name, fmt.Sprintf("c%d", j), 0))
+						want = append(want, fmt.Sprintf("%s/c%d", name, j))
+					}
+				}
+			}
+			client := fake.NewClientset(objs...)
+			lists := &listCounter{}
+			client.PrependReactor("list", "configmaps", lists.react)
+			c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, RelistThreshold: tc.threshold})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.InformerFor(ConfigMaps)
+			c.Start(ctx)
+			if err := c.WaitForCacheSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			clusterLists := lists.count("")
+
+			var ps []uint32
+			for p := 1; p <= parts; p++ {
+				ps = append(ps, uint32(p))
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+			defer pcancel()
+			if err := c.Prepare(pctx, ps); err != nil {
+				t.Fatal(err)
+			}
+			// Prepare returned: every object of the partitions is cached already.
+			if got := cachedNames(t, c); !equalStrings(got, sortedCopy(want)) {
+				t.Fatalf("cached %v, want %v", got, want)
+			}
+			nsLists := 0
+			for p := 1; p <= parts; p++ {
+				for i := range nsPerPart {
+					nsLists += lists.count(fmt.Sprintf("p%d-%d", p, i))
+				}
+			}
+			relists := lists.count("") - clusterLists
+			var forced uint64
+			for _, s := range c.Stats() {
+				forced += s.ForcedRelists
+			}
+			t.Logf("%d namespace lists, %d cluster-wide lists, %d forced relists", nsLists, relists, forced)
+			if tc.wantRelist != (forced > 0) || tc.wantRelist != (relists > 0) {
+				t.Errorf("forced relists %d, cluster-wide lists %d; want a relist: %t", forced, relists, tc.wantRelist)
+			}
+			if nsLists > tc.maxNamespaceLists {
+				t.Errorf("%d namespace lists, want at most %d", nsLists, tc.maxNamespaceLists)
+			}
+			if !tc.wantRelist && nsLists != parts*nsPerPart {
+				t.Errorf("%d namespace lists, want one per namespace (%d)", nsLists, parts*nsPerPart)
+			}
+
+			// Live events still flow after the relist, and other partitions stay out.
+			if _, err := client.CoreV1().ConfigMaps("p1-0").Create(ctx, cm("p1-0", "late", 0), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "p1-0/late cached", func() bool {
+				_, err := configMapLister(c).ConfigMaps("p1-0").Get("late")
+				return err == nil
+			})
+			if _, err := configMapLister(c).ConfigMaps("other").Get("o"); err == nil {
+				t.Error("the relist cached an object of a partition that is not admitted")
+			}
+		})
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}

@@ -71,7 +71,6 @@ const (
 	maxDebounce = 15 * time.Second
 	// auditResync is how often the audit controller reconciles each labelled ConfigMap
 	// again; an acquired partition's namespaces are reconciled at once regardless.
-	auditResync = 2 * time.Second
 	auditWork   = time.Millisecond
 	// createWorkers bounds the parallel object creation.
 	createWorkers = 32
@@ -89,6 +88,12 @@ var (
 	// kube-root-ca.crt to every namespace.
 	configMapsPerNS = max(1, envInt("KSHARD_BENCH_CONFIGMAPS", 10))
 )
+
+// auditResync is how often the audit controller reconciles each labelled ConfigMap
+// again: 2s per 1000 namespaces, so that the audit logs, which the waits read whole,
+// grow by about 500 records a second whatever the fixture's size. An acquired
+// partition's namespaces are reconciled at once regardless.
+var auditResync = time.Duration(max(1, namespaces/1000)) * 2 * time.Second
 
 // waitLimit bounds each wait for the shards to converge: 3 minutes per 1000 namespaces
 // (a slow warm-up at 10,000 namespaces takes minutes; only a failure waits this long).

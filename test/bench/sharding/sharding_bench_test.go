@@ -69,8 +69,7 @@ const (
 	margin      = 2 * time.Second
 	debounce    = 3 * time.Second
 	maxDebounce = 15 * time.Second
-	// auditResync is how often the audit controller reconciles each labelled ConfigMap
-	// again; an acquired partition's namespaces are reconciled at once regardless.
+	// auditWork is how long each audit reconcile takes.
 	auditWork   = time.Millisecond
 	// createWorkers bounds the parallel object creation.
 	createWorkers = 32

@@ -70,7 +70,7 @@ const (
 	debounce    = 3 * time.Second
 	maxDebounce = 15 * time.Second
 	// auditWork is how long each audit reconcile takes.
-	auditWork   = time.Millisecond
+	auditWork = time.Millisecond
 	// createWorkers bounds the parallel object creation.
 	createWorkers = 32
 )
@@ -429,7 +429,7 @@ func (e *env) benchRSS(b *testing.B) {
 			retainedAvg float64
 			// fileAvg: the part of VmRSS that is mapped files (the binary's code and
 			// data pages touched), MiB.
-			fileAvg float64
+			fileAvg                  float64
 			cachedCMAvg, cachedNSAvg float64
 		}
 		var rows []row

@@ -28,8 +28,8 @@ type Options struct {
 	Partitions   int
 	LeaveTimeout time.Duration
 	WarmupLists  int
-	// RelistThreshold: see shardcache.Options.RelistThreshold (0 turns it off here).
-	RelistThreshold int
+	// ClusterListThreshold: see shardcache.Options.ClusterListThreshold (0 turns it off here).
+	ClusterListThreshold int
 	// CheckPermissions makes a missing RBAC permission a startup error.
 	CheckPermissions bool
 	// ListControllers prints the kube-controller-manager controllers this shard can run
@@ -47,13 +47,13 @@ func NewOptions() *Options {
 	return &Options{
 		Common:     componentopts.NewCommon(),
 		KubeAPIQPS: 50, KubeAPIBurst: 100,
-		ShardID:          componentopts.PodIdentity(),
-		Partitions:       partition.DefaultCount,
-		LeaveTimeout:     60 * time.Second,
-		WarmupLists:      4,
-		RelistThreshold:  shardcache.DefaultRelistThreshold,
-		CheckPermissions: true,
-		Controllers:      append(controllers.Selection(nil), controllers.DefaultSelection...),
+		ShardID:              componentopts.PodIdentity(),
+		Partitions:           partition.DefaultCount,
+		LeaveTimeout:         60 * time.Second,
+		WarmupLists:          4,
+		ClusterListThreshold: shardcache.DefaultClusterListThreshold,
+		CheckPermissions:     true,
+		Controllers:          append(controllers.Selection(nil), controllers.DefaultSelection...),
 	}
 }
 
@@ -69,8 +69,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "number of namespace partitions; must equal the coordinator's")
 	fs.DurationVar(&o.LeaveTimeout, "leave-timeout", o.LeaveTimeout, "on SIGTERM, how long to wait for the coordinator to move this shard's partitions away before exiting anyway")
 	fs.IntVar(&o.WarmupLists, "warmup-concurrency", o.WarmupLists, "namespace-scoped LIST calls a partition warm-up runs at once")
-	fs.IntVar(&o.RelistThreshold, "warmup-relist-threshold", o.RelistThreshold, "namespace-scoped LIST calls (namespaces × resource types) waiting in warm-ups above which the shard lists the types cluster-wide instead, "+
-		"once each (a scale-out or a killed shard hands over thousands of namespaces at once); 0 never does")
+	fs.IntVar(&o.ClusterListThreshold, "warmup-cluster-list-threshold", o.ClusterListThreshold, "namespace-scoped LIST calls (namespaces × resource types) waiting in warm-ups above which the shard warms them with cluster-wide LISTs instead, "+
+		"one per resource type for all of them (a scale-out or a killed shard hands over thousands of namespaces at once); 0 never does")
 	fs.BoolVar(&o.CheckPermissions, "check-permissions", o.CheckPermissions, "at start, check with SelfSubjectAccessReviews that the shard may do what it and the enabled controllers need, and exit naming what is missing")
 	fs.BoolVar(&o.ListControllers, "list-controllers", false, "print the names of the kube-controller-manager controllers this shard can run, one per line, and exit (switch the same off in kube-controller-manager)")
 	o.Controllers.AddFlags(fs, reg.Names())
@@ -102,8 +102,8 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	if o.WarmupLists < 1 {
 		errs = append(errs, errors.New("--warmup-concurrency must be at least 1"))
 	}
-	if o.RelistThreshold < 0 {
-		errs = append(errs, fmt.Errorf("--warmup-relist-threshold=%d must not be negative (0 turns the relist off)", o.RelistThreshold))
+	if o.ClusterListThreshold < 0 {
+		errs = append(errs, fmt.Errorf("--warmup-cluster-list-threshold=%d must not be negative (0 turns cluster-wide warm-up lists off)", o.ClusterListThreshold))
 	}
 	if err := reg.Validate(o.Controllers); err != nil {
 		errs = append(errs, err)

@@ -31,8 +31,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "most partitions", args: []string{"--partitions=65536"}},
 		{name: "negative leave timeout", args: []string{"--leave-timeout=-1s"}, wantErr: []string{"--leave-timeout"}},
 		{name: "zero warm-up concurrency", args: []string{"--warmup-concurrency=0"}, wantErr: []string{"--warmup-concurrency"}},
-		{name: "negative relist threshold", args: []string{"--warmup-relist-threshold=-1"}, wantErr: []string{"--warmup-relist-threshold=-1 must not be negative"}},
-		{name: "relist off", args: []string{"--warmup-relist-threshold=0"}},
+		{name: "negative cluster-list threshold", args: []string{"--warmup-cluster-list-threshold=-1"}, wantErr: []string{"--warmup-cluster-list-threshold=-1 must not be negative"}},
+		{name: "cluster-wide warm-up lists off", args: []string{"--warmup-cluster-list-threshold=0"}},
 		{name: "every bad flag reported at once", args: []string{"--kube-api-qps=NaN", "--kube-api-burst=0", "--partitions=0"},
 			wantErr: []string{"--kube-api-qps=NaN", "--kube-api-burst=0", "--partitions"}},
 	}

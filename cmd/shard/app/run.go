@@ -131,7 +131,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
 	c, err := shardcache.New(client, partitionOf, shardcache.Options{
-		WarmupConcurrency: o.WarmupLists, RelistThreshold: relistThreshold(o.RelistThreshold), MetadataClient: metadataClient, RESTMapper: mapper,
+		WarmupConcurrency: o.WarmupLists, ClusterListThreshold: clusterListThreshold(o.ClusterListThreshold), MetadataClient: metadataClient, RESTMapper: mapper,
 	})
 	if err != nil {
 		return err
@@ -253,9 +253,9 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	return nil
 }
 
-// relistThreshold maps --warmup-relist-threshold (0: off) to shardcache's option (0:
-// default, negative: off).
-func relistThreshold(flag int) int {
+// clusterListThreshold maps --warmup-cluster-list-threshold (0: off) to shardcache's
+// option (0: default, negative: off).
+func clusterListThreshold(flag int) int {
 	if flag == 0 {
 		return -1
 	}

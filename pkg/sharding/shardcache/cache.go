@@ -37,10 +37,9 @@ const (
 	ModeClientFilter Mode = iota
 )
 
-// DefaultRelistThreshold is Options.RelistThreshold's default: 200 namespace lists are
-// 4 s of a client at QPS 50, about what one cluster-wide relist of a type takes at
-// 10,000 namespaces.
-const DefaultRelistThreshold = 200
+// DefaultClusterListThreshold is Options.ClusterListThreshold's default: 200 namespace
+// lists are 4 s of a client at QPS 50.
+const DefaultClusterListThreshold = 200
 
 // Options configures a Cache. The zero value is ready to use.
 type Options struct {
@@ -52,13 +51,15 @@ type Options struct {
 	WarmupConcurrency int
 	// WarmupPageSize is the page size of warm-up lists (default 500).
 	WarmupPageSize int64
-	// RelistThreshold is the number of namespace lists (namespaces × resource types)
-	// waiting in running warm-ups above which the cache relists the types cluster-wide
-	// instead (one list call per type, filtered), default 200; negative: never. Each
-	// namespace list costs a request of the shard's client QPS: a scale-out or a killed
-	// shard hands a shard thousands of namespaces at once, which namespace by namespace
-	// take minutes at QPS 50, and one relist a few seconds.
-	RelistThreshold int
+	// ClusterListThreshold is the number of namespace lists (namespaces × resource
+	// types) waiting in running warm-ups above which they are served by cluster-wide
+	// lists instead, one paged list per type for all of them (default 200; negative:
+	// never). Each namespace list costs a request of the shard's client QPS: a scale-out
+	// or a killed shard hands a shard thousands of namespaces at once, which namespace by
+	// namespace take minutes at QPS 50.
+	ClusterListThreshold int
+	// ClusterListPageSize is the page size of those cluster-wide lists (default 5000).
+	ClusterListPageSize int64
 	// DisableWatchList makes the informers use classic LIST + WATCH even where
 	// client-go would stream the initial list (the WatchListClient feature). Streaming
 	// is supported; this is an escape hatch.
@@ -86,8 +87,11 @@ func (o *Options) defaults() {
 	if o.WarmupPageSize <= 0 {
 		o.WarmupPageSize = 500
 	}
-	if o.RelistThreshold == 0 {
-		o.RelistThreshold = DefaultRelistThreshold
+	if o.ClusterListThreshold == 0 {
+		o.ClusterListThreshold = DefaultClusterListThreshold
+	}
+	if o.ClusterListPageSize <= 0 {
+		o.ClusterListPageSize = 5000
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 20 * time.Millisecond
@@ -120,7 +124,7 @@ type Cache struct {
 	adm         *admission
 	sem         chan struct{} // warm-up list slots
 	// waitingLists counts the namespace lists of running warm-ups not yet done: above
-	// Options.RelistThreshold the feeds relist instead.
+	// Options.ClusterListThreshold the feeds list cluster-wide instead.
 	waitingLists atomic.Int64
 	hooks        testHooks
 

@@ -2,7 +2,6 @@ package shardcache
 
 import (
 	"context"
-	"net/http"
 	"sort"
 	"strconv"
 	"sync"
@@ -82,12 +81,9 @@ type feed struct {
 	// needBookmark: synthetic events were queued while the stream position was unknown
 	// (during a classic relist); a bookmark follows them as soon as it is known.
 	needBookmark bool
-	// relistDue: a relist was asked for (requestRelist) and has not started yet. The
-	// watch goroutine hands the reflector an "expired" error as soon as no relist is
-	// running, and warm-ups begun meanwhile do not list their namespaces: the relist
-	// covers them.
-	relistDue bool
-	active    *filteredWatch
+	// bulkRunning: the cluster-wide warm-up loop runs (warmInBulk).
+	bulkRunning bool
+	active      *filteredWatch
 }
 
 // feedCounters are the feed's statistics, read without the lock.
@@ -97,7 +93,7 @@ type feedCounters struct {
 	watches        atomic.Uint64
 	dropped        atomic.Uint64
 	synthetic      atomic.Uint64
-	forcedRelists  atomic.Uint64
+	bulkLists      atomic.Uint64
 }
 
 func newFeed(rt ResourceType, client kubernetes.Interface, adm *admission, disableWatchList bool, logger klog.Logger) *feed {
@@ -257,46 +253,7 @@ func (f *feed) resetLocked() {
 	f.pending = nil
 	f.floors = map[string]uint64{}
 	f.needBookmark = false
-	f.relistDue = false
 	f.active = nil
-}
-
-// requestRelist makes the reflector relist the type cluster-wide, filtered by the current
-// admission, in place of the namespace lists of the warm-ups running now: one list call
-// (or watch-list stream) instead of one per namespace, for when many partitions arrive at
-// once (a scale-out, or the partitions of a killed shard). Warm-ups of this epoch that
-// have not listed yet, and those begun before the relist starts, are subsumed by it;
-// their Prepare returns once the relist is in the store. A relist already due makes this
-// a no-op; one in progress is followed by another, since it may have filtered with the
-// admission of before.
-func (f *feed) requestRelist() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.relistDue {
-		return
-	}
-	f.relistDue = true
-	for _, s := range f.syncs {
-		f.subsumeUnlistedLocked(s)
-	}
-	f.wakeLocked()
-}
-
-// subsumeUnlistedLocked hands s to the relist that is due, unless its list is already
-// taken (then it is merged as usual).
-func (f *feed) subsumeUnlistedLocked(s *nsSync) {
-	if s.state == syncBuffering && s.epoch == f.epoch && !s.listed {
-		s.stop(syncSubsumed)
-	}
-}
-
-// relistError is what the watch hands the reflector to make it relist: a watch that
-// ended with "resource version expired".
-func relistError() watch.Event {
-	return watch.Event{Type: watch.Error, Object: &metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
-		Message: "kshard: relisting to warm many partitions at once",
-	}}
 }
 
 // accept processes one upstream event of watch instance gen. It returns the event to
@@ -358,10 +315,8 @@ func (f *feed) accept(gen uint64, ev watch.Event) (direct *watch.Event, alive bo
 		}
 		_, _ = StripManagedFields(ev.Object)
 		if s := f.syncs[key]; s != nil {
-			if s.state != syncSubsumed {
-				s.buffer = append(s.buffer, ev)
-			}
-			return nil, true // a subsumed namespace's events come with the relist that is due
+			s.buffer = append(s.buffer, ev)
+			return nil, true
 		}
 		if floor, has := f.floors[key]; has {
 			if rvOK && rv <= floor {
@@ -384,15 +339,6 @@ func (f *feed) next(gen uint64) (ev watch.Event, seq uint64, ok, alive bool) {
 	defer f.mu.Unlock()
 	if gen != f.gen {
 		return watch.Event{}, 0, false, false
-	}
-	if f.relistDue && !f.initial && !f.listing {
-		// Handed over once per watch instance: the reflector stops this watch and
-		// relists; the List (or watch-list) call resets relistDue. Sequence 0 is never
-		// a queued event's, so markDelivered ignores it.
-		f.gen++
-		f.counters.forcedRelists.Add(1)
-		f.logger.V(2).Info("Relisting to warm partitions", "resource", f.rt.Name(), "namespacesWaiting", len(f.syncs))
-		return relistError(), 0, true, true
 	}
 	if !f.initial && !f.listing && len(f.pending) > 0 {
 		for _, s := range f.pending {

@@ -307,7 +307,7 @@ func TestFeedRelistSubsumesWarmup(t *testing.T) {
 	if want := []string{"p1-a/x@5", "p1-a/y@11"}; !equalStrings(listed, want) {
 		t.Errorf("relist returned %v, want %v", listed, want)
 	}
-	if f.needsList(s) {
+	if f.modeOf(s) != listSkip {
 		t.Error("a warm-up begun before the relist still wants its list")
 	}
 	api.setList("p1-a", 11, cm("p1-a", "x", 5))

@@ -613,17 +613,20 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	t.Logf("Release(1): %d configmap deletes seen by handlers (adds seen per partition %v); cached %v",
 		deletes[1], adds, c.CachedObjects())
 
-	// 6. Many namespaces at once (Options.RelistThreshold below the 9 lists that
-	// preparing partition 1 again takes): one cluster-wide relist per type instead of
-	// namespace lists, under churn, and Prepare returns only once the objects are cached.
-	c.opts.RelistThreshold = 2
-	forced := func() (n uint64) {
+	// 6. Many namespaces at once (Options.ClusterListThreshold below the 9 lists that
+	// preparing partition 1 again takes): cluster-wide warm-up lists, one per type,
+	// instead of namespace lists, under churn and with writes between the list and its
+	// merge; Prepare returns only once the objects are cached, and the informers do not
+	// relist.
+	c.opts.ClusterListThreshold = 2
+	bulkLists := func() (n uint64) {
 		for _, s := range c.Stats() {
-			n += s.ForcedRelists
+			n += s.BulkLists
 		}
 		return n
 	}
-	forcedBefore := forced()
+	bulkBefore := bulkLists()
+	epochBefore, _ = epochOf()
 	churnCtx, stopChurn = context.WithCancel(ctx)
 	go func() { churned <- e.churn(churnCtx, e.layout[1]) }()
 	time.Sleep(200 * time.Millisecond)
@@ -637,44 +640,36 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	got = stored(cms)
 	for k, rv := range before1 {
 		if g, ok := got[k]; !ok || g < rv {
-			t.Errorf("Prepare(1) by relist returned before %s@%d was in the store (have %d, %v)", k, rv, g, ok)
+			t.Errorf("Prepare(1) by cluster-wide lists returned before %s@%d was in the store (have %d, %v)", k, rv, g, ok)
 		}
 	}
 	stopChurn()
 	writes = <-churned
-	// The relist is a cluster-wide list, or with watch-list a cluster-wide watch that
-	// streams the initial events.
-	var nsLists, clusterLists, clusterWatches int
+	var nsLists, clusterLists int
 	for _, res := range []string{"configmaps", "secrets", "pods"} {
 		cl, nl := reqs.count("list", res)
-		cw, _ := reqs.count("watch", res)
 		clusterLists += cl
-		clusterWatches += cw
 		nsLists += nl
 	}
-	if n := forced() - forcedBefore; n < 3 {
-		t.Errorf("%d forced relists, want one per type (3)", n)
-	}
-	relists := clusterLists
-	if !disableWatchList {
-		relists = clusterWatches
-	}
 	// One warm-up of 9 namespace lists crosses the threshold before it lists anything.
-	if nsLists != 0 || relists < 3 {
-		t.Errorf("Prepare(1) above the relist threshold: %d namespace lists, %d cluster-wide lists, %d cluster-wide watches; want no namespace list and a relist per type",
-			nsLists, clusterLists, clusterWatches)
+	if n := bulkLists() - bulkBefore; nsLists != 0 || n < 3 || uint64(clusterLists) != n {
+		t.Errorf("Prepare(1) above the threshold: %d namespace lists, %d cluster-wide lists, %d of them warm-up lists; want only warm-up lists, at least one per type",
+			nsLists, clusterLists, n)
 	}
-	e.eventually(ctx, "relist for many namespaces", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 0, 1, 2, 3) })
-	e.eventually(ctx, "relist for many namespaces", secrets, func() map[string]uint64 { return e.truth(ctx, "secrets", 0, 1, 2, 3) })
+	if epoch, _ := epochOf(); epoch != epochBefore {
+		t.Errorf("the cluster-wide warm-up made the informer relist (epoch %d→%d)", epochBefore, epoch)
+	}
+	e.eventually(ctx, "cluster-wide warm-up", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 0, 1, 2, 3) })
+	e.eventually(ctx, "cluster-wide warm-up", secrets, func() map[string]uint64 { return e.truth(ctx, "secrets", 0, 1, 2, 3) })
 	if regressions, _, _ := mon.get(); len(regressions) > 0 {
-		t.Errorf("objects went back in time across the relist: %v", regressions)
+		t.Errorf("objects went back in time across the cluster-wide warm-up: %v", regressions)
 	}
-	t.Logf("Prepare(1) above the relist threshold under churn (%d writes): %d cluster-wide lists, %d cluster-wide watches, %d namespace lists, %d forced relists, %v",
-		writes, clusterLists, clusterWatches, nsLists, forced()-forcedBefore, took.Round(time.Millisecond))
+	t.Logf("Prepare(1) above the threshold under churn (%d writes): %d cluster-wide warm-up lists, %d namespace lists, %v",
+		writes, bulkLists()-bulkBefore, nsLists, took.Round(time.Millisecond))
 
 	for _, s := range c.Stats() {
-		t.Logf("stats %s: objects=%d clusterLists=%d namespaceLists=%d watches=%d dropped=%d synthetic=%d forcedRelists=%d",
-			s.Resource, s.Objects, s.ClusterLists, s.NamespaceLists, s.Watches, s.DroppedObjects, s.SyntheticEvents, s.ForcedRelists)
+		t.Logf("stats %s: objects=%d clusterLists=%d namespaceLists=%d bulkLists=%d watches=%d dropped=%d synthetic=%d",
+			s.Resource, s.Objects, s.ClusterLists, s.NamespaceLists, s.BulkLists, s.Watches, s.DroppedObjects, s.SyntheticEvents)
 	}
 }
 

@@ -328,14 +328,15 @@ func (c *Cache) warmNamespaces(ctx context.Context, feeds []*feed, names []strin
 			jobs = append(jobs, syncJob{f: f, s: s})
 		}
 	}
-	// Many namespaces waiting at once (thousands of partitions handed over together):
-	// one cluster-wide relist per type serves them all with fewer requests than listing
-	// each namespace through the client's rate limit.
+	// Many namespaces waiting at once (thousands handed over together, by a scale-out or
+	// a killed shard): a cluster-wide list per type serves them all with a few requests
+	// instead of one per namespace through the client's rate limit. Once a feed lists in
+	// bulk, warm-ups that start meanwhile join it.
 	waiting := c.waitingLists.Add(int64(len(jobs)))
 	defer c.waitingLists.Add(-int64(len(jobs)))
-	if t := c.opts.RelistThreshold; t > 0 && waiting > int64(t) {
-		for _, f := range feeds {
-			f.requestRelist()
+	for _, f := range feeds {
+		if t := c.opts.ClusterListThreshold; (t > 0 && waiting > int64(t)) || f.inBulk() {
+			f.warmInBulk(c.runCtx, c.opts.ClusterListPageSize)
 		}
 	}
 	var wg sync.WaitGroup
@@ -359,9 +360,12 @@ func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition uint
 	logger := klog.FromContext(ctx).WithValues("partition", partition, "namespace", s.namespace, "resource", f.rt.Name())
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
 	for {
-		if !f.needsList(s) {
+		switch f.modeOf(s) {
+		case listSkip:
 			f.completeSync(s, nil, "")
 			return
+		case listBulk:
+			return // the feed's cluster-wide list completes s
 		}
 		select {
 		case c.sem <- struct{}{}:
@@ -369,7 +373,7 @@ func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition uint
 			f.abandon(s)
 			return
 		}
-		if !f.needsList(s) { // subsumed by a relist while it waited for a slot
+		if f.modeOf(s) != listNamespace { // moved to the cluster-wide list meanwhile
 			<-c.sem
 			continue
 		}

@@ -24,9 +24,9 @@ type ResourceStats struct {
 	// SyntheticEvents counts events the cache made up: warm-up merges, release deletes
 	// and bookmarks.
 	SyntheticEvents uint64
-	// ForcedRelists counts relists the cache asked for to warm many namespaces at once
-	// (Options.RelistThreshold); each is also one of ClusterLists' lists.
-	ForcedRelists uint64
+	// BulkLists counts the cluster-wide list calls (pages) that warmed many namespaces at
+	// once (Options.ClusterListThreshold); ClusterLists does not include them.
+	BulkLists uint64
 }
 
 // Stats returns the statistics of every informer, the unfiltered ones (Namespaces and
@@ -45,7 +45,7 @@ func (c *Cache) Stats() []ResourceStats {
 			Watches:         f.counters.watches.Load(),
 			DroppedObjects:  f.counters.dropped.Load(),
 			SyntheticEvents: f.counters.synthetic.Load(),
-			ForcedRelists:   f.counters.forcedRelists.Load(),
+			BulkLists:       f.counters.bulkLists.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })

@@ -3,11 +3,14 @@ package shardcache
 import (
 	"context"
 	"errors"
+	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -52,6 +55,9 @@ type nsSync struct {
 	// objects' resourceVersions by name: the state the store must reach.
 	listed   bool
 	expected map[string]uint64
+	// bulk: the namespace is not listed on its own but served by the feed's next
+	// cluster-wide warm-up list (feed.warmInBulk).
+	bulk bool
 }
 
 func (s *nsSync) stop(state syncState) {
@@ -77,17 +83,111 @@ func (f *feed) beginSync(ctx context.Context, namespace string, partition uint32
 		old.next = s
 	}
 	f.syncs[namespace] = s
-	if f.relistDue {
-		f.subsumeUnlistedLocked(s)
-	}
 	return s
 }
 
-// needsList reports whether s still has to be listed.
-func (f *feed) needsList(s *nsSync) bool {
+// listMode says how s gets its list.
+type listMode int
+
+const (
+	// listSkip: s needs no list any more (subsumed by a relist, cancelled, superseded).
+	listSkip listMode = iota
+	// listNamespace: s lists its namespace on its own.
+	listNamespace
+	// listBulk: the feed's cluster-wide warm-up list serves s.
+	listBulk
+)
+
+// modeOf reports how s still has to be listed.
+func (f *feed) modeOf(s *nsSync) listMode {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return s.state == syncBuffering && s.epoch == f.epoch
+	switch {
+	case s.state != syncBuffering || s.epoch != f.epoch:
+		return listSkip
+	case s.bulk:
+		return listBulk
+	default:
+		return listNamespace
+	}
+}
+
+// warmInBulk serves every namespace of the feed that waits for its warm-up list, and
+// those that begin to wait while it runs, with cluster-wide lists instead of one list per
+// namespace: one paged list of the type per round, whose items are handed to each
+// waiting namespace as if it had been listed on its own (at the list's resourceVersion).
+// A round serves only the namespaces that were buffering before it started, so that its
+// list is newer than the start of their buffers, as a namespace's own list would be.
+// The loop runs on ctx (the cache's) until no namespace waits.
+func (f *feed) warmInBulk(ctx context.Context, pageSize int64) {
+	f.mu.Lock()
+	for _, s := range f.syncs {
+		if s.state == syncBuffering && s.epoch == f.epoch && !s.listed {
+			s.bulk = true
+		}
+	}
+	start := !f.bulkRunning
+	f.bulkRunning = true
+	f.mu.Unlock()
+	if start {
+		go f.runBulk(ctx, pageSize)
+	}
+}
+
+// inBulk reports whether the feed's cluster-wide warm-up loop runs: a warm-up that starts
+// meanwhile joins it instead of listing its namespaces.
+func (f *feed) inBulk() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bulkRunning
+}
+
+// bulkBatchLocked returns the namespaces the next cluster-wide round serves, and their syncs.
+func (f *feed) bulkBatchLocked() (map[string]*nsSync, bool) {
+	batch := map[string]*nsSync{}
+	for ns, s := range f.syncs {
+		if s.bulk && s.state == syncBuffering && s.epoch == f.epoch && !s.listed {
+			batch[ns] = s
+		}
+	}
+	return batch, len(batch) > 0
+}
+
+func (f *feed) runBulk(ctx context.Context, pageSize int64) {
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
+	for {
+		f.mu.Lock()
+		batch, ok := f.bulkBatchLocked()
+		if !ok || ctx.Err() != nil {
+			f.bulkRunning = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		start := time.Now()
+		items, rv, err := f.list(ctx, "", pageSize, func(ns string) bool { return batch[ns] != nil }, &f.counters.bulkLists)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue // ends the loop above
+			}
+			f.logger.Error(err, "Cluster-wide warm-up list failed, retrying", "resource", f.rt.Name(), "namespaces", len(batch))
+			select {
+			case <-time.After(backoff.Step()):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		byNS := make(map[string][]runtime.Object, len(batch))
+		for _, o := range items {
+			ns, _, _ := objectKeys(o)
+			byNS[ns] = append(byNS[ns], o)
+		}
+		for ns, s := range batch {
+			f.completeSync(s, byNS[ns], rv)
+		}
+		f.logger.V(2).Info("Warmed namespaces with a cluster-wide list", "resource", f.rt.Name(),
+			"namespaces", len(batch), "objects", len(items), "resourceVersion", rv, "duration", time.Since(start))
+	}
 }
 
 // abandon cancels s if it never got listed (its warm-up was cancelled).
@@ -130,12 +230,19 @@ func (f *feed) completeSync(s *nsSync, items []runtime.Object, rv string) {
 // listNamespace lists the feed's type in one namespace, page by page, at one consistent
 // resourceVersion (the first page's; an expired continue token restarts the list).
 func (f *feed) listNamespace(ctx context.Context, namespace string, pageSize int64) ([]runtime.Object, string, error) {
+	return f.list(ctx, namespace, pageSize, nil, &f.counters.namespaceLists)
+}
+
+// list lists the feed's type in namespace ("": every namespace) as listNamespace does,
+// keeping only the objects whose namespace keep accepts (all with a nil keep), and counts
+// its calls in calls.
+func (f *feed) list(ctx context.Context, namespace string, pageSize int64, keep func(namespace string) bool, calls *atomic.Uint64) ([]runtime.Object, string, error) {
 	opts := metav1.ListOptions{Limit: pageSize}
 	var items []runtime.Object
 	rv := ""
 	for {
 		list, err := f.rt.List(ctx, f.client, namespace, opts)
-		f.counters.namespaceLists.Add(1)
+		calls.Add(1)
 		if err != nil {
 			if apierrors.IsResourceExpired(err) && opts.Continue != "" {
 				opts.Continue, items, rv = "", nil, ""
@@ -151,6 +258,11 @@ func (f *feed) listNamespace(ctx context.Context, namespace string, pageSize int
 			rv = lm.GetResourceVersion()
 		}
 		err = meta.EachListItem(list, func(o runtime.Object) error {
+			if keep != nil {
+				if ns, _, ok := objectKeys(o); !ok || !keep(ns) {
+					return nil
+				}
+			}
 			c := shallowCopy(o)
 			_, _ = StripManagedFields(c)
 			items = append(items, c)
@@ -179,8 +291,7 @@ func (f *feed) syncDone(s *nsSync) (bool, error) {
 		return false, ErrReleased
 	case s.state == syncSubsumed || s.epoch != f.epoch:
 		// Covered by a relist: wait for it to complete and for the list we took (if any).
-		// A sync subsumed by a relist that is only due still has the current epoch.
-		if !s.listed || f.listing || s.epoch == f.epoch {
+		if !s.listed || f.listing {
 			f.mu.Unlock()
 			return false, nil
 		}

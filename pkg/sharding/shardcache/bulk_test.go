@@ -12,19 +12,19 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// TestPrepareManyRelists: partitions handed over together whose namespace lists exceed
-// Options.RelistThreshold are warmed by one cluster-wide relist per type instead of a list
+// TestPrepareManyListsClusterWide: partitions handed over together whose namespace lists
+// exceed Options.ClusterListThreshold are warmed by cluster-wide lists instead of a list
 // per namespace, and Prepare still returns only once their objects are cached; below the
 // threshold (or with it off) each namespace is listed as before.
-func TestPrepareManyRelists(t *testing.T) {
+func TestPrepareManyListsClusterWide(t *testing.T) {
 	const parts, nsPerPart, cmsPerNS = 6, 3, 2
 	tests := []struct {
 		name              string
 		threshold         int
-		wantRelist        bool
+		wantBulk          bool
 		maxNamespaceLists int
 	}{
-		{name: "above the threshold: one relist", threshold: 4, wantRelist: true, maxNamespaceLists: 4},
+		{name: "above the threshold: cluster-wide lists", threshold: 4, wantBulk: true, maxNamespaceLists: 4},
 		{name: "threshold off: a list per namespace", threshold: -1, maxNamespaceLists: parts * nsPerPart},
 		{name: "below the threshold: a list per namespace", threshold: 1000, maxNamespaceLists: parts * nsPerPart},
 	}
@@ -47,7 +47,7 @@ func TestPrepareManyRelists(t *testing.T) {
 			client := fake.NewClientset(objs...)
 			lists := &listCounter{}
 			client.PrependReactor("list", "configmaps", lists.react)
-			c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, RelistThreshold: tc.threshold})
+			c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, ClusterListThreshold: tc.threshold})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,23 +77,23 @@ func TestPrepareManyRelists(t *testing.T) {
 					nsLists += lists.count(fmt.Sprintf("p%d-%d", p, i))
 				}
 			}
-			relists := lists.count("") - clusterLists
-			var forced uint64
+			clusterWide := lists.count("") - clusterLists
+			var bulk uint64
 			for _, s := range c.Stats() {
-				forced += s.ForcedRelists
+				bulk += s.BulkLists
 			}
-			t.Logf("%d namespace lists, %d cluster-wide lists, %d forced relists", nsLists, relists, forced)
-			if tc.wantRelist != (forced > 0) || tc.wantRelist != (relists > 0) {
-				t.Errorf("forced relists %d, cluster-wide lists %d; want a relist: %t", forced, relists, tc.wantRelist)
+			t.Logf("%d namespace lists, %d cluster-wide lists (%d of them warm-up lists)", nsLists, clusterWide, bulk)
+			if tc.wantBulk != (bulk > 0) || uint64(clusterWide) != bulk {
+				t.Errorf("cluster-wide lists %d, of them warm-up lists %d; want warm-up lists: %t, and no relist", clusterWide, bulk, tc.wantBulk)
 			}
 			if nsLists > tc.maxNamespaceLists {
 				t.Errorf("%d namespace lists, want at most %d", nsLists, tc.maxNamespaceLists)
 			}
-			if !tc.wantRelist && nsLists != parts*nsPerPart {
+			if !tc.wantBulk && nsLists != parts*nsPerPart {
 				t.Errorf("%d namespace lists, want one per namespace (%d)", nsLists, parts*nsPerPart)
 			}
 
-			// Live events still flow after the relist, and other partitions stay out.
+			// Live events still flow after the warm-up, and other partitions stay out.
 			if _, err := client.CoreV1().ConfigMaps("p1-0").Create(ctx, cm("p1-0", "late", 0), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func TestPrepareManyRelists(t *testing.T) {
 				return err == nil
 			})
 			if _, err := configMapLister(c).ConfigMaps("other").Get("o"); err == nil {
-				t.Error("the relist cached an object of a partition that is not admitted")
+				t.Error("the cluster-wide warm-up cached an object of a partition that is not admitted")
 			}
 		})
 	}

@@ -103,6 +103,10 @@ var waitLimit = time.Duration(max(1, namespaces/1000)) * 3 * time.Minute
 // --warmup-relist-threshold=0.
 var extraShardArgs = strings.Fields(os.Getenv("KSHARD_BENCH_SHARD_ARGS"))
 
+// extraCoordinatorArgs are flags added to the coordinator (KSHARD_BENCH_COORDINATOR_ARGS),
+// e.g. --max-concurrent-moves=256.
+var extraCoordinatorArgs = strings.Fields(os.Getenv("KSHARD_BENCH_COORDINATOR_ARGS"))
+
 // envInt reads a positive integer from the environment, def when unset; anything else
 // stops the benchmark before it starts.
 func envInt(name string, def int) int {
@@ -144,7 +148,7 @@ func BenchmarkSharding(b *testing.B) {
 	}
 	e := &env{f: f, client: client, pmap: partition.Map{Count: partitions}}
 	b.Cleanup(e.deleteAll)
-	b.Logf("extra shard flags (KSHARD_BENCH_SHARD_ARGS): %q", extraShardArgs)
+	b.Logf("extra flags: shards %q (KSHARD_BENCH_SHARD_ARGS), coordinator %q (KSHARD_BENCH_COORDINATOR_ARGS)", extraShardArgs, extraCoordinatorArgs)
 	b.Logf("parameters: %d partitions, up to %d namespaces x %d ConfigMaps of %d B (1 audited), session TTL %s, fencing margin %s, debounce %s/%s, audit resync %s",
 		partitions, namespaces, configMapsPerNS, configMapBytes, ttl, margin, debounce, maxDebounce, auditResync)
 
@@ -664,7 +668,7 @@ func (e *env) newCluster(b *testing.B, prefix string, n int) *cluster {
 	}
 	k := e.f.NewKShard(b, framework.KShardOptions{
 		Partitions: partitions, SessionTTL: ttl, Margin: margin, PodIdentity: e.fence, Fence: e.fence,
-		CoordinatorArgs: []string{"--membership-debounce", debounce.String(), "--membership-max-debounce", maxDebounce.String()},
+		CoordinatorArgs: append([]string{"--membership-debounce", debounce.String(), "--membership-max-debounce", maxDebounce.String()}, extraCoordinatorArgs...),
 		ShardArgs: append([]string{"--controllers", "*,kshard-audit", "--audit-resync-interval", auditResync.String(),
 			"--audit-work-duration", auditWork.String()}, append(profileArgs(), extraShardArgs...)...),
 	})

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -86,6 +88,16 @@ func TestPrepareManyListsClusterWide(t *testing.T) {
 			if tc.wantBulk != (bulk > 0) || uint64(clusterWide) != bulk {
 				t.Errorf("cluster-wide lists %d, of them warm-up lists %d; want warm-up lists: %t, and no relist", clusterWide, bulk, tc.wantBulk)
 			}
+			reg := prometheus.NewRegistry()
+			if err := c.RegisterMetrics(reg); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := testutil.GatherAndCount(reg, "kshard_shard_cache_lists_total"); err != nil || got != 3 {
+				t.Errorf("kshard_shard_cache_lists_total: %d series (%v), want 3 (one per kind)", got, err)
+			}
+			if got := listsTotal(t, reg, "cluster-warmup"); got != float64(bulk) {
+				t.Errorf("kshard_shard_cache_lists_total{kind=cluster-warmup} = %v, want %d", got, bulk)
+			}
 			if nsLists > tc.maxNamespaceLists {
 				t.Errorf("%d namespace lists, want at most %d", nsLists, tc.maxNamespaceLists)
 			}
@@ -112,4 +124,29 @@ func sortedCopy(s []string) []string {
 	out := append([]string(nil), s...)
 	sort.Strings(out)
 	return out
+}
+
+// listsTotal returns kshard_shard_cache_lists_total{resource="configmaps",kind=kind}.
+func listsTotal(t *testing.T, reg *prometheus.Registry, kind string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "kshard_shard_cache_lists_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["resource"] == "configmaps" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no kshard_shard_cache_lists_total{resource=configmaps,kind=%s}", kind)
+	return 0
 }

@@ -2,6 +2,7 @@ package shardcache
 
 import (
 	"sort"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -104,6 +105,14 @@ var watchesDesc = prometheus.NewDesc(
 	[]string{"resource"}, nil,
 )
 
+var listsDesc = prometheus.NewDesc(
+	"kshard_shard_cache_lists_total",
+	"LIST calls (pages) of the shard's filtered informers, by resource and kind: relist (the "+
+		"informer's own cluster-wide list), namespace (a warm-up's list of one namespace), "+
+		"cluster-warmup (a cluster-wide list that warmed many namespaces at once).",
+	[]string{"resource", "kind"}, nil,
+)
+
 // collector exports the Cache's statistics to Prometheus at scrape time.
 type metricsCollector struct{ c *Cache }
 
@@ -111,6 +120,7 @@ type metricsCollector struct{ c *Cache }
 func (metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cachedObjectsDesc
 	ch <- watchesDesc
+	ch <- listsDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -118,13 +128,19 @@ func (k metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range k.c.Stats() {
 		ch <- prometheus.MustNewConstMetric(cachedObjectsDesc, prometheus.GaugeValue, float64(s.Objects), s.Resource)
 	}
+	for _, f := range k.c.feedList() { // the unfiltered informers have no counters
+		for kind, n := range map[string]*atomic.Uint64{"relist": &f.counters.clusterLists, "namespace": &f.counters.namespaceLists, "cluster-warmup": &f.counters.bulkLists} {
+			ch <- prometheus.MustNewConstMetric(listsDesc, prometheus.CounterValue, float64(n.Load()), f.rt.Name(), kind)
+		}
+	}
 	for resource, n := range k.c.OpenWatches() {
 		ch <- prometheus.MustNewConstMetric(watchesDesc, prometheus.GaugeValue, float64(n), resource)
 	}
 }
 
-// RegisterMetrics registers kshard_shard_cached_objects{resource} and
-// kshard_shard_cache_watches{resource} with reg. The values are computed from the stores
+// RegisterMetrics registers kshard_shard_cached_objects{resource},
+// kshard_shard_cache_watches{resource} and kshard_shard_cache_lists_total{resource,kind}
+// with reg. The values are computed from the stores
 // and feeds at scrape time. Nothing is registered globally.
 func (c *Cache) RegisterMetrics(reg prometheus.Registerer) error {
 	return reg.Register(metricsCollector{c})

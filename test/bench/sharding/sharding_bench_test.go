@@ -331,6 +331,7 @@ func (e *env) benchScaleOut(b *testing.B) {
 		const rl = "kshard_rest_client_rate_limiter_duration_seconds"
 		b.Logf("  joining shard %s: %v API requests waited %.3fs in total in its client-side rate limiter, by wait %s",
 			joined.Name, mJoined.Value(rl+"_count"), mJoined.Value(rl+"_sum"), buckets(mJoined, rl))
+		b.Logf("  joining shard %s: requests by verb %v; warm-up lists: %s", joined.Name, byLabel(mJoined, rl+"_count", "verb"), warmupLists(mJoined))
 		b.ReportMetric(float64(movedNS)/float64(len(nss)), "moved-ns-frac")
 		b.ReportMetric(float64(movedParts)/partitions, "moved-partitions-frac")
 		b.ReportMetric(hb.quantile(0.5), "handoff-p50-s")
@@ -1199,4 +1200,20 @@ func saveProfiles(b *testing.B, s *framework.Shard, prefix string) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// byLabel sums the samples named name by the value of label.
+func byLabel(m framework.Samples, name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, x := range m {
+		if x.Name == name {
+			out[x.Labels[label]] += x.Value
+		}
+	}
+	return out
+}
+
+// warmupLists summarises a shard's warm-up lists from kshard_shard_cache_lists_total.
+func warmupLists(m framework.Samples) string {
+	return fmt.Sprint(byLabel(m, "kshard_shard_cache_lists_total", "kind"))
 }

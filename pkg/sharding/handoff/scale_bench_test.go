@@ -247,6 +247,7 @@ func (e *scaleEdge) drain() {
 			continue
 		}
 		if len(e.queue) == 0 {
+			e.queue = nil // or the heap measured keeps the largest outbox's array
 			return
 		}
 		cmd := e.queue[0]

@@ -104,20 +104,38 @@ func (c *Coordinator) markLeaving(m *member, now time.Time) {
 	c.emit(Event{Kind: EventMemberLeaving, At: now, Shard: m.id})
 }
 
-// expire drops every member whose lease has certainly run out.
+// expire drops every member whose lease has certainly run out, and forgets
+// tombs past their time. It looks at them only once the earliest may have
+// come (expiryFloor, tombFloor).
 func (c *Coordinator) expire(now time.Time) {
-	for i := 0; i < len(c.ids); {
-		m := c.members[c.ids[i]]
-		if !now.Before(c.expiresAt(m)) {
-			c.dropMember(m, now, now, EventMemberExpired)
-			continue // ids shrank; same index is the next member
+	if !now.Before(c.expiryFloor) {
+		var floor time.Time
+		for i := 0; i < len(c.ids); {
+			m := c.members[c.ids[i]]
+			at := c.expiresAt(m)
+			if !now.Before(at) {
+				c.dropMember(m, now, now, EventMemberExpired)
+				continue // ids shrank; same index is the next member
+			}
+			if floor.IsZero() || at.Before(floor) {
+				floor = at
+			}
+			i++
 		}
-		i++
+		c.expiryFloor = floor
 	}
-	for id, t := range c.tombs {
-		if now.After(t.until) {
-			delete(c.tombs, id)
+	if c.tombFloor.IsZero() || now.After(c.tombFloor) {
+		var floor time.Time
+		for id, t := range c.tombs {
+			if now.After(t.until) {
+				delete(c.tombs, id)
+				continue
+			}
+			if floor.IsZero() || t.until.Before(floor) {
+				floor = t.until
+			}
 		}
+		c.tombFloor = floor
 	}
 }
 

@@ -36,7 +36,8 @@ func (c *Coordinator) progress(now time.Time, r Report) *Rejection {
 		if r.Epoch != mv.epoch {
 			return rej(ReasonStaleEpoch)
 		}
-		mv.prepared = true // advanceMoves sends the Release right away
+		mv.prepared = true
+		c.advanceMove(p, now) // the Release, right away
 	case ReportReleased:
 		// "Released at e" means: stopped, and will not work it again without
 		// an Acquire newer than e. Any e at or above the epoch asked for
@@ -186,35 +187,42 @@ func (c *Coordinator) releaseToNobody(p int, now time.Time) {
 // advanceMoves runs the Prepare and Release phases of every move.
 func (c *Coordinator) advanceMoves(now time.Time) {
 	for p := range c.parts {
-		pr := &c.parts[p]
-		mv := pr.move
-		if mv == nil {
-			continue
+		if c.parts[p].move != nil {
+			c.advanceMove(p, now)
 		}
-		if !mv.releasing {
-			dest := c.memberInc(mv.to, mv.toInc)
-			if dest == nil || !c.eligible(mv.to) || (c.target != nil && c.target[p] != mv.to) {
-				// Nothing was released yet, so calling it off is free.
-				c.abortMove(p, now, true)
-				continue
-			}
-			if mv.needPrepare {
-				mv.needPrepare = false
-				c.sendPart(dest, CmdPrepare, p, mv.epoch)
-			}
-			if !mv.prepared && now.Sub(mv.phaseAt) < c.cfg.PrepareTimeout {
-				continue
-			}
-			mv.releasing, mv.phaseAt, mv.lastSent = true, now, time.Time{}
+	}
+}
+
+// advanceMove runs the Prepare and Release phases of p's move: it calls off a move whose
+// destination is gone or no longer the target, sends the Release once the destination is
+// prepared (or PrepareTimeout passed), resends it every RetryInterval and fences out an
+// owner that has not released after ReleaseTimeout.
+func (c *Coordinator) advanceMove(p int, now time.Time) {
+	pr := &c.parts[p]
+	mv := pr.move
+	if !mv.releasing {
+		dest := c.memberInc(mv.to, mv.toInc)
+		if dest == nil || !c.eligible(mv.to) || (c.target != nil && c.target[p] != mv.to) {
+			// Nothing was released yet, so calling it off is free.
+			c.abortMove(p, now, true)
+			return
 		}
-		owner := c.members[pr.owner]
-		if mv.lastSent.IsZero() || now.Sub(mv.lastSent) >= c.cfg.RetryInterval {
-			mv.lastSent = now
-			c.sendPart(owner, CmdRelease, p, mv.epoch)
+		if mv.needPrepare {
+			mv.needPrepare = false
+			c.sendPart(dest, CmdPrepare, p, mv.epoch)
 		}
-		if !owner.fencedOut && owner.connected && now.Sub(mv.phaseAt) >= c.cfg.ReleaseTimeout {
-			c.fenceOut(owner, now)
+		if !mv.prepared && now.Sub(mv.phaseAt) < c.cfg.PrepareTimeout {
+			return
 		}
+		mv.releasing, mv.phaseAt, mv.lastSent = true, now, time.Time{}
+	}
+	owner := c.members[pr.owner]
+	if mv.lastSent.IsZero() || now.Sub(mv.lastSent) >= c.cfg.RetryInterval {
+		mv.lastSent = now
+		c.sendPart(owner, CmdRelease, p, mv.epoch)
+	}
+	if !owner.fencedOut && owner.connected && now.Sub(mv.phaseAt) >= c.cfg.ReleaseTimeout {
+		c.fenceOut(owner, now)
 	}
 }
 

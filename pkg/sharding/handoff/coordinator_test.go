@@ -115,6 +115,30 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
+// TestExpiryRetargetsAtOnce: an expired member's partitions are granted to the others in
+// the step that expires it, without the membership debounce: a shard silent for TTL +
+// margin is gone, not the first of a rolling update's restarts.
+func TestExpiryRetargetsAtOnce(t *testing.T) {
+	cfg := testConfig(16)
+	cfg.Debounce, cfg.MaxDebounce = time.Hour, time.Hour
+	k := newCluster(t, cfg, 1)
+	k.addShard("a", 1)
+	k.addShard("b", 1)
+	k.run(20*time.Second, 500*time.Millisecond) // the first target is not debounced
+	if !k.c.Converged() {
+		t.Fatalf("setup did not converge: %+v", k.c.Stats())
+	}
+	lastHeard := k.c.Members()[0].LastHeard
+	k.down["a"] = true
+	expiry := lastHeard.Add(12 * time.Second) // TTL 10s + Margin 2s
+	k.run(expiry.Sub(k.now)+time.Second, 500*time.Millisecond)
+	for _, a := range k.c.Assignments() {
+		if a.Owner != "b" || a.State != StateOwned {
+			t.Fatalf("1s after a's expiry (debounce 1h) partition %d is %s/%v", a.Partition, a.Owner, a.State)
+		}
+	}
+}
+
 // TestRejections: every stale or bad report is refused with its reason.
 func TestRejections(t *testing.T) {
 	k := converged(t, 8, "a")

@@ -115,6 +115,9 @@ func (c *Coordinator) expire(now time.Time) {
 			at := c.expiresAt(m)
 			if !now.Before(at) {
 				c.dropMember(m, now, now, EventMemberExpired)
+				// Silent for TTL + margin: gone, not the start of a rolling update,
+				// so its partitions are re-targeted without the debounce.
+				c.urgent = true
 				continue // ids shrank; same index is the next member
 			}
 			if floor.IsZero() || at.Before(floor) {

@@ -98,6 +98,10 @@ cluster-status: ## show the local control plane's processes
 demo: build tools ## build everything; start the control plane, 2 coordinators and 3 shards; apply a sample workload
 	$(CURDIR)/hack/demo.sh up
 
+.PHONY: demo-scale
+demo-scale: ## scale the running demo's shards to SHARDS=n (graceful scale-in; scale-out waits until new shards own partitions)
+	$(CURDIR)/hack/demo.sh scale "$(SHARDS)"
+
 .PHONY: demo-down
 demo-down: ## stop the demo and the control plane
 	$(CURDIR)/hack/demo.sh down

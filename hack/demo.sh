@@ -3,7 +3,9 @@
 # three shards as local processes talking mutual TLS, a Prometheus scraping them, plus a
 # sample workload spread over many namespaces, one Deployment of which is rolled out to a
 # new image by kshard's own controllers; then a summary of where to look. `make demo-down`
-# stops all of it.
+# stops all of it. `make demo-scale SHARDS=n` (demo.sh scale n) scales the running demo's
+# shards to n: new ones get a pod and tokens of their own like the first ones, removed ones
+# hand their partitions over on SIGTERM and their pods are deleted (see scale below).
 #
 # Identity and the server-side fence run as in a chart install: the chart's
 # ServiceAccounts, RBAC and fence policy (rendered from charts/kshard with helm, so they
@@ -15,13 +17,13 @@
 # coordinator Deployment renders (--shard-auth=token, --shard-fence=true, ...).
 #
 # DEMO_NAMESPACES (default 20), DEMO_DEPLOYMENTS (per namespace, default 2),
-# DEMO_REPLICAS (default 2) and DEMO_SHARDS (default 3) size it; DEMO_PROMETHEUS_PORT
-# (default 29099) moves Prometheus; DEMO_COORDINATOR_GRPC_PORT (29090),
-# DEMO_COORDINATOR_HTTP_PORT (28080) and DEMO_SHARD_HTTP_PORT (28090) are the first ports
-# of the coordinators and shards (one more per process); DEMO_BIN_DIR (default bin) holds
-# the coordinator and shard binaries; DEMO_OUTPUT_DIR (default _output/demo) the PKI,
-# credentials, logs and pid files. The control plane takes hack/cluster.sh's KSHARD_*
-# variables.
+# DEMO_REPLICAS (default 2) and DEMO_SHARDS (default 3) size it; DEMO_MAX_SHARDS (default
+# 16) bounds `scale`; DEMO_PROMETHEUS_PORT (default 29099) moves Prometheus;
+# DEMO_COORDINATOR_GRPC_PORT (29090), DEMO_COORDINATOR_HTTP_PORT (28080) and
+# DEMO_SHARD_HTTP_PORT (28090) are the first ports of the coordinators and shards (one
+# more per process); DEMO_BIN_DIR (default bin) holds the coordinator and shard binaries;
+# DEMO_OUTPUT_DIR (default _output/demo) the PKI, credentials, logs and pid files. The
+# control plane takes hack/cluster.sh's KSHARD_* variables.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -73,9 +75,10 @@ make_pki() {
 
 # prometheus_config: a 1s scrape of every coordinator and shard. Shards keep the shard
 # label their own series carry (honor_labels) and give it to their go_*/process_* series
-# through the target label, as docs/observability.md asks of a ServiceMonitor.
+# through the target label, as docs/observability.md asks of a ServiceMonitor. The shards
+# are file_sd targets (shard_targets writes the file) so that `demo.sh scale` adds and
+# removes them without restarting Prometheus.
 prometheus_config() {
-  local i
   cat <<YAML
 global:
   scrape_interval: 1s
@@ -87,11 +90,37 @@ scrape_configs:
       - targets: ['127.0.0.1:$(coord_http 0)', '127.0.0.1:$(coord_http 1)']
   - job_name: kshard-shard
     honor_labels: true
-    static_configs:
+    file_sd_configs:
+      - files: ['$out/prometheus/shards.json']
+        refresh_interval: 1s
 YAML
-  for ((i = 0; i < shards; i++)); do
-    printf "      - targets: ['127.0.0.1:%s']\n        labels: {shard: shard-%s}\n" "$(shard_http "$i")" "$i"
-  done
+}
+
+# shard_ids: the IDs of the shards whose process runs (pid file and live process), in
+# index order.
+shard_ids() {
+  local f id
+  for f in "$run"/shard-*.pid; do
+    [ -f "$f" ] || continue
+    id=$(basename "$f" .pid)
+    running "$id" && echo "$id"
+  done | sort -t- -k2,2n
+}
+
+# shard_targets: the running shards as Prometheus file_sd targets (Prometheus rereads the
+# file within a second), each with its shard label.
+shard_targets() {
+  local dir=$out/prometheus id sep=""
+  mkdir -p "$dir"
+  {
+    printf '['
+    for id in $(shard_ids); do
+      printf '%s\n  {"targets": ["127.0.0.1:%s"], "labels": {"shard": "%s"}}' "$sep" "$(shard_http "${id#shard-}")" "$id"
+      sep=","
+    done
+    printf '\n]\n'
+  } >"$dir/shards.json.tmp"
+  mv "$dir/shards.json.tmp" "$dir/shards.json"
 }
 
 start_prometheus() {
@@ -100,6 +129,7 @@ start_prometheus() {
   [ -x "$bin" ] || hack/tools.sh prometheus
   mkdir -p "$dir/data"
   prometheus_config >"$dir/prometheus.yml"
+  shard_targets
   start prometheus "$bin" --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
     --storage.tsdb.retention.time=1d --web.listen-address="127.0.0.1:$prom_port"
   wait_ready prometheus "http://127.0.0.1:$prom_port/-/ready"
@@ -316,7 +346,35 @@ show_fence() {
   printf '%s\n' "$out" | head -n 1 | sed 's/^/  /'
 }
 
-running() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
+# alive PID: the process exists and is not a zombie (one killed but not yet reaped by its
+# parent, which for the demo's detached processes is init).
+alive() {
+  kill -0 "$1" 2>/dev/null && [ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" != Z ]
+}
+
+running() { [ -f "$run/$1.pid" ] && alive "$(cat "$run/$1.pid")"; }
+
+# start_shard I: shard-I with its pod identity (made unless the shard runs) and the flags
+# every demo shard gets; `up` and `scale` start shards only through here.
+start_shard() {
+  local i=$1 id=shard-$1
+  running "$id" || shard_identity "$id" "$i"
+  start "$id" "$bin/shard" --kubeconfig "$identity/$id.kubeconfig" --shard-id "$id" \
+    --coordinator-token-file "$identity/$id.coordinator-token" \
+    --coordinator-address "127.0.0.1:$(coord_grpc 0),127.0.0.1:$(coord_grpc 1)" \
+    --grpc-tls-ca-file "$pki/ca.crt" --grpc-tls-cert-file "$pki/client.crt" --grpc-tls-private-key-file "$pki/client.key" \
+    --http-bind-address "127.0.0.1:$(shard_http "$i")"
+}
+
+# leader_index: the index (0 or 1) of the coordinator that leads (the only one /readyz);
+# fails when none does.
+leader_index() {
+  local i
+  for i in 0 1; do
+    curl -fsS "http://127.0.0.1:$(coord_http $i)/readyz" >/dev/null 2>&1 && { echo "$i"; return 0; }
+  done
+  return 1
+}
 
 start() {
   local name=$1; shift
@@ -386,21 +444,13 @@ up() {
       "${fence_flags[@]}" \
       --leader-elect-resource-namespace "$system_ns"
   done
-  for ((i = 0; i < shards; i++)); do
-    running "shard-$i" || shard_identity "shard-$i" "$i"
-    start "shard-$i" "$bin/shard" --kubeconfig "$identity/shard-$i.kubeconfig" --shard-id "shard-$i" \
-      --coordinator-token-file "$identity/shard-$i.coordinator-token" \
-      --coordinator-address "127.0.0.1:$(coord_grpc 0),127.0.0.1:$(coord_grpc 1)" \
-      --grpc-tls-ca-file "$pki/ca.crt" --grpc-tls-cert-file "$pki/client.crt" --grpc-tls-private-key-file "$pki/client.key" \
-      --http-bind-address "127.0.0.1:$(shard_http $i)"
-  done
+  for ((i = 0; i < shards; i++)); do start_shard "$i"; done
+  shard_targets
   local leader=""
   local deadline=$((SECONDS + 90))
-  until [ -n "$leader" ]; do
-    for i in 0 1; do
-      curl -fsS "http://127.0.0.1:$(coord_http $i)/readyz" >/dev/null 2>&1 && leader=$i
-    done
-    [ -n "$leader" ] || { [ $SECONDS -lt $deadline ] || die "no coordinator became leader"; sleep 0.5; }
+  until leader=$(leader_index); do
+    [ $SECONDS -lt $deadline ] || die "no coordinator became leader"
+    sleep 0.5
   done
   for ((i = 0; i < shards; i++)); do wait_ready "shard-$i" "http://127.0.0.1:$(shard_http $i)/readyz"; done
   log "coordinator-$leader leads; $shards shards are Ready"
@@ -461,6 +511,7 @@ kshard demo is up.
                  e.g. curl -s http://127.0.0.1:$prom_port/api/v1/query --data-urlencode 'query=sum by (shard) (kshard_shard_namespaces)'
   dashboards:    charts/kshard/dashboards/*.json: import into a Grafana with that Prometheus as data source (docs/observability.md)
   controllers:   $note
+  scale:         make demo-scale SHARDS=n (graceful scale-in; scale-out waits until the new shards own partitions)
   stop:          make demo-down
 INFO
 }
@@ -474,7 +525,7 @@ stop_all() {
     log "stopping $(basename "$f" .pid)"
   done
   for p in "${pids[@]}"; do
-    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    while alive "$p" && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
     kill -9 "$p" 2>/dev/null || true
   done
   for f in $1; do rm -f "$f"; done
@@ -492,6 +543,7 @@ uninstall() {
   kubectl annotate namespace --all "$label-term-" >/dev/null || true
   [ -f "$chart/identity.yaml" ] && kubectl delete -f "$chart/identity.yaml" --ignore-not-found --wait=false >/dev/null
   kubectl delete namespace -l kshard.io/demo=true --ignore-not-found --wait=false >/dev/null
+  kubectl delete namespace -l kshard.io/demo-probe=true --ignore-not-found --wait=false >/dev/null
   kubectl delete namespace "$system_ns" --ignore-not-found --wait=false >/dev/null
   rm -rf "$identity"
   log "removed the workload, $system_ns, the chart's RBAC and fence policy, and the $label labels"
@@ -506,8 +558,256 @@ down() {
   hack/cluster.sh down
 }
 
+# --- Scaling the shards (`make demo-scale SHARDS=n`) -----------------------------------
+
+# assignment_check URL ID...: succeeds when the leader at URL reports a converged
+# assignment in which every partition is owned, each shard ID... is connected, not
+# leaving and owns at least one partition, and no other shard owns any; otherwise prints
+# what is still missing and fails.
+assignment_check() {
+  local url=$1 table
+  shift
+  table=$("$bin/coordinator" assignments --server "$url" 2>&1) || { echo "GET $url/assignments: $table"; return 1; }
+  awk -v want="$*" '
+    NR == 1 {
+      n = split($0, f, ", ")
+      for (i = 1; i <= n; i++) {
+        if (f[i] ~ / partitions$/) { sub(/ partitions$/, "", f[i]); total = f[i] + 0 }
+        if (f[i] ~ /^converged=/) conv = (f[i] == "converged=true")
+        if (f[i] ~ /^moves in flight /) { sub(/^moves in flight /, "", f[i]); moves = f[i] + 0 }
+      }
+      next
+    }
+    NF == 8 && $1 != "SHARD" { parts[$1] = $2 + 0; conn[$1] = $6; leaving[$1] = $7; owned += $2 }
+    END {
+      k = split(want, w, " ")
+      for (i = 1; i <= k; i++) wanted[w[i]] = 1
+      msg = ""
+      if (!conv) msg = msg "; not converged (" moves " moves in flight)"
+      if (owned < total) msg = msg "; " owned " of " total " partitions owned"
+      for (i = 1; i <= k; i++) {
+        id = w[i]
+        if (!(id in parts)) msg = msg "; " id " is not a member yet"
+        else if (conn[id] != "true") msg = msg "; " id " is not connected"
+        else if (leaving[id] == "true") msg = msg "; " id " is leaving"
+        else if (parts[id] == 0) msg = msg "; " id " owns no partition yet"
+      }
+      for (id in parts) if (!(id in wanted) && parts[id] > 0) msg = msg "; " id " still owns " parts[id] " partitions"
+      if (msg != "") { print substr(msg, 3); exit 1 }
+    }' <<<"$table"
+}
+
+# now, since T0: the wall clock in seconds (microseconds), and the seconds since T0 (one
+# decimal).
+now() {
+  local t=${EPOCHREALTIME:-}
+  [ -n "$t" ] || t=$(date +%s) # bash < 5: whole seconds
+  echo "${t/,/.}"
+}
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# partitions_line URL: "shard-0=1366 shard-1=1365 ..." from the leader at URL.
+partitions_line() {
+  "$bin/coordinator" assignments --server "$1" 2>/dev/null | awk 'NR > 2 && NF == 8 { printf "%s%s=%s", sep, $1, $2; sep = " " }'
+}
+
+# stop_shard ID: SIGTERM, then wait for the exit: the shard hands its partitions over
+# first (--leave-timeout, 60s by default). After the chart's terminationGracePeriodSeconds
+# (leaveTimeout + 30s = 90s) it is SIGKILLed, as the kubelet would.
+stop_shard() {
+  local id=$1 pid deadline=$((SECONDS + 90)) t0 lines
+  pid=$(cat "$run/$id.pid")
+  lines=$(wc -l <"$logs/$id.log")
+  t0=$(now)
+  kill "$pid" 2>/dev/null || true
+  log "sent SIGTERM to $id (pid $pid): it hands its partitions over, then exits"
+  while alive "$pid"; do
+    if [ $SECONDS -ge $deadline ]; then
+      log "warning: $id did not exit within 90s of SIGTERM; SIGKILL (the coordinator moves what it still holds after its session lapses; see $logs/$id.log)"
+      kill -9 "$pid" 2>/dev/null || true
+      break
+    fi
+    sleep 0.1
+  done
+  rm -f "$run/$id.pid"
+  # What the shard logged after the signal says whether the handover completed.
+  if tail -n +"$((lines + 1))" "$logs/$id.log" | grep -q '"msg":"every partition was handed over"'; then
+    log "$id handed every partition over and exited $(since "$t0")s after SIGTERM"
+  else
+    log "warning: $id exited $(since "$t0")s after SIGTERM without confirming the handover; its last log lines:"
+    tail -n 5 "$logs/$id.log" >&2
+  fi
+}
+
+# remove_shard_identity ID...: the shards' pods (which revokes their tokens) and their
+# credentials.
+remove_shard_identity() {
+  local id
+  kubectl -n "$system_ns" delete pod "$@" --ignore-not-found --wait=true --timeout=60s >/dev/null ||
+    die "could not delete pods $* in $system_ns"
+  for id in "$@"; do rm -f "$identity/$id.kubeconfig" "$identity/$id.coordinator-token"; done
+  log "deleted the pods of $* in $system_ns (their tokens are revoked) and their credentials"
+}
+
+# owner_of URL NS: the shard that owns namespace NS, per the leader at URL ("(nobody" when
+# nobody does yet).
+owner_of() {
+  local out
+  out=$("$bin/coordinator" assignments --server "$1" --namespace "$2" 2>&1) || die "GET $1/assignments?namespace=$2: $out"
+  sed -n 's/.*, owned by \([^ ]*\) .*/\1/p' <<<"$out"
+}
+
+# probe_reconcile URL ID...: that each shard ID... still works its namespaces: in one demo
+# namespace it owns (per the leader at URL), Deployment web-0 is scaled one replica up and
+# back, and both are waited for (the Deployment and ReplicaSet controllers of that shard).
+# A shard that owns none of the demo namespaces is probed in a namespace of its own
+# (probe_new_namespace).
+probe_reconcile() {
+  local url=$1 ns owner id r t0 probed=" "
+  shift
+  if [[ ,$(kshard_controllers), != *,deployment,* ]]; then
+    log "kube-controller-manager runs the Deployment controller here; no reconcile probe of the shards"
+    return 0
+  fi
+  for ns in $(kubectl get ns -l kshard.io/demo=true -o jsonpath='{.items[*].metadata.name}'); do
+    owner=$(owner_of "$url" "$ns")
+    [[ " $* " == *" $owner "* && $probed != *" $owner "* ]] || continue
+    kubectl -n "$ns" get deployment web-0 >/dev/null 2>&1 || continue
+    probed+="$owner "
+    r=$(kubectl -n "$ns" get deployment web-0 -o jsonpath='{.spec.replicas}')
+    t0=$(now)
+    kubectl -n "$ns" scale deployment web-0 --replicas=$((r + 1)) >/dev/null
+    kubectl -n "$ns" rollout status deployment web-0 --timeout=60s >/dev/null ||
+      die "$owner did not scale $ns/web-0 to $((r + 1)) replicas within 60s (see $logs/$owner.log)"
+    kubectl -n "$ns" scale deployment web-0 --replicas="$r" >/dev/null
+    kubectl -n "$ns" rollout status deployment web-0 --timeout=60s >/dev/null ||
+      die "$owner did not scale $ns/web-0 back to $r replicas within 60s (see $logs/$owner.log)"
+    log "$owner reconciles: $ns/web-0 scaled $r -> $((r + 1)) -> $r (both Available) in $(since "$t0")s"
+    [ "$(wc -w <<<"$probed")" -lt $# ] || break
+  done
+  for id in "$@"; do
+    [[ $probed == *" $id "* ]] || probe_new_namespace "$url" "$id"
+  done
+}
+
+# probe_new_namespace URL ID: a namespace named demo-probe-ID-K that the leader at URL maps
+# to a partition ID owns, with a one-replica Deployment that must become Available; the
+# namespace is deleted afterwards (`make demo-down` removes any left, by their label
+# kshard.io/demo-probe).
+probe_new_namespace() {
+  local url=$1 id=$2 k ns="" owner t0
+  for ((k = 0; k < 1000; k++)); do
+    owner=$(owner_of "$url" "demo-probe-$id-$k")
+    [ "$owner" = "$id" ] || continue
+    # One left from an earlier probe (still terminating) is not reused.
+    kubectl get namespace "demo-probe-$id-$k" >/dev/null 2>&1 || { ns=demo-probe-$id-$k; break; }
+  done
+  [ -n "$ns" ] || die "no namespace name demo-probe-$id-0..999 falls in a partition $id owns"
+  t0=$(now)
+  kubectl create namespace "$ns" >/dev/null
+  kubectl label namespace "$ns" kshard.io/demo-probe=true >/dev/null
+  kubectl -n "$ns" create deployment web-0 --image=registry.example/web:1.0 --replicas=1 >/dev/null
+  kubectl -n "$ns" rollout status deployment web-0 --timeout=60s >/dev/null ||
+    die "$id did not make $ns/web-0 Available within 60s (see $logs/$id.log)"
+  log "$id owns none of the demo namespaces; it made Deployment web-0 Available in a new namespace of its own, $ns, in $(since "$t0")s"
+  kubectl delete namespace "$ns" --wait=false >/dev/null
+}
+
+# scale N: run exactly shard-0 .. shard-(N-1). Shards beyond are stopped gracefully (all at
+# once, as a Deployment scale-down does) and their pods deleted; missing ones are started
+# with their own pods and tokens, like the first ones. Prints the assignment before and
+# after, waits until it has converged over exactly those shards, and probes that each
+# still reconciles.
+scale() {
+  local n=${1:-} max=${DEMO_MAX_SHARDS:-16} i id port p
+  [[ $max =~ ^[1-9][0-9]{0,3}$ ]] || die "DEMO_MAX_SHARDS=$max: want a whole number from 1 to 9999"
+  [ -n "$n" ] || die "usage: make demo-scale SHARDS=n (hack/demo.sh scale n): how many shards should run"
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "SHARDS=$n: want a whole number of shards, at least 1 (e.g. SHARDS=5)"
+  [ "${#n}" -le 4 ] && [ "$n" -le "$max" ] ||
+    die "SHARDS=$n: at most $max shards on one machine (each is a process with its own caches and API client; DEMO_MAX_SHARDS raises the bound)"
+  for ((i = 0; i < n; i++)); do
+    port=$(shard_http "$i")
+    for p in "$(coord_http 0)" "$(coord_http 1)" "$(coord_grpc 0)" "$(coord_grpc 1)" "$prom_port"; do
+      [ "$port" != "$p" ] || die "SHARDS=$n: shard-$i's HTTP port $port (DEMO_SHARD_HTTP_PORT + $i) is taken by a coordinator or Prometheus; move DEMO_SHARD_HTTP_PORT"
+    done
+  done
+  [ -x "$bin/coordinator" ] && [ -x "$bin/shard" ] || die "$bin/coordinator and $bin/shard missing: run 'make demo'"
+  running coordinator-0 || running coordinator-1 || die "no demo coordinator runs: start the demo with 'make demo'"
+  [ -f "$chart/coordinator-flags" ] && [ -f "$pki/client.crt" ] || die "no demo state in $out: start the demo with 'make demo'"
+  local leader url
+  leader=$(leader_index) || die "no coordinator leads (neither 127.0.0.1:$(coord_http 0) nor :$(coord_http 1) is /readyz); see $logs/coordinator-*.log"
+  url=http://127.0.0.1:$(coord_http "$leader")
+
+  local current=() want=() stop=() add=() stale=() f
+  mapfile -t current < <(shard_ids)
+  # A shard beyond n whose process is gone (it crashed or was killed by hand) only leaves
+  # its pid file and pod behind.
+  for f in "$run"/shard-*.pid; do
+    [ -f "$f" ] || continue
+    id=$(basename "$f" .pid)
+    running "$id" || [ "${id#shard-}" -lt "$n" ] || stale+=("$id")
+  done
+  for ((i = 0; i < n; i++)); do
+    want+=("shard-$i")
+    running "shard-$i" || add+=("$i")
+  done
+  for id in "${current[@]}"; do
+    [ "${id#shard-}" -lt "$n" ] || stop+=("$id")
+  done
+  log "running shards: ${#current[@]} (${current[*]:-none}); scaling to $n: start ${#add[@]}, stop ${#stop[@]}"
+  echo
+  echo "Before (coordinator-$leader, $url/assignments):"
+  "$bin/coordinator" assignments --server "$url"
+  echo
+
+  local t0
+  t0=$(now)
+  if [ ${#stale[@]} -gt 0 ]; then
+    log "${stale[*]}: no longer running (stale pid files); removing the pods and credentials left behind"
+    for id in "${stale[@]}"; do rm -f "$run/$id.pid"; done
+    shard_targets
+    remove_shard_identity "${stale[@]}"
+  fi
+  if [ ${#stop[@]} -gt 0 ]; then
+    local pids=()
+    for id in "${stop[@]}"; do
+      stop_shard "$id" &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    shard_targets
+    log "${stop[*]} stopped $(since "$t0")s after the scale began"
+    remove_shard_identity "${stop[@]}"
+  fi
+  if [ ${#add[@]} -gt 0 ]; then
+    for i in "${add[@]}"; do start_shard "$i"; done
+    shard_targets
+    for i in "${add[@]}"; do wait_ready "shard-$i" "http://127.0.0.1:$(shard_http "$i")/readyz"; done
+    log "$(printf 'shard-%s ' "${add[@]}")Ready (session welcomed, caches synced) $(since "$t0")s after the scale began"
+  fi
+
+  local deadline=$((SECONDS + 180)) why l
+  until why=$(assignment_check "$url" "${want[@]}"); do
+    if [ $SECONDS -ge $deadline ]; then
+      "$bin/coordinator" assignments --server "$url" >&2 || true
+      die "the assignment did not converge over ${want[*]} within 180s: $why"
+    fi
+    # A leader change while scaling: follow the new leader.
+    l=$(leader_index) && { leader=$l; url=http://127.0.0.1:$(coord_http "$leader"); }
+    sleep 0.5
+  done
+  log "assignment converged over $n shards $(since "$t0")s after the scale began: $(partitions_line "$url")"
+  echo
+  echo "After (coordinator-$leader, $url/assignments):"
+  "$bin/coordinator" assignments --server "$url"
+  echo
+  probe_reconcile "$url" "${want[@]}"
+  log "the demo runs $n shards; Prometheus scrapes them (DEMO_PROMETHEUS_PORT $prom_port); 'make demo-scale SHARDS=m' scales again"
+}
+
 case ${1:-up} in
   up) up ;;
   down) down ;;
-  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+  scale) scale "${2:-}" ;;
+  *) echo "usage: $0 up|down|scale N" >&2; exit 2 ;;
 esac

@@ -228,10 +228,12 @@ func (l *Labeler) Set(ctx context.Context, owners map[partition.ID]string) (SetR
 				errs = append(errs, err)
 				return
 			}
-			if !wrote {
+			if wrote {
+				res.Writes++
+			}
+			if rv == "" {
 				return
 			}
-			res.Writes++
 			if n, err := strconv.ParseUint(rv, 10, 64); err == nil && (res.Last == "" || n > highest) {
 				highest, res.Last = n, name
 			}
@@ -344,7 +346,8 @@ func (l *Labeler) processNext(ctx context.Context) bool {
 
 // write makes namespace name's owner label what the table says, with the namespace's
 // resourceVersion as precondition (re-read on a conflict) and the term checked and
-// stamped. It returns the new resourceVersion and whether it wrote.
+// stamped. It returns whether it wrote and the resourceVersion of a copy that carries
+// the owner ("" when the namespace is deleted or not known).
 func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) {
 	var m metav1.Object
 	if o, ok, err := l.informer.GetStore().GetByKey(name); err == nil && ok {
@@ -360,8 +363,13 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 		if m == nil {
 			return "", false, nil // deleted, or not seen yet: its add event brings it back
 		}
-		if m.GetDeletionTimestamp() != nil || m.GetLabels()[l.params.OwnerLabel] == owner {
+		if m.GetDeletionTimestamp() != nil {
 			return "", false, nil
+		}
+		if m.GetLabels()[l.params.OwnerLabel] == owner {
+			// Already in place (written by the loop, or a retried batch): its
+			// resourceVersion still tells Set which namespace to probe.
+			return m.GetResourceVersion(), false, nil
 		}
 		if t := l.termOf(m); t > term {
 			return "", false, fmt.Errorf("%w: namespace %s carries term %d, this coordinator's is %d", ErrDeposed, name, t, term)

@@ -181,9 +181,9 @@ func (l *Labeler) Deactivate() {
 type SetResult struct {
 	// Writes is the number of namespaces whose label changed.
 	Writes int
-	// Last is the namespace whose write got the highest resourceVersion (when nothing
-	// was written, the newest of the batch's namespaces that carry their owner; "" when
-	// there is none): once the API server's admission sees it, it sees every write of the
+	// Last is the namespace with the highest resourceVersion among the batch's
+	// namespaces that carry their owner after Set, written by it or already in place (""
+	// when there is none): once the API server's admission sees it, it sees every write of the
 	// batch, since its Namespace informer applies events in resourceVersion order.
 	Last string
 }
@@ -242,23 +242,6 @@ func (l *Labeler) Set(ctx context.Context, owners map[partition.ID]string) (SetR
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return res, err
-	}
-	if res.Last == "" {
-		// Nothing written (a retried batch): the newest of its namespaces that carry
-		// their owner, as the informer has them.
-		for _, name := range names {
-			o, ok, err := l.informer.GetStore().GetByKey(name)
-			if err != nil || !ok {
-				continue
-			}
-			m, err := metaOf(o)
-			if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[l.params.OwnerLabel] != owners[l.pm.For(name)] {
-				continue
-			}
-			if n, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && (res.Last == "" || n > highest) {
-				highest, res.Last = n, name
-			}
-		}
 	}
 	return res, nil
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -106,13 +105,7 @@ func TestPrepareManyListsClusterWide(t *testing.T) {
 			}
 
 			// Live events still flow after the warm-up, and other partitions stay out.
-			if _, err := client.CoreV1().ConfigMaps("p1-0").Create(ctx, cm("p1-0", "late", 0), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, "p1-0/late cached", func() bool {
-				_, err := configMapLister(c).ConfigMaps("p1-0").Get("late")
-				return err == nil
-			})
+			createCached(t, ctx, client, c, "p1-0", "late")
 			if _, err := configMapLister(c).ConfigMaps("other").Get("o"); err == nil {
 				t.Error("the cluster-wide warm-up cached an object of a partition that is not admitted")
 			}

@@ -156,16 +156,10 @@ func TestCachePrepareRelease(t *testing.T) {
 	waitFor(t, "handler adds", func() bool { return h.count("add p2-a/") == 2 })
 
 	// Live events: admitted partitions flow, others are dropped.
-	if _, err := client.CoreV1().ConfigMaps("p2-a").Create(ctx, cm("p2-a", "new", 0), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := client.CoreV1().ConfigMaps("other").Create(ctx, cm("other", "new", 0), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "p2-a/new cached", func() bool {
-		_, err := configMapLister(c).ConfigMaps("p2-a").Get("new")
-		return err == nil
-	})
+	createCached(t, ctx, client, c, "p2-a", "new")
 	if _, err := configMapLister(c).ConfigMaps("other").Get("new"); err == nil {
 		t.Error("object of a partition that is not admitted was cached")
 	}

@@ -266,3 +266,15 @@ func equalStrings(a, b []string) bool {
 func configMapLister(c *Cache) corelisters.ConfigMapLister {
 	return corelisters.NewConfigMapLister(c.InformerFor(ConfigMaps).GetIndexer())
 }
+
+// createCached creates ConfigMap namespace/name through client and waits until c caches it.
+func createCached(t *testing.T, ctx context.Context, client kubernetes.Interface, c *Cache, namespace, name string) {
+	t.Helper()
+	if _, err := client.CoreV1().ConfigMaps(namespace).Create(ctx, cm(namespace, name, 0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, namespace+"/"+name+" cached", func() bool {
+		_, err := configMapLister(c).ConfigMaps(namespace).Get(name)
+		return err == nil
+	})
+}

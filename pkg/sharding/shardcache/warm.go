@@ -142,23 +142,23 @@ func (f *feed) inBulk() bool {
 	return f.bulkRunning
 }
 
-// bulkBatchLocked returns the namespaces the next cluster-wide round serves, and their syncs.
-func (f *feed) bulkBatchLocked() (map[string]*nsSync, bool) {
+// bulkBatchLocked returns the namespaces the next cluster-wide round serves, with their syncs.
+func (f *feed) bulkBatchLocked() map[string]*nsSync {
 	batch := map[string]*nsSync{}
 	for ns, s := range f.syncs {
 		if s.bulk && s.state == syncBuffering && s.epoch == f.epoch && !s.listed {
 			batch[ns] = s
 		}
 	}
-	return batch, len(batch) > 0
+	return batch
 }
 
 func (f *feed) runBulk(ctx context.Context, pageSize int64) {
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
 	for {
 		f.mu.Lock()
-		batch, ok := f.bulkBatchLocked()
-		if !ok || ctx.Err() != nil {
+		batch := f.bulkBatchLocked()
+		if len(batch) == 0 || ctx.Err() != nil {
 			f.bulkRunning = false
 			f.mu.Unlock()
 			return

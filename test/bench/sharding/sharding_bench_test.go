@@ -100,7 +100,7 @@ var waitLimit = time.Duration(max(1, namespaces/1000)) * 3 * time.Minute
 
 // extraShardArgs are flags added to every shard (KSHARD_BENCH_SHARD_ARGS, split on
 // spaces), to measure a setting against the defaults in the same conditions, e.g.
-// --warmup-relist-threshold=0.
+// --warmup-cluster-list-threshold=0.
 var extraShardArgs = strings.Fields(os.Getenv("KSHARD_BENCH_SHARD_ARGS"))
 
 // extraCoordinatorArgs are flags added to the coordinator (KSHARD_BENCH_COORDINATOR_ARGS),

@@ -3,13 +3,16 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
@@ -39,10 +42,11 @@ type controllerDeps struct {
 	gate        *gate.Gate
 	partitionOf func(namespace string) uint32
 	queues      *queuemetrics.Provider
-	recorder    func(component string) record.EventRecorder
-	metrics     *controllers.ReconcileMetrics
-	shard       string
-	log         logr.Logger
+	// recorder returns the event recorder of component, sending its events through events.
+	recorder func(component string, events typedcorev1.EventInterface) record.EventRecorder
+	metrics  *controllers.ReconcileMetrics
+	shard    string
+	log      logr.Logger
 }
 
 // buildControllers builds each enabled controller against the contract, and returns what
@@ -55,19 +59,16 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
-		ccfg := rest.CopyConfig(deps.config)
-		ccfg.UserAgent = "kshard-shard/" + version.Version + " " + d.Name + "-controller"
-		ccfg.Wrap(gate.FenceTransport(deps.gate, deps.partitionOf))
-		client, err := kubernetes.NewForConfig(ccfg)
+		client, events, err := controllerClients(deps.config, d.Name, gate.FenceTransport(deps.gate, deps.partitionOf))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
 		queue := deps.gate.NewQueue(gate.QueueConfig{Name: d.Name, MetricsProvider: deps.queues, Keys: keys})
 		ctrl, err := d.New(controllers.Context{
 			Client:       client,
 			Informers:    controllers.Declared(d, cacheInformers{deps.cache}),
 			Queue:        queue,
-			Recorder:     deps.recorder(d.Name + "-controller"),
+			Recorder:     deps.recorder(d.Name+"-controller", events.CoreV1().Events("")),
 			Shard:        deps.shard,
 			Logger:       deps.log.WithValues("controller", d.Name),
 			Metrics:      deps.metrics,
@@ -83,6 +84,27 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 		})
 	}
 	return out, nil
+}
+
+// controllerClients returns a controller's API client, its writes fenced by fence, and the
+// client its events are sent with. Both share one token bucket of config's QPS and burst:
+// like a kube-controller-manager controller, which records events with its own client,
+// a controller's events count against its rate limit (and a benchmark at equal
+// --kube-api-qps compares equal budgets). Events are not fenced: an event may be sent
+// after the reconcile that made it, and ownership, ended (see ownerrecord's policy).
+func controllerClients(config *rest.Config, name string, fence func(http.RoundTripper) http.RoundTripper) (client, events *kubernetes.Clientset, err error) {
+	cfg := rest.CopyConfig(config)
+	cfg.UserAgent = "kshard-shard/" + version.Version + " " + name + "-controller"
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(config.QPS, config.Burst)
+	if events, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(fence)
+	if client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, nil, err
+	}
+	return client, events, nil
 }
 
 // queueKeys returns the cache keys of d's primary resources and how its queue's keys map

@@ -1,10 +1,16 @@
 package app
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kshard/kshard/pkg/controllers"
@@ -63,3 +69,39 @@ func TestQueueKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestControllerClients checks that a controller's events share its rate limiter (as a
+// kube-controller-manager controller's do) and are not fenced, while its writes are.
+func TestControllerClients(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"e","namespace":"ns"}}`))
+	}))
+	defer srv.Close()
+	refused := errors.New("fenced")
+	fence := func(http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, refused })
+	}
+	client, events, err := controllerClients(&rest.Config{Host: srv.URL, QPS: 20, Burst: 30}, "deployment", fence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := client.CoreV1().RESTClient().GetRateLimiter()
+	if limiter == nil || limiter != events.CoreV1().RESTClient().GetRateLimiter() || limiter != client.AppsV1().RESTClient().GetRateLimiter() {
+		t.Errorf("the controller's clients and its events client do not share one rate limiter")
+	}
+	if qps := limiter.QPS(); qps != 20 {
+		t.Errorf("rate limit %v QPS, want the configured 20", qps)
+	}
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns"}}
+	if _, err := events.CoreV1().Events("ns").Create(context.Background(), ev, metav1.CreateOptions{}); err != nil {
+		t.Errorf("event write: %v, want it to pass unfenced", err)
+	}
+	if _, err := client.CoreV1().Events("ns").Create(context.Background(), ev, metav1.CreateOptions{}); !errors.Is(err, refused) {
+		t.Errorf("controller write: %v, want the fence's refusal", err)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -152,16 +152,25 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 		return err
 	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
+	// One event broadcaster per controller, writing through a client that shares the
+	// controller's rate limiter (events count against its --kube-api-qps, as in
+	// kube-controller-manager, where each controller records with its own client).
+	var broadcasters []record.EventBroadcaster
+	defer func() {
+		for _, b := range broadcasters {
+			b.Shutdown()
+		}
+	}()
 
 	enabled := reg.Enabled(o.Controllers)
 	ctrls, err := buildControllers(enabled, reg.Workers, controllerDeps{
 		config: cfg, cache: c, gate: g, partitionOf: partitionOf, queues: queueProvider,
-		recorder: func(component string) record.EventRecorder {
-			return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+		recorder: func(component string, events typedcorev1.EventInterface) record.EventRecorder {
+			b := record.NewBroadcaster(record.WithContext(ctx))
+			b.StartStructuredLogging(3)
+			b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events})
+			broadcasters = append(broadcasters, b)
+			return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 		},
 		metrics: reconcileMetrics, shard: o.ShardID, log: log,
 	})

@@ -37,9 +37,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -172,9 +169,10 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 	if err != nil {
 		b.Fatal(err)
 	}
-	run := strings.ToLower(f.RunID + "-" + name)
-	nss := createNamespaces(b, client, run)
-	defer deleteNamespaces(b, client, run)
+	load := framework.Burst{Run: "wl-" + strings.ToLower(f.RunID+"-"+name), Label: benchLbl,
+		Namespaces: namespaces, PerNamespace: deploymentsPerNS, Replicas: replicas, Workers: createWorkers}
+	nss := load.CreateNamespaces(b, client)
+	defer load.DeleteNamespaces(b, client, gone)
 
 	kcmPid, err := f.ComponentPid("kube-controller-manager")
 	if err != nil {
@@ -225,9 +223,9 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 
 	b.StartTimer()
 	start := time.Now()
-	createDeployments(b, client, nss, run)
-	b.Logf("%s: %d Deployments created in %s", name, len(nss)*deploymentsPerNS, time.Since(start).Round(time.Millisecond))
-	waitAvailable(ctx, b, client, run, len(nss)*deploymentsPerNS)
+	load.CreateDeployments(b, client, nss)
+	b.Logf("%s: %d Deployments created in %s", name, load.Deployments(), time.Since(start).Round(time.Millisecond))
+	load.WaitComplete(ctx, b, client, load.Deployments(), available)
 	took := time.Since(start)
 	b.StopTimer()
 
@@ -248,92 +246,6 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 		}
 	}
 	return r
-}
-
-func createNamespaces(b *testing.B, client kubernetes.Interface, run string) []string {
-	b.Helper()
-	nss := make([]string, namespaces)
-	parallel(b, namespaces, func(i int) error {
-		nss[i] = fmt.Sprintf("wl-%s-%03d", run, i)
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nss[i], Labels: map[string]string{benchLbl: run, framework.RunLabel: "bench"}}}
-		_, err := client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
-		return err
-	})
-	return nss
-}
-
-func createDeployments(b *testing.B, client kubernetes.Interface, nss []string, run string) {
-	b.Helper()
-	parallel(b, len(nss)*deploymentsPerNS, func(i int) error {
-		d := framework.NewRollingDeployment(fmt.Sprintf("app-%d", i%deploymentsPerNS), replicas,
-			intstr.FromString("25%"), intstr.FromString("25%"), "registry.k8s.io/pause:3.10", nil)
-		d.Labels = map[string]string{benchLbl: run}
-		_, err := client.AppsV1().Deployments(nss[i/deploymentsPerNS]).Create(context.Background(), d, metav1.CreateOptions{})
-		return err
-	})
-}
-
-// parallel runs fn(0..n-1) on createWorkers goroutines and fails b on an error.
-func parallel(b *testing.B, n int, fn func(i int) error) {
-	b.Helper()
-	if err := framework.Parallel(n, createWorkers, fn); err != nil {
-		b.Fatal(err)
-	}
-}
-
-// waitAvailable polls until want Deployments of the run have completed their rollout.
-func waitAvailable(ctx context.Context, b *testing.B, client kubernetes.Interface, run string, want int) {
-	b.Helper()
-	deadline := time.Now().Add(available)
-	for {
-		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: benchLbl + "=" + run, ResourceVersion: "0"})
-		done := 0
-		var example error
-		if err == nil {
-			for i := range list.Items {
-				if e := framework.DeploymentComplete(&list.Items[i]); e == nil {
-					done++
-				} else if example == nil {
-					example = e
-				}
-			}
-			if done == want {
-				return
-			}
-		} else {
-			example = err
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d Deployments available after %s, e.g. %v", done, want, available, example)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// deleteNamespaces deletes the run's namespaces and waits until they are gone, so the
-// next run starts on an empty cluster.
-func deleteNamespaces(b *testing.B, client kubernetes.Interface, run string) {
-	b.Helper()
-	ctx := context.Background()
-	start := time.Now()
-	sel := metav1.ListOptions{LabelSelector: benchLbl + "=" + run}
-	list, err := client.CoreV1().Namespaces().List(ctx, sel)
-	if err != nil {
-		b.Errorf("listing namespaces: %v", err)
-		return
-	}
-	parallel(b, len(list.Items), func(i int) error {
-		return client.CoreV1().Namespaces().Delete(ctx, list.Items[i].Name, metav1.DeleteOptions{})
-	})
-	for time.Since(start) < gone {
-		left, err := client.CoreV1().Namespaces().List(ctx, sel)
-		if err == nil && len(left.Items) == 0 {
-			b.Logf("%s: namespaces deleted and gone in %s", run, time.Since(start).Round(time.Second))
-			return
-		}
-		time.Sleep(2 * time.Second)
-	}
-	b.Errorf("namespaces of %s not gone after %s", run, gone)
 }
 
 func report(b *testing.B, r, upstream result) {

@@ -1,0 +1,406 @@
+package scaleout
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/test/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
+
+// kube-controller-manager's defaults, given to every controller process.
+const (
+	// qps and burst are kube-controller-manager's default --kube-api-qps and
+	// --kube-api-burst: each controller's client (and, in kshard as upstream, its events)
+	// gets this budget.
+	qps   = "20"
+	burst = "30"
+	// workers is kube-controller-manager's default --concurrent-deployment-syncs and
+	// --concurrent-replicaset-syncs.
+	workers  = "5"
+	label    = "kshard.io/bench-scaleout"
+	complete = 30 * time.Minute
+	gone     = 15 * time.Minute
+)
+
+// controlPlane are the processes whose CPU the benchmark reports beside each run, so a
+// reader sees when the API server, not the controllers' rate limits, was the bound.
+var controlPlane = []string{"kube-apiserver", "etcd", "kube-scheduler", "kwok", "kube-controller-manager"}
+
+// config is one column of the comparison: upstream (shards == 0) or kshard with shards.
+type config struct {
+	name   string
+	shards int
+}
+
+// usage is one process's figures over a run.
+type usage struct {
+	name    string
+	peakRSS float64 // bytes
+	cpu     float64 // seconds
+}
+
+// result is one run's figures.
+type result struct {
+	config
+	rep         int
+	took        time.Duration
+	controllers []usage // the processes that ran the deployment and replicaset controllers
+	coordinator []usage
+	plane       map[string]usage // by controlPlane name
+	// busiest is the share of the burst's Deployments whose namespace the busiest shard
+	// owned (1 for upstream and one shard): its inverse is the speedup an even split of the
+	// work over the shards' rate limits would give.
+	busiest float64
+}
+
+func (r result) cpu() float64 {
+	s := 0.0
+	for _, u := range r.controllers {
+		s += u.cpu
+	}
+	return s
+}
+
+func (r result) maxPeakRSS() float64 {
+	m := 0.0
+	for _, u := range r.controllers {
+		m = max(m, u.peakRSS)
+	}
+	return m
+}
+
+// cores is the CPU a control plane process used over the run, in cores.
+func (r result) cores(name string) float64 { return r.plane[name].cpu / r.took.Seconds() }
+
+// BenchmarkScaleOut is issue 11 §1's throughput-vs-shards benchmark: a burst of Deployments
+// worked at kube-controller-manager's own client limits by upstream kube-controller-manager
+// and by kshard with 1, 2 and 4 shards, repeated, on one control plane. See doc.go.
+func BenchmarkScaleOut(b *testing.B) {
+	kf := framework.Get(b)
+	kf.RequireKCMWithout(b, "replicaset", "deployment")
+	for _, bin := range []string{"coordinator", "shard"} {
+		framework.Binary(b, bin)
+	}
+	load := framework.Burst{Label: label, Namespaces: envInt(b, "KSHARD_BENCH_SCALEOUT_NAMESPACES", 300),
+		PerNamespace: envInt(b, "KSHARD_BENCH_SCALEOUT_DEPLOYMENTS", 2), Replicas: int32(envInt(b, "KSHARD_BENCH_SCALEOUT_REPLICAS", 3))}
+	reps := envInt(b, "KSHARD_BENCH_REPS", 3)
+	configs := []config{{name: "upstream"}}
+	for _, s := range strings.Split(envString("KSHARD_BENCH_SCALEOUT_SHARDS", "1,2,4"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			b.Fatalf("KSHARD_BENCH_SCALEOUT_SHARDS: %q is not a shard count", s)
+		}
+		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
+	}
+	b.Logf("burst: %d namespaces x %d Deployments x %d replicas = %d pods, %d repetitions; every controller process: --kube-api-qps %s --kube-api-burst %s, %s deployment and %s replicaset workers",
+		load.Namespaces, load.PerNamespace, load.Replicas, load.Deployments()*int(load.Replicas), reps, qps, burst, workers, workers)
+
+	var results []result
+	for rep := 1; rep <= reps; rep++ {
+		for _, c := range configs {
+			b.Run(fmt.Sprintf("%s/rep-%d", c.name, rep), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					l := load
+					l.Run = strings.ToLower(fmt.Sprintf("so-%s-%s-%d-%d", kf.RunID, c.name, rep, i))
+					r := runBurst(b, kf, l, c)
+					r.rep = rep
+					results = append(results, r)
+					report(b, r)
+				}
+			})
+		}
+	}
+	summary(b, configs, results)
+}
+
+// runBurst runs one burst with c's controllers on f's control plane.
+func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c config) result {
+	b.StopTimer()
+	ctx := context.Background()
+	cfg := rest.CopyConfig(f.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nss := load.CreateNamespaces(b, client)
+	defer load.DeleteNamespaces(b, client, gone)
+
+	r := result{config: c, busiest: 1, plane: map[string]usage{}}
+	type proc struct {
+		name, role string
+		pid        int
+	}
+	var procs []proc
+	for _, name := range controlPlane {
+		pid, err := f.ComponentPid(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		procs = append(procs, proc{name, "plane", pid})
+	}
+	if c.shards == 0 {
+		kcm := f.StartKCM(b, "kcm-"+load.Run, framework.KCMOptions{Controllers: []string{"deployment", "replicaset"},
+			Args: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
+				"--concurrent-deployment-syncs=" + workers, "--concurrent-replicaset-syncs=" + workers}})
+		defer kcm.Kill()
+		waitSynced(b, kcm, "deployment", "replicaset")
+		procs = append(procs, proc{"kube-controller-manager (deployment, replicaset)", "controller", kcm.Pid()})
+	} else {
+		k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
+			"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
+			"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
+		}})
+		k.GuardAlone(b)
+		co := k.StartCoordinator("coordinator")
+		procs = append(procs, proc{"coordinator", "coordinator", co.Pid()})
+		for i := 1; i <= c.shards; i++ {
+			s := k.StartShard(fmt.Sprintf("shard-%d", i))
+			procs = append(procs, proc{s.Name, "controller", s.Pid()})
+		}
+		k.WaitAllOwned(b, 90*time.Second)
+		defer func() {
+			for _, s := range k.Shards {
+				s.Kill()
+			}
+			for _, c := range k.Coordinators {
+				c.Kill()
+			}
+		}()
+		r.busiest = busiestShare(ctx, b, k, nss, load.PerNamespace)
+	}
+	before := map[int]framework.ProcUsage{}
+	for _, p := range procs {
+		if p.role != "plane" {
+			if err := framework.ResetPeakRSS(p.pid); err != nil {
+				b.Fatalf("resetting the peak RSS of %s: %v", p.name, err)
+			}
+		}
+		u, err := framework.ReadProcUsage(p.pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before[p.pid] = u
+	}
+
+	b.StartTimer()
+	start := time.Now()
+	load.CreateDeployments(b, client, nss)
+	b.Logf("%s: %d Deployments created in %s", c.name, load.Deployments(), time.Since(start).Round(time.Millisecond))
+	load.WaitComplete(ctx, b, client, load.Deployments(), complete)
+	r.took = time.Since(start)
+	b.StopTimer()
+
+	for _, p := range procs {
+		u, err := framework.ReadProcUsage(p.pid)
+		if err != nil {
+			b.Fatalf("%s: %v", p.name, err)
+		}
+		pu := usage{name: p.name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds - before[p.pid].CPUSeconds}
+		switch p.role {
+		case "controller":
+			r.controllers = append(r.controllers, pu)
+		case "coordinator":
+			r.coordinator = append(r.coordinator, pu)
+		default:
+			r.plane[p.name] = pu
+		}
+	}
+	return r
+}
+
+// waitSynced waits until kube-controller-manager's log shows each named controller
+// started and, after the last of them, its informers synced ("Caches are synced", which
+// 1.37 logs without the controller's name), and one second more: on the cluster the
+// burst has not yet filled, syncing takes milliseconds. kshard's timer likewise starts
+// once every partition is owned and warm.
+func waitSynced(b *testing.B, k *framework.KCM, names ...string) {
+	b.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		raw, err := os.ReadFile(k.LogPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		log := string(raw)
+		last := 0
+		for _, n := range names {
+			i := max(strings.Index(log, `"Starting controller" controller="`+n+`"`), strings.Index(log, `"Starting controller" name="`+n+`"`))
+			if i < 0 {
+				last = -1
+				break
+			}
+			last = max(last, i)
+		}
+		if last >= 0 && strings.Contains(log[last:], `"Caches are synced"`) {
+			time.Sleep(time.Second)
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("kube-controller-manager's %v controllers not started and synced after 60s (see %s)", names, k.LogPath)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// busiestShare returns the share of the burst's Deployments (perNamespace in each of nss)
+// whose namespace the busiest shard owns, from the leading coordinator's assignment.
+func busiestShare(ctx context.Context, b *testing.B, k *framework.KShard, nss []string, perNamespace int) float64 {
+	b.Helper()
+	leader, err := k.Leader(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := leader.Assignments(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owners := framework.Owners(a)
+	pmap, err := partition.NewMap(a.PartitionCount)
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, ns := range nss {
+		per[owners[uint32(pmap.For(ns))]] += perNamespace
+	}
+	most := 0
+	for _, n := range per {
+		most = max(most, n)
+	}
+	b.Logf("Deployments per shard: %v", per)
+	return float64(most) / float64(len(nss)*perNamespace)
+}
+
+func report(b *testing.B, r result) {
+	b.ReportMetric(r.took.Seconds(), "s-to-complete")
+	b.ReportMetric(r.cpu(), "controller-cpu-s")
+	b.ReportMetric(r.maxPeakRSS()/(1<<20), "max-process-peak-RSS-MiB")
+	b.ReportMetric(r.cores("kube-apiserver"), "apiserver-cores")
+	b.ReportMetric(r.cores("etcd"), "etcd-cores")
+	b.ReportMetric(r.busiest, "busiest-shard-share")
+}
+
+// summary logs one table row per configuration (median and range over the repetitions)
+// and writes it to the artifacts folder.
+func summary(b *testing.B, configs []config, results []result) {
+	if len(results) == 0 {
+		return
+	}
+	byConfig := map[string][]result{}
+	for _, r := range results {
+		byConfig[r.name] = append(byConfig[r.name], r)
+	}
+	// ratio returns, per repetition, a's time over b's time (pairing the runs of a
+	// repetition, which ran back to back).
+	ratio := func(num, den string) []float64 {
+		var out []float64
+		for _, n := range byConfig[num] {
+			for _, d := range byConfig[den] {
+				if d.rep == n.rep {
+					out = append(out, n.took.Seconds()/d.took.Seconds())
+				}
+			}
+		}
+		return out
+	}
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\treps\tto complete (s)\tvs upstream\tspeedup vs kshard-1\tbusiest shard's share (ideal speedup)\tcontroller CPU-s\tpeak RSS per process (MiB)\tapiserver cores\tetcd cores\tscheduler+kwok cores\tkcm (others) cores")
+	for _, c := range configs {
+		rs := byConfig[c.name]
+		if len(rs) == 0 {
+			continue
+		}
+		col := func(f func(result) float64) []float64 {
+			out := make([]float64, len(rs))
+			for i, r := range rs {
+				out[i] = f(r)
+			}
+			return out
+		}
+		speedup := "-"
+		if c.shards > 0 {
+			speedup = spread(invert(ratio(c.name, "kshard-1")), "%.2f")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name, len(rs),
+			spread(col(func(r result) float64 { return r.took.Seconds() }), "%.1f"),
+			spread(ratio(c.name, "upstream"), "%.2f"), speedup,
+			spread(col(func(r result) float64 { return r.busiest }), "%.3f"),
+			spread(col(func(r result) float64 { return 1 / r.busiest }), "%.2f"),
+			spread(col(result.cpu), "%.1f"),
+			spread(col(func(r result) float64 { return r.maxPeakRSS() / (1 << 20) }), "%.0f"),
+			spread(col(func(r result) float64 { return r.cores("kube-apiserver") }), "%.2f"),
+			spread(col(func(r result) float64 { return r.cores("etcd") }), "%.2f"),
+			spread(col(func(r result) float64 { return r.cores("kube-scheduler") + r.cores("kwok") }), "%.2f"),
+			spread(col(func(r result) float64 { return r.cores("kube-controller-manager") }), "%.2f"))
+	}
+	_ = tw.Flush()
+	sb.WriteString("\nmedian [min–max] over the repetitions; ratios pair the runs of one repetition. " +
+		"kube-controller-manager (others) is the cluster's own, running every controller but deployment and replicaset, in every run.\n")
+	b.Logf("summary:\n%s", sb.String())
+	path := filepath.Join(framework.ArtifactsDir(b), "summary.txt")
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		b.Error(err)
+	}
+	b.Logf("summary written to %s", path)
+}
+
+func invert(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = 1 / x
+	}
+	return out
+}
+
+// spread formats the median and the range of xs.
+func spread(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	if len(s) == 1 {
+		return fmt.Sprintf(format, med)
+	}
+	return fmt.Sprintf(format+" ["+format+"–"+format+"]", med, s[0], s[len(s)-1])
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

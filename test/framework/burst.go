@@ -1,0 +1,129 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Burst is a benchmark's workload: Namespaces namespaces, each with PerNamespace
+// RollingUpdate Deployments of Replicas pause pods, every object labelled Label=Run.
+type Burst struct {
+	Run          string // the label value and the namespace name stem
+	Label        string
+	Namespaces   int
+	PerNamespace int
+	Replicas     int32
+	// Workers bounds the parallel creates and deletes (default 32).
+	Workers int
+}
+
+// Selector selects the burst's namespaces and Deployments.
+func (b Burst) Selector() string { return b.Label + "=" + b.Run }
+
+// Deployments is the number of Deployments of the burst.
+func (b Burst) Deployments() int { return b.Namespaces * b.PerNamespace }
+
+func (b Burst) workers() int {
+	if b.Workers > 0 {
+		return b.Workers
+	}
+	return 32
+}
+
+// CreateNamespaces creates the burst's namespaces (named <Run>-NNN) and returns their names.
+func (b Burst) CreateNamespaces(t testing.TB, client kubernetes.Interface) []string {
+	t.Helper()
+	nss := make([]string, b.Namespaces)
+	err := Parallel(b.Namespaces, b.workers(), func(i int) error {
+		nss[i] = fmt.Sprintf("%s-%03d", b.Run, i)
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nss[i], Labels: map[string]string{b.Label: b.Run, RunLabel: "bench"}}}
+		_, err := client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nss
+}
+
+// CreateDeployments creates the burst's Deployments (app-N in each namespace of nss).
+func (b Burst) CreateDeployments(t testing.TB, client kubernetes.Interface, nss []string) {
+	t.Helper()
+	err := Parallel(len(nss)*b.PerNamespace, b.workers(), func(i int) error {
+		d := NewRollingDeployment(fmt.Sprintf("app-%d", i%b.PerNamespace), b.Replicas,
+			intstr.FromString("25%"), intstr.FromString("25%"), "registry.k8s.io/pause:3.10", nil)
+		d.Labels = map[string]string{b.Label: b.Run}
+		_, err := client.AppsV1().Deployments(nss[i/b.PerNamespace]).Create(context.Background(), d, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitComplete polls until want Deployments of the burst have completed their rollout,
+// failing t after timeout.
+func (b Burst) WaitComplete(ctx context.Context, t testing.TB, client kubernetes.Interface, want int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: b.Selector(), ResourceVersion: "0"})
+		done := 0
+		var example error
+		if err == nil {
+			for i := range list.Items {
+				if e := DeploymentComplete(&list.Items[i]); e == nil {
+					done++
+				} else if example == nil {
+					example = e
+				}
+			}
+			if done == want {
+				return
+			}
+		} else {
+			example = err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d Deployments complete after %s, e.g. %v", done, want, timeout, example)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// DeleteNamespaces deletes the burst's namespaces and waits up to timeout until they are
+// gone, so that the next run starts on an empty cluster; it reports a failure with
+// t.Errorf (the figures of the run stand).
+func (b Burst) DeleteNamespaces(t testing.TB, client kubernetes.Interface, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	sel := metav1.ListOptions{LabelSelector: b.Selector()}
+	list, err := client.CoreV1().Namespaces().List(ctx, sel)
+	if err != nil {
+		t.Errorf("listing namespaces: %v", err)
+		return
+	}
+	if err := Parallel(len(list.Items), b.workers(), func(i int) error {
+		return client.CoreV1().Namespaces().Delete(ctx, list.Items[i].Name, metav1.DeleteOptions{})
+	}); err != nil {
+		t.Errorf("deleting namespaces: %v", err)
+		return
+	}
+	for time.Since(start) < timeout {
+		left, err := client.CoreV1().Namespaces().List(ctx, sel)
+		if err == nil && len(left.Items) == 0 {
+			t.Logf("%s: namespaces deleted and gone in %s", b.Run, time.Since(start).Round(time.Second))
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Errorf("namespaces of %s not gone after %s", b.Run, timeout)
+}

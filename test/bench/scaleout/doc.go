@@ -22,10 +22,29 @@
 // run, and for kshard the share of the burst that the busiest shard owned: its inverse is
 // the speedup an even split over the shards' rate limits would allow.
 //
-// Run it with
+// BenchmarkCapacity draws the capacity curve: for 1, 2, 3 and 4 shards
+// (KSHARD_BENCH_CAPACITY_SHARDS) with the same limits, the highest sustained rate of
+// Deployment changes at which the deployment and replicaset controllers each hold a
+// queue-wait p99 <= 1 s and a reconcile p99 <= 5 s (the shards' own histograms,
+// kshard_workqueue_queue_duration_seconds and kshard_controller_reconcile_duration_seconds,
+// summed over the shards, their increase over the step, p99 interpolated within a bucket
+// as Prometheus's histogram_quantile does). KSHARD_BENCH_CAPACITY_NAMESPACES namespaces
+// (default 400) hold one Deployment of 2 replicas each, filled once by a kshard with high
+// limits. Each shard count then gets a ladder of offered rates (KSHARD_BENCH_CAPACITY_RATES,
+// changes/s): for KSHARD_BENCH_CAPACITY_WINDOW_SECONDS (default 60) the benchmark patches
+// Deployments picked at random, alternately a scale change (2 ↔ 3 replicas) and a rollout
+// (a new pod template annotation), then waits until every Deployment has completed (at
+// most 3 minutes) before it reads the histograms, so that the step's backlog counts. A
+// step holds when both SLOs hold, it drained, and the client sent >= 95 % of the offered
+// rate; the ladder stops at the first step that fails. The table, a CSV and two plots
+// (capacity.svg: sustained rate by shards with the linear ideal; capacity-latency.svg:
+// queue-wait p99 by offered rate) are written to the artifacts folder.
+//
+// Run them with
 //
 //	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench ScaleOut -benchtime=1x -timeout 120m -v
+//	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench Capacity -benchtime=1x -timeout 180m -v
 //
-// (make build first). The summary table (median [min–max] per configuration) is logged
-// and written to the artifacts folder as summary.txt.
+// (make build first; `make bench` runs both). The summary table (median [min–max] per
+// configuration) is logged and written to the artifacts folder as summary.txt.
 package scaleout

@@ -100,11 +100,7 @@ func BenchmarkScaleOut(b *testing.B) {
 		PerNamespace: envInt(b, "KSHARD_BENCH_SCALEOUT_DEPLOYMENTS", 2), Replicas: int32(envInt(b, "KSHARD_BENCH_SCALEOUT_REPLICAS", 3))}
 	reps := envInt(b, "KSHARD_BENCH_REPS", 3)
 	configs := []config{{name: "upstream"}}
-	for _, s := range strings.Split(envString("KSHARD_BENCH_SCALEOUT_SHARDS", "1,2,4"), ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			b.Fatalf("KSHARD_BENCH_SCALEOUT_SHARDS: %q is not a shard count", s)
-		}
+	for _, n := range envInts(b, "KSHARD_BENCH_SCALEOUT_SHARDS", "1,2,4") {
 		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
 	}
 	b.Logf("burst: %d namespaces x %d Deployments x %d replicas = %d pods, %d repetitions; every controller process: --kube-api-qps %s --kube-api-burst %s, %s deployment and %s replicaset workers",

@@ -1,0 +1,411 @@
+package scaleout
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/test/framework"
+)
+
+// The service level objectives a rate must hold to count as sustained.
+const (
+	queueWaitSLO = time.Second
+	reconcileSLO = 5 * time.Second
+	// drain bounds the wait, after a step's window, for every Deployment to complete; a
+	// step that does not drain fails.
+	drain = 3 * time.Minute
+	// capacityControllers are the controllers whose SLOs are checked (each on its own).
+	revAnnotation = "kshard.io/bench-rev"
+)
+
+var capacityControllers = []string{"deployment", "replicaset"}
+
+// step is one offered rate's outcome for one shard count.
+type step struct {
+	shards       int
+	rate         float64 // changes per second offered
+	achieved     float64 // changes per second the client sent (patches that succeeded)
+	queueWaitP99 float64 // seconds, the worst controller's
+	reconcileP99 float64 // seconds, the worst controller's
+	drained      bool
+	apiserver    float64 // cores over the window and drain
+	etcd         float64
+	shardCPU     float64 // cores, all shards together
+}
+
+func (s step) ok() bool {
+	return s.drained && s.queueWaitP99 <= queueWaitSLO.Seconds() && s.reconcileP99 <= reconcileSLO.Seconds() &&
+		s.achieved >= 0.95*s.rate
+}
+
+// BenchmarkCapacity draws issue 11 §1's capacity curve: for 1, 2, 3 and 4 shards at
+// kube-controller-manager's client limits, the highest sustained rate of Deployment
+// changes (scale changes and rollouts, half each, on Deployments picked at random over
+// the namespaces) at which the deployment and replicaset controllers both hold a
+// queue-wait p99 <= 1 s and a reconcile p99 <= 5 s. See doc.go.
+func BenchmarkCapacity(b *testing.B) {
+	kf := framework.Get(b)
+	kf.RequireKCMWithout(b, "replicaset", "deployment")
+	for _, bin := range []string{"coordinator", "shard"} {
+		framework.Binary(b, bin)
+	}
+	shardCounts := envInts(b, "KSHARD_BENCH_CAPACITY_SHARDS", "1,2,3,4")
+	rates := envInts(b, "KSHARD_BENCH_CAPACITY_RATES", "1,2,3,4,6,8,10,12,16,20,24,32")
+	window := time.Duration(envInt(b, "KSHARD_BENCH_CAPACITY_WINDOW_SECONDS", 60)) * time.Second
+	load := framework.Burst{Run: strings.ToLower("cap-" + kf.RunID), Label: label,
+		Namespaces: envInt(b, "KSHARD_BENCH_CAPACITY_NAMESPACES", 400), PerNamespace: 1, Replicas: 2}
+	b.Logf("%d namespaces x 1 Deployment x 2 replicas; offered rates %v changes/s, %s each; shard counts %v; SLOs: queue wait p99 <= %s, reconcile p99 <= %s",
+		load.Namespaces, rates, window, shardCounts, queueWaitSLO, reconcileSLO)
+
+	ctx := context.Background()
+	cfg := rest.CopyConfig(kf.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nss := load.CreateNamespaces(b, client)
+	defer load.DeleteNamespaces(b, client, gone)
+	populate(b, kf, client, load, nss)
+
+	var steps []step
+	for _, n := range shardCounts {
+		b.Run(fmt.Sprintf("shards-%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				got := ladder(ctx, b, kf, client, load, nss, n, rates, window)
+				steps = append(steps, got...)
+				b.ReportMetric(capacity(got), "sustained-changes/s")
+			}
+		})
+	}
+	writeCapacity(b, steps, shardCounts)
+}
+
+// populate fills the namespaces with their Deployments using a kshard of its own with
+// high client limits, which it stops once every Deployment is complete.
+func populate(b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string) {
+	b.Helper()
+	start := time.Now()
+	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
+		"--controllers", "replicaset,deployment", "--kube-api-qps", "500", "--kube-api-burst", "1000"}})
+	k.GuardAlone(b)
+	k.StartCoordinator("populate-coordinator")
+	k.StartShard("populate-shard")
+	k.WaitAllOwned(b, 90*time.Second)
+	load.CreateDeployments(b, client, nss)
+	load.WaitComplete(context.Background(), b, client, load.Deployments(), complete)
+	for _, s := range k.Shards {
+		s.Kill()
+	}
+	for _, c := range k.Coordinators {
+		c.Kill()
+	}
+	b.Logf("populated %d Deployments in %s", load.Deployments(), time.Since(start).Round(time.Second))
+}
+
+// ladder starts n shards at kube-controller-manager's limits and offers each rate in turn
+// until one fails its SLOs.
+func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string, n int, rates []int, window time.Duration) []step {
+	b.StopTimer()
+	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
+		"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
+		"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
+	}})
+	k.GuardAlone(b)
+	k.StartCoordinator("coordinator")
+	var shards []*framework.Shard
+	for i := 1; i <= n; i++ {
+		shards = append(shards, k.StartShard(fmt.Sprintf("shard-%d", i)))
+	}
+	k.WaitAllOwned(b, 90*time.Second)
+	defer func() {
+		for _, s := range k.Shards {
+			s.Kill()
+		}
+		for _, c := range k.Coordinators {
+			c.Kill()
+		}
+	}()
+	apiPid, err := f.ComponentPid("kube-apiserver")
+	if err != nil {
+		b.Fatal(err)
+	}
+	etcdPid, err := f.ComponentPid("etcd")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(uint64(n), 11))
+	var out []step
+	for _, r := range rates {
+		before := scrapeAll(ctx, b, shards)
+		cpu0 := cpuOf(b, apiPid, etcdPid, shards)
+		start := time.Now()
+		b.StartTimer()
+		sent := offer(ctx, b, client, nss, float64(r), window, rng)
+		achieved := float64(sent) / time.Since(start).Seconds()
+		drained := waitDrained(ctx, client, load)
+		b.StopTimer()
+		elapsed := time.Since(start).Seconds()
+		after := scrapeAll(ctx, b, shards)
+		cpu1 := cpuOf(b, apiPid, etcdPid, shards)
+		s := step{shards: n, rate: float64(r), achieved: achieved, drained: drained,
+			apiserver: (cpu1[0] - cpu0[0]) / elapsed, etcd: (cpu1[1] - cpu0[1]) / elapsed, shardCPU: (cpu1[2] - cpu0[2]) / elapsed}
+		for _, c := range capacityControllers {
+			s.queueWaitP99 = math.Max(s.queueWaitP99, p99(before, after, "kshard_workqueue_queue_duration_seconds", "name", c))
+			s.reconcileP99 = math.Max(s.reconcileP99, p99(before, after, "kshard_controller_reconcile_duration_seconds", "controller", c))
+		}
+		b.Logf("%d shards, %d changes/s offered: %.2f/s sent, queue wait p99 %.2fs, reconcile p99 %.2fs, drained %v; apiserver %.2f cores, etcd %.2f, shards %.2f → %s",
+			n, r, s.achieved, s.queueWaitP99, s.reconcileP99, s.drained, s.apiserver, s.etcd, s.shardCPU, map[bool]string{true: "holds", false: "fails"}[s.ok()])
+		out = append(out, s)
+		if !s.ok() {
+			break
+		}
+	}
+	return out
+}
+
+// offer sends rate changes per second for window: each picks a namespace's Deployment at
+// random and either scales it (2 ↔ 3 replicas) or rolls it out (a new pod template
+// annotation), alternately. It returns the number of changes the API server accepted.
+func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss []string, rate float64, window time.Duration, rng *rand.Rand) int64 {
+	total := int(rate * window.Seconds())
+	jobs := make(chan int, total)
+	targets := make([]int, total)
+	for i := range targets {
+		targets[i] = rng.IntN(len(nss))
+	}
+	var (
+		sent, failed atomic.Int64
+		wg           sync.WaitGroup
+		replicas     sync.Map // namespace → current replicas
+	)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				ns := nss[targets[i]]
+				var patch string
+				if i%2 == 0 {
+					want := int32(3)
+					if v, _ := replicas.Load(ns); v == int32(3) {
+						want = 2
+					}
+					replicas.Store(ns, want)
+					patch = fmt.Sprintf(`{"spec":{"replicas":%d}}`, want)
+				} else {
+					patch = fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:"%d"}}}}}`, revAnnotation, time.Now().UnixNano())
+				}
+				_, err := client.AppsV1().Deployments(ns).Patch(ctx, "app-0", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	start := time.Now()
+	for i := 0; i < total; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		b.Logf("%d of %d changes failed", n, total)
+	}
+	return sent.Load()
+}
+
+// waitDrained waits until every Deployment has completed its rollout, i.e. the window's
+// changes are all worked.
+func waitDrained(ctx context.Context, client kubernetes.Interface, load framework.Burst) bool {
+	deadline := time.Now().Add(drain)
+	for time.Now().Before(deadline) {
+		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: load.Selector(), ResourceVersion: "0"})
+		if err == nil {
+			done := 0
+			for i := range list.Items {
+				if framework.DeploymentComplete(&list.Items[i]) == nil {
+					done++
+				}
+			}
+			if done == load.Deployments() {
+				return true
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return false
+}
+
+func scrapeAll(ctx context.Context, b *testing.B, shards []*framework.Shard) []framework.Samples {
+	var out []framework.Samples
+	for _, s := range shards {
+		m, err := framework.Scrape(ctx, s.HTTPURL)
+		if err != nil {
+			b.Fatalf("%s: %v", s.Name, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// cpuOf returns the CPU-seconds used so far by the API server, etcd and all shards.
+func cpuOf(b *testing.B, apiPid, etcdPid int, shards []*framework.Shard) [3]float64 {
+	var out [3]float64
+	for i, pid := range []int{apiPid, etcdPid} {
+		u, err := framework.ReadProcUsage(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = u.CPUSeconds
+	}
+	for _, s := range shards {
+		u, err := framework.ReadProcUsage(s.Pid())
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[2] += u.CPUSeconds
+	}
+	return out
+}
+
+// p99 estimates the 99th percentile of histogram name (series with label=value, summed
+// over the shards) from the increase of its buckets between two scrapes, interpolating
+// linearly within a bucket as Prometheus's histogram_quantile does. An empty window is 0.
+func p99(before, after []framework.Samples, name, label, value string) float64 {
+	buckets := map[float64]float64{}
+	for i := range after {
+		for _, s := range after[i] {
+			if s.Name != name+"_bucket" || s.Labels[label] != value {
+				continue
+			}
+			le, err := strconv.ParseFloat(s.Labels["le"], 64)
+			if err != nil {
+				continue
+			}
+			buckets[le] += s.Value - before[i].Value(name+"_bucket", label+"="+value, "le="+s.Labels["le"])
+		}
+	}
+	return quantile(0.99, buckets)
+}
+
+// quantile is histogram_quantile over cumulative buckets keyed by upper bound.
+func quantile(q float64, buckets map[float64]float64) float64 {
+	les := make([]float64, 0, len(buckets))
+	for le := range buckets {
+		les = append(les, le)
+	}
+	sort.Float64s(les)
+	if len(les) == 0 || buckets[les[len(les)-1]] == 0 {
+		return 0
+	}
+	rank := q * buckets[les[len(les)-1]]
+	lower, below := 0.0, 0.0
+	for _, le := range les {
+		count := buckets[le]
+		if count >= rank {
+			if math.IsInf(le, 1) {
+				return lower // the highest finite bound, as histogram_quantile answers
+			}
+			return lower + (le-lower)*(rank-below)/(count-below)
+		}
+		lower, below = le, count
+	}
+	return lower
+}
+
+// capacity is the highest offered rate that held its SLOs.
+func capacity(steps []step) float64 {
+	best := 0.0
+	for _, s := range steps {
+		if s.ok() {
+			best = math.Max(best, s.rate)
+		}
+	}
+	return best
+}
+
+// writeCapacity logs the table of every step and the capacity per shard count, and writes
+// capacity.csv, capacity.txt and the plot capacity.svg to the artifacts folder.
+func writeCapacity(b *testing.B, steps []step, shardCounts []int) {
+	if len(steps) == 0 {
+		return
+	}
+	dir := framework.ArtifactsDir(b)
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "shards\toffered changes/s\tsent/s\tqueue wait p99 (s)\treconcile p99 (s)\tdrained\tSLOs\tapiserver cores\tetcd cores\tshard cores (all)")
+	rows := [][]string{{"shards", "offered", "sent", "queue_wait_p99_s", "reconcile_p99_s", "drained", "holds", "apiserver_cores", "etcd_cores", "shard_cores"}}
+	for _, s := range steps {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%v\t%s\t%.2f\t%.2f\t%.2f\n", s.shards, s.rate, s.achieved, s.queueWaitP99, s.reconcileP99,
+			s.drained, map[bool]string{true: "hold", false: "fail"}[s.ok()], s.apiserver, s.etcd, s.shardCPU)
+		rows = append(rows, []string{strconv.Itoa(s.shards), fmt.Sprint(s.rate), fmt.Sprintf("%.3f", s.achieved), fmt.Sprintf("%.3f", s.queueWaitP99),
+			fmt.Sprintf("%.3f", s.reconcileP99), strconv.FormatBool(s.drained), strconv.FormatBool(s.ok()),
+			fmt.Sprintf("%.3f", s.apiserver), fmt.Sprintf("%.3f", s.etcd), fmt.Sprintf("%.3f", s.shardCPU)})
+	}
+	_ = tw.Flush()
+	sb.WriteString("\ncapacity (highest offered rate holding both SLOs):")
+	var points []capacityPoint
+	for _, n := range shardCounts {
+		var mine []step
+		for _, s := range steps {
+			if s.shards == n {
+				mine = append(mine, s)
+			}
+		}
+		c := capacity(mine)
+		points = append(points, capacityPoint{shards: n, rate: c})
+		fmt.Fprintf(&sb, " %d shard(s) %.0f/s;", n, c)
+	}
+	sb.WriteString("\n")
+	b.Logf("capacity:\n%s", sb.String())
+	if err := os.WriteFile(filepath.Join(dir, "capacity.txt"), []byte(sb.String()), 0o644); err != nil {
+		b.Error(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "capacity.csv"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := csv.NewWriter(f).WriteAll(rows); err != nil {
+		b.Error(err)
+	}
+	svg := filepath.Join(dir, "capacity.svg")
+	if err := plotCapacity(points, steps, svg); err != nil {
+		b.Error(err)
+	}
+	b.Logf("capacity table, CSV and plot written to %s", dir)
+}
+
+func envInts(b *testing.B, name, def string) []int {
+	var out []int
+	for _, s := range strings.Split(envString(name, def), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			b.Fatalf("%s: %q is not a positive integer", name, s)
+		}
+		out = append(out, n)
+	}
+	return out
+}

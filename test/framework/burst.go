@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,10 +70,15 @@ func (b Burst) CreateDeployments(t testing.TB, client kubernetes.Interface, nss 
 }
 
 // WaitComplete polls until want Deployments of the burst have completed their rollout,
-// failing t after timeout.
+// failing t after timeout. It logs when half, 90 % and 99 % of them were complete, so
+// that a long tail shows.
 func (b Burst) WaitComplete(ctx context.Context, t testing.TB, client kubernetes.Interface, want int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
+	marks := []float64{0.5, 0.9, 0.99}
+	var reached []string
+	defer func() { t.Logf("%s: complete at %s", b.Run, strings.Join(reached, ", ")) }()
 	for {
 		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: b.Selector(), ResourceVersion: "0"})
 		done := 0
@@ -85,7 +91,12 @@ func (b Burst) WaitComplete(ctx context.Context, t testing.TB, client kubernetes
 					example = e
 				}
 			}
+			for len(marks) > 0 && float64(done) >= marks[0]*float64(want) {
+				reached = append(reached, fmt.Sprintf("%.0f%% %s", marks[0]*100, time.Since(start).Round(100*time.Millisecond)))
+				marks = marks[1:]
+			}
 			if done == want {
+				reached = append(reached, fmt.Sprintf("100%% %s", time.Since(start).Round(100*time.Millisecond)))
 				return
 			}
 		} else {

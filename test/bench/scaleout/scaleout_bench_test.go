@@ -143,6 +143,7 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 		pid        int
 	}
 	var procs []proc
+	var shards []*framework.Shard
 	for _, name := range controlPlane {
 		pid, err := f.ComponentPid(name)
 		if err != nil {
@@ -167,6 +168,7 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 		procs = append(procs, proc{"coordinator", "coordinator", co.Pid()})
 		for i := 1; i <= c.shards; i++ {
 			s := k.StartShard(fmt.Sprintf("shard-%d", i))
+			shards = append(shards, s)
 			procs = append(procs, proc{s.Name, "controller", s.Pid()})
 		}
 		k.WaitAllOwned(b, 90*time.Second)
@@ -201,6 +203,9 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 	load.WaitComplete(ctx, b, client, load.Deployments(), complete)
 	r.took = time.Since(start)
 	b.StopTimer()
+	for _, s := range shards {
+		logClientUse(ctx, b, s, r.took)
+	}
 
 	for _, p := range procs {
 		u, err := framework.ReadProcUsage(p.pid)
@@ -252,6 +257,22 @@ func waitSynced(b *testing.B, k *framework.KCM, names ...string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// logClientUse logs what a shard's API clients did over the run (which includes the few
+// requests of its warm-up before the timer): requests sent, their rate, and the time
+// they waited in the client-side rate limiters, so a reader can tell a shard bound by
+// its QPS (waits add up to the run) from one waiting on the cluster (pods to turn Ready).
+func logClientUse(ctx context.Context, b *testing.B, s *framework.Shard, took time.Duration) {
+	m, err := framework.Scrape(ctx, s.HTTPURL)
+	if err != nil {
+		b.Logf("%s: metrics: %v", s.Name, err)
+		return
+	}
+	requests := m.Value("kshard_rest_client_requests_total")
+	b.Logf("%s: %.0f API requests (%.1f/s over the run), %.0f s waited in rate limiters over %.0f requests, %.0f reconciles",
+		s.Name, requests, requests/took.Seconds(), m.Value("kshard_rest_client_rate_limiter_duration_seconds_sum"),
+		m.Value("kshard_rest_client_rate_limiter_duration_seconds_count"), m.Value("kshard_controller_reconciles_total"))
 }
 
 // busiestShare returns the share of the burst's Deployments (perNamespace in each of nss)

@@ -12,6 +12,8 @@
 //   - kshard-N: a coordinator and N shards (KSHARD_BENCH_SCALEOUT_SHARDS, default 1,2,4)
 //     running replicaset,deployment.
 //
+// (KSHARD_BENCH_SCALEOUT_UPSTREAM=0 leaves upstream out, for a look at kshard alone.)
+//
 // Every controller process has kube-controller-manager's defaults: --kube-api-qps 20,
 // --kube-api-burst 30 per controller client (events included, in both), 5 deployment and
 // 5 replicaset workers. All runs use the same control plane, one after the other, and a

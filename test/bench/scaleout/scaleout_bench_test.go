@@ -99,7 +99,10 @@ func BenchmarkScaleOut(b *testing.B) {
 	load := framework.Burst{Label: label, Namespaces: envInt(b, "KSHARD_BENCH_SCALEOUT_NAMESPACES", 300),
 		PerNamespace: envInt(b, "KSHARD_BENCH_SCALEOUT_DEPLOYMENTS", 2), Replicas: int32(envInt(b, "KSHARD_BENCH_SCALEOUT_REPLICAS", 3))}
 	reps := envInt(b, "KSHARD_BENCH_REPS", 3)
-	configs := []config{{name: "upstream"}}
+	var configs []config
+	if envString("KSHARD_BENCH_SCALEOUT_UPSTREAM", "1") != "0" {
+		configs = append(configs, config{name: "upstream"})
+	}
 	for _, n := range envInts(b, "KSHARD_BENCH_SCALEOUT_SHARDS", "1,2,4") {
 		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
 	}

@@ -20,7 +20,7 @@ type capacityPoint struct {
 // plotCapacity draws the capacity curve (sustained changes/s against shards, with the
 // linear ideal from one shard) to path, and beside it, to path with "-latency" before
 // the extension, the queue-wait p99 against the offered rate, one line per shard count,
-// with the SLO.
+// with the SLO; each also as PNG.
 func plotCapacity(points []capacityPoint, steps []step, path string) error {
 	p := plot.New()
 	p.Title.Text = "Sustained Deployment changes/s at queue wait p99 ≤ 1 s, reconcile p99 ≤ 5 s"
@@ -48,7 +48,7 @@ func plotCapacity(points []capacityPoint, steps []step, path string) error {
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.X.Min, p.Y.Min = 0, 0
-	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
+	if err := save(p, path); err != nil {
 		return err
 	}
 
@@ -78,5 +78,13 @@ func plotCapacity(points []capacityPoint, steps []step, path string) error {
 	q.Legend.Add("SLO", slo)
 	q.Legend.Top, q.Legend.Left = true, true
 	q.Y.Min = 0
-	return q.Save(7*vg.Inch, 4.5*vg.Inch, strings.TrimSuffix(path, ".svg")+"-latency.svg")
+	return save(q, strings.TrimSuffix(path, ".svg")+"-latency.svg")
+}
+
+// save writes p as SVG to path and as PNG beside it (for viewers without SVG).
+func save(p *plot.Plot, path string) error {
+	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		return err
+	}
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, strings.TrimSuffix(path, ".svg")+".png")
 }

@@ -208,6 +208,38 @@ func (k *KShard) StartShardAs(name string, creds ShardCredentials) *Shard {
 	return s
 }
 
+// StartSet starts a coordinator ("coordinator") and n shards (shard-1 … shard-n) after
+// GuardAlone, and waits until every shard owns partitions; it returns the shards in order.
+func (k *KShard) StartSet(t testing.TB, n int) []*Shard {
+	t.Helper()
+	k.GuardAlone(t)
+	k.StartCoordinator("coordinator")
+	shards := make([]*Shard, 0, n)
+	for i := 1; i <= n; i++ {
+		shards = append(shards, k.StartShard(fmt.Sprintf("shard-%d", i)))
+	}
+	k.WaitAllOwned(t, 90*time.Second)
+	return shards
+}
+
+// KillAll ends every shard and coordinator of k at once (the test's cleanup would, later):
+// for a benchmark whose next run must find the cluster without them.
+func (k *KShard) KillAll() {
+	k.mu.Lock()
+	shards := make([]*Shard, 0, len(k.Shards))
+	for _, s := range k.Shards {
+		shards = append(shards, s)
+	}
+	coordinators := append([]*Coordinator(nil), k.Coordinators...)
+	k.mu.Unlock()
+	for _, s := range shards {
+		s.Kill()
+	}
+	for _, c := range coordinators {
+		c.Kill()
+	}
+}
+
 // Live returns the shards whose processes still run.
 func (k *KShard) Live() map[string]bool {
 	k.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat; it is 100 on
@@ -76,4 +77,59 @@ func ReadProcUsage(pid int) (ProcUsage, error) {
 // /proc/<pid>/clear_refs), so a long-running process's peak can be measured over one run.
 func ResetPeakRSS(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// Metered is a process a Meter measures; Role lets the caller group the figures.
+type Metered struct {
+	Name, Role string
+	Pid        int
+	// ResetPeak resets the process's VmHWM when the meter starts, so PeakRSSBytes is the
+	// peak over the measurement (for processes that ran before it).
+	ResetPeak bool
+}
+
+// Usage is one metered process's figures over a measurement.
+type Usage struct {
+	Metered
+	PeakRSSBytes float64 // VmHWM at the end
+	CPUSeconds   float64 // utime+stime used during the measurement
+}
+
+// Meter measures the CPU time and peak RSS of processes over an interval.
+type Meter struct {
+	procs  []Metered
+	before []ProcUsage
+}
+
+// StartMeter resets the peaks asked for and records every process's CPU time so far.
+func StartMeter(t testing.TB, procs ...Metered) *Meter {
+	t.Helper()
+	m := &Meter{procs: procs}
+	for _, p := range procs {
+		if p.ResetPeak {
+			if err := ResetPeakRSS(p.Pid); err != nil {
+				t.Fatalf("resetting the peak RSS of %s: %v", p.Name, err)
+			}
+		}
+		u, err := ReadProcUsage(p.Pid)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		m.before = append(m.before, u)
+	}
+	return m
+}
+
+// Stop returns each process's figures since StartMeter, in StartMeter's order.
+func (m *Meter) Stop(t testing.TB) []Usage {
+	t.Helper()
+	out := make([]Usage, len(m.procs))
+	for i, p := range m.procs {
+		u, err := ReadProcUsage(p.Pid)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		out[i] = Usage{Metered: p, PeakRSSBytes: u.PeakRSSBytes, CPUSeconds: u.CPUSeconds - m.before[i].CPUSeconds}
+	}
+	return out
 }

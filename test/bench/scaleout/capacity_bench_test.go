@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/test/framework"
 )
@@ -76,12 +75,7 @@ func BenchmarkCapacity(b *testing.B) {
 		load.Namespaces, rates, window, shardCounts, queueWaitSLO, reconcileSLO)
 
 	ctx := context.Background()
-	cfg := rest.CopyConfig(kf.Config)
-	cfg.QPS, cfg.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := kf.LoadClient(b)
 	nss := load.CreateNamespaces(b, client)
 	defer load.DeleteNamespaces(b, client, gone)
 	// In a sub-benchmark of its own, so that its kshard's GuardAlone ends with it.
@@ -107,18 +101,10 @@ func populate(b *testing.B, f *framework.Framework, client kubernetes.Interface,
 	start := time.Now()
 	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
 		"--controllers", "replicaset,deployment", "--kube-api-qps", "500", "--kube-api-burst", "1000"}})
-	k.GuardAlone(b)
-	k.StartCoordinator("populate-coordinator")
-	k.StartShard("populate-shard")
-	k.WaitAllOwned(b, 90*time.Second)
+	k.StartSet(b, 1)
 	load.CreateDeployments(b, client, nss)
 	load.WaitComplete(context.Background(), b, client, load.Deployments(), complete)
-	for _, s := range k.Shards {
-		s.Kill()
-	}
-	for _, c := range k.Coordinators {
-		c.Kill()
-	}
+	k.KillAll()
 	b.Logf("populated %d Deployments in %s", load.Deployments(), time.Since(start).Round(time.Second))
 }
 
@@ -130,21 +116,8 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 		"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
 		"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
 	}})
-	k.GuardAlone(b)
-	k.StartCoordinator("coordinator")
-	var shards []*framework.Shard
-	for i := 1; i <= n; i++ {
-		shards = append(shards, k.StartShard(fmt.Sprintf("shard-%d", i)))
-	}
-	k.WaitAllOwned(b, 90*time.Second)
-	defer func() {
-		for _, s := range k.Shards {
-			s.Kill()
-		}
-		for _, c := range k.Coordinators {
-			c.Kill()
-		}
-	}()
+	shards := k.StartSet(b, n)
+	defer k.KillAll()
 	apiPid, err := f.ComponentPid("kube-apiserver")
 	if err != nil {
 		b.Fatal(err)

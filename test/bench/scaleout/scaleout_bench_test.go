@@ -13,9 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/test/framework"
 )
@@ -131,73 +128,41 @@ func BenchmarkScaleOut(b *testing.B) {
 func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c config) result {
 	b.StopTimer()
 	ctx := context.Background()
-	cfg := rest.CopyConfig(f.Config)
-	cfg.QPS, cfg.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := f.LoadClient(b)
 	nss := load.CreateNamespaces(b, client)
 	defer load.DeleteNamespaces(b, client, gone)
 
 	r := result{config: c, busiest: 1, plane: map[string]usage{}}
-	type proc struct {
-		name, role string
-		pid        int
-	}
-	var procs []proc
-	var shards []*framework.Shard
+	var procs []framework.Metered
 	for _, name := range controlPlane {
 		pid, err := f.ComponentPid(name)
 		if err != nil {
 			b.Fatal(err)
 		}
-		procs = append(procs, proc{name, "plane", pid})
+		procs = append(procs, framework.Metered{Name: name, Role: "plane", Pid: pid})
 	}
+	var shards []*framework.Shard
 	if c.shards == 0 {
 		kcm := f.StartKCM(b, "kcm-"+load.Run, framework.KCMOptions{Controllers: []string{"deployment", "replicaset"},
 			Args: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
 				"--concurrent-deployment-syncs=" + workers, "--concurrent-replicaset-syncs=" + workers}})
 		defer kcm.Kill()
 		waitSynced(b, kcm, "deployment", "replicaset")
-		procs = append(procs, proc{"kube-controller-manager (deployment, replicaset)", "controller", kcm.Pid()})
+		procs = append(procs, framework.Metered{Name: "kube-controller-manager (deployment, replicaset)", Role: "controller", Pid: kcm.Pid(), ResetPeak: true})
 	} else {
 		k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
 			"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
 			"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
 		}})
-		k.GuardAlone(b)
-		co := k.StartCoordinator("coordinator")
-		procs = append(procs, proc{"coordinator", "coordinator", co.Pid()})
-		for i := 1; i <= c.shards; i++ {
-			s := k.StartShard(fmt.Sprintf("shard-%d", i))
-			shards = append(shards, s)
-			procs = append(procs, proc{s.Name, "controller", s.Pid()})
+		shards = k.StartSet(b, c.shards)
+		defer k.KillAll()
+		for _, s := range shards {
+			procs = append(procs, framework.Metered{Name: s.Name, Role: "controller", Pid: s.Pid(), ResetPeak: true})
 		}
-		k.WaitAllOwned(b, 90*time.Second)
-		defer func() {
-			for _, s := range k.Shards {
-				s.Kill()
-			}
-			for _, c := range k.Coordinators {
-				c.Kill()
-			}
-		}()
+		procs = append(procs, framework.Metered{Name: "coordinator", Role: "coordinator", Pid: k.Coordinators[0].Pid(), ResetPeak: true})
 		r.busiest = busiestShare(ctx, b, k, nss, load.PerNamespace)
 	}
-	before := map[int]framework.ProcUsage{}
-	for _, p := range procs {
-		if p.role != "plane" {
-			if err := framework.ResetPeakRSS(p.pid); err != nil {
-				b.Fatalf("resetting the peak RSS of %s: %v", p.name, err)
-			}
-		}
-		u, err := framework.ReadProcUsage(p.pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		before[p.pid] = u
-	}
+	meter := framework.StartMeter(b, procs...)
 
 	b.StartTimer()
 	start := time.Now()
@@ -209,20 +174,15 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 	for _, s := range shards {
 		logClientUse(ctx, b, s, r.took)
 	}
-
-	for _, p := range procs {
-		u, err := framework.ReadProcUsage(p.pid)
-		if err != nil {
-			b.Fatalf("%s: %v", p.name, err)
-		}
-		pu := usage{name: p.name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds - before[p.pid].CPUSeconds}
-		switch p.role {
+	for _, u := range meter.Stop(b) {
+		pu := usage{name: u.Name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds}
+		switch u.Role {
 		case "controller":
 			r.controllers = append(r.controllers, pu)
 		case "coordinator":
 			r.coordinator = append(r.coordinator, pu)
 		default:
-			r.plane[p.name] = pu
+			r.plane[u.Name] = pu
 		}
 	}
 	return r

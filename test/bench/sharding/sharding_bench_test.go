@@ -45,7 +45,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
@@ -140,12 +139,7 @@ func BenchmarkSharding(b *testing.B) {
 	for _, bin := range []string{"coordinator", "shard"} {
 		framework.Binary(b, bin)
 	}
-	cfg := rest.CopyConfig(f.Config)
-	cfg.QPS, cfg.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := f.LoadClient(b)
 	e := &env{f: f, client: client, pmap: partition.Map{Count: partitions}}
 	b.Cleanup(e.deleteAll)
 	b.Logf("extra flags: shards %q (KSHARD_BENCH_SHARD_ARGS), coordinator %q (KSHARD_BENCH_COORDINATOR_ARGS)", extraShardArgs, extraCoordinatorArgs)

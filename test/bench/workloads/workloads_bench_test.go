@@ -37,9 +37,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -163,12 +160,7 @@ func checkKCMFlags(b *testing.B, f *framework.Framework) {
 func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int) result {
 	b.StopTimer()
 	ctx := context.Background()
-	cfg := rest.CopyConfig(f.Config)
-	cfg.QPS, cfg.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := f.LoadClient(b)
 	load := framework.Burst{Run: "wl-" + strings.ToLower(f.RunID+"-"+name), Label: benchLbl,
 		Namespaces: namespaces, PerNamespace: deploymentsPerNS, Replicas: replicas, Workers: createWorkers}
 	nss := load.CreateNamespaces(b, client)
@@ -178,48 +170,22 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 	if err != nil {
 		b.Fatal(err)
 	}
-	type proc struct {
-		name string
-		pid  int
-		role string
-	}
-	var procs []proc
+	var procs []framework.Metered
 	if shards == 0 {
-		procs = append(procs, proc{"kube-controller-manager (all controllers)", kcmPid, "controller"})
+		procs = append(procs, framework.Metered{Name: "kube-controller-manager (all controllers)", Pid: kcmPid, Role: "controller", ResetPeak: true})
 	} else {
-		procs = append(procs, proc{"kube-controller-manager (others)", kcmPid, "other"})
+		procs = append(procs, framework.Metered{Name: "kube-controller-manager (others)", Pid: kcmPid, Role: "other", ResetPeak: true})
 		k := kf.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
 			"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
 			"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
 		}})
-		k.GuardAlone(b)
-		c := k.StartCoordinator("coordinator")
-		procs = append(procs, proc{"coordinator", c.Pid(), "coordinator"})
-		for i := 1; i <= shards; i++ {
-			s := k.StartShard(fmt.Sprintf("shard-%d", i))
-			procs = append(procs, proc{s.Name, s.Pid(), "controller"})
+		for _, s := range k.StartSet(b, shards) {
+			procs = append(procs, framework.Metered{Name: s.Name, Pid: s.Pid(), Role: "controller", ResetPeak: true})
 		}
-		k.WaitAllOwned(b, 90*time.Second)
-		defer func() {
-			for _, s := range k.Shards {
-				s.Kill()
-			}
-			for _, c := range k.Coordinators {
-				c.Kill()
-			}
-		}()
+		procs = append(procs, framework.Metered{Name: "coordinator", Pid: k.Coordinators[0].Pid(), Role: "coordinator", ResetPeak: true})
+		defer k.KillAll()
 	}
-	before := map[int]framework.ProcUsage{}
-	for _, p := range procs {
-		if err := framework.ResetPeakRSS(p.pid); err != nil {
-			b.Fatalf("resetting the peak RSS of %s: %v", p.name, err)
-		}
-		u, err := framework.ReadProcUsage(p.pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		before[p.pid] = u
-	}
+	meter := framework.StartMeter(b, procs...)
 
 	b.StartTimer()
 	start := time.Now()
@@ -230,13 +196,9 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 	b.StopTimer()
 
 	r := result{name: name, toAvailable: took}
-	for _, p := range procs {
-		u, err := framework.ReadProcUsage(p.pid)
-		if err != nil {
-			b.Fatalf("%s: %v", p.name, err)
-		}
-		pu := usage{name: p.name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds - before[p.pid].CPUSeconds}
-		switch p.role {
+	for _, u := range meter.Stop(b) {
+		pu := usage{name: u.Name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds}
+		switch u.Role {
 		case "controller":
 			r.controllers = append(r.controllers, pu)
 		case "other":

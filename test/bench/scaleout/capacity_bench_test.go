@@ -68,6 +68,7 @@ func BenchmarkCapacity(b *testing.B) {
 	}
 	shardCounts := envInts(b, "KSHARD_BENCH_CAPACITY_SHARDS", "1,2,3,4")
 	rates := envInts(b, "KSHARD_BENCH_CAPACITY_RATES", "1,2,3,4,6,8,10,12,16,20,24,32")
+	refine := envInt(b, "KSHARD_BENCH_CAPACITY_REFINE", 2)
 	window := time.Duration(envInt(b, "KSHARD_BENCH_CAPACITY_WINDOW_SECONDS", 60)) * time.Second
 	load := framework.Burst{Run: strings.ToLower("cap-" + kf.RunID), Label: label,
 		Namespaces: envInt(b, "KSHARD_BENCH_CAPACITY_NAMESPACES", 400), PerNamespace: 1, Replicas: 2}
@@ -85,7 +86,7 @@ func BenchmarkCapacity(b *testing.B) {
 	for _, n := range shardCounts {
 		b.Run(fmt.Sprintf("shards-%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				got := ladder(ctx, b, kf, client, load, nss, n, rates, window)
+				got := ladder(ctx, b, kf, client, load, nss, n, rates, refine, window)
 				steps = append(steps, got...)
 				b.ReportMetric(capacity(got), "sustained-changes/s")
 			}
@@ -109,8 +110,9 @@ func populate(b *testing.B, f *framework.Framework, client kubernetes.Interface,
 }
 
 // ladder starts n shards at kube-controller-manager's limits and offers each rate in turn
-// until one fails its SLOs.
-func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string, n int, rates []int, window time.Duration) []step {
+// until one fails its SLOs, then narrows the capacity down between the last rate that held
+// and the one that failed by refine bisection steps.
+func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string, n int, rates []int, refine int, window time.Duration) []step {
 	b.StopTimer()
 	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
 		"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
@@ -128,29 +130,46 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 	}
 	rng := rand.New(rand.NewPCG(uint64(n), 11))
 	var out []step
-	for _, r := range rates {
+	try := func(rate float64) step {
 		before := scrapeAll(ctx, b, shards)
 		cpu0 := cpuOf(b, apiPid, etcdPid, shards)
 		start := time.Now()
 		b.StartTimer()
-		sent := offer(ctx, b, client, nss, float64(r), window, rng)
+		sent := offer(ctx, b, client, nss, rate, window, rng)
 		achieved := float64(sent) / time.Since(start).Seconds()
 		drained := waitDrained(ctx, client, load)
 		b.StopTimer()
 		elapsed := time.Since(start).Seconds()
 		after := scrapeAll(ctx, b, shards)
 		cpu1 := cpuOf(b, apiPid, etcdPid, shards)
-		s := step{shards: n, rate: float64(r), achieved: achieved, drained: drained,
+		s := step{shards: n, rate: rate, achieved: achieved, drained: drained,
 			apiserver: (cpu1[0] - cpu0[0]) / elapsed, etcd: (cpu1[1] - cpu0[1]) / elapsed, shardCPU: (cpu1[2] - cpu0[2]) / elapsed}
 		for _, c := range capacityControllers {
 			s.queueWaitP99 = math.Max(s.queueWaitP99, p99(before, after, "kshard_workqueue_queue_duration_seconds", "name", c))
 			s.reconcileP99 = math.Max(s.reconcileP99, p99(before, after, "kshard_controller_reconcile_duration_seconds", "controller", c))
 		}
-		b.Logf("%d shards, %d changes/s offered: %.2f/s sent, queue wait p99 %.2fs, reconcile p99 %.2fs, drained %v; apiserver %.2f cores, etcd %.2f, shards %.2f → %s",
-			n, r, s.achieved, s.queueWaitP99, s.reconcileP99, s.drained, s.apiserver, s.etcd, s.shardCPU, map[bool]string{true: "holds", false: "fails"}[s.ok()])
+		b.Logf("%d shards, %.2f changes/s offered: %.2f/s sent, queue wait p99 %.2fs, reconcile p99 %.2fs, drained %v; apiserver %.2f cores, etcd %.2f, shards %.2f → %s",
+			n, rate, s.achieved, s.queueWaitP99, s.reconcileP99, s.drained, s.apiserver, s.etcd, s.shardCPU, map[bool]string{true: "holds", false: "fails"}[s.ok()])
 		out = append(out, s)
-		if !s.ok() {
-			break
+		return s
+	}
+	// Up the ladder to the first rate that fails, then halve the gap between the highest
+	// rate that held and the lowest that failed refine times.
+	held, failed := 0.0, 0.0
+	for _, r := range rates {
+		if try(float64(r)).ok() {
+			held = float64(r)
+			continue
+		}
+		failed = float64(r)
+		break
+	}
+	for i := 0; i < refine && failed > 0; i++ {
+		mid := (held + failed) / 2
+		if try(mid).ok() {
+			held = mid
+		} else {
+			failed = mid
 		}
 	}
 	return out
@@ -332,7 +351,7 @@ func writeCapacity(b *testing.B, steps []step, shardCounts []int) {
 	fmt.Fprintln(tw, "shards\toffered changes/s\tsent/s\tqueue wait p99 (s)\treconcile p99 (s)\tdrained\tSLOs\tapiserver cores\tetcd cores\tshard cores (all)")
 	rows := [][]string{{"shards", "offered", "sent", "queue_wait_p99_s", "reconcile_p99_s", "drained", "holds", "apiserver_cores", "etcd_cores", "shard_cores"}}
 	for _, s := range steps {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%v\t%s\t%.2f\t%.2f\t%.2f\n", s.shards, s.rate, s.achieved, s.queueWaitP99, s.reconcileP99,
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%v\t%s\t%.2f\t%.2f\t%.2f\n", s.shards, s.rate, s.achieved, s.queueWaitP99, s.reconcileP99,
 			s.drained, map[bool]string{true: "hold", false: "fail"}[s.ok()], s.apiserver, s.etcd, s.shardCPU)
 		rows = append(rows, []string{strconv.Itoa(s.shards), fmt.Sprint(s.rate), fmt.Sprintf("%.3f", s.achieved), fmt.Sprintf("%.3f", s.queueWaitP99),
 			fmt.Sprintf("%.3f", s.reconcileP99), strconv.FormatBool(s.drained), strconv.FormatBool(s.ok()),
@@ -350,7 +369,7 @@ func writeCapacity(b *testing.B, steps []step, shardCounts []int) {
 		}
 		c := capacity(mine)
 		points = append(points, capacityPoint{shards: n, rate: c})
-		fmt.Fprintf(&sb, " %d shard(s) %.0f/s;", n, c)
+		fmt.Fprintf(&sb, " %d shard(s) %.2f/s;", n, c)
 	}
 	sb.WriteString("\n")
 	b.Logf("capacity:\n%s", sb.String())

@@ -38,7 +38,9 @@
 // (a new pod template annotation), then waits until every Deployment has completed (at
 // most 3 minutes) before it reads the histograms, so that the step's backlog counts. A
 // step holds when both SLOs hold, it drained, and the client sent >= 95 % of the offered
-// rate; the ladder stops at the first step that fails. The table, a CSV and two plots
+// rate; the ladder stops at the first step that fails, and then halves the gap between
+// the highest rate that held and the lowest that failed KSHARD_BENCH_CAPACITY_REFINE times
+// (default 2). The table, a CSV and two plots
 // (capacity.svg: sustained rate by shards with the linear ideal; capacity-latency.svg:
 // queue-wait p99 by offered rate) are written to the artifacts folder.
 //

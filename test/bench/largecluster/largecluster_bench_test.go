@@ -66,6 +66,7 @@ var (
 	churnFor         = time.Duration(envInt("KSHARD_BENCH_CHURN_SECONDS", 120)) * time.Second
 	settleFor        = time.Duration(envInt("KSHARD_BENCH_SETTLE_SECONDS", 30)) * time.Second
 	populateShards   = envInt("KSHARD_BENCH_POPULATE_SHARDS", 2)
+	repetitions      = envInt("KSHARD_BENCH_REPETITIONS", 1)
 	runs             = envList("KSHARD_BENCH_RUNS", "upstream,kshard-1,kshard-2,kshard-4")
 	profileDir       = os.Getenv("KSHARD_BENCH_PROFILE_DIR")
 	seed             = int64(envInt("KSHARD_BENCH_SEED", int(time.Now().UnixNano()%1e9)))
@@ -226,19 +227,25 @@ func BenchmarkLargeCluster(b *testing.B) {
 		shards int
 	}{{"upstream", 0}, {"kshard-1", 1}, {"kshard-2", 2}, {"kshard-4", 4}}
 	var results []result
-	for _, c := range cases {
-		if !contains(runs, c.name) {
-			continue
-		}
-		b.Run(c.name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				r := bn.run(b, c.name, c.shards)
-				results = append(results, r)
-				report(b, r)
+	// Repetitions go round the cases (upstream, kshard-1, …, upstream, …), so that a drift of
+	// the machine's load spreads over every case.
+	for rep := 0; rep < repetitions; rep++ {
+		for _, c := range cases {
+			if !contains(runs, c.name) {
+				continue
 			}
-		})
+			b.Run(c.name, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					r := bn.run(b, c.name, c.shards)
+					results = append(results, r)
+					report(b, r)
+				}
+			})
+			// Written after every run, so that a stopped benchmark leaves its figures.
+			summary(b, results, false)
+		}
 	}
-	summary(b, results)
+	summary(b, results, true)
 }
 
 func contains(list []string, s string) bool {
@@ -1047,7 +1054,7 @@ func (s stat) fmt(format string) string {
 
 // summary logs tables of every run (median and range over repetitions) with the goals'
 // check, and writes them to the artifacts folder.
-func summary(b *testing.B, results []result) {
+func summary(b *testing.B, results []result, log bool) {
 	if len(results) == 0 {
 		return
 	}
@@ -1193,10 +1200,12 @@ func summary(b *testing.B, results []result) {
 		}
 		_ = tw.Flush()
 	}
-	b.Logf("summary:\n%s", sb.String())
 	path := filepath.Join(framework.ArtifactsDir(b), "summary.txt")
 	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
 		b.Error(err)
 	}
-	b.Logf("summary written to %s", path)
+	if log {
+		b.Logf("summary:\n%s", sb.String())
+		b.Logf("summary written to %s", path)
+	}
 }

@@ -1,0 +1,107 @@
+// Package largecluster measures kshard's ReplicaSet and Deployment controllers against
+// upstream kube-controller-manager's on a cluster of issue 11's size (§2): 10,000
+// namespaces, one Deployment of 5 replicas in each (10,000 Deployments, 10,000
+// ReplicaSets, 50,000 pods on kwok nodes). Sizes are environment knobs, so a small smoke
+// run is possible (below).
+//
+// One controller set runs at a time, on the same control plane, in this order:
+//
+//   - upstream: a kube-controller-manager started by the benchmark with only
+//     --controllers=deployment,replicaset (framework.StartKCM) beside the cluster's own,
+//     which runs every other controller (garbage collector, namespace, …) and never these two;
+//   - kshard-1, kshard-2, kshard-4: a coordinator and 1, 2 or 4 shards running
+//     --controllers replicaset,deployment.
+//
+// Every controller process gets kube-controller-manager's defaults: --kube-api-qps 20,
+// --kube-api-burst 30 (per controller client in both) and 5 deployment and 5 replicaset
+// workers. The coordinators run with the server-side fence off (its first owner-label
+// writes would add 10,000 Namespace writes to kshard's start).
+//
+// For each run it reports:
+//
+//   - start to Ready: from the first process's start until the controllers can work. For
+//     upstream, until both controllers' workers have finished their first item
+//     (workqueue_work_duration_seconds_count{name="deployment"} and {name="replicaset"}
+//     above zero on its /metrics, polled every 250 ms): kube-controller-manager starts a
+//     controller's workers only once its informers (Deployments, ReplicaSets, Pods) are
+//     synced, and the first item of a full queue finishes within milliseconds. For kshard,
+//     from the shards' start until every shard's /readyz is 200 (session welcomed, lease
+//     valid, the caches of every partition it holds synced) and the shards together hold
+//     all partitions (kshard_shard_acquired_partitions). The coordinator runs with its
+//     defaults (session TTL 28 s, margin 2 s, membership debounce 3 s) and is started
+//     first: a new leader grants nothing for TTL + margin (30 s), in case shards of an
+//     earlier leader still hold partitions, and coordinators are long-lived while shards
+//     are what restarts, so the shards start once that grace has passed. A cold start of
+//     both takes the rest of the grace longer. The debounce is included. Each shard's own
+//     time to its first Ready with partitions is listed too.
+//   - first change: right after Ready, one Deployment in a random namespace is scaled by
+//     one; the time until its ReplicaSet's spec.replicas follows, and until the
+//     Deployment's status.observedGeneration catches up (polled every 20 ms). After a
+//     start every Deployment and ReplicaSet of the cluster is in the controllers' queues,
+//     so this measures how long a change waits behind that backlog.
+//   - queues empty: from Ready until the deployment and replicaset work queues of every
+//     controller process are first empty (workqueue_depth), the start's backlog worked off.
+//     The settle period and the churn begin then.
+//   - RSS: peak (VmHWM, from the process's start to the end of the churn) and steady (mean
+//     of VmRSS sampled every second during the churn), per controller process.
+//   - CPU-seconds (utime+stime) per process during the start and during a steady churn:
+//     after a settle period, KSHARD_BENCH_CHURN_RATE Deployment scale changes a second
+//     (each between 5 and 6 replicas, in a random namespace) for KSHARD_BENCH_CHURN_SECONDS.
+//     The API server's, etcd's, and the cluster's other processes' CPU-seconds, and the
+//     machine's busy cores, are recorded over the same windows, to tell what bounded a run.
+//   - bytes the API server sent: per controller process, the bytes that crossed its
+//     connections, counted by a TCP proxy each process is pointed at
+//     (framework.ByteProxy: TLS, HTTP framing, gzip where the client accepts it: the
+//     shards' client-go clients accept gzip and the API server compresses their lists and
+//     watch streams, kube-controller-manager's arrive uncompressed; kube-controller-manager's
+//     delegated authentication and authorization clients bypass the proxy); and
+//     for the whole API server, the deltas of its own metrics over the same windows:
+//     apiserver_response_sizes (verb LIST) and apiserver_watch_events_sizes, by resource.
+//     Those include every client of the cluster (scheduler, kwok, the cluster's
+//     kube-controller-manager, the coordinator); only one controller set runs at a time, so
+//     the differences between runs are the controllers'.
+//   - the client rate limiter's summed wait per controller process (its own
+//     rest_client_rate_limiter_duration_seconds), to tell a QPS-bound run.
+//
+// The summary table (summary.txt in the artifacts folder) shows every figure as the median
+// over the repetitions with the range (min–max) and checks issue 11's goals: memory per
+// shard <= 1.15 × upstream's / N + 25 MiB, start to Ready <= upstream's.
+//
+// # The cluster
+//
+// The benchmark runs on a control plane of its own (not the default one other tests use),
+// started with its own folder and ports; 10 kwok nodes hold any number of pods (kwok gives
+// each 1M pods of capacity):
+//
+//	export KSHARD_CLUSTER_DIR=$PWD/_output/cluster-large KSHARD_ETCD_PORT=25790 KSHARD_ETCD_PEER_PORT=25800 \
+//	  KSHARD_APISERVER_PORT=28443 KSHARD_SCHEDULER_PORT=22259 KSHARD_KCM_PORT=22257 KSHARD_KWOK_PORT=22247
+//	KSHARD_KEEP_DATA=1 hack/cluster.sh up
+//
+// and stopped, keeping its objects for the next run, with
+//
+//	KSHARD_KEEP_DATA=1 hack/cluster.sh down
+//
+// (same variables). The fixture (namespaces lc-00000…, labelled kshard.io/bench-large)
+// is made once and reused: the benchmark creates what is missing, and when some
+// Deployment is not Available it runs kshard itself (KSHARD_BENCH_POPULATE_SHARDS
+// shards, default 2, at --kube-api-qps 1000 and 20 workers per controller) until every
+// one is, so the ReplicaSets and pods are exactly what the controllers make. At 10,000 ×
+// 5 that takes a while once (the API server, etcd, the scheduler and kwok share the
+// machine); kube-apiserver holds a few GiB.
+//
+// # Running it
+//
+//	make build
+//	KSHARD_KUBECONFIG=$KSHARD_CLUSTER_DIR/kubeconfig KSHARD_BIN_DIR=$PWD/bin \
+//	  go test ./test/bench/largecluster -run '^$' -bench . -benchtime=1x -timeout 180m -v
+//
+// (or make bench-large, which starts and stops the cluster above). KSHARD_BENCH_REPETITIONS=n
+// goes round every case n times (keep -benchtime=1x: a larger count runs each case once
+// more for the benchmark's launch). A smoke run: KSHARD_BENCH_NAMESPACES=200 KSHARD_BENCH_REPLICAS=5
+// KSHARD_BENCH_CHURN_SECONDS=20 KSHARD_BENCH_SETTLE_SECONDS=5. Other knobs:
+// KSHARD_BENCH_DEPLOYMENTS_PER_NS (1), KSHARD_BENCH_RUNS (upstream,kshard-1,kshard-2,kshard-4;
+// a name that matches none, e.g. none, only makes the fixture),
+// KSHARD_BENCH_CHURN_RATE (2 per second), KSHARD_BENCH_SEED (the random namespaces),
+// KSHARD_BENCH_PROFILE_DIR (saves each controller process's heap after the settle period
+// and a 30 s CPU profile from the middle of the churn, for go tool pprof).
+package largecluster

@@ -1,0 +1,1211 @@
+package largecluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/test/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
+
+const (
+	fixtureLabel = "kshard.io/bench-large"
+	nsPrefix     = "lc-"
+	image        = "registry.k8s.io/pause:3.10"
+	// kube-controller-manager's defaults, given to every controller process.
+	qps     = "20"
+	burst   = "30"
+	workers = "5"
+	// The populating shards' settings: fast, not measured.
+	populateQPS     = "1000"
+	populateBurst   = "2000"
+	populateWorkers = "20"
+	createWorkers   = 32
+	partitions      = partition.DefaultCount
+	// The coordinator's defaults: --session-ttl, --fencing-margin, --membership-debounce,
+	// --membership-max-debounce.
+	sessionTTL  = 28 * time.Second
+	margin      = 2 * time.Second
+	debounce    = 3 * time.Second
+	maxDebounce = 15 * time.Second
+	pollEvery   = 100 * time.Millisecond
+	mib         = 1 << 20
+)
+
+// Sizes and knobs; the defaults are issue 11's.
+var (
+	namespaces       = envInt("KSHARD_BENCH_NAMESPACES", 10000)
+	deploymentsPerNS = envInt("KSHARD_BENCH_DEPLOYMENTS_PER_NS", 1)
+	replicas         = int32(envInt("KSHARD_BENCH_REPLICAS", 5))
+	churnRate        = envFloat("KSHARD_BENCH_CHURN_RATE", 2)
+	churnFor         = time.Duration(envInt("KSHARD_BENCH_CHURN_SECONDS", 120)) * time.Second
+	settleFor        = time.Duration(envInt("KSHARD_BENCH_SETTLE_SECONDS", 30)) * time.Second
+	populateShards   = envInt("KSHARD_BENCH_POPULATE_SHARDS", 2)
+	repetitions      = envInt("KSHARD_BENCH_REPETITIONS", 1)
+	runs             = envList("KSHARD_BENCH_RUNS", "upstream,kshard-1,kshard-2,kshard-4")
+	profileDir       = os.Getenv("KSHARD_BENCH_PROFILE_DIR")
+	seed             = int64(envInt("KSHARD_BENCH_SEED", int(time.Now().UnixNano()%1e9)))
+	// readyLimit bounds a run's wait for Ready, convergeLimit a wait for Deployments to
+	// be Available again, populateLimit the first population.
+	readyLimit    = 20 * time.Minute
+	convergeLimit = 10 * time.Minute
+	populateLimit = 120 * time.Minute
+)
+
+func envInt(name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		panic(fmt.Sprintf("%s=%q: want a positive integer", name, v))
+	}
+	return n
+}
+
+func envFloat(name string, def float64) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		panic(fmt.Sprintf("%s=%q: want a positive number", name, v))
+	}
+	return f
+}
+
+func envList(name, def string) []string {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
+	}
+	return strings.Split(v, ",")
+}
+
+func nsName(i int) string     { return fmt.Sprintf("%s%05d", nsPrefix, i) }
+func deployName(j int) string { return fmt.Sprintf("app-%d", j) }
+
+// procFigures is one process's figures over a run.
+type procFigures struct {
+	name, role string
+	peakRSS    float64 // VmHWM at the end of the churn (bytes)
+	steadyRSS  float64 // mean VmRSS during the churn (bytes)
+	cpuStart   float64 // CPU-seconds from the start to Ready
+	cpuChurn   float64 // CPU-seconds during the churn
+	// wireStart and wireChurn are the bytes the API server sent the process (its proxy).
+	wireStart, wireChurn float64
+	// limiterWait is the client rate limiter's summed wait over the run (seconds), from
+	// the process's own metrics; -1 when unknown.
+	limiterWait float64
+	ready       time.Duration // a shard's first Ready with partitions
+}
+
+// apiBytes are deltas of the API server's own metrics over a window.
+type apiBytes struct {
+	list, watch  map[string]float64 // bytes by resource
+	watchEvents  float64
+	listRequests float64
+}
+
+func (a apiBytes) total() (list, watch float64) {
+	for _, v := range a.list {
+		list += v
+	}
+	for _, v := range a.watch {
+		watch += v
+	}
+	return
+}
+
+// result is one run's figures.
+type result struct {
+	name          string
+	shards        int
+	toReady       time.Duration
+	firstNS       string
+	firstRS       time.Duration // first change: until the ReplicaSet's spec.replicas followed
+	firstObserved time.Duration // until the Deployment's observedGeneration caught up
+	drained       time.Duration // from Ready until the controllers' queues were first empty
+	churnChanges  int
+	churnErrors   int
+	churnCaughtUp time.Duration // after the churn's end, until every changed Deployment was Available
+	controllers   []procFigures
+	others        []procFigures // coordinator, kube-apiserver, etcd, the cluster's kube-controller-manager, scheduler, kwok
+	apiStart      apiBytes
+	apiChurn      apiBytes
+	busyStart     float64 // machine busy cores, mean over the start
+	busyChurn     float64
+	apiserverRSS  float64
+}
+
+func (r result) other(name string) procFigures {
+	for _, o := range r.others {
+		if o.name == name {
+			return o
+		}
+	}
+	return procFigures{}
+}
+
+func (r result) maxControllerRSS() (peak, steady float64) {
+	for _, c := range r.controllers {
+		peak = max(peak, c.peakRSS)
+		steady = max(steady, c.steadyRSS)
+	}
+	return
+}
+
+func (r result) sumController(f func(procFigures) float64) float64 {
+	s := 0.0
+	for _, c := range r.controllers {
+		s += f(c)
+	}
+	return s
+}
+
+// bench holds what the runs share.
+type bench struct {
+	f      *framework.Framework
+	client kubernetes.Interface
+	apiURL *url.URL
+	rng    *rand.Rand
+	// runStart is when the current run's controller processes started.
+	runStart time.Time
+}
+
+func BenchmarkLargeCluster(b *testing.B) {
+	f := framework.Get(b)
+	f.RequireKCMWithout(b, "replicaset", "deployment")
+	for _, bin := range []string{"coordinator", "shard"} {
+		framework.Binary(b, bin)
+	}
+	cfg := rest.CopyConfig(f.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	u, err := url.Parse(f.Config.Host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bn := &bench{f: f, client: client, apiURL: u, rng: rand.New(rand.NewSource(seed))}
+	b.Logf("cluster %s: %d namespaces x %d Deployments x %d replicas = %d pods; controllers at --kube-api-qps %s --kube-api-burst %s, %s workers each; churn %.1f/s for %s after %s; seed %d",
+		f.ClusterDir(), namespaces, deploymentsPerNS, replicas, namespaces*deploymentsPerNS*int(replicas), qps, burst, workers, churnRate, churnFor, settleFor, seed)
+	bn.populate(b)
+
+	cases := []struct {
+		name   string
+		shards int
+	}{{"upstream", 0}, {"kshard-1", 1}, {"kshard-2", 2}, {"kshard-4", 4}}
+	var results []result
+	// Repetitions go round the cases (upstream, kshard-1, …, upstream, …), so that a drift of
+	// the machine's load spreads over every case.
+	for rep := 0; rep < repetitions; rep++ {
+		for _, c := range cases {
+			if !contains(runs, c.name) {
+				continue
+			}
+			b.Run(c.name, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					r := bn.run(b, c.name, c.shards)
+					results = append(results, r)
+					report(b, r)
+				}
+			})
+			// Written after every run, so that a stopped benchmark leaves its figures.
+			summary(b, results, false)
+		}
+	}
+	summary(b, results, true)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.TrimSpace(x) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// populate makes the fixture: what is missing of it is created, replica counts set, and
+// kshard runs until every Deployment is Available.
+func (bn *bench) populate(b *testing.B) {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	existing := map[string]bool{}
+	nsl, err := bn.client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: fixtureLabel})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, ns := range nsl.Items {
+		existing[ns.Name] = true
+	}
+	var missing []string
+	for i := 0; i < namespaces; i++ {
+		if !existing[nsName(i)] {
+			missing = append(missing, nsName(i))
+		}
+	}
+	parallel(b, len(missing), func(i int) error {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: missing[i], Labels: map[string]string{fixtureLabel: "fixture"}}}
+		_, err := bn.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	deps := bn.listDeployments(b)
+	have := map[string]*appsv1.Deployment{}
+	for i := range deps {
+		have[deps[i].Namespace+"/"+deps[i].Name] = &deps[i]
+	}
+	type key struct{ ns, name string }
+	var create, rescale []key
+	for i := 0; i < namespaces; i++ {
+		for j := 0; j < deploymentsPerNS; j++ {
+			k := key{nsName(i), deployName(j)}
+			d, ok := have[k.ns+"/"+k.name]
+			switch {
+			case !ok:
+				create = append(create, k)
+			case d.Spec.Replicas == nil || *d.Spec.Replicas != replicas:
+				rescale = append(rescale, k)
+			}
+		}
+	}
+	parallel(b, len(create), func(i int) error {
+		d := framework.NewRollingDeployment(create[i].name, replicas, intstr.FromString("25%"), intstr.FromString("25%"), image, nil)
+		d.Labels = map[string]string{fixtureLabel: "fixture"}
+		_, err := bn.client.AppsV1().Deployments(create[i].ns).Create(ctx, d, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	parallel(b, len(rescale), func(i int) error {
+		return bn.scale(ctx, rescale[i].ns, rescale[i].name, replicas)
+	})
+	b.Logf("fixture: %d namespaces and %d Deployments created, %d rescaled (%s)", len(missing), len(create), len(rescale), time.Since(start).Round(time.Second))
+	if n, example := bn.notAvailable(b); n == 0 {
+		b.Logf("fixture: every Deployment is Available")
+		return
+	} else {
+		b.Logf("fixture: %d Deployments not Available (e.g. %v): running %d populating shards at --kube-api-qps %s", n, example, populateShards, populateQPS)
+	}
+	k := bn.f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
+		"--controllers", "replicaset,deployment", "--kube-api-qps", populateQPS, "--kube-api-burst", populateBurst,
+		"--concurrent-deployment-syncs", populateWorkers, "--concurrent-replicaset-syncs", populateWorkers,
+	}})
+	// No GuardAlone here: its check would run until the whole benchmark ends and take the
+	// measured runs' coordinators for intruders. Each measured run has its own guard.
+	k.StartCoordinator("populate-coordinator")
+	for i := 1; i <= populateShards; i++ {
+		k.StartShard(fmt.Sprintf("populate-shard-%d", i))
+	}
+	defer func() {
+		for _, s := range k.Shards {
+			s.Kill()
+		}
+		for _, c := range k.Coordinators {
+			c.Kill()
+		}
+	}()
+	deadline := time.Now().Add(populateLimit)
+	last := time.Now()
+	for {
+		n, example := bn.notAvailable(b)
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("fixture: %d Deployments not Available after %s, e.g. %v", n, populateLimit, example)
+		}
+		if time.Since(last) > 30*time.Second {
+			b.Logf("fixture: %d Deployments not Available yet (e.g. %v); kube-apiserver %s", n, example, bn.componentRSS("kube-apiserver"))
+			last = time.Now()
+		}
+		time.Sleep(5 * time.Second)
+	}
+	b.Logf("fixture: every Deployment Available after %s; kube-apiserver %s, etcd %s", time.Since(start).Round(time.Second),
+		bn.componentRSS("kube-apiserver"), bn.componentRSS("etcd"))
+}
+
+func (bn *bench) componentRSS(name string) string {
+	pid, err := bn.f.ComponentPid(name)
+	if err != nil {
+		return "?"
+	}
+	u, err := framework.ReadProcUsage(pid)
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("RSS %.0f MiB", u.RSSBytes/mib)
+}
+
+// listDeployments lists the fixture's Deployments (in pages).
+func (bn *bench) listDeployments(b *testing.B) []appsv1.Deployment {
+	b.Helper()
+	var out []appsv1.Deployment
+	opts := metav1.ListOptions{LabelSelector: fixtureLabel, Limit: 5000}
+	for {
+		l, err := bn.client.AppsV1().Deployments(metav1.NamespaceAll).List(context.Background(), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, l.Items...)
+		if l.Continue == "" {
+			return out
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+// notAvailable counts the fixture's Deployments that are not Available at their replicas
+// (framework.DeploymentComplete), and gives one reason.
+func (bn *bench) notAvailable(b *testing.B) (int, error) {
+	n := 0
+	var example error
+	deps := bn.listDeployments(b)
+	for i := range deps {
+		if err := framework.DeploymentComplete(&deps[i]); err != nil {
+			n++
+			if example == nil {
+				example = err
+			}
+		}
+	}
+	if want := namespaces * deploymentsPerNS; len(deps) < want {
+		return n + want - len(deps), fmt.Errorf("%d of %d Deployments exist", len(deps), want)
+	}
+	return n, example
+}
+
+func (bn *bench) scale(ctx context.Context, ns, name string, n int32) error {
+	_, err := bn.scaleGen(ctx, ns, name, n)
+	return err
+}
+
+// scaleGen sets a Deployment's spec.replicas and returns its new generation.
+func (bn *bench) scaleGen(ctx context.Context, ns, name string, n int32) (int64, error) {
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+	d, err := bn.client.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return 0, err
+	}
+	return d.Generation, nil
+}
+
+func parallel(b *testing.B, n int, fn func(i int) error) {
+	b.Helper()
+	if err := framework.Parallel(n, createWorkers, fn); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// proc is a process whose usage a run records.
+type proc struct {
+	name, role string
+	pid        int
+	proxy      *framework.ByteProxy // controller processes
+	metrics    func(ctx context.Context) (framework.Samples, error)
+	pprofURL   string // base URL serving /debug/pprof, when profiles are saved
+	rss        []float64
+	ready      time.Duration
+}
+
+// run starts one controller set (shards == 0: upstream kube-controller-manager), measures
+// it and stops it.
+func (bn *bench) run(b *testing.B, name string, shards int) result {
+	b.StopTimer()
+	ctx := context.Background()
+	r := result{name: name, shards: shards}
+	// The cluster's own processes, measured over the same windows.
+	var procs []*proc
+	for _, c := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok"} {
+		pid, err := bn.f.ComponentPid(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		role := c
+		if c == "kube-controller-manager" {
+			name := "kube-controller-manager (others)"
+			procs = append(procs, &proc{name: name, role: "other", pid: pid})
+			continue
+		}
+		procs = append(procs, &proc{name: role, role: "other", pid: pid})
+	}
+	for _, p := range procs {
+		if err := framework.ResetPeakRSS(p.pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	api0 := bn.apiMetrics(b)
+	cpu0 := bn.usage(b, procs)
+	busy0 := machineBusy()
+
+	// Start.
+	start := time.Now()
+	var ready func(ctx context.Context) (bool, error)
+	var stop func()
+	if shards == 0 {
+		p := &proc{name: "kube-controller-manager (deployment,replicaset)", role: "controller"}
+		p.proxy = framework.StartByteProxy(b, bn.apiURL.Host)
+		kubeconfig := framework.ProxiedKubeconfig(b, filepath.Join(bn.f.ClusterDir(), "kube-controller-manager.kubeconfig"), "kcm", p.proxy)
+		args := []string{"--kubeconfig=" + kubeconfig, "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
+			"--concurrent-deployment-syncs=" + workers, "--concurrent-replicaset-syncs=" + workers}
+		if profileDir != "" {
+			args = append(args, "--profiling=true", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof,/debug/pprof/*")
+		}
+		k := bn.f.StartKCM(b, "kcm-"+name, framework.KCMOptions{Controllers: []string{"deployment", "replicaset"}, Args: args})
+		p.pid = k.Pid()
+		p.metrics = k.Metrics
+		p.pprofURL = k.URL
+		procs = append(procs, p)
+		ready = func(ctx context.Context) (bool, error) {
+			m, err := k.Metrics(ctx)
+			if err != nil {
+				return false, err
+			}
+			return m.Value("workqueue_work_duration_seconds_count", `name="deployment"`) > 0 &&
+				m.Value("workqueue_work_duration_seconds_count", `name="replicaset"`) > 0, nil
+		}
+		stop = k.Kill
+	} else {
+		shardArgs := []string{
+			"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
+			"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
+		}
+		if profileDir != "" {
+			shardArgs = append(shardArgs, "--enable-pprof")
+		}
+		// The coordinator's defaults (the framework shortens them for tests).
+		k := bn.f.NewKShard(b, framework.KShardOptions{Partitions: partitions, SessionTTL: sessionTTL, Margin: margin, ShardArgs: shardArgs,
+			CoordinatorArgs: []string{"--membership-debounce=" + debounce.String(), "--membership-max-debounce=" + maxDebounce.String()}})
+		k.GuardAlone(b)
+		byName := map[string]*proc{}
+		for i := 1; i <= shards; i++ {
+			sn := fmt.Sprintf("shard-%d", i)
+			p := &proc{name: sn, role: "controller", proxy: framework.StartByteProxy(b, bn.apiURL.Host)}
+			byName[sn] = p
+		}
+		k.SetShardArgs(func(sn string) []string {
+			return []string{"--kubeconfig", framework.ProxiedKubeconfig(b, bn.f.Kubeconfig, sn, byName[sn].proxy)}
+		})
+		c := k.StartCoordinator("coordinator")
+		procs = append(procs, &proc{name: "coordinator", role: "other", pid: c.Pid()})
+		// A new leader grants nothing for its grace period (session TTL + margin), in case
+		// shards of an earlier leader still hold partitions. Coordinators are long-lived and
+		// shards are what restarts, so the shards start once that has passed; a cold start
+		// of both adds the rest of the grace (30 s with the defaults) to the figure.
+		framework.Eventually(b, time.Minute, "the coordinator leads", func(ctx context.Context) (bool, error) {
+			_, err := k.Leader(ctx)
+			return err == nil, err
+		})
+		time.Sleep(sessionTTL + margin + time.Second)
+		start = time.Now()
+		var ss []*framework.Shard
+		for i := 1; i <= shards; i++ {
+			s := k.StartShard(fmt.Sprintf("shard-%d", i))
+			p := byName[s.Name]
+			p.pid = s.Pid()
+			url := s.HTTPURL
+			p.metrics = func(ctx context.Context) (framework.Samples, error) { return framework.Scrape(ctx, url) }
+			p.pprofURL = url
+			procs = append(procs, p)
+			ss = append(ss, s)
+		}
+		ready = func(ctx context.Context) (bool, error) {
+			total, all := 0.0, true
+			for _, s := range ss {
+				code, _, err := framework.HTTPGet(ctx, s.HTTPURL+"/readyz")
+				if err != nil {
+					return false, err
+				}
+				m, err := framework.Scrape(ctx, s.HTTPURL)
+				if err != nil {
+					return false, err
+				}
+				acq := m.Value("kshard_shard_acquired_partitions")
+				p := byName[s.Name]
+				if code == http.StatusOK && acq > 0 && p.ready == 0 {
+					p.ready = time.Since(start)
+				}
+				all = all && code == http.StatusOK
+				total += acq
+			}
+			return all && total == partitions, nil
+		}
+		stop = func() {
+			for _, s := range ss {
+				s.Kill()
+			}
+			c.Kill()
+		}
+	}
+	defer stop()
+
+	bn.runStart = start
+	b.StartTimer()
+	deadline := start.Add(readyLimit)
+	var lastErr error
+	for {
+		ok, err := ready(ctx)
+		if ok {
+			break
+		}
+		if err != nil {
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: not Ready after %s (last error: %v)", name, readyLimit, lastErr)
+		}
+		time.Sleep(pollEvery)
+	}
+	r.toReady = time.Since(start)
+	b.StopTimer()
+	api1 := bn.apiMetrics(b)
+	cpu1 := bn.usage(b, procs)
+	busy1 := machineBusy()
+	r.apiStart = apiDelta(api0, api1)
+	r.busyStart = busy1.cores(busy0)
+	wire1 := map[*proc]float64{}
+	for _, p := range procs {
+		if p.proxy != nil {
+			wire1[p] = float64(p.proxy.Down())
+		}
+	}
+	b.Logf("%s: Ready after %s", name, r.toReady.Round(10*time.Millisecond))
+
+	// The first change, right after Ready.
+	r.firstNS, r.firstRS, r.firstObserved = bn.firstChange(b)
+	b.Logf("%s: first change in %s: ReplicaSet after %s, Deployment observed after %s", name, r.firstNS,
+		r.firstRS.Round(time.Millisecond), r.firstObserved.Round(time.Millisecond))
+	touched := map[string]int32{r.firstNS + "/" + deployName(0): replicas + 1}
+
+	// The start leaves every Deployment and ReplicaSet in the queues: the churn starts once
+	// they are worked off and the settle period has passed.
+	r.drained = bn.waitDrained(b, procs) - r.toReady
+	b.Logf("%s: the queues were empty %s after Ready", name, r.drained.Round(100*time.Millisecond))
+	time.Sleep(settleFor)
+	bn.saveProfiles(b, name, procs, "heap", "/debug/pprof/heap?gc=1", 30*time.Second)
+
+	// The steady churn.
+	api2 := bn.apiMetrics(b)
+	cpu2 := bn.usage(b, procs)
+	busy2 := machineBusy()
+	wire2 := map[*proc]float64{}
+	for _, p := range procs {
+		if p.proxy != nil {
+			wire2[p] = float64(p.proxy.Down())
+		}
+	}
+	var profWG sync.WaitGroup
+	if profileDir != "" && churnFor >= 40*time.Second {
+		profWG.Add(1)
+		go func() {
+			defer profWG.Done()
+			time.Sleep(churnFor/2 - 15*time.Second)
+			bn.saveProfiles(b, name, procs, "cpu", "/debug/pprof/profile?seconds=30", 60*time.Second)
+		}()
+	}
+	r.churnChanges, r.churnErrors = bn.churn(b, procs, touched)
+	profWG.Wait()
+	api3 := bn.apiMetrics(b)
+	cpu3 := bn.usage(b, procs)
+	busy3 := machineBusy()
+	r.apiChurn = apiDelta(api2, api3)
+	r.busyChurn = busy3.cores(busy2)
+	for _, p := range procs {
+		f := procFigures{name: p.name, role: p.role, peakRSS: cpu3[p].PeakRSSBytes, ready: p.ready,
+			cpuStart: cpu1[p].CPUSeconds - cpu0[p].CPUSeconds, cpuChurn: cpu3[p].CPUSeconds - cpu2[p].CPUSeconds, limiterWait: -1}
+		if cpu0[p] == (framework.ProcUsage{}) { // started in this run
+			f.cpuStart = cpu1[p].CPUSeconds
+		}
+		for _, v := range p.rss {
+			f.steadyRSS += v / float64(len(p.rss))
+		}
+		if p.proxy != nil {
+			f.wireStart = wire1[p]
+			f.wireChurn = float64(p.proxy.Down()) - wire2[p]
+		}
+		if p.metrics != nil {
+			if m, err := p.metrics(ctx); err == nil {
+				f.limiterWait = m.Value("rest_client_rate_limiter_duration_seconds_sum") + m.Value("kshard_rest_client_rate_limiter_duration_seconds_sum")
+			}
+		}
+		if p.role == "controller" {
+			r.controllers = append(r.controllers, f)
+		} else {
+			r.others = append(r.others, f)
+		}
+	}
+	r.apiserverRSS = r.other("kube-apiserver").peakRSS
+
+	// Catch up, then put the changed Deployments back so the next run starts from the same
+	// state; neither is measured.
+	caught := time.Now()
+	bn.waitAvailable(b, touched)
+	r.churnCaughtUp = time.Since(caught)
+	var back []string
+	for k, n := range touched {
+		if n != replicas {
+			back = append(back, k)
+		}
+	}
+	parallel(b, len(back), func(i int) error {
+		ns, dn, _ := strings.Cut(back[i], "/")
+		touched[back[i]] = replicas
+		return bn.scale(ctx, ns, dn, replicas)
+	})
+	bn.waitAvailable(b, touched)
+	stop()
+	b.Logf("%s: churn of %d changes (%d errors) caught up %s after its end; %d Deployments put back", name, r.churnChanges, r.churnErrors,
+		r.churnCaughtUp.Round(100*time.Millisecond), len(back))
+	return r
+}
+
+// waitDrained waits until the deployment and replicaset work queues of every controller
+// process are empty (workqueue_depth, kshard_workqueue_depth) and returns the time since
+// the run's start.
+func (bn *bench) waitDrained(b *testing.B, procs []*proc) time.Duration {
+	b.Helper()
+	deadline := time.Now().Add(convergeLimit)
+	for {
+		depth, known := 0.0, 0
+		for _, p := range procs {
+			if p.role != "controller" || p.metrics == nil {
+				continue
+			}
+			m, err := p.metrics(context.Background())
+			if err != nil {
+				known = -1000
+				continue
+			}
+			for _, q := range []string{"deployment", "replicaset"} {
+				depth += m.Value("workqueue_depth", `name="`+q+`"`) + m.Value("kshard_workqueue_depth", `name="`+q+`"`)
+				known++
+			}
+		}
+		if known > 0 && depth == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the controllers' queues still hold %.0f keys after %s", depth, convergeLimit)
+		}
+		time.Sleep(pollEvery)
+	}
+	return time.Since(bn.runStart)
+}
+
+// firstChange scales the first Deployment of a random namespace by one and times the
+// controllers' reactions.
+func (bn *bench) firstChange(b *testing.B) (string, time.Duration, time.Duration) {
+	b.Helper()
+	ctx := context.Background()
+	ns := nsName(bn.rng.Intn(namespaces))
+	name := deployName(0)
+	want := replicas + 1
+	start := time.Now()
+	gen, err := bn.scaleGen(ctx, ns, name, want)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rsAfter, observedAfter time.Duration
+	deadline := start.Add(convergeLimit)
+	for rsAfter == 0 || observedAfter == 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("first change in %s not acted on after %s", ns, convergeLimit)
+		}
+		if rsAfter == 0 {
+			rss, err := bn.client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				for _, rs := range rss.Items {
+					if owned(rs.OwnerReferences, name) && rs.Spec.Replicas != nil && *rs.Spec.Replicas == want {
+						rsAfter = time.Since(start)
+					}
+				}
+			}
+		}
+		if observedAfter == 0 {
+			d, err := bn.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil && d.Status.ObservedGeneration >= gen {
+				observedAfter = time.Since(start)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return ns, rsAfter, observedAfter
+}
+
+func owned(refs []metav1.OwnerReference, name string) bool {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller && r.Kind == "Deployment" && r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// churn changes churnRate Deployments a second for churnFor, each in a random namespace,
+// between replicas and replicas+1, and samples the processes' RSS every second.
+func (bn *bench) churn(b *testing.B, procs []*proc, touched map[string]int32) (changes, errors int) {
+	b.Helper()
+	ctx := context.Background()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			for _, p := range procs {
+				if u, err := framework.ReadProcUsage(p.pid); err == nil {
+					p.rss = append(p.rss, u.RSSBytes)
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	interval := time.Duration(float64(time.Second) / churnRate)
+	end := time.Now().Add(churnFor)
+	next := time.Now()
+	for next.Before(end) {
+		time.Sleep(time.Until(next))
+		next = next.Add(interval)
+		ns := nsName(bn.rng.Intn(namespaces))
+		dn := deployName(bn.rng.Intn(deploymentsPerNS))
+		k := ns + "/" + dn
+		n, ok := touched[k]
+		if !ok {
+			n = replicas
+		}
+		if n == replicas {
+			n = replicas + 1
+		} else {
+			n = replicas
+		}
+		changes++
+		if err := bn.scale(ctx, ns, dn, n); err != nil {
+			errors++
+			b.Logf("churn: %s: %v", k, err)
+			continue
+		}
+		touched[k] = n
+	}
+	close(done)
+	wg.Wait()
+	return changes, errors
+}
+
+// waitAvailable waits until every Deployment in touched is Available at its replicas.
+func (bn *bench) waitAvailable(b *testing.B, touched map[string]int32) {
+	b.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(convergeLimit)
+	for {
+		left := 0
+		var example error
+		for k := range touched {
+			ns, dn, _ := strings.Cut(k, "/")
+			d, err := bn.client.AppsV1().Deployments(ns).Get(ctx, dn, metav1.GetOptions{})
+			if err == nil {
+				err = framework.DeploymentComplete(d)
+			}
+			if err != nil {
+				left++
+				example = err
+			}
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d changed Deployments not Available after %s, e.g. %v", left, convergeLimit, example)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (bn *bench) usage(b *testing.B, procs []*proc) map[*proc]framework.ProcUsage {
+	b.Helper()
+	out := map[*proc]framework.ProcUsage{}
+	for _, p := range procs {
+		u, err := framework.ReadProcUsage(p.pid)
+		if err != nil {
+			b.Fatalf("%s: %v", p.name, err)
+		}
+		out[p] = u
+	}
+	return out
+}
+
+// apiMetrics scrapes kube-apiserver's /metrics.
+func (bn *bench) apiMetrics(b *testing.B) framework.Samples {
+	b.Helper()
+	body, err := bn.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	return framework.ParseMetrics(string(body))
+}
+
+// apiDelta sums LIST response bytes and watch event bytes by resource between two scrapes.
+func apiDelta(before, after framework.Samples) apiBytes {
+	sum := func(s framework.Samples) (list, watch map[string]float64, events, lists float64) {
+		list, watch = map[string]float64{}, map[string]float64{}
+		for _, x := range s {
+			switch x.Name {
+			case "apiserver_response_sizes_sum":
+				if x.Labels["verb"] == "LIST" {
+					list[x.Labels["resource"]] += x.Value
+				}
+			case "apiserver_response_sizes_count":
+				if x.Labels["verb"] == "LIST" {
+					lists += x.Value
+				}
+			case "apiserver_watch_events_sizes_sum":
+				res := x.Labels["resource"]
+				if res == "" {
+					res = strings.ToLower(x.Labels["kind"]) + "s"
+				}
+				watch[res] += x.Value
+			case "apiserver_watch_events_total":
+				events += x.Value
+			}
+		}
+		return
+	}
+	l0, w0, e0, c0 := sum(before)
+	l1, w1, e1, c1 := sum(after)
+	d := apiBytes{list: map[string]float64{}, watch: map[string]float64{}, watchEvents: e1 - e0, listRequests: c1 - c0}
+	for k, v := range l1 {
+		if dv := v - l0[k]; dv > 0 {
+			d.list[k] = dv
+		}
+	}
+	for k, v := range w1 {
+		if dv := v - w0[k]; dv > 0 {
+			d.watch[k] = dv
+		}
+	}
+	return d
+}
+
+// busy is the machine's CPU time from /proc/stat (jiffies).
+type busy struct {
+	at        time.Time
+	busy, all float64
+}
+
+func machineBusy() busy {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return busy{at: time.Now()}
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	var all, idle float64
+	for i, v := range f[1:] {
+		x, _ := strconv.ParseFloat(v, 64)
+		if i >= 8 { // guest time is counted in user already
+			break
+		}
+		all += x
+		if i == 3 || i == 4 { // idle, iowait
+			idle += x
+		}
+	}
+	return busy{at: time.Now(), busy: all - idle, all: all}
+}
+
+// cores is the mean number of busy cores between b0 and b.
+func (b busy) cores(b0 busy) float64 {
+	secs := b.at.Sub(b0.at).Seconds()
+	if secs <= 0 {
+		return 0
+	}
+	return (b.busy - b0.busy) / 100 / secs
+}
+
+var pprofClient = &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, kube-controller-manager's self-signed serving certificate
+}}
+
+// saveProfiles writes a profile of every controller process to profileDir as
+// <run>-<process>.<kind>, fetched in parallel.
+func (bn *bench) saveProfiles(b *testing.B, run string, procs []*proc, kind, path string, timeout time.Duration) {
+	if profileDir == "" {
+		return
+	}
+	if err := os.MkdirAll(profileDir, 0o755); err != nil {
+		b.Error(err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		if p.pprofURL == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.pprofURL+path, nil)
+			resp, err := pprofClient.Do(req)
+			if err != nil {
+				b.Logf("%s profile of %s: %v", kind, p.name, err)
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Logf("%s profile of %s: HTTP %d %v", kind, p.name, resp.StatusCode, err)
+				return
+			}
+			file := filepath.Join(profileDir, fmt.Sprintf("%s-%s.%s", run, strings.Fields(p.name)[0], kind))
+			if err := os.WriteFile(file, body, 0o644); err != nil {
+				b.Log(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func report(b *testing.B, r result) {
+	peak, steady := r.maxControllerRSS()
+	b.ReportMetric(r.toReady.Seconds(), "s-to-ready")
+	b.ReportMetric(r.firstRS.Seconds(), "s-first-change-rs")
+	b.ReportMetric(r.firstObserved.Seconds(), "s-first-change-observed")
+	b.ReportMetric(r.drained.Seconds(), "s-queues-empty-after-ready")
+	b.ReportMetric(peak/mib, "max-process-peak-RSS-MiB")
+	b.ReportMetric(steady/mib, "max-process-steady-RSS-MiB")
+	b.ReportMetric(r.sumController(func(p procFigures) float64 { return p.peakRSS })/mib, "sum-peak-RSS-MiB")
+	b.ReportMetric(r.sumController(func(p procFigures) float64 { return p.cpuStart }), "controller-cpu-s-start")
+	b.ReportMetric(r.sumController(func(p procFigures) float64 { return p.cpuChurn }), "controller-cpu-s-churn")
+	b.ReportMetric(r.sumController(func(p procFigures) float64 { return p.wireStart })/mib, "controller-wire-MiB-start")
+	b.ReportMetric(r.sumController(func(p procFigures) float64 { return p.wireChurn })/mib, "controller-wire-MiB-churn")
+	l, w := r.apiStart.total()
+	b.ReportMetric((l+w)/mib, "apiserver-list+watch-MiB-start")
+	l, w = r.apiChurn.total()
+	b.ReportMetric((l+w)/mib, "apiserver-list+watch-MiB-churn")
+	b.ReportMetric(r.other("kube-apiserver").cpuStart+r.other("etcd").cpuStart, "apiserver+etcd-cpu-s-start")
+	b.ReportMetric(r.other("kube-apiserver").cpuChurn+r.other("etcd").cpuChurn, "apiserver+etcd-cpu-s-churn")
+}
+
+// stat is a median with its range over repetitions.
+type stat struct{ med, lo, hi float64 }
+
+func statOf(xs []float64) stat {
+	if len(xs) == 0 {
+		return stat{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return stat{m, s[0], s[len(s)-1]}
+}
+
+func (s stat) fmt(format string) string {
+	if s.lo == s.hi {
+		return fmt.Sprintf(format, s.med)
+	}
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", s.med, s.lo, s.hi)
+}
+
+// summary logs tables of every run (median and range over repetitions) with the goals'
+// check, and writes them to the artifacts folder.
+func summary(b *testing.B, results []result, log bool) {
+	if len(results) == 0 {
+		return
+	}
+	var order []string
+	by := map[string][]result{}
+	for _, r := range results {
+		if _, ok := by[r.name]; !ok {
+			order = append(order, r.name)
+		}
+		by[r.name] = append(by[r.name], r)
+	}
+	col := func(rs []result, f func(result) float64) stat {
+		var xs []float64
+		for _, r := range rs {
+			xs = append(xs, f(r))
+		}
+		return statOf(xs)
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%d namespaces x %d Deployments x %d replicas = %d pods; controllers at --kube-api-qps %s --kube-api-burst %s, %s workers; churn %.1f changes/s for %s after %s; seed %d\n",
+		namespaces, deploymentsPerNS, replicas, namespaces*deploymentsPerNS*int(replicas), qps, burst, workers, churnRate, churnFor, settleFor, seed)
+	fmt.Fprintf(&sb, "median (min–max) over repetitions; RSS and CPU per controller process are the largest shard's unless 'sum'\n\n")
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\treps\tstart to Ready s\tfirst change: RS s / observed s\tqueues empty after Ready s\tpeak RSS MiB (max proc / sum)\tsteady RSS MiB (max proc / sum)\tCPU-s start (sum)\tCPU-s churn (sum)\tCPU-s churn max proc\twire MiB start (max proc / sum)\twire MiB churn (max proc / sum)\tlimiter wait s (sum)")
+	maxOf := func(r result, f func(procFigures) float64) float64 {
+		m := 0.0
+		for _, c := range r.controllers {
+			m = max(m, f(c))
+		}
+		return m
+	}
+	for _, n := range order {
+		rs := by[n]
+		sum := func(f func(procFigures) float64) stat {
+			return col(rs, func(r result) float64 { return r.sumController(f) })
+		}
+		mx := func(f func(procFigures) float64) stat { return col(rs, func(r result) float64 { return maxOf(r, f) }) }
+		peak := func(p procFigures) float64 { return p.peakRSS / mib }
+		steady := func(p procFigures) float64 { return p.steadyRSS / mib }
+		ws := func(p procFigures) float64 { return p.wireStart / mib }
+		wc := func(p procFigures) float64 { return p.wireChurn / mib }
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s / %s\t%s\t%s / %s\t%s / %s\t%s\t%s\t%s\t%s / %s\t%s / %s\t%s\n", n, len(rs),
+			col(rs, func(r result) float64 { return r.toReady.Seconds() }).fmt("%.1f"),
+			col(rs, func(r result) float64 { return r.firstRS.Seconds() }).fmt("%.2f"),
+			col(rs, func(r result) float64 { return r.firstObserved.Seconds() }).fmt("%.2f"),
+			col(rs, func(r result) float64 { return r.drained.Seconds() }).fmt("%.1f"),
+			mx(peak).fmt("%.0f"), sum(peak).fmt("%.0f"), mx(steady).fmt("%.0f"), sum(steady).fmt("%.0f"),
+			sum(func(p procFigures) float64 { return p.cpuStart }).fmt("%.1f"),
+			sum(func(p procFigures) float64 { return p.cpuChurn }).fmt("%.1f"),
+			mx(func(p procFigures) float64 { return p.cpuChurn }).fmt("%.1f"),
+			mx(ws).fmt("%.1f"), sum(ws).fmt("%.1f"), mx(wc).fmt("%.1f"), sum(wc).fmt("%.1f"),
+			sum(func(p procFigures) float64 { return p.limiterWait }).fmt("%.1f"))
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(&sb, "\nthe API server's own metrics (every client; deltas over the window) and the cluster's processes\n\n")
+	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\twindow\tLIST MiB (requests)\twatch MiB (events)\tpods / replicasets / deployments / namespaces MiB (list+watch)\tapiserver CPU-s\tetcd CPU-s\tkcm (others) CPU-s\tscheduler+kwok CPU-s\tcoordinator CPU-s\tmachine busy cores (of 2)\tapiserver peak RSS MiB")
+	for _, n := range order {
+		rs := by[n]
+		for _, w := range []string{"start", "churn"} {
+			pick := func(r result) apiBytes {
+				if w == "start" {
+					return r.apiStart
+				}
+				return r.apiChurn
+			}
+			cpu := func(name string) stat {
+				return col(rs, func(r result) float64 {
+					o := r.other(name)
+					if w == "start" {
+						return o.cpuStart
+					}
+					return o.cpuChurn
+				})
+			}
+			res := func(name string) stat {
+				return col(rs, func(r result) float64 { a := pick(r); return (a.list[name] + a.watch[name]) / mib })
+			}
+			sk := col(rs, func(r result) float64 {
+				s, k := r.other("kube-scheduler"), r.other("kwok")
+				if w == "start" {
+					return s.cpuStart + k.cpuStart
+				}
+				return s.cpuChurn + k.cpuChurn
+			})
+			fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\t%s / %s / %s / %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, w,
+				col(rs, func(r result) float64 { l, _ := pick(r).total(); return l / mib }).fmt("%.1f"),
+				col(rs, func(r result) float64 { return pick(r).listRequests }).fmt("%.0f"),
+				col(rs, func(r result) float64 { _, x := pick(r).total(); return x / mib }).fmt("%.1f"),
+				col(rs, func(r result) float64 { return pick(r).watchEvents }).fmt("%.0f"),
+				res("pods").fmt("%.1f"), res("replicasets").fmt("%.1f"), res("deployments").fmt("%.1f"), res("namespaces").fmt("%.1f"),
+				cpu("kube-apiserver").fmt("%.1f"), cpu("etcd").fmt("%.1f"), cpu("kube-controller-manager (others)").fmt("%.1f"),
+				sk.fmt("%.1f"), cpu("coordinator").fmt("%.1f"),
+				col(rs, func(r result) float64 {
+					if w == "start" {
+						return r.busyStart
+					}
+					return r.busyChurn
+				}).fmt("%.2f"),
+				col(rs, func(r result) float64 { return r.apiserverRSS / mib }).fmt("%.0f"))
+		}
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(&sb, "\nper run and process\n\n")
+	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\tprocess\tReady after s\tpeak RSS MiB\tsteady RSS MiB\tCPU-s start\tCPU-s churn\twire MiB start\twire MiB churn\tlimiter wait s\tfirst change ns\tchurn changes (errors), caught up after s")
+	for _, r := range results {
+		for _, c := range r.controllers {
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%d (%d), %.1f\n", r.name, c.name, c.ready.Seconds(),
+				c.peakRSS/mib, c.steadyRSS/mib, c.cpuStart, c.cpuChurn, c.wireStart/mib, c.wireChurn/mib, c.limiterWait,
+				r.firstNS, r.churnChanges, r.churnErrors, r.churnCaughtUp.Seconds())
+		}
+	}
+	_ = tw.Flush()
+
+	if up, ok := by["upstream"]; ok {
+		fmt.Fprintf(&sb, "\ngoals (issue 11 §2), medians: memory per shard <= 1.15 x upstream / N + 25 MiB; start to Ready <= upstream's\n\n")
+		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "run\tlargest shard peak RSS MiB\tbound (from upstream's peak)\tmet\tlargest shard steady RSS MiB\tbound (from upstream's steady)\tmet\tstart to Ready s\tupstream's s\tmet")
+		upPeak := col(up, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).med
+		upSteady := col(up, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).med
+		upReady := col(up, func(r result) float64 { return r.toReady.Seconds() }).med
+		yes := func(ok bool) string {
+			if ok {
+				return "yes"
+			}
+			return "NO"
+		}
+		for _, n := range order {
+			rs := by[n]
+			if rs[0].shards == 0 {
+				continue
+			}
+			nShards := float64(rs[0].shards)
+			peak := col(rs, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).med
+			steady := col(rs, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).med
+			ready := col(rs, func(r result) float64 { return r.toReady.Seconds() }).med
+			pb, sbnd := 1.15*upPeak/nShards+25, 1.15*upSteady/nShards+25
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%s\n", n, peak, pb, yes(peak <= pb), steady, sbnd, yes(steady <= sbnd),
+				ready, upReady, yes(ready <= upReady))
+		}
+		_ = tw.Flush()
+	}
+	path := filepath.Join(framework.ArtifactsDir(b), "summary.txt")
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		b.Error(err)
+	}
+	if log {
+		b.Logf("summary:\n%s", sb.String())
+		b.Logf("summary written to %s", path)
+	}
+}

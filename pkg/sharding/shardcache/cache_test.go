@@ -290,6 +290,14 @@ func TestNamespacesIndexedByPartition(t *testing.T) {
 	if got := c.NamespacesOf(5); !equalStrings(got, []string{"p5-a", "p5-b"}) {
 		t.Errorf("NamespacesOf(5) = %v", got)
 	}
+	for _, tc := range []struct {
+		partition uint32
+		want      int
+	}{{5, 2}, {6, 1}, {7, 0}} {
+		if got := c.NamespaceCount(tc.partition); got != tc.want {
+			t.Errorf("NamespaceCount(%d) = %d, want %d", tc.partition, got, tc.want)
+		}
+	}
 	if got, _ := corelisters.NewNamespaceLister(c.nsInformer.GetIndexer()).List(labels.Everything()); len(got) != 3 {
 		t.Errorf("the namespace informer holds %d namespaces, want all 3", len(got))
 	}

@@ -239,6 +239,18 @@ func (c *Cache) NamespacesOf(partition uint32) []string {
 	return out
 }
 
+// NamespaceCount returns how many namespaces of partition the Namespace informer knows,
+// without building or sorting their names: the shard's heartbeat counts every owned
+// partition's namespaces each second, which at 10,000 namespaces made NamespacesOf a
+// quarter of an idle shard's CPU.
+func (c *Cache) NamespaceCount(partition uint32) int {
+	keys, err := c.nsInformer.GetIndexer().IndexKeys(PartitionIndex, PartitionIndexValue(partition))
+	if err != nil {
+		return 0
+	}
+	return len(keys)
+}
+
 func (c *Cache) startWarmupLocked(p uint32) *warmup {
 	ctx, cancel := context.WithCancel(c.runCtx)
 	w := &warmup{partition: p, cancel: cancel, done: make(chan struct{}), namespaces: map[string]struct{}{}}

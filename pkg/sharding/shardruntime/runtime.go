@@ -185,7 +185,7 @@ func (r *Runtime) Stats() protocol.Stats {
 	acquired := r.gate.Partitions()
 	var namespaces uint64
 	for _, p := range acquired {
-		namespaces += uint64(len(r.cache.NamespacesOf(p)))
+		namespaces += uint64(r.cache.NamespaceCount(p))
 	}
 	var cached uint64
 	for _, n := range r.cache.CachedObjects() {

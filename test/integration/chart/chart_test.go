@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"flag"
@@ -305,7 +306,13 @@ func TestServerSideDryRun(t *testing.T) {
 		t.Cleanup(func() { kubectl(t, f, "delete", crd, "--ignore-not-found") })
 	}
 	kubectl(t, f, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml"))
-	kubectl(t, f, "wait", "--for=condition=Established", "--timeout=60s", crd)
+	// Not `kubectl wait --for=condition=Established`: right after the create the CRD may
+	// have no status.conditions yet, and kubectl wait then fails at once ("accessor
+	// error: <nil>") instead of waiting; it failed make test so once.
+	framework.Eventually(t, 60*time.Second, crd+" Established", func(context.Context) (bool, error) {
+		out, err := runKubectl(t, f, "get", crd, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		return err == nil && strings.TrimSpace(out) == "True", nil
+	})
 	for _, file := range CIValuesFiles(t) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			ns := f.Namespace(t, nil).Name

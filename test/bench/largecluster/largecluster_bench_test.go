@@ -59,35 +59,23 @@ const (
 
 // Sizes and knobs; the defaults are issue 11's.
 var (
-	namespaces       = envInt("KSHARD_BENCH_NAMESPACES", 10000)
-	deploymentsPerNS = envInt("KSHARD_BENCH_DEPLOYMENTS_PER_NS", 1)
-	replicas         = int32(envInt("KSHARD_BENCH_REPLICAS", 5))
+	namespaces       = framework.EnvInt("KSHARD_BENCH_NAMESPACES", 10000)
+	deploymentsPerNS = framework.EnvInt("KSHARD_BENCH_DEPLOYMENTS_PER_NS", 1)
+	replicas         = int32(framework.EnvInt("KSHARD_BENCH_REPLICAS", 5))
 	churnRate        = envFloat("KSHARD_BENCH_CHURN_RATE", 2)
-	churnFor         = time.Duration(envInt("KSHARD_BENCH_CHURN_SECONDS", 120)) * time.Second
-	settleFor        = time.Duration(envInt("KSHARD_BENCH_SETTLE_SECONDS", 30)) * time.Second
-	populateShards   = envInt("KSHARD_BENCH_POPULATE_SHARDS", 2)
-	repetitions      = envInt("KSHARD_BENCH_REPETITIONS", 1)
+	churnFor         = time.Duration(framework.EnvInt("KSHARD_BENCH_CHURN_SECONDS", 120)) * time.Second
+	settleFor        = time.Duration(framework.EnvInt("KSHARD_BENCH_SETTLE_SECONDS", 30)) * time.Second
+	populateShards   = framework.EnvInt("KSHARD_BENCH_POPULATE_SHARDS", 2)
+	repetitions      = framework.EnvInt("KSHARD_BENCH_REPETITIONS", 1)
 	runs             = envList("KSHARD_BENCH_RUNS", "upstream,kshard-1,kshard-2,kshard-4")
 	profileDir       = os.Getenv("KSHARD_BENCH_PROFILE_DIR")
-	seed             = int64(envInt("KSHARD_BENCH_SEED", int(time.Now().UnixNano()%1e9)))
+	seed             = int64(framework.EnvInt("KSHARD_BENCH_SEED", int(time.Now().UnixNano()%1e9)))
 	// readyLimit bounds a run's wait for Ready, convergeLimit a wait for Deployments to
 	// be Available again, populateLimit the first population.
 	readyLimit    = 20 * time.Minute
 	convergeLimit = 10 * time.Minute
 	populateLimit = 120 * time.Minute
 )
-
-func envInt(name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		panic(fmt.Sprintf("%s=%q: want a positive integer", name, v))
-	}
-	return n
-}
 
 func envFloat(name string, def float64) float64 {
 	v := os.Getenv(name)

@@ -68,10 +68,10 @@ func BenchmarkCapacity(b *testing.B) {
 	}
 	shardCounts := envInts(b, "KSHARD_BENCH_CAPACITY_SHARDS", "1,2,3,4")
 	rates := envInts(b, "KSHARD_BENCH_CAPACITY_RATES", "1,2,3,4,6,8,10,12,16,20,24,32")
-	refine := envInt(b, "KSHARD_BENCH_CAPACITY_REFINE", 2)
-	window := time.Duration(envInt(b, "KSHARD_BENCH_CAPACITY_WINDOW_SECONDS", 60)) * time.Second
+	refine := framework.EnvInt("KSHARD_BENCH_CAPACITY_REFINE", 2)
+	window := time.Duration(framework.EnvInt("KSHARD_BENCH_CAPACITY_WINDOW_SECONDS", 60)) * time.Second
 	load := framework.Burst{Run: strings.ToLower("cap-" + kf.RunID), Label: label,
-		Namespaces: envInt(b, "KSHARD_BENCH_CAPACITY_NAMESPACES", 400), PerNamespace: 1, Replicas: 2}
+		Namespaces: framework.EnvInt("KSHARD_BENCH_CAPACITY_NAMESPACES", 400), PerNamespace: 1, Replicas: 2}
 	b.Logf("%d namespaces x 1 Deployment x 2 replicas; offered rates %v changes/s, %s each; shard counts %v; SLOs: queue wait p99 <= %s, reconcile p99 <= %s",
 		load.Namespaces, rates, window, shardCounts, queueWaitSLO, reconcileSLO)
 

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -93,9 +92,9 @@ func BenchmarkScaleOut(b *testing.B) {
 	for _, bin := range []string{"coordinator", "shard"} {
 		framework.Binary(b, bin)
 	}
-	load := framework.Burst{Label: label, Namespaces: envInt(b, "KSHARD_BENCH_SCALEOUT_NAMESPACES", 300),
-		PerNamespace: envInt(b, "KSHARD_BENCH_SCALEOUT_DEPLOYMENTS", 2), Replicas: int32(envInt(b, "KSHARD_BENCH_SCALEOUT_REPLICAS", 3))}
-	reps := envInt(b, "KSHARD_BENCH_REPS", 3)
+	load := framework.Burst{Label: label, Namespaces: framework.EnvInt("KSHARD_BENCH_SCALEOUT_NAMESPACES", 300),
+		PerNamespace: framework.EnvInt("KSHARD_BENCH_SCALEOUT_DEPLOYMENTS", 2), Replicas: int32(framework.EnvInt("KSHARD_BENCH_SCALEOUT_REPLICAS", 3))}
+	reps := framework.EnvInt("KSHARD_BENCH_REPS", 3)
 	var configs []config
 	if envString("KSHARD_BENCH_SCALEOUT_UPSTREAM", "1") != "0" {
 		configs = append(configs, config{name: "upstream"})
@@ -364,18 +363,6 @@ func spread(xs []float64, format string) string {
 		return fmt.Sprintf(format, med)
 	}
 	return fmt.Sprintf(format+" ["+format+"–"+format+"]", med, s[0], s[len(s)-1])
-}
-
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }
 
 func envString(name, def string) string {

@@ -79,12 +79,12 @@ const (
 // 10,000-namespace handoff figures of docs/performance.md).
 var (
 	// namespaces is the full namespace count.
-	namespaces = envInt("KSHARD_BENCH_NAMESPACES", 1000)
+	namespaces = framework.EnvInt("KSHARD_BENCH_NAMESPACES", 1000)
 	// configMapsPerNS ConfigMaps of configMapBytes each per namespace (at least 1), one
 	// of them labelled for the audit controller. The shard caches ConfigMaps (the audit
 	// controller's informer) and Namespaces; kube-controller-manager adds
 	// kube-root-ca.crt to every namespace.
-	configMapsPerNS = max(1, envInt("KSHARD_BENCH_CONFIGMAPS", 10))
+	configMapsPerNS = max(1, framework.EnvInt("KSHARD_BENCH_CONFIGMAPS", 10))
 )
 
 // auditResync is how often the audit controller reconciles each labelled ConfigMap
@@ -105,20 +105,6 @@ var extraShardArgs = strings.Fields(os.Getenv("KSHARD_BENCH_SHARD_ARGS"))
 // extraCoordinatorArgs are flags added to the coordinator (KSHARD_BENCH_COORDINATOR_ARGS),
 // e.g. --max-concurrent-moves=256.
 var extraCoordinatorArgs = strings.Fields(os.Getenv("KSHARD_BENCH_COORDINATOR_ARGS"))
-
-// envInt reads a positive integer from the environment, def when unset; anything else
-// stops the benchmark before it starts.
-func envInt(name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		panic(fmt.Sprintf("%s=%q: want a positive integer", name, v))
-	}
-	return n
-}
 
 // env holds what the sub-benchmarks share: the namespaces and a fast client.
 type env struct {

@@ -121,8 +121,15 @@ type part struct {
 	move  *move
 	stale []staleHolder
 
-	// recorded is the owner the enforced owner record names (Config.OwnerRecord).
-	recorded string
+	// recorded is the owner the enforced owner record names (Config.OwnerRecord), and
+	// recordedInc the owner's incarnation this leader last had it enforced for
+	// (recordedFor false: only read at the start of the term, never written by it).
+	// A grant to a new process of the same shard is written again like a move: that
+	// write is where a leader deposed while paused learns it (the namespaces carry a
+	// newer term), before it could hand the restarted shard anything.
+	recorded    string
+	recordedInc uint64
+	recordedFor bool
 }
 
 // move is a handoff of a partition from its owner to another shard.

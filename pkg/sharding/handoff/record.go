@@ -28,6 +28,10 @@ import (
 type RecordRequest struct {
 	Gen    uint64
 	Owners map[partition.ID]string
+
+	// incs are the owners' incarnations the request was made for (the coordinator's
+	// copy only): an answer confirms the record for those processes.
+	incs map[partition.ID]uint64
 }
 
 // RecordKnown tells a new coordinator what the owner record already says (the edge reads
@@ -54,20 +58,24 @@ func (c *Coordinator) TakeRecordRequest() (RecordRequest, bool) {
 	// owner or the record changed since the last walk (or a write came back).
 	c.recDirty = false
 	// Called after every message the edge feeds: allocate only when something changed.
-	var owners map[partition.ID]string
+	var (
+		owners map[partition.ID]string
+		incs   map[partition.ID]uint64
+	)
 	for p := range c.parts {
 		if want, ok := c.recordWant(p); ok {
 			if owners == nil {
-				owners = map[partition.ID]string{}
+				owners, incs = map[partition.ID]string{}, map[partition.ID]uint64{}
 			}
 			owners[partition.ID(p)] = want
+			incs[partition.ID(p)] = c.parts[p].ownerInc
 		}
 	}
 	if len(owners) == 0 {
 		return RecordRequest{}, false
 	}
 	c.recGen++
-	c.recOut = &RecordRequest{Gen: c.recGen, Owners: owners}
+	c.recOut = &RecordRequest{Gen: c.recGen, Owners: owners, incs: incs}
 	c.stats.RecordRequests++
 	return RecordRequest{Gen: c.recGen, Owners: maps.Clone(owners)}, true
 }
@@ -98,8 +106,8 @@ func (c *Coordinator) RecordApplied(now time.Time, gen uint64, err error) {
 	for _, p := range ps {
 		s := req.Owners[p]
 		pr := &c.parts[p]
-		pr.recorded = s
-		if pr.owner != "" && pr.owner == s && !pr.acked && pr.move == nil {
+		pr.recorded, pr.recordedInc, pr.recordedFor = s, req.incs[p], true
+		if c.recordReady(int(p)) && !pr.acked && pr.move == nil {
 			pr.lastSent = now
 			c.sendPart(c.members[pr.owner], CmdAcquire, int(p), pr.epoch)
 		}
@@ -110,10 +118,13 @@ func (c *Coordinator) RecordApplied(now time.Time, gen uint64, err error) {
 // recordWant reports the owner the record should name for p, when it differs from what
 // the record is known to say: the owner of the coordinator's table. An unowned partition
 // keeps its entry (nobody is granted it, so nobody competes with a late write of its last
-// owner); it is rewritten when it is granted.
+// owner); it is rewritten when it is granted. A partition granted but not yet acquired
+// is also written when the record names its owner but this leader has not had that
+// enforced for the owner's current process (see part.recordedInc): the grant then waits
+// for a write that would fail, were this leader deposed.
 func (c *Coordinator) recordWant(p int) (string, bool) {
 	pr := &c.parts[p]
-	if pr.owner == "" || pr.owner == pr.recorded {
+	if pr.owner == "" || (pr.owner == pr.recorded && (pr.acked || pr.recordedFor && pr.recordedInc == pr.ownerInc)) {
 		return "", false
 	}
 	return pr.owner, true
@@ -126,13 +137,13 @@ func (c *Coordinator) recordReady(p int) bool {
 		return true
 	}
 	pr := &c.parts[p]
-	if pr.owner == "" || pr.recorded != pr.owner {
+	if pr.owner == "" || pr.recorded != pr.owner || !pr.recordedFor || pr.recordedInc != pr.ownerInc {
 		return false
 	}
 	// A write still out for p names somebody else (the owner changed back while it was
 	// being written): wait for it, then the next request names the owner again.
 	if c.recOut != nil {
-		if s, ok := c.recOut.Owners[partition.ID(p)]; ok && s != pr.owner {
+		if s, ok := c.recOut.Owners[partition.ID(p)]; ok && (s != pr.owner || c.recOut.incs[partition.ID(p)] != pr.ownerInc) {
 			return false
 		}
 	}

@@ -229,3 +229,45 @@ func TestSeizeAfterNeedsRecord(t *testing.T) {
 		t.Fatalf("want a seize-after error, got %v", err)
 	}
 }
+
+// TestRecordRegrantToRestartedOwner: when a shard restarts and its partitions are granted
+// back to its new process, the record already names the shard, but no Acquire leaves
+// until a record write for the new process is enforced. That write is where a leader
+// that was deposed while paused (a newer term relabelled the namespaces) learns it: the
+// write fails, and the restarted shard gets nothing from it.
+func TestRecordRegrantToRestartedOwner(t *testing.T) {
+	tests := []struct {
+		name      string
+		recordErr error
+		wantWork  int
+	}{
+		{name: "record confirms the new process", wantWork: 8},
+		{name: "record refuses: a newer term wrote it", recordErr: errors.New("owner record: a newer coordinator term wrote it"), wantWork: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := convergedRecord(t, 8, 0, "a")
+			requests := k.c.Stats().RecordRequests
+			// The process restarts: a new incarnation says hello with nothing held.
+			k.addShard("a", 2)
+			k.holdRecord = true
+			k.recordErr = tt.recordErr
+			k.run(40*time.Second, 500*time.Millisecond) // past the old lease's hold
+			for _, c := range k.sent {
+				if c.Kind == CmdAcquire {
+					t.Fatalf("Acquire %+v sent to the restarted shard before a record write for it was enforced", c)
+				}
+			}
+			if k.recordOut == nil || len(k.recordOut.Owners) != 8 {
+				t.Fatalf("want a record request re-naming a for its 8 partitions, got %+v (requests before %d, now %d)",
+					k.recordOut, requests, k.c.Stats().RecordRequests)
+			}
+			k.holdRecord = false
+			k.pump()
+			k.run(2*time.Second, 500*time.Millisecond)
+			if n := len(k.workers()); n != tt.wantWork {
+				t.Fatalf("%d partitions worked after the record answered %v, want %d", n, tt.recordErr, tt.wantWork)
+			}
+		})
+	}
+}

@@ -172,12 +172,12 @@ func run(ctx context.Context, o *Options) (int, error) {
 
 	lost := false
 	err = leader.Run(leadCtx, o.Leader, client, identity, leader.Callbacks{
-		OnLeading: func(ctx context.Context, t uint64) {
+		OnLeading: func(ctx context.Context, t uint64, tenure *leader.Tenure) {
 			term.Store(t)
 			defer term.Store(0)
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 			srv.SetLeaderAddress(o.AdvertiseAddress)
-			if err := srv.Lead(ctx, uint32(t)); err != nil {
+			if err := srv.Lead(ctx, uint32(t), tenure); err != nil {
 				log.Error(err, "cannot lead")
 			}
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)

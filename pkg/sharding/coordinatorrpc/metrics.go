@@ -31,6 +31,9 @@ type Metrics struct {
 	Refused *prometheus.CounterVec // by reason: session_limit, hello_rate, hello_rate_table_full
 	// OpenStreams is the number of Session streams open now (authenticated or not yet).
 	OpenStreams prometheus.Gauge
+	// HeldCommands counts commands held because the leader's Lease was not renewed in
+	// time (Tenure); non-zero only while a resumed leader waits to learn its fate.
+	HeldCommands prometheus.Gauge
 	// The owner record (server-side fence): batches written and enforced, failures,
 	// the time to write and to see it enforced, and partitions per batch.
 	RecordWrites          prometheus.Counter
@@ -84,6 +87,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Sessions and hellos refused by the coordinator's caps, by reason (session_limit, hello_rate, hello_rate_table_full)."}, []string{"reason"}),
 		OpenStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_open_session_streams",
 			Help: "Session streams open now, including those not yet authenticated."}),
+		HeldCommands: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_held_commands",
+			Help: "Commands to shards held because the leader's Lease was not renewed within the renew deadline (a resumed leader waiting to learn whether it still leads)."}),
 		RecordWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_batches_total",
 			Help: "Owner record batches written and seen enforced by the API server."}),
 		RecordNamespaceWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_namespace_writes_total",
@@ -97,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		RecordPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_batch_partitions",
 			Help: "Partitions whose owner one record write changed.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
 	}
-	if err := promutil.Register(reg, m.RecordWrites, m.RecordNamespaceWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+	if err := promutil.Register(reg, m.RecordWrites, m.RecordNamespaceWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.HeldCommands, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
 		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents); err != nil {
 		return nil, err
 	}

@@ -80,6 +80,9 @@ type Server struct {
 	mu         sync.Mutex
 	core       *handoff.Coordinator // nil unless leading
 	leadCtx    context.Context      // the current leadership's context
+	tenure     Tenure               // whether that leadership is still certain
+	held       []handoff.Command    // commands held while the tenure was not valid
+	heldSince  time.Time
 	term       uint32
 	streams    map[string]*stream // current stream of each shard
 	stats      map[string]protocol.Stats
@@ -169,9 +172,24 @@ func (s *Server) Leading() bool {
 	return s.core != nil
 }
 
+// Tenure says whether the leadership Lead serves is still certain by this process's
+// clock (leader.Tenure): ctx of Lead ends only once the elector notices a loss, which a
+// process stopped past its Lease (SIGSTOP, a long pause) does only after it resumed and a
+// renewal failed. Meanwhile a successor may be granting the same partitions.
+type Tenure interface {
+	Valid() bool
+}
+
 // Lead serves sessions with a fresh state machine of the given term until ctx ends, then
-// closes every stream at once: a deposed leader must not say anything more.
-func (s *Server) Lead(ctx context.Context, term uint32) error {
+// closes every stream at once: a deposed leader must not say anything more. While tenure
+// is not valid, nothing the state machine says leaves: no grant, no Welcome, no
+// acknowledgement of a heartbeat (which would extend a shard's lease). It is held and
+// sent once the tenure is valid again (the Lease was renewed), or dropped when the
+// leadership ends.
+func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
+	if tenure == nil {
+		return errors.New("server: Lead needs the leadership's tenure")
+	}
 	core, err := handoff.New(s.opts.Config, term, s.opts.Now())
 	if err != nil {
 		return err
@@ -184,7 +202,8 @@ func (s *Server) Lead(ctx context.Context, term uint32) error {
 	// step it at once.
 	graceUntil := core.Stats().GraceUntil
 	s.mu.Lock()
-	s.core, s.term, s.leadCtx = core, term, ctx
+	s.core, s.term, s.leadCtx, s.tenure = core, term, ctx, tenure
+	s.held, s.heldSince = nil, time.Time{}
 	s.stepDownAt, s.claimedBy = time.Time{}, "" // of an earlier term
 	s.mu.Unlock()
 	s.opts.Metrics.Leader.Set(1)
@@ -217,6 +236,10 @@ func (s *Server) Lead(ctx context.Context, term uint32) error {
 	}
 	s.mu.Lock()
 	s.core = nil
+	if len(s.held) > 0 {
+		s.log.Info("dropping commands held since the tenure lapsed: leadership ended", "commands", len(s.held), "term", term)
+	}
+	s.held = nil
 	for id, st := range s.streams {
 		st.cancel(errors.New("leadership lost"))
 		delete(s.streams, id)
@@ -472,8 +495,41 @@ func (s *Server) feedLocked(in protocol.Incoming, log logr.Logger) error {
 
 // flushLocked sends the state machine's commands and records its events; s.mu held.
 func (s *Server) flushLocked() {
+	s.dispatchLocked(s.core.Outbox())
+	for _, e := range s.core.Events() {
+		s.recordEvent(e)
+	}
+	s.startRingLocked()
+	s.startRecordLocked()
+}
+
+// dispatchLocked sends the state machine's commands, or holds them while the tenure is
+// not valid (see Lead); s.mu held.
+func (s *Server) dispatchLocked(out []handoff.Command) {
+	if !s.tenure.Valid() {
+		if s.heldSince.IsZero() {
+			s.heldSince = time.Now()
+			s.log.Info("leader Lease not renewed within the renew deadline (was this process stopped?): holding every command until it is",
+				"term", s.term)
+		}
+		s.held = append(s.held, out...)
+		s.opts.Metrics.HeldCommands.Set(float64(len(s.held)))
+		return
+	}
+	if !s.heldSince.IsZero() {
+		s.log.Info("leader Lease renewed: sending the commands held meanwhile", "term", s.term,
+			"commands", len(s.held), "heldFor", time.Since(s.heldSince).String())
+		out = append(s.held, out...)
+		s.held, s.heldSince = nil, time.Time{}
+		s.opts.Metrics.HeldCommands.Set(0)
+	}
+	s.sendLocked(out)
+}
+
+// sendLocked puts commands on their shards' streams; s.mu held.
+func (s *Server) sendLocked(out []handoff.Command) {
 	info := protocol.SessionInfo{PartitionCount: s.opts.Config.PartitionCount, Hasher: protocol.Hasher, LeaderTerm: s.term}
-	for _, c := range s.core.Outbox() {
+	for _, c := range out {
 		st := s.streams[c.To]
 		if st == nil || st.session != c.Session {
 			continue // that session is gone; the state machine learns it from Disconnected
@@ -490,11 +546,6 @@ func (s *Server) flushLocked() {
 			st.cancel(errors.New("send buffer full"))
 		}
 	}
-	for _, e := range s.core.Events() {
-		s.recordEvent(e)
-	}
-	s.startRingLocked()
-	s.startRecordLocked()
 }
 
 // startRingLocked computes the target assignment the state machine asks for on its own

@@ -17,7 +17,7 @@ func TestRingComputedOutsideTheLock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	led := make(chan error, 1)
-	go func() { led <- s.Lead(ctx, 1) }()
+	go func() { led <- s.Lead(ctx, 1, alwaysValid{}) }()
 	waitFor(t, "leading", func() bool { return s.Leading() })
 
 	// Default timings: the grace ends at TTL+Margin = 12s. Shards say hello at 11s.
@@ -59,3 +59,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
+
+// alwaysValid is the tenure of a leader whose Lease never lapses.
+type alwaysValid struct{}
+
+func (alwaysValid) Valid() bool { return true }

@@ -436,7 +436,7 @@ func TestMessageSizeLimit(t *testing.T) {
 	led := make(chan struct{})
 	go func() {
 		defer close(led)
-		_ = srv.Lead(ctx, 2)
+		_ = srv.Lead(ctx, 2, &tenure{})
 	}()
 	t.Cleanup(func() {
 		cancel()

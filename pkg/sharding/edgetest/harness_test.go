@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,7 +419,13 @@ type coordinator struct {
 
 	cancel   context.CancelFunc
 	leadDone chan error
+	tenure   tenure
 }
+
+// tenure plays leader.Tenure: valid unless the test says the Lease lapsed.
+type tenure struct{ lapsed atomic.Bool }
+
+func (t *tenure) Valid() bool { return !t.lapsed.Load() }
 
 func startCoordinator(t testing.TB, w *world, name string, creds credentials.TransportCredentials, mutate func(*coordinatorrpc.Options)) *coordinator {
 	t.Helper()
@@ -476,7 +483,7 @@ func (c *coordinator) lead(t testing.TB, term uint32) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.srv.Lead(ctx, term) }()
+	go func() { done <- c.srv.Lead(ctx, term, &c.tenure) }()
 	c.cancel, c.leadDone = cancel, done
 	waitFor(t, 10*time.Second, c.name+" leading", func() (bool, string) {
 		select {

@@ -676,3 +676,39 @@ func TestStepDownAsksAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestLapsedTenure: a leader whose Lease was not renewed within the renew deadline (a
+// process stopped past its Lease and resumed, as in TestChaosShort's overlap) sends
+// nothing, not even to a shard that restarted meanwhile and whose old lease has run out,
+// until its tenure is valid again; then what it held goes out and the shard works.
+func TestLapsedTenure(t *testing.T) {
+	w := newWorld(t)
+	c := startCoordinator(t, w, "leader", insecureServer(t), nil)
+	c.srv.SetLeaderAddress(c.addr)
+	c.lead(t, 1)
+	creds := insecureClient(t)
+	a := startShard(t, w, "shard-a", creds, []string{c.addr}, nil)
+	c.waitSettled(t, w, a)
+
+	c.tenure.lapsed.Store(true)
+	a.kill(t)
+	restarted := startShard(t, w, "shard-a", creds, []string{c.addr}, nil)
+	// The old process's lease (TTL + Margin = 1.2s) runs out long before this: a leader
+	// that did not check its tenure grants the restarted process everything meanwhile.
+	time.Sleep(3 * time.Second)
+	if n := len(restarted.h.workingSet()); n != 0 {
+		t.Fatalf("the restarted shard works %d partitions granted while the leader's tenure had lapsed", n)
+	}
+	if held := testutil.ToFloat64(c.metrics.HeldCommands); held == 0 {
+		t.Fatal("kshard_coordinator_held_commands is 0 while the tenure had lapsed")
+	}
+
+	c.tenure.lapsed.Store(false)
+	waitFor(t, settleTimeout, "the restarted shard to work every partition", func() (bool, string) {
+		n := len(restarted.h.workingSet())
+		return n == partitions, fmt.Sprintf("%d of %d worked", n, partitions)
+	})
+	if held := testutil.ToFloat64(c.metrics.HeldCommands); held != 0 {
+		t.Errorf("kshard_coordinator_held_commands is %v after the tenure was renewed", held)
+	}
+}

@@ -111,8 +111,10 @@ func AddressOf(identity string) string {
 type Callbacks struct {
 	// OnLeading runs while this process leads; ctx ends when leadership is lost. term is
 	// above every term led before, also across a deletion of the Lease: it is recorded
-	// (TermStore) before OnLeading is called.
-	OnLeading func(ctx context.Context, term uint64)
+	// (TermStore) before OnLeading is called. tenure says, at any moment, whether the
+	// leadership is still certain by this process's clock: ctx ends only once the elector
+	// notices a loss, which a process stopped past its Lease does late (see Tenure).
+	OnLeading func(ctx context.Context, term uint64, tenure *Tenure)
 	// OnNewLeader reports the current leader's identity (also for followers).
 	OnNewLeader func(identity string)
 	// OnStopped runs when leadership is lost or never gained before ctx ended.
@@ -141,17 +143,17 @@ func Run(ctx context.Context, o *Options, client kubernetes.Interface, identity 
 		if cb.OnNewLeader != nil {
 			cb.OnNewLeader(identity)
 		}
-		cb.OnLeading(ctx, term)
+		cb.OnLeading(ctx, term, unbounded())
 		if cb.OnStopped != nil {
 			cb.OnStopped()
 		}
 		return nil
 	}
-	lock := &resourcelock.LeaseLock{
+	lock := newTenureLock(&resourcelock.LeaseLock{
 		LeaseMeta:  metav1ObjectMeta(o.ResourceNamespace, o.ResourceName),
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-	}
+	}, o.RenewDeadline, time.Now)
 	terms := o.termStore(client)
 	runCtx, giveUp := context.WithCancelCause(ctx)
 	defer giveUp(nil)
@@ -172,7 +174,7 @@ func Run(ctx context.Context, o *Options, client kubernetes.Interface, identity 
 					return
 				}
 				log.Info("became leader", "identity", identity, "term", term)
-				cb.OnLeading(ctx, term)
+				cb.OnLeading(ctx, term, lock.tenure)
 			},
 			OnStoppedLeading: func() {
 				log.Info("stopped leading", "identity", identity)

@@ -181,7 +181,7 @@ func lead(t *testing.T, c *fake.Clientset, identity string) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var term uint64
-	err := Run(ctx, o, c, identity, Callbacks{OnLeading: func(_ context.Context, tm uint64) {
+	err := Run(ctx, o, c, identity, Callbacks{OnLeading: func(_ context.Context, tm uint64, _ *Tenure) {
 		term = tm
 		cancel()
 	}})
@@ -232,7 +232,7 @@ func TestRunDoesNotLeadWithoutTerm(t *testing.T) {
 	defer cancel()
 	stopped := false
 	err := Run(ctx, o, c, "coordinator-a", Callbacks{
-		OnLeading: func(context.Context, uint64) { t.Error("led without a recorded term") },
+		OnLeading: func(context.Context, uint64, *Tenure) { t.Error("led without a recorded term") },
 		OnStopped: func() { stopped = true },
 	})
 	if err == nil || !strings.Contains(err.Error(), "not leading") || !strings.Contains(err.Error(), "forbidden") {

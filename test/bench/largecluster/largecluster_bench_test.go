@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +67,7 @@ var (
 	settleFor        = time.Duration(framework.EnvInt("KSHARD_BENCH_SETTLE_SECONDS", 30)) * time.Second
 	populateShards   = framework.EnvInt("KSHARD_BENCH_POPULATE_SHARDS", 2)
 	repetitions      = framework.EnvInt("KSHARD_BENCH_REPETITIONS", 1)
-	runs             = envList("KSHARD_BENCH_RUNS", "upstream,kshard-1,kshard-2,kshard-4")
+	runs             = framework.EnvList("KSHARD_BENCH_RUNS", "upstream,kshard-1,kshard-2,kshard-4")
 	profileDir       = os.Getenv("KSHARD_BENCH_PROFILE_DIR")
 	seed             = int64(framework.EnvInt("KSHARD_BENCH_SEED", int(time.Now().UnixNano()%1e9)))
 	// readyLimit bounds a run's wait for Ready, convergeLimit a wait for Deployments to
@@ -87,14 +87,6 @@ func envFloat(name string, def float64) float64 {
 		panic(fmt.Sprintf("%s=%q: want a positive number", name, v))
 	}
 	return f
-}
-
-func envList(name, def string) []string {
-	v := os.Getenv(name)
-	if v == "" {
-		v = def
-	}
-	return strings.Split(v, ",")
 }
 
 func nsName(i int) string     { return fmt.Sprintf("%s%05d", nsPrefix, i) }
@@ -219,7 +211,7 @@ func BenchmarkLargeCluster(b *testing.B) {
 	// the machine's load spreads over every case.
 	for rep := 0; rep < repetitions; rep++ {
 		for _, c := range cases {
-			if !contains(runs, c.name) {
+			if !slices.Contains(runs, c.name) {
 				continue
 			}
 			b.Run(c.name, func(b *testing.B) {
@@ -234,15 +226,6 @@ func BenchmarkLargeCluster(b *testing.B) {
 		}
 	}
 	summary(b, results, true)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if strings.TrimSpace(x) == s {
-			return true
-		}
-	}
-	return false
 }
 
 // populate makes the fixture: what is missing of it is created, replica counts set, and
@@ -1017,29 +1000,6 @@ func report(b *testing.B, r result) {
 	b.ReportMetric(r.other("kube-apiserver").cpuChurn+r.other("etcd").cpuChurn, "apiserver+etcd-cpu-s-churn")
 }
 
-// stat is a median with its range over repetitions.
-type stat struct{ med, lo, hi float64 }
-
-func statOf(xs []float64) stat {
-	if len(xs) == 0 {
-		return stat{}
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return stat{m, s[0], s[len(s)-1]}
-}
-
-func (s stat) fmt(format string) string {
-	if s.lo == s.hi {
-		return fmt.Sprintf(format, s.med)
-	}
-	return fmt.Sprintf(format+" ("+format+"–"+format+")", s.med, s.lo, s.hi)
-}
-
 // summary logs tables of every run (median and range over repetitions) with the goals'
 // check, and writes them to the artifacts folder.
 func summary(b *testing.B, results []result, log bool) {
@@ -1054,17 +1014,17 @@ func summary(b *testing.B, results []result, log bool) {
 		}
 		by[r.name] = append(by[r.name], r)
 	}
-	col := func(rs []result, f func(result) float64) stat {
+	col := func(rs []result, f func(result) float64) framework.Spread {
 		var xs []float64
 		for _, r := range rs {
 			xs = append(xs, f(r))
 		}
-		return statOf(xs)
+		return framework.SpreadOf(xs)
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d namespaces x %d Deployments x %d replicas = %d pods; controllers at --kube-api-qps %s --kube-api-burst %s, %s workers; churn %.1f changes/s for %s after %s; seed %d\n",
 		namespaces, deploymentsPerNS, replicas, namespaces*deploymentsPerNS*int(replicas), qps, burst, workers, churnRate, churnFor, settleFor, seed)
-	fmt.Fprintf(&sb, "median (min–max) over repetitions; RSS and CPU per controller process are the largest shard's unless 'sum'\n\n")
+	fmt.Fprintf(&sb, "median [min–max] over repetitions; RSS and CPU per controller process are the largest shard's unless 'sum'\n\n")
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "run\treps\tstart to Ready s\tfirst change: RS s / observed s\tqueues empty after Ready s\tpeak RSS MiB (max proc / sum)\tsteady RSS MiB (max proc / sum)\tCPU-s start (sum)\tCPU-s churn (sum)\tCPU-s churn max proc\twire MiB start (max proc / sum)\twire MiB churn (max proc / sum)\tlimiter wait s (sum)")
 	maxOf := func(r result, f func(procFigures) float64) float64 {
@@ -1076,25 +1036,27 @@ func summary(b *testing.B, results []result, log bool) {
 	}
 	for _, n := range order {
 		rs := by[n]
-		sum := func(f func(procFigures) float64) stat {
+		sum := func(f func(procFigures) float64) framework.Spread {
 			return col(rs, func(r result) float64 { return r.sumController(f) })
 		}
-		mx := func(f func(procFigures) float64) stat { return col(rs, func(r result) float64 { return maxOf(r, f) }) }
+		mx := func(f func(procFigures) float64) framework.Spread {
+			return col(rs, func(r result) float64 { return maxOf(r, f) })
+		}
 		peak := func(p procFigures) float64 { return p.peakRSS / mib }
 		steady := func(p procFigures) float64 { return p.steadyRSS / mib }
 		ws := func(p procFigures) float64 { return p.wireStart / mib }
 		wc := func(p procFigures) float64 { return p.wireChurn / mib }
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s / %s\t%s\t%s / %s\t%s / %s\t%s\t%s\t%s\t%s / %s\t%s / %s\t%s\n", n, len(rs),
-			col(rs, func(r result) float64 { return r.toReady.Seconds() }).fmt("%.1f"),
-			col(rs, func(r result) float64 { return r.firstRS.Seconds() }).fmt("%.2f"),
-			col(rs, func(r result) float64 { return r.firstObserved.Seconds() }).fmt("%.2f"),
-			col(rs, func(r result) float64 { return r.drained.Seconds() }).fmt("%.1f"),
-			mx(peak).fmt("%.0f"), sum(peak).fmt("%.0f"), mx(steady).fmt("%.0f"), sum(steady).fmt("%.0f"),
-			sum(func(p procFigures) float64 { return p.cpuStart }).fmt("%.1f"),
-			sum(func(p procFigures) float64 { return p.cpuChurn }).fmt("%.1f"),
-			mx(func(p procFigures) float64 { return p.cpuChurn }).fmt("%.1f"),
-			mx(ws).fmt("%.1f"), sum(ws).fmt("%.1f"), mx(wc).fmt("%.1f"), sum(wc).fmt("%.1f"),
-			sum(func(p procFigures) float64 { return p.limiterWait }).fmt("%.1f"))
+			col(rs, func(r result) float64 { return r.toReady.Seconds() }).Format("%.1f"),
+			col(rs, func(r result) float64 { return r.firstRS.Seconds() }).Format("%.2f"),
+			col(rs, func(r result) float64 { return r.firstObserved.Seconds() }).Format("%.2f"),
+			col(rs, func(r result) float64 { return r.drained.Seconds() }).Format("%.1f"),
+			mx(peak).Format("%.0f"), sum(peak).Format("%.0f"), mx(steady).Format("%.0f"), sum(steady).Format("%.0f"),
+			sum(func(p procFigures) float64 { return p.cpuStart }).Format("%.1f"),
+			sum(func(p procFigures) float64 { return p.cpuChurn }).Format("%.1f"),
+			mx(func(p procFigures) float64 { return p.cpuChurn }).Format("%.1f"),
+			mx(ws).Format("%.1f"), sum(ws).Format("%.1f"), mx(wc).Format("%.1f"), sum(wc).Format("%.1f"),
+			sum(func(p procFigures) float64 { return p.limiterWait }).Format("%.1f"))
 	}
 	_ = tw.Flush()
 
@@ -1110,7 +1072,7 @@ func summary(b *testing.B, results []result, log bool) {
 				}
 				return r.apiChurn
 			}
-			cpu := func(name string) stat {
+			cpu := func(name string) framework.Spread {
 				return col(rs, func(r result) float64 {
 					o := r.other(name)
 					if w == "start" {
@@ -1119,7 +1081,7 @@ func summary(b *testing.B, results []result, log bool) {
 					return o.cpuChurn
 				})
 			}
-			res := func(name string) stat {
+			res := func(name string) framework.Spread {
 				return col(rs, func(r result) float64 { a := pick(r); return (a.list[name] + a.watch[name]) / mib })
 			}
 			sk := col(rs, func(r result) float64 {
@@ -1130,20 +1092,20 @@ func summary(b *testing.B, results []result, log bool) {
 				return s.cpuChurn + k.cpuChurn
 			})
 			fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\t%s / %s / %s / %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, w,
-				col(rs, func(r result) float64 { l, _ := pick(r).total(); return l / mib }).fmt("%.1f"),
-				col(rs, func(r result) float64 { return pick(r).listRequests }).fmt("%.0f"),
-				col(rs, func(r result) float64 { _, x := pick(r).total(); return x / mib }).fmt("%.1f"),
-				col(rs, func(r result) float64 { return pick(r).watchEvents }).fmt("%.0f"),
-				res("pods").fmt("%.1f"), res("replicasets").fmt("%.1f"), res("deployments").fmt("%.1f"), res("namespaces").fmt("%.1f"),
-				cpu("kube-apiserver").fmt("%.1f"), cpu("etcd").fmt("%.1f"), cpu("kube-controller-manager (others)").fmt("%.1f"),
-				sk.fmt("%.1f"), cpu("coordinator").fmt("%.1f"),
+				col(rs, func(r result) float64 { l, _ := pick(r).total(); return l / mib }).Format("%.1f"),
+				col(rs, func(r result) float64 { return pick(r).listRequests }).Format("%.0f"),
+				col(rs, func(r result) float64 { _, x := pick(r).total(); return x / mib }).Format("%.1f"),
+				col(rs, func(r result) float64 { return pick(r).watchEvents }).Format("%.0f"),
+				res("pods").Format("%.1f"), res("replicasets").Format("%.1f"), res("deployments").Format("%.1f"), res("namespaces").Format("%.1f"),
+				cpu("kube-apiserver").Format("%.1f"), cpu("etcd").Format("%.1f"), cpu("kube-controller-manager (others)").Format("%.1f"),
+				sk.Format("%.1f"), cpu("coordinator").Format("%.1f"),
 				col(rs, func(r result) float64 {
 					if w == "start" {
 						return r.busyStart
 					}
 					return r.busyChurn
-				}).fmt("%.2f"),
-				col(rs, func(r result) float64 { return r.apiserverRSS / mib }).fmt("%.0f"))
+				}).Format("%.2f"),
+				col(rs, func(r result) float64 { return r.apiserverRSS / mib }).Format("%.0f"))
 		}
 	}
 	_ = tw.Flush()
@@ -1164,9 +1126,9 @@ func summary(b *testing.B, results []result, log bool) {
 		fmt.Fprintf(&sb, "\ngoals (issue 11 §2), medians: memory per shard <= 1.15 x upstream / N + 25 MiB; start to Ready <= upstream's\n\n")
 		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "run\tlargest shard peak RSS MiB\tbound (from upstream's peak)\tmet\tlargest shard steady RSS MiB\tbound (from upstream's steady)\tmet\tstart to Ready s\tupstream's s\tmet")
-		upPeak := col(up, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).med
-		upSteady := col(up, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).med
-		upReady := col(up, func(r result) float64 { return r.toReady.Seconds() }).med
+		upPeak := col(up, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).Median
+		upSteady := col(up, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).Median
+		upReady := col(up, func(r result) float64 { return r.toReady.Seconds() }).Median
 		yes := func(ok bool) string {
 			if ok {
 				return "yes"
@@ -1179,9 +1141,9 @@ func summary(b *testing.B, results []result, log bool) {
 				continue
 			}
 			nShards := float64(rs[0].shards)
-			peak := col(rs, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).med
-			steady := col(rs, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).med
-			ready := col(rs, func(r result) float64 { return r.toReady.Seconds() }).med
+			peak := col(rs, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).Median
+			steady := col(rs, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).Median
+			ready := col(rs, func(r result) float64 { return r.toReady.Seconds() }).Median
 			pb, sbnd := 1.15*upPeak/nShards+25, 1.15*upSteady/nShards+25
 			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%s\n", n, peak, pb, yes(peak <= pb), steady, sbnd, yes(steady <= sbnd),
 				ready, upReady, yes(ready <= upReady))

@@ -304,14 +304,7 @@ func (bn *bench) populate(b *testing.B) {
 	for i := 1; i <= populateShards; i++ {
 		k.StartShard(fmt.Sprintf("populate-shard-%d", i))
 	}
-	defer func() {
-		for _, s := range k.Shards {
-			s.Kill()
-		}
-		for _, c := range k.Coordinators {
-			c.Kill()
-		}
-	}()
+	defer k.KillAll()
 	deadline := time.Now().Add(populateLimit)
 	last := time.Now()
 	for {
@@ -436,13 +429,9 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		}
 		procs = append(procs, &proc{name: role, role: "other", pid: pid})
 	}
-	for _, p := range procs {
-		if err := framework.ResetPeakRSS(p.pid); err != nil {
-			b.Fatal(err)
-		}
-	}
 	api0 := bn.apiMetrics(b)
-	cpu0 := bn.usage(b, procs)
+	// Their peak RSS is reset, so that it is taken over the run.
+	startMeter := framework.StartMeter(b, metered(procs, true)...)
 	busy0 := machineBusy()
 
 	// Start.
@@ -537,12 +526,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 			}
 			return all && total == partitions, nil
 		}
-		stop = func() {
-			for _, s := range ss {
-				s.Kill()
-			}
-			c.Kill()
-		}
+		stop = k.KillAll
 	}
 	defer stop()
 
@@ -566,7 +550,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	r.toReady = time.Since(start)
 	b.StopTimer()
 	api1 := bn.apiMetrics(b)
-	cpu1 := bn.usage(b, procs)
+	cpuStart := startCPU(b, startMeter, procs)
 	busy1 := machineBusy()
 	r.apiStart = apiDelta(api0, api1)
 	r.busyStart = busy1.cores(busy0)
@@ -593,7 +577,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 
 	// The steady churn.
 	api2 := bn.apiMetrics(b)
-	cpu2 := bn.usage(b, procs)
+	churnMeter := framework.StartMeter(b, metered(procs, false)...)
 	busy2 := machineBusy()
 	wire2 := map[*proc]float64{}
 	for _, p := range procs {
@@ -613,16 +597,13 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	r.churnChanges, r.churnErrors = bn.churn(b, procs, touched)
 	profWG.Wait()
 	api3 := bn.apiMetrics(b)
-	cpu3 := bn.usage(b, procs)
+	churnUse := churnMeter.Stop(b)
 	busy3 := machineBusy()
 	r.apiChurn = apiDelta(api2, api3)
 	r.busyChurn = busy3.cores(busy2)
-	for _, p := range procs {
-		f := procFigures{name: p.name, role: p.role, peakRSS: cpu3[p].PeakRSSBytes, ready: p.ready,
-			cpuStart: cpu1[p].CPUSeconds - cpu0[p].CPUSeconds, cpuChurn: cpu3[p].CPUSeconds - cpu2[p].CPUSeconds, limiterWait: -1}
-		if cpu0[p] == (framework.ProcUsage{}) { // started in this run
-			f.cpuStart = cpu1[p].CPUSeconds
-		}
+	for i, p := range procs {
+		f := procFigures{name: p.name, role: p.role, peakRSS: churnUse[i].PeakRSSBytes, ready: p.ready,
+			cpuStart: cpuStart[i], cpuChurn: churnUse[i].CPUSeconds, limiterWait: -1}
 		for _, v := range p.rss {
 			f.steadyRSS += v / float64(len(p.rss))
 		}
@@ -833,15 +814,31 @@ func (bn *bench) waitAvailable(b *testing.B, touched map[string]int32) {
 	}
 }
 
-func (bn *bench) usage(b *testing.B, procs []*proc) map[*proc]framework.ProcUsage {
+// metered returns procs as a framework.Meter takes them; resetPeak resets their peak RSS
+// when the meter starts.
+func metered(procs []*proc, resetPeak bool) []framework.Metered {
+	out := make([]framework.Metered, len(procs))
+	for i, p := range procs {
+		out[i] = framework.Metered{Name: p.name, Role: p.role, Pid: p.pid, ResetPeak: resetPeak}
+	}
+	return out
+}
+
+// startCPU stops m, the meter of the processes that ran before the run (the first ones of
+// procs), and returns the CPU-seconds of every process of procs over the start: for those
+// since m started, for the ones the run started since they started.
+func startCPU(b *testing.B, m *framework.Meter, procs []*proc) []float64 {
 	b.Helper()
-	out := map[*proc]framework.ProcUsage{}
-	for _, p := range procs {
+	var out []float64
+	for _, u := range m.Stop(b) {
+		out = append(out, u.CPUSeconds)
+	}
+	for _, p := range procs[len(out):] {
 		u, err := framework.ReadProcUsage(p.pid)
 		if err != nil {
 			b.Fatalf("%s: %v", p.name, err)
 		}
-		out[p] = u
+		out = append(out, u.CPUSeconds)
 	}
 	return out
 }

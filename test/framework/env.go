@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // EnvInt reads a positive integer from the environment variable name, def when it is
@@ -19,4 +20,32 @@ func EnvInt(name string, def int) int {
 		panic(fmt.Sprintf("%s=%q: want a positive integer", name, v))
 	}
 	return n
+}
+
+// EnvList reads a comma-separated list from the environment variable name (def when it is
+// unset), each item trimmed of spaces.
+func EnvList(name, def string) []string {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
+	}
+	items := strings.Split(v, ",")
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
+	}
+	return items
+}
+
+// EnvInts reads a comma-separated list of positive integers as EnvList does. Anything else
+// panics, as in EnvInt.
+func EnvInts(name, def string) []int {
+	var out []int
+	for _, s := range EnvList(name, def) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			panic(fmt.Sprintf("%s: %q is not a positive integer", name, s))
+		}
+		out = append(out, n)
+	}
+	return out
 }

@@ -64,8 +64,8 @@
 //     rest_client_rate_limiter_duration_seconds), to tell a QPS-bound run.
 //
 // The summary table (summary.txt in the artifacts folder) shows every figure as the median
-// over the repetitions with the range (min–max) and checks issue 11's goals: memory per
-// shard <= 1.15 × upstream's / N + 25 MiB, start to Ready <= upstream's.
+// over the repetitions with the range, "median [min–max]", and checks issue 11's goals:
+// memory per shard <= 1.15 × upstream's / N + 25 MiB, start to Ready <= upstream's.
 //
 // # The cluster
 //

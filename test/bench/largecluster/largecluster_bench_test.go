@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +67,7 @@ var (
 	settleFor        = time.Duration(framework.EnvInt("KSHARD_BENCH_SETTLE_SECONDS", 30)) * time.Second
 	populateShards   = framework.EnvInt("KSHARD_BENCH_POPULATE_SHARDS", 2)
 	repetitions      = framework.EnvInt("KSHARD_BENCH_REPETITIONS", 1)
-	runs             = envList("KSHARD_BENCH_RUNS", "upstream,kshard-1,kshard-2,kshard-4")
+	runs             = framework.EnvList("KSHARD_BENCH_RUNS", "upstream,kshard-1,kshard-2,kshard-4")
 	profileDir       = os.Getenv("KSHARD_BENCH_PROFILE_DIR")
 	seed             = int64(framework.EnvInt("KSHARD_BENCH_SEED", int(time.Now().UnixNano()%1e9)))
 	// readyLimit bounds a run's wait for Ready, convergeLimit a wait for Deployments to
@@ -87,14 +87,6 @@ func envFloat(name string, def float64) float64 {
 		panic(fmt.Sprintf("%s=%q: want a positive number", name, v))
 	}
 	return f
-}
-
-func envList(name, def string) []string {
-	v := os.Getenv(name)
-	if v == "" {
-		v = def
-	}
-	return strings.Split(v, ",")
 }
 
 func nsName(i int) string     { return fmt.Sprintf("%s%05d", nsPrefix, i) }
@@ -219,7 +211,7 @@ func BenchmarkLargeCluster(b *testing.B) {
 	// the machine's load spreads over every case.
 	for rep := 0; rep < repetitions; rep++ {
 		for _, c := range cases {
-			if !contains(runs, c.name) {
+			if !slices.Contains(runs, c.name) {
 				continue
 			}
 			b.Run(c.name, func(b *testing.B) {
@@ -234,15 +226,6 @@ func BenchmarkLargeCluster(b *testing.B) {
 		}
 	}
 	summary(b, results, true)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if strings.TrimSpace(x) == s {
-			return true
-		}
-	}
-	return false
 }
 
 // populate makes the fixture: what is missing of it is created, replica counts set, and
@@ -321,14 +304,7 @@ func (bn *bench) populate(b *testing.B) {
 	for i := 1; i <= populateShards; i++ {
 		k.StartShard(fmt.Sprintf("populate-shard-%d", i))
 	}
-	defer func() {
-		for _, s := range k.Shards {
-			s.Kill()
-		}
-		for _, c := range k.Coordinators {
-			c.Kill()
-		}
-	}()
+	defer k.KillAll()
 	deadline := time.Now().Add(populateLimit)
 	last := time.Now()
 	for {
@@ -453,13 +429,9 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		}
 		procs = append(procs, &proc{name: role, role: "other", pid: pid})
 	}
-	for _, p := range procs {
-		if err := framework.ResetPeakRSS(p.pid); err != nil {
-			b.Fatal(err)
-		}
-	}
 	api0 := bn.apiMetrics(b)
-	cpu0 := bn.usage(b, procs)
+	// Their peak RSS is reset, so that it is taken over the run.
+	startMeter := framework.StartMeter(b, metered(procs, true)...)
 	busy0 := machineBusy()
 
 	// Start.
@@ -554,12 +526,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 			}
 			return all && total == partitions, nil
 		}
-		stop = func() {
-			for _, s := range ss {
-				s.Kill()
-			}
-			c.Kill()
-		}
+		stop = k.KillAll
 	}
 	defer stop()
 
@@ -583,7 +550,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	r.toReady = time.Since(start)
 	b.StopTimer()
 	api1 := bn.apiMetrics(b)
-	cpu1 := bn.usage(b, procs)
+	cpuStart := startCPU(b, startMeter, procs)
 	busy1 := machineBusy()
 	r.apiStart = apiDelta(api0, api1)
 	r.busyStart = busy1.cores(busy0)
@@ -610,7 +577,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 
 	// The steady churn.
 	api2 := bn.apiMetrics(b)
-	cpu2 := bn.usage(b, procs)
+	churnMeter := framework.StartMeter(b, metered(procs, false)...)
 	busy2 := machineBusy()
 	wire2 := map[*proc]float64{}
 	for _, p := range procs {
@@ -630,16 +597,13 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	r.churnChanges, r.churnErrors = bn.churn(b, procs, touched)
 	profWG.Wait()
 	api3 := bn.apiMetrics(b)
-	cpu3 := bn.usage(b, procs)
+	churnUse := churnMeter.Stop(b)
 	busy3 := machineBusy()
 	r.apiChurn = apiDelta(api2, api3)
 	r.busyChurn = busy3.cores(busy2)
-	for _, p := range procs {
-		f := procFigures{name: p.name, role: p.role, peakRSS: cpu3[p].PeakRSSBytes, ready: p.ready,
-			cpuStart: cpu1[p].CPUSeconds - cpu0[p].CPUSeconds, cpuChurn: cpu3[p].CPUSeconds - cpu2[p].CPUSeconds, limiterWait: -1}
-		if cpu0[p] == (framework.ProcUsage{}) { // started in this run
-			f.cpuStart = cpu1[p].CPUSeconds
-		}
+	for i, p := range procs {
+		f := procFigures{name: p.name, role: p.role, peakRSS: churnUse[i].PeakRSSBytes, ready: p.ready,
+			cpuStart: cpuStart[i], cpuChurn: churnUse[i].CPUSeconds, limiterWait: -1}
 		for _, v := range p.rss {
 			f.steadyRSS += v / float64(len(p.rss))
 		}
@@ -850,15 +814,31 @@ func (bn *bench) waitAvailable(b *testing.B, touched map[string]int32) {
 	}
 }
 
-func (bn *bench) usage(b *testing.B, procs []*proc) map[*proc]framework.ProcUsage {
+// metered returns procs as a framework.Meter takes them; resetPeak resets their peak RSS
+// when the meter starts.
+func metered(procs []*proc, resetPeak bool) []framework.Metered {
+	out := make([]framework.Metered, len(procs))
+	for i, p := range procs {
+		out[i] = framework.Metered{Name: p.name, Role: p.role, Pid: p.pid, ResetPeak: resetPeak}
+	}
+	return out
+}
+
+// startCPU stops m, the meter of the processes that ran before the run (the first ones of
+// procs), and returns the CPU-seconds of every process of procs over the start: for those
+// since m started, for the ones the run started since they started.
+func startCPU(b *testing.B, m *framework.Meter, procs []*proc) []float64 {
 	b.Helper()
-	out := map[*proc]framework.ProcUsage{}
-	for _, p := range procs {
+	var out []float64
+	for _, u := range m.Stop(b) {
+		out = append(out, u.CPUSeconds)
+	}
+	for _, p := range procs[len(out):] {
 		u, err := framework.ReadProcUsage(p.pid)
 		if err != nil {
 			b.Fatalf("%s: %v", p.name, err)
 		}
-		out[p] = u
+		out = append(out, u.CPUSeconds)
 	}
 	return out
 }
@@ -1017,29 +997,6 @@ func report(b *testing.B, r result) {
 	b.ReportMetric(r.other("kube-apiserver").cpuChurn+r.other("etcd").cpuChurn, "apiserver+etcd-cpu-s-churn")
 }
 
-// stat is a median with its range over repetitions.
-type stat struct{ med, lo, hi float64 }
-
-func statOf(xs []float64) stat {
-	if len(xs) == 0 {
-		return stat{}
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return stat{m, s[0], s[len(s)-1]}
-}
-
-func (s stat) fmt(format string) string {
-	if s.lo == s.hi {
-		return fmt.Sprintf(format, s.med)
-	}
-	return fmt.Sprintf(format+" ("+format+"–"+format+")", s.med, s.lo, s.hi)
-}
-
 // summary logs tables of every run (median and range over repetitions) with the goals'
 // check, and writes them to the artifacts folder.
 func summary(b *testing.B, results []result, log bool) {
@@ -1054,17 +1011,17 @@ func summary(b *testing.B, results []result, log bool) {
 		}
 		by[r.name] = append(by[r.name], r)
 	}
-	col := func(rs []result, f func(result) float64) stat {
+	col := func(rs []result, f func(result) float64) framework.Spread {
 		var xs []float64
 		for _, r := range rs {
 			xs = append(xs, f(r))
 		}
-		return statOf(xs)
+		return framework.SpreadOf(xs)
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d namespaces x %d Deployments x %d replicas = %d pods; controllers at --kube-api-qps %s --kube-api-burst %s, %s workers; churn %.1f changes/s for %s after %s; seed %d\n",
 		namespaces, deploymentsPerNS, replicas, namespaces*deploymentsPerNS*int(replicas), qps, burst, workers, churnRate, churnFor, settleFor, seed)
-	fmt.Fprintf(&sb, "median (min–max) over repetitions; RSS and CPU per controller process are the largest shard's unless 'sum'\n\n")
+	fmt.Fprintf(&sb, "median [min–max] over repetitions; RSS and CPU per controller process are the largest shard's unless 'sum'\n\n")
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "run\treps\tstart to Ready s\tfirst change: RS s / observed s\tqueues empty after Ready s\tpeak RSS MiB (max proc / sum)\tsteady RSS MiB (max proc / sum)\tCPU-s start (sum)\tCPU-s churn (sum)\tCPU-s churn max proc\twire MiB start (max proc / sum)\twire MiB churn (max proc / sum)\tlimiter wait s (sum)")
 	maxOf := func(r result, f func(procFigures) float64) float64 {
@@ -1076,25 +1033,27 @@ func summary(b *testing.B, results []result, log bool) {
 	}
 	for _, n := range order {
 		rs := by[n]
-		sum := func(f func(procFigures) float64) stat {
+		sum := func(f func(procFigures) float64) framework.Spread {
 			return col(rs, func(r result) float64 { return r.sumController(f) })
 		}
-		mx := func(f func(procFigures) float64) stat { return col(rs, func(r result) float64 { return maxOf(r, f) }) }
+		mx := func(f func(procFigures) float64) framework.Spread {
+			return col(rs, func(r result) float64 { return maxOf(r, f) })
+		}
 		peak := func(p procFigures) float64 { return p.peakRSS / mib }
 		steady := func(p procFigures) float64 { return p.steadyRSS / mib }
 		ws := func(p procFigures) float64 { return p.wireStart / mib }
 		wc := func(p procFigures) float64 { return p.wireChurn / mib }
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s / %s\t%s\t%s / %s\t%s / %s\t%s\t%s\t%s\t%s / %s\t%s / %s\t%s\n", n, len(rs),
-			col(rs, func(r result) float64 { return r.toReady.Seconds() }).fmt("%.1f"),
-			col(rs, func(r result) float64 { return r.firstRS.Seconds() }).fmt("%.2f"),
-			col(rs, func(r result) float64 { return r.firstObserved.Seconds() }).fmt("%.2f"),
-			col(rs, func(r result) float64 { return r.drained.Seconds() }).fmt("%.1f"),
-			mx(peak).fmt("%.0f"), sum(peak).fmt("%.0f"), mx(steady).fmt("%.0f"), sum(steady).fmt("%.0f"),
-			sum(func(p procFigures) float64 { return p.cpuStart }).fmt("%.1f"),
-			sum(func(p procFigures) float64 { return p.cpuChurn }).fmt("%.1f"),
-			mx(func(p procFigures) float64 { return p.cpuChurn }).fmt("%.1f"),
-			mx(ws).fmt("%.1f"), sum(ws).fmt("%.1f"), mx(wc).fmt("%.1f"), sum(wc).fmt("%.1f"),
-			sum(func(p procFigures) float64 { return p.limiterWait }).fmt("%.1f"))
+			col(rs, func(r result) float64 { return r.toReady.Seconds() }).Format("%.1f"),
+			col(rs, func(r result) float64 { return r.firstRS.Seconds() }).Format("%.2f"),
+			col(rs, func(r result) float64 { return r.firstObserved.Seconds() }).Format("%.2f"),
+			col(rs, func(r result) float64 { return r.drained.Seconds() }).Format("%.1f"),
+			mx(peak).Format("%.0f"), sum(peak).Format("%.0f"), mx(steady).Format("%.0f"), sum(steady).Format("%.0f"),
+			sum(func(p procFigures) float64 { return p.cpuStart }).Format("%.1f"),
+			sum(func(p procFigures) float64 { return p.cpuChurn }).Format("%.1f"),
+			mx(func(p procFigures) float64 { return p.cpuChurn }).Format("%.1f"),
+			mx(ws).Format("%.1f"), sum(ws).Format("%.1f"), mx(wc).Format("%.1f"), sum(wc).Format("%.1f"),
+			sum(func(p procFigures) float64 { return p.limiterWait }).Format("%.1f"))
 	}
 	_ = tw.Flush()
 
@@ -1110,7 +1069,7 @@ func summary(b *testing.B, results []result, log bool) {
 				}
 				return r.apiChurn
 			}
-			cpu := func(name string) stat {
+			cpu := func(name string) framework.Spread {
 				return col(rs, func(r result) float64 {
 					o := r.other(name)
 					if w == "start" {
@@ -1119,7 +1078,7 @@ func summary(b *testing.B, results []result, log bool) {
 					return o.cpuChurn
 				})
 			}
-			res := func(name string) stat {
+			res := func(name string) framework.Spread {
 				return col(rs, func(r result) float64 { a := pick(r); return (a.list[name] + a.watch[name]) / mib })
 			}
 			sk := col(rs, func(r result) float64 {
@@ -1130,20 +1089,20 @@ func summary(b *testing.B, results []result, log bool) {
 				return s.cpuChurn + k.cpuChurn
 			})
 			fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\t%s / %s / %s / %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, w,
-				col(rs, func(r result) float64 { l, _ := pick(r).total(); return l / mib }).fmt("%.1f"),
-				col(rs, func(r result) float64 { return pick(r).listRequests }).fmt("%.0f"),
-				col(rs, func(r result) float64 { _, x := pick(r).total(); return x / mib }).fmt("%.1f"),
-				col(rs, func(r result) float64 { return pick(r).watchEvents }).fmt("%.0f"),
-				res("pods").fmt("%.1f"), res("replicasets").fmt("%.1f"), res("deployments").fmt("%.1f"), res("namespaces").fmt("%.1f"),
-				cpu("kube-apiserver").fmt("%.1f"), cpu("etcd").fmt("%.1f"), cpu("kube-controller-manager (others)").fmt("%.1f"),
-				sk.fmt("%.1f"), cpu("coordinator").fmt("%.1f"),
+				col(rs, func(r result) float64 { l, _ := pick(r).total(); return l / mib }).Format("%.1f"),
+				col(rs, func(r result) float64 { return pick(r).listRequests }).Format("%.0f"),
+				col(rs, func(r result) float64 { _, x := pick(r).total(); return x / mib }).Format("%.1f"),
+				col(rs, func(r result) float64 { return pick(r).watchEvents }).Format("%.0f"),
+				res("pods").Format("%.1f"), res("replicasets").Format("%.1f"), res("deployments").Format("%.1f"), res("namespaces").Format("%.1f"),
+				cpu("kube-apiserver").Format("%.1f"), cpu("etcd").Format("%.1f"), cpu("kube-controller-manager (others)").Format("%.1f"),
+				sk.Format("%.1f"), cpu("coordinator").Format("%.1f"),
 				col(rs, func(r result) float64 {
 					if w == "start" {
 						return r.busyStart
 					}
 					return r.busyChurn
-				}).fmt("%.2f"),
-				col(rs, func(r result) float64 { return r.apiserverRSS / mib }).fmt("%.0f"))
+				}).Format("%.2f"),
+				col(rs, func(r result) float64 { return r.apiserverRSS / mib }).Format("%.0f"))
 		}
 	}
 	_ = tw.Flush()
@@ -1164,9 +1123,9 @@ func summary(b *testing.B, results []result, log bool) {
 		fmt.Fprintf(&sb, "\ngoals (issue 11 §2), medians: memory per shard <= 1.15 x upstream / N + 25 MiB; start to Ready <= upstream's\n\n")
 		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "run\tlargest shard peak RSS MiB\tbound (from upstream's peak)\tmet\tlargest shard steady RSS MiB\tbound (from upstream's steady)\tmet\tstart to Ready s\tupstream's s\tmet")
-		upPeak := col(up, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).med
-		upSteady := col(up, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).med
-		upReady := col(up, func(r result) float64 { return r.toReady.Seconds() }).med
+		upPeak := col(up, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).Median
+		upSteady := col(up, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).Median
+		upReady := col(up, func(r result) float64 { return r.toReady.Seconds() }).Median
 		yes := func(ok bool) string {
 			if ok {
 				return "yes"
@@ -1179,9 +1138,9 @@ func summary(b *testing.B, results []result, log bool) {
 				continue
 			}
 			nShards := float64(rs[0].shards)
-			peak := col(rs, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).med
-			steady := col(rs, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).med
-			ready := col(rs, func(r result) float64 { return r.toReady.Seconds() }).med
+			peak := col(rs, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).Median
+			steady := col(rs, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).Median
+			ready := col(rs, func(r result) float64 { return r.toReady.Seconds() }).Median
 			pb, sbnd := 1.15*upPeak/nShards+25, 1.15*upSteady/nShards+25
 			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%s\n", n, peak, pb, yes(peak <= pb), steady, sbnd, yes(steady <= sbnd),
 				ready, upReady, yes(ready <= upReady))

@@ -66,8 +66,8 @@ func BenchmarkCapacity(b *testing.B) {
 	for _, bin := range []string{"coordinator", "shard"} {
 		framework.Binary(b, bin)
 	}
-	shardCounts := envInts(b, "KSHARD_BENCH_CAPACITY_SHARDS", "1,2,3,4")
-	rates := envInts(b, "KSHARD_BENCH_CAPACITY_RATES", "1,2,3,4,6,8,10,12,16,20,24,32")
+	shardCounts := framework.EnvInts("KSHARD_BENCH_CAPACITY_SHARDS", "1,2,3,4")
+	rates := framework.EnvInts("KSHARD_BENCH_CAPACITY_RATES", "1,2,3,4,6,8,10,12,16,20,24,32")
 	refine := framework.EnvInt("KSHARD_BENCH_CAPACITY_REFINE", 2)
 	window := time.Duration(framework.EnvInt("KSHARD_BENCH_CAPACITY_WINDOW_SECONDS", 60)) * time.Second
 	load := framework.Burst{Run: strings.ToLower("cap-" + kf.RunID), Label: label,
@@ -389,16 +389,4 @@ func writeCapacity(b *testing.B, steps []step, shardCounts []int) {
 		b.Error(err)
 	}
 	b.Logf("capacity table, CSV and plot written to %s", dir)
-}
-
-func envInts(b *testing.B, name, def string) []int {
-	var out []int
-	for _, s := range strings.Split(envString(name, def), ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			b.Fatalf("%s: %q is not a positive integer", name, s)
-		}
-		out = append(out, n)
-	}
-	return out
 }

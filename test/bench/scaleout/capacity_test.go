@@ -1,8 +1,11 @@
 package scaleout
 
 import (
+	"bytes"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -33,5 +36,24 @@ func TestPlotCapacity(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "capacity.svg")
 	if err := plotCapacity([]capacityPoint{{1, 1}, {2, 2}}, steps, path); err != nil {
 		t.Fatal(err)
+	}
+	// Each plot is written as SVG and PNG: check every file is there and begins as its
+	// format does.
+	svg := [][]byte{[]byte("<?xml"), []byte("<svg")}
+	png := [][]byte{[]byte("\x89PNG\r\n\x1a\n")}
+	for _, f := range []struct {
+		name  string
+		magic [][]byte
+	}{
+		{"capacity.svg", svg}, {"capacity.png", png}, {"capacity-latency.svg", svg}, {"capacity-latency.png", png},
+	} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(path), f.name))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if !slices.ContainsFunc(f.magic, func(m []byte) bool { return bytes.HasPrefix(b, m) }) {
+			t.Errorf("%s (%d bytes) begins with %q, want one of %q", f.name, len(b), b[:min(len(b), 16)], f.magic)
+		}
 	}
 }

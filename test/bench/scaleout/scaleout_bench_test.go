@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -96,10 +94,10 @@ func BenchmarkScaleOut(b *testing.B) {
 		PerNamespace: framework.EnvInt("KSHARD_BENCH_SCALEOUT_DEPLOYMENTS", 2), Replicas: int32(framework.EnvInt("KSHARD_BENCH_SCALEOUT_REPLICAS", 3))}
 	reps := framework.EnvInt("KSHARD_BENCH_REPS", 3)
 	var configs []config
-	if envString("KSHARD_BENCH_SCALEOUT_UPSTREAM", "1") != "0" {
+	if os.Getenv("KSHARD_BENCH_SCALEOUT_UPSTREAM") != "0" {
 		configs = append(configs, config{name: "upstream"})
 	}
-	for _, n := range envInts(b, "KSHARD_BENCH_SCALEOUT_SHARDS", "1,2,4") {
+	for _, n := range framework.EnvInts("KSHARD_BENCH_SCALEOUT_SHARDS", "1,2,4") {
 		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
 	}
 	b.Logf("burst: %d namespaces x %d Deployments x %d replicas = %d pods, %d repetitions; every controller process: --kube-api-qps %s --kube-api-burst %s, %s deployment and %s replicaset workers",
@@ -306,28 +304,28 @@ func summary(b *testing.B, configs []config, results []result) {
 		if len(rs) == 0 {
 			continue
 		}
-		col := func(f func(result) float64) []float64 {
+		col := func(f func(result) float64) framework.Spread {
 			out := make([]float64, len(rs))
 			for i, r := range rs {
 				out[i] = f(r)
 			}
-			return out
+			return framework.SpreadOf(out)
 		}
 		speedup := "-"
 		if c.shards > 0 {
-			speedup = spread(invert(ratio(c.name, "kshard-1")), "%.2f")
+			speedup = framework.SpreadOf(invert(ratio(c.name, "kshard-1"))).Format("%.2f")
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name, len(rs),
-			spread(col(func(r result) float64 { return r.took.Seconds() }), "%.1f"),
-			spread(ratio(c.name, "upstream"), "%.2f"), speedup,
-			spread(col(func(r result) float64 { return r.busiest }), "%.3f"),
-			spread(col(func(r result) float64 { return 1 / r.busiest }), "%.2f"),
-			spread(col(result.cpu), "%.1f"),
-			spread(col(func(r result) float64 { return r.maxPeakRSS() / (1 << 20) }), "%.0f"),
-			spread(col(func(r result) float64 { return r.cores("kube-apiserver") }), "%.2f"),
-			spread(col(func(r result) float64 { return r.cores("etcd") }), "%.2f"),
-			spread(col(func(r result) float64 { return r.cores("kube-scheduler") + r.cores("kwok") }), "%.2f"),
-			spread(col(func(r result) float64 { return r.cores("kube-controller-manager") }), "%.2f"))
+			col(func(r result) float64 { return r.took.Seconds() }).Format("%.1f"),
+			framework.SpreadOf(ratio(c.name, "upstream")).Format("%.2f"), speedup,
+			col(func(r result) float64 { return r.busiest }).Format("%.3f"),
+			col(func(r result) float64 { return 1 / r.busiest }).Format("%.2f"),
+			col(result.cpu).Format("%.1f"),
+			col(func(r result) float64 { return r.maxPeakRSS() / (1 << 20) }).Format("%.0f"),
+			col(func(r result) float64 { return r.cores("kube-apiserver") }).Format("%.2f"),
+			col(func(r result) float64 { return r.cores("etcd") }).Format("%.2f"),
+			col(func(r result) float64 { return r.cores("kube-scheduler") + r.cores("kwok") }).Format("%.2f"),
+			col(func(r result) float64 { return r.cores("kube-controller-manager") }).Format("%.2f"))
 	}
 	_ = tw.Flush()
 	sb.WriteString("\nmedian [min–max] over the repetitions; ratios pair the runs of one repetition. " +
@@ -346,28 +344,4 @@ func invert(xs []float64) []float64 {
 		out[i] = 1 / x
 	}
 	return out
-}
-
-// spread formats the median and the range of xs.
-func spread(xs []float64, format string) string {
-	if len(xs) == 0 {
-		return "-"
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	if len(s) == 1 {
-		return fmt.Sprintf(format, med)
-	}
-	return fmt.Sprintf(format+" ["+format+"–"+format+"]", med, s[0], s[len(s)-1])
-}
-
-func envString(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

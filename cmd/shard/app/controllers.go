@@ -15,9 +15,11 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/cronjob"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
+	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
@@ -30,8 +32,10 @@ import (
 func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		audit.Descriptor(),
+		cronjob.Descriptor(),
 		deployment.Descriptor(),
 		replicaset.Descriptor(),
+		ttlafterfinished.Descriptor(),
 	}
 }
 

@@ -1,0 +1,21 @@
+package job
+
+import (
+	"errors"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+)
+
+type (
+	coreAction    = core.Action
+	runtimeObject = runtime.Object
+)
+
+var (
+	errQuota = errors.New("exceeded quota")
+	errCrash = errors.New("the process died here")
+)
+
+func (c *Controller) logForTest() klog.Logger { return klog.Background() }

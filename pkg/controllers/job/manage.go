@@ -199,10 +199,10 @@ func (c *Controller) podFor(log klog.Logger, jc *syncContext, template *corev1.P
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: generateName,
-			Labels:       map[string]string{},
-			Annotations:  map[string]string{},
-			Finalizers:   slices.Clone(t.Finalizers),
+			GenerateName:    generateName,
+			Labels:          map[string]string{},
+			Annotations:     map[string]string{},
+			Finalizers:      slices.Clone(t.Finalizers),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, kind)},
 		},
 		Spec: *t.Spec.DeepCopy(),

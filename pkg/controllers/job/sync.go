@@ -25,11 +25,11 @@ type syncContext struct {
 	pods []*corev1.Pod
 	// finished is the condition the Job is to end with (FailureTarget, SuccessCriteriaMet,
 	// then Failed or Complete), nil while it runs.
-	finished   *batchv1.JobCondition
-	activePods []*corev1.Pod
-	succeeded  int32
-	failed     int32
-	ready      int32
+	finished    *batchv1.JobCondition
+	activePods  []*corev1.Pod
+	succeeded   int32
+	failed      int32
+	ready       int32
 	terminating int32
 	// prevSucceededIndexes are status.completedIndexes, succeededIndexes those plus the
 	// indexes of newly succeeded pods (Indexed Jobs).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
+	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
@@ -31,6 +32,7 @@ func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		audit.Descriptor(),
 		deployment.Descriptor(),
+		job.Descriptor(),
 		replicaset.Descriptor(),
 	}
 }

@@ -325,8 +325,6 @@ func newPod(name string, opts ...podOpt) *corev1.Pod {
 	return p
 }
 
-func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
-
 func succeeded() podOpt { return finishedWith(corev1.PodSucceeded, 0, t0.Add(-time.Minute)) }
 
 func failed() podOpt { return finishedWith(corev1.PodFailed, 1, t0.Add(-time.Minute)) }

@@ -8,7 +8,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -205,5 +204,3 @@ func TestJobBackoffLimitPerIndex(t *testing.T) {
 		t.Errorf("failedIndexes %v failed %d", j.Status.FailedIndexes, j.Status.Failed)
 	}
 }
-
-var _ = metav1.Now

@@ -279,8 +279,13 @@ up() {
     --requestheader-client-ca-file="$pki/front-proxy-ca.crt" \
     --flex-volume-plugin-dir="$dir/flexvolume" \
     --kube-api-qps=500 --kube-api-burst=1000
+  # kwok's shipped stages, and kshard's own (hack/kwok-stages), which replace a shipped one
+  # of the same file name.
   local stages=() f
-  for f in "$(tool kwok-stages)"/*.yaml; do stages+=(--config="$f"); done
+  for f in "$(tool kwok-stages)"/*.yaml; do
+    [ -e "$root/hack/kwok-stages/$(basename "$f")" ] || stages+=(--config="$f")
+  done
+  for f in "$root"/hack/kwok-stages/*.yaml; do stages+=(--config="$f"); done
   start kwok --kubeconfig="$dir/kwok.kubeconfig" --config="$dir/kwok.yaml" "${stages[@]}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --node-ip=127.0.0.1 --cidr=10.244.0.0/16 --server-address="127.0.0.1:$kwok_port"

@@ -17,6 +17,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
+	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
@@ -34,6 +35,7 @@ func Descriptors() []controllers.Descriptor {
 		audit.Descriptor(),
 		cronjob.Descriptor(),
 		deployment.Descriptor(),
+		job.Descriptor(),
 		replicaset.Descriptor(),
 		ttlafterfinished.Descriptor(),
 	}

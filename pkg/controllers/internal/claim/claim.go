@@ -31,6 +31,9 @@ type Manager[T metav1.Object] struct {
 	Fresh func(ctx context.Context) (metav1.Object, error)
 	// Patch patches one owned object.
 	Patch Patcher
+	// Finalizers are added to an object with its adoption and removed with its release
+	// (the Job controller's batch.kubernetes.io/job-tracking); none for most owners.
+	Finalizers []string
 
 	once     sync.Once
 	adoptErr error
@@ -93,6 +96,9 @@ func (m *Manager[T]) adopt(ctx context.Context, obj T) error {
 		}},
 		"uid": obj.GetUID(), // precondition: the object we looked at, not a namesake
 	}}
+	if len(m.Finalizers) > 0 {
+		patch["metadata"].(map[string]any)["finalizers"] = m.Finalizers
+	}
 	return m.patch(ctx, obj, patch)
 }
 
@@ -101,6 +107,9 @@ func (m *Manager[T]) release(ctx context.Context, obj T) error {
 		"ownerReferences": []map[string]any{{"$patch": "delete", "uid": m.Controller.GetUID()}},
 		"uid":             obj.GetUID(),
 	}}
+	if len(m.Finalizers) > 0 {
+		patch["metadata"].(map[string]any)["$deleteFromPrimitiveList/finalizers"] = m.Finalizers
+	}
 	err := m.patch(ctx, obj, patch)
 	if apierrors.IsInvalid(err) {
 		return nil // the UID precondition failed: the object was replaced, nothing to release

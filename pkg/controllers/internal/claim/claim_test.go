@@ -137,3 +137,32 @@ func TestClaim(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimFinalizers: an owner with Finalizers adds them with the adoption and removes
+// them with the release (the Job controller's tracking finalizer).
+func TestClaimFinalizers(t *testing.T) {
+	match := map[string]string{"app": "a"}
+	got := map[string]map[string]any{}
+	m := &Manager[*corev1.Pod]{
+		Controller: owner(false), Kind: rsKind, Selector: labels.SelectorFromSet(match),
+		Finalizers: []string{"batch.kubernetes.io/job-tracking"},
+		Fresh:      func(context.Context) (metav1.Object, error) { return owner(false), nil },
+		Patch: func(_ context.Context, name string, patch []byte) error {
+			var p map[string]map[string]any
+			if err := json.Unmarshal(patch, &p); err != nil {
+				return err
+			}
+			got[name] = p["metadata"]
+			return nil
+		},
+	}
+	if _, err := m.Claim(context.Background(), []*corev1.Pod{pod("adopt", match, "", false), pod("release", map[string]string{"app": "b"}, "rs-uid", false)}); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := got["adopt"]["finalizers"].([]any); !ok || len(f) != 1 || f[0] != "batch.kubernetes.io/job-tracking" {
+		t.Errorf("adoption patch %v", got["adopt"])
+	}
+	if f, ok := got["release"]["$deleteFromPrimitiveList/finalizers"].([]any); !ok || len(f) != 1 || f[0] != "batch.kubernetes.io/job-tracking" {
+		t.Errorf("release patch %v", got["release"])
+	}
+}

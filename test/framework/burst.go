@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -15,7 +16,8 @@ import (
 )
 
 // Burst is a benchmark's workload: Namespaces namespaces, each with PerNamespace
-// RollingUpdate Deployments of Replicas pause pods, every object labelled Label=Run.
+// RollingUpdate Deployments of Replicas pause pods (or PerNamespace Jobs, CreateJobs),
+// every object labelled Label=Run.
 type Burst struct {
 	Run          string // the label value and the namespace name stem
 	Label        string
@@ -30,7 +32,10 @@ type Burst struct {
 func (b Burst) Selector() string { return b.Label + "=" + b.Run }
 
 // Deployments is the number of Deployments of the burst.
-func (b Burst) Deployments() int { return b.Namespaces * b.PerNamespace }
+func (b Burst) Deployments() int { return b.Objects() }
+
+// Objects is the number of Deployments or Jobs of the burst: PerNamespace in each namespace.
+func (b Burst) Objects() int { return b.Namespaces * b.PerNamespace }
 
 func (b Burst) workers() int {
 	if b.Workers > 0 {
@@ -70,10 +75,85 @@ func (b Burst) CreateDeployments(t testing.TB, client kubernetes.Interface, nss 
 	}
 }
 
+// CreateJobs creates the burst's Jobs (job-N in each namespace of nss): completions pause
+// pods each, all at once (parallelism = completions), which kwok's pod-complete stage
+// turns Succeeded as soon as they run.
+func (b Burst) CreateJobs(t testing.TB, client kubernetes.Interface, nss []string, completions int32) {
+	t.Helper()
+	err := Parallel(len(nss)*b.PerNamespace, b.workers(), func(i int) error {
+		j := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%d", i%b.PerNamespace), Labels: map[string]string{b.Label: b.Run}},
+			Spec: batchv1.JobSpec{
+				Completions: &completions, Parallelism: &completions,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "work", Image: "registry.k8s.io/pause:3.10"}},
+				}},
+			},
+		}
+		_, err := client.BatchV1().Jobs(nss[i/b.PerNamespace]).Create(context.Background(), j, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitJobsComplete polls until want Jobs of the burst have the Complete condition, failing
+// t after timeout; it logs like WaitComplete.
+func (b Burst) WaitJobsComplete(ctx context.Context, t testing.TB, client kubernetes.Interface, want int, timeout time.Duration) {
+	t.Helper()
+	b.waitDone(t, "Jobs", want, timeout, func() (int, string, error) {
+		list, err := client.BatchV1().Jobs(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: b.Selector(), ResourceVersion: "0"})
+		if err != nil {
+			return 0, "", err
+		}
+		done, example := 0, ""
+		for i := range list.Items {
+			if j := &list.Items[i]; jobComplete(j) {
+				done++
+			} else if example == "" {
+				example = fmt.Sprintf("job %s/%s: %d of %d succeeded, %d active", j.Namespace, j.Name, j.Status.Succeeded, *j.Spec.Completions, j.Status.Active)
+			}
+		}
+		return done, example, nil
+	})
+}
+
+func jobComplete(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
 // WaitComplete polls until want Deployments of the burst have completed their rollout,
 // failing t after timeout. It logs when half, 90 % and 99 % of them were complete, so
 // that a long tail shows.
 func (b Burst) WaitComplete(ctx context.Context, t testing.TB, client kubernetes.Interface, want int, timeout time.Duration) {
+	t.Helper()
+	b.waitDone(t, "Deployments", want, timeout, func() (int, string, error) {
+		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: b.Selector(), ResourceVersion: "0"})
+		if err != nil {
+			return 0, "", err
+		}
+		done, example := 0, ""
+		for i := range list.Items {
+			if e := DeploymentComplete(&list.Items[i]); e == nil {
+				done++
+			} else if example == "" {
+				example = e.Error()
+			}
+		}
+		return done, example, nil
+	})
+}
+
+// waitDone polls count (objects done, what one not done is waiting for, a failed poll)
+// until want are done, logging the 50/90/99 % marks.
+func (b Burst) waitDone(t testing.TB, what string, want int, timeout time.Duration, count func() (int, string, error)) {
 	t.Helper()
 	start := time.Now()
 	deadline := start.Add(timeout)
@@ -81,17 +161,8 @@ func (b Burst) WaitComplete(ctx context.Context, t testing.TB, client kubernetes
 	var reached []string
 	defer func() { t.Logf("%s: complete at %s", b.Run, strings.Join(reached, ", ")) }()
 	for {
-		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: b.Selector(), ResourceVersion: "0"})
-		done := 0
-		var example error
+		done, example, err := count()
 		if err == nil {
-			for i := range list.Items {
-				if e := DeploymentComplete(&list.Items[i]); e == nil {
-					done++
-				} else if example == nil {
-					example = e
-				}
-			}
 			for len(marks) > 0 && float64(done) >= marks[0]*float64(want) {
 				reached = append(reached, fmt.Sprintf("%.0f%% %s", marks[0]*100, time.Since(start).Round(100*time.Millisecond)))
 				marks = marks[1:]
@@ -101,10 +172,10 @@ func (b Burst) WaitComplete(ctx context.Context, t testing.TB, client kubernetes
 				return
 			}
 		} else {
-			example = err
+			example = err.Error()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d Deployments complete after %s, e.g. %v", done, want, timeout, example)
+			t.Fatalf("%d of %d %s complete after %s, e.g. %s", done, want, what, timeout, example)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -24,6 +24,13 @@
 // run, and for kshard the share of the burst that the busiest shard owned: its inverse is
 // the speedup an even split over the shards' rate limits would allow.
 //
+// BenchmarkScaleOutJobs is the same comparison for the job controller (issue 12): a burst of
+// Jobs (KSHARD_BENCH_JOBS_NAMESPACES namespaces, default 200, × KSHARD_BENCH_JOBS_PER_NAMESPACE
+// Jobs, default 10, of KSHARD_BENCH_JOBS_COMPLETIONS completions at that parallelism,
+// default 5; kwok completes each pod as soon as it runs) timed until every Job is Complete,
+// for upstream (--controllers=job) and kshard with 1 and 3 shards by default, with 5 job
+// workers each. The cluster's own kube-controller-manager runs without the job controller.
+//
 // BenchmarkCapacity draws the capacity curve: for 1, 2, 3 and 4 shards
 // (KSHARD_BENCH_CAPACITY_SHARDS) with the same limits, the highest sustained rate of
 // Deployment changes at which the deployment and replicaset controllers each hold a
@@ -46,9 +53,10 @@
 //
 // Run them with
 //
-//	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench ScaleOut -benchtime=1x -timeout 120m -v
+//	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench 'ScaleOut$' -benchtime=1x -timeout 120m -v
+//	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench ScaleOutJobs -benchtime=1x -timeout 300m -v
 //	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench Capacity -benchtime=1x -timeout 180m -v
 //
-// (make build first; `make bench` runs both). The summary table (median [min–max] per
+// (make build first; `make bench` runs all three). The summary table (median [min–max] per
 // configuration) is logged and written to the artifacts folder as summary.txt.
 package scaleout

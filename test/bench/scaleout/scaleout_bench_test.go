@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/test/framework"
 )
@@ -81,27 +83,83 @@ func (r result) maxPeakRSS() float64 {
 // cores is the CPU a control plane process used over the run, in cores.
 func (r result) cores(name string) float64 { return r.plane[name].cpu / r.took.Seconds() }
 
+// workload is what a scale-out run bursts: the controllers that work it, as
+// kube-controller-manager names them (each runs its default worker count, workers), and
+// how the burst is created and waited for.
+type workload struct {
+	controllers []string
+	objects     string // what the burst is made of, for logs: "Deployments", "Jobs"
+	create      func(b *testing.B, load framework.Burst, client kubernetes.Interface, nss []string)
+	wait        func(ctx context.Context, b *testing.B, load framework.Burst, client kubernetes.Interface)
+}
+
+// controllerArgs are the flags both kube-controller-manager and a kshard shard take for
+// w's controllers at kube-controller-manager's defaults.
+func (w workload) controllerArgs() []string {
+	args := []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst}
+	for _, c := range w.controllers {
+		args = append(args, fmt.Sprintf("--concurrent-%s-syncs=%s", c, workers))
+	}
+	return args
+}
+
 // BenchmarkScaleOut is issue 11 §1's throughput-vs-shards benchmark: a burst of Deployments
 // worked at kube-controller-manager's own client limits by upstream kube-controller-manager
 // and by kshard with 1, 2 and 4 shards, repeated, on one control plane. See doc.go.
 func BenchmarkScaleOut(b *testing.B) {
+	load := framework.Burst{Label: label, Namespaces: framework.EnvInt("KSHARD_BENCH_SCALEOUT_NAMESPACES", 300),
+		PerNamespace: framework.EnvInt("KSHARD_BENCH_SCALEOUT_DEPLOYMENTS", 2), Replicas: int32(framework.EnvInt("KSHARD_BENCH_SCALEOUT_REPLICAS", 3))}
+	b.Logf("burst: %d namespaces x %d Deployments x %d replicas = %d pods", load.Namespaces, load.PerNamespace, load.Replicas, load.Deployments()*int(load.Replicas))
+	scaleOut(b, load, "so", "1,2,4", workload{
+		controllers: []string{"deployment", "replicaset"}, objects: "Deployments",
+		create: func(b *testing.B, load framework.Burst, client kubernetes.Interface, nss []string) {
+			load.CreateDeployments(b, client, nss)
+		},
+		wait: func(ctx context.Context, b *testing.B, load framework.Burst, client kubernetes.Interface) {
+			load.WaitComplete(ctx, b, client, load.Deployments(), complete)
+		},
+	})
+}
+
+// BenchmarkScaleOutJobs is issue 12's Job benchmark, the same comparison for a burst of
+// Jobs (2,000 Jobs of 5 completions, parallelism 5, over 200 namespaces by default)
+// worked by the job controller: upstream kube-controller-manager against kshard with 1
+// and 3 shards.
+func BenchmarkScaleOutJobs(b *testing.B) {
+	load := framework.Burst{Label: label, Namespaces: framework.EnvInt("KSHARD_BENCH_JOBS_NAMESPACES", 200),
+		PerNamespace: framework.EnvInt("KSHARD_BENCH_JOBS_PER_NAMESPACE", 10)}
+	completions := int32(framework.EnvInt("KSHARD_BENCH_JOBS_COMPLETIONS", 5))
+	b.Logf("burst: %d namespaces x %d Jobs x %d completions (parallelism %d) = %d pods",
+		load.Namespaces, load.PerNamespace, completions, completions, load.Objects()*int(completions))
+	scaleOut(b, load, "sj", "1,3", workload{
+		controllers: []string{"job"}, objects: "Jobs",
+		create: func(b *testing.B, load framework.Burst, client kubernetes.Interface, nss []string) {
+			load.CreateJobs(b, client, nss, completions)
+		},
+		wait: func(ctx context.Context, b *testing.B, load framework.Burst, client kubernetes.Interface) {
+			load.WaitJobsComplete(ctx, b, client, load.Objects(), complete)
+		},
+	})
+}
+
+// scaleOut runs w's burst with upstream (unless KSHARD_BENCH_SCALEOUT_UPSTREAM=0) and
+// kshard at each shard count (KSHARD_BENCH_SCALEOUT_SHARDS, default shards), for
+// KSHARD_BENCH_REPS repetitions, and logs the summary.
+func scaleOut(b *testing.B, load framework.Burst, stem, shards string, w workload) {
 	kf := framework.Get(b)
-	kf.RequireKCMWithout(b, "replicaset", "deployment")
+	kf.RequireKCMWithout(b, w.controllers...)
 	for _, bin := range []string{"coordinator", "shard"} {
 		framework.Binary(b, bin)
 	}
-	load := framework.Burst{Label: label, Namespaces: framework.EnvInt("KSHARD_BENCH_SCALEOUT_NAMESPACES", 300),
-		PerNamespace: framework.EnvInt("KSHARD_BENCH_SCALEOUT_DEPLOYMENTS", 2), Replicas: int32(framework.EnvInt("KSHARD_BENCH_SCALEOUT_REPLICAS", 3))}
 	reps := framework.EnvInt("KSHARD_BENCH_REPS", 3)
 	var configs []config
 	if os.Getenv("KSHARD_BENCH_SCALEOUT_UPSTREAM") != "0" {
 		configs = append(configs, config{name: "upstream"})
 	}
-	for _, n := range framework.EnvInts("KSHARD_BENCH_SCALEOUT_SHARDS", "1,2,4") {
+	for _, n := range framework.EnvInts("KSHARD_BENCH_SCALEOUT_SHARDS", shards) {
 		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
 	}
-	b.Logf("burst: %d namespaces x %d Deployments x %d replicas = %d pods, %d repetitions; every controller process: --kube-api-qps %s --kube-api-burst %s, %s deployment and %s replicaset workers",
-		load.Namespaces, load.PerNamespace, load.Replicas, load.Deployments()*int(load.Replicas), reps, qps, burst, workers, workers)
+	b.Logf("%d repetitions; every controller process: %s", reps, strings.Join(w.controllerArgs(), " "))
 
 	var results []result
 	for rep := 1; rep <= reps; rep++ {
@@ -109,8 +167,8 @@ func BenchmarkScaleOut(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/rep-%d", c.name, rep), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					l := load
-					l.Run = strings.ToLower(fmt.Sprintf("so-%s-%s-%d-%d", kf.RunID, c.name, rep, i))
-					r := runBurst(b, kf, l, c)
+					l.Run = strings.ToLower(fmt.Sprintf("%s-%s-%s-%d-%d", stem, kf.RunID, c.name, rep, i))
+					r := runBurst(b, kf, l, c, w)
 					r.rep = rep
 					results = append(results, r)
 					report(b, r)
@@ -118,11 +176,11 @@ func BenchmarkScaleOut(b *testing.B) {
 			})
 		}
 	}
-	summary(b, configs, results)
+	summary(b, configs, results, w)
 }
 
-// runBurst runs one burst with c's controllers on f's control plane.
-func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c config) result {
+// runBurst runs one burst of w with c's controllers on f's control plane.
+func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c config, w workload) result {
 	b.StopTimer()
 	ctx := context.Background()
 	client := f.LoadClient(b)
@@ -140,17 +198,12 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 	}
 	var shards []*framework.Shard
 	if c.shards == 0 {
-		kcm := f.StartKCM(b, "kcm-"+load.Run, framework.KCMOptions{Controllers: []string{"deployment", "replicaset"},
-			Args: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
-				"--concurrent-deployment-syncs=" + workers, "--concurrent-replicaset-syncs=" + workers}})
+		kcm := f.StartKCM(b, "kcm-"+load.Run, framework.KCMOptions{Controllers: w.controllers, Args: w.controllerArgs()})
 		defer kcm.Kill()
-		waitSynced(b, kcm, "deployment", "replicaset")
-		procs = append(procs, framework.Metered{Name: "kube-controller-manager (deployment, replicaset)", Role: "controller", Pid: kcm.Pid(), ResetPeak: true})
+		waitSynced(b, kcm, w.controllers...)
+		procs = append(procs, framework.Metered{Name: fmt.Sprintf("kube-controller-manager (%s)", strings.Join(w.controllers, ", ")), Role: "controller", Pid: kcm.Pid(), ResetPeak: true})
 	} else {
-		k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
-			"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
-			"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
-		}})
+		k := f.NewKShard(b, framework.KShardOptions{ShardArgs: append([]string{"--controllers", strings.Join(w.controllers, ",")}, w.controllerArgs()...)})
 		shards = k.StartSet(b, c.shards)
 		defer k.KillAll()
 		for _, s := range shards {
@@ -163,9 +216,9 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 
 	b.StartTimer()
 	start := time.Now()
-	load.CreateDeployments(b, client, nss)
-	b.Logf("%s: %d Deployments created in %s", c.name, load.Deployments(), time.Since(start).Round(time.Millisecond))
-	load.WaitComplete(ctx, b, client, load.Deployments(), complete)
+	w.create(b, load, client, nss)
+	b.Logf("%s: %d %s created in %s", c.name, load.Objects(), w.objects, time.Since(start).Round(time.Millisecond))
+	w.wait(ctx, b, load, client)
 	r.took = time.Since(start)
 	b.StopTimer()
 	for _, s := range shards {
@@ -235,7 +288,7 @@ func logClientUse(ctx context.Context, b *testing.B, s *framework.Shard, took ti
 		m.Value("kshard_rest_client_rate_limiter_duration_seconds_count"), m.Value("kshard_controller_reconciles_total"))
 }
 
-// busiestShare returns the share of the burst's Deployments (perNamespace in each of nss)
+// busiestShare returns the share of the burst's objects (perNamespace in each of nss)
 // whose namespace the busiest shard owns, from the leading coordinator's assignment.
 func busiestShare(ctx context.Context, b *testing.B, k *framework.KShard, nss []string, perNamespace int) float64 {
 	b.Helper()
@@ -260,7 +313,7 @@ func busiestShare(ctx context.Context, b *testing.B, k *framework.KShard, nss []
 	for _, n := range per {
 		most = max(most, n)
 	}
-	b.Logf("Deployments per shard: %v", per)
+	b.Logf("burst objects per shard: %v", per)
 	return float64(most) / float64(len(nss)*perNamespace)
 }
 
@@ -275,7 +328,7 @@ func report(b *testing.B, r result) {
 
 // summary logs one table row per configuration (median and range over the repetitions)
 // and writes it to the artifacts folder.
-func summary(b *testing.B, configs []config, results []result) {
+func summary(b *testing.B, configs []config, results []result, w workload) {
 	if len(results) == 0 {
 		return
 	}
@@ -329,7 +382,7 @@ func summary(b *testing.B, configs []config, results []result) {
 	}
 	_ = tw.Flush()
 	sb.WriteString("\nmedian [min–max] over the repetitions; ratios pair the runs of one repetition. " +
-		"kube-controller-manager (others) is the cluster's own, running every controller but deployment and replicaset, in every run.\n")
+		"kube-controller-manager (others) is the cluster's own, running every controller but " + strings.Join(w.controllers, " and ") + ", in every run.\n")
 	b.Logf("summary:\n%s", sb.String())
 	path := filepath.Join(framework.ArtifactsDir(b), "summary.txt")
 	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {

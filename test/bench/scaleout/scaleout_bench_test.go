@@ -196,9 +196,12 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 		}
 		procs = append(procs, framework.Metered{Name: name, Role: "plane", Pid: pid})
 	}
-	var shards []*framework.Shard
+	var (
+		shards []*framework.Shard
+		kcm    *framework.KCM
+	)
 	if c.shards == 0 {
-		kcm := f.StartKCM(b, "kcm-"+load.Run, framework.KCMOptions{Controllers: w.controllers, Args: w.controllerArgs()})
+		kcm = f.StartKCM(b, "kcm-"+load.Run, framework.KCMOptions{Controllers: w.controllers, Args: w.controllerArgs()})
 		defer kcm.Kill()
 		waitSynced(b, kcm, w.controllers...)
 		procs = append(procs, framework.Metered{Name: fmt.Sprintf("kube-controller-manager (%s)", strings.Join(w.controllers, ", ")), Role: "controller", Pid: kcm.Pid(), ResetPeak: true})
@@ -222,7 +225,18 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 	r.took = time.Since(start)
 	b.StopTimer()
 	for _, s := range shards {
-		logClientUse(ctx, b, s, r.took)
+		if m, err := framework.Scrape(ctx, s.HTTPURL); err != nil {
+			b.Logf("%s: metrics: %v", s.Name, err)
+		} else {
+			logClientUse(b, s.Name, m, "kshard_", r.took)
+		}
+	}
+	if kcm != nil {
+		if m, err := kcm.Metrics(ctx); err != nil {
+			b.Logf("kube-controller-manager: metrics: %v", err)
+		} else {
+			logClientUse(b, "kube-controller-manager", m, "", r.took)
+		}
 	}
 	for _, u := range meter.Stop(b) {
 		pu := usage{name: u.Name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds}
@@ -254,7 +268,8 @@ func waitSynced(b *testing.B, k *framework.KCM, names ...string) {
 		log := string(raw)
 		last := 0
 		for _, n := range names {
-			i := max(strings.Index(log, `"Starting controller" controller="`+n+`"`), strings.Index(log, `"Starting controller" name="`+n+`"`))
+			i := max(strings.Index(log, `"Starting controller" controller="`+n+`"`), strings.Index(log, `"Starting controller" name="`+n+`"`),
+				strings.Index(log, `"Starting `+n+` controller"`)) // the job controller's own words
 			if i < 0 {
 				last = -1
 				break
@@ -272,20 +287,21 @@ func waitSynced(b *testing.B, k *framework.KCM, names ...string) {
 	}
 }
 
-// logClientUse logs what a shard's API clients did over the run (which includes the few
-// requests of its warm-up before the timer): requests sent, their rate, and the time
-// they waited in the client-side rate limiters, so a reader can tell a shard bound by
-// its QPS (waits add up to the run) from one waiting on the cluster (pods to turn Ready).
-func logClientUse(ctx context.Context, b *testing.B, s *framework.Shard, took time.Duration) {
-	m, err := framework.Scrape(ctx, s.HTTPURL)
-	if err != nil {
-		b.Logf("%s: metrics: %v", s.Name, err)
-		return
+// logClientUse logs what a controller process's API clients did over the run (which
+// includes the few requests of its warm-up before the timer): requests sent, their rate,
+// and the time they waited in the client-side rate limiters, so a reader can tell a
+// process bound by its QPS (waits add up to the run) from one waiting on the cluster
+// (pods to turn Ready). prefix is "kshard_" for a shard and "" for kube-controller-manager,
+// whose client-go metrics are not prefixed.
+func logClientUse(b *testing.B, name string, m framework.Samples, prefix string, took time.Duration) {
+	requests := m.Value(prefix + "rest_client_requests_total")
+	reconciles := ""
+	if prefix != "" {
+		reconciles = fmt.Sprintf(", %.0f reconciles", m.Value("kshard_controller_reconciles_total"))
 	}
-	requests := m.Value("kshard_rest_client_requests_total")
-	b.Logf("%s: %.0f API requests (%.1f/s over the run), %.0f s waited in rate limiters over %.0f requests, %.0f reconciles",
-		s.Name, requests, requests/took.Seconds(), m.Value("kshard_rest_client_rate_limiter_duration_seconds_sum"),
-		m.Value("kshard_rest_client_rate_limiter_duration_seconds_count"), m.Value("kshard_controller_reconciles_total"))
+	b.Logf("%s: %.0f API requests (%.1f/s over the run), %.0f s waited in rate limiters over %.0f requests%s",
+		name, requests, requests/took.Seconds(), m.Value(prefix+"rest_client_rate_limiter_duration_seconds_sum"),
+		m.Value(prefix+"rest_client_rate_limiter_duration_seconds_count"), reconciles)
 }
 
 // busiestShare returns the share of the burst's objects (perNamespace in each of nss)

@@ -102,8 +102,10 @@ func (w *world) finishScenario() error {
 				n++
 			}
 		}
-		if n == 0 {
-			return w.violation("the new shard %s got no partition", w.joiner.id)
+		// Its quota: floor(P/N), or one more. With more shards than partitions the
+		// extra ones go to shards that hold one already, so the new shard may get none.
+		if members := len(w.leader.c.Members()); n < w.p/members || n > w.p/members+1 {
+			return w.violation("the new shard %s got %d partitions, want floor(%d/%d) or one more", w.joiner.id, n, w.p, members)
 		}
 		if w.res.MaxGap > w.warmGap() {
 			return w.violation("scale-up left a partition unworked for %v (bound %v)", w.res.MaxGap, w.warmGap())

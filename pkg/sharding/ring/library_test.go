@@ -98,7 +98,7 @@ func TestPreferenceMatchesLibrary(t *testing.T) {
 	}
 }
 
-// TestPreference checks the exported walk against the library's owner (its
+// TestPreference checks the walk (preference) against the library's owner (its
 // first entry) and that it names every member exactly once.
 func TestPreference(t *testing.T) {
 	r, err := New(Config{PartitionCount: 512})
@@ -111,7 +111,7 @@ func TestPreference(t *testing.T) {
 	cfg.Load = float64(len(sorted))
 	want := libraryOwners(sorted, cfg, hasher{})
 	for p := range 512 {
-		pref := r.Preference(in, partition.ID(p))
+		pref := r.preference(in, partition.ID(p))
 		if pref[0] != want[p] {
 			t.Fatalf("partition %d: first preference %s, library %s", p, pref[0], want[p])
 		}
@@ -119,8 +119,8 @@ func TestPreference(t *testing.T) {
 			t.Fatalf("partition %d: preference %v does not name every member once", p, pref)
 		}
 	}
-	if got := r.Preference(nil, 0); got != nil {
-		t.Fatalf("Preference(no members) = %v, want nil", got)
+	if got := r.preference(nil, 0); got != nil {
+		t.Fatalf("preference(no members) = %v, want nil", got)
 	}
 }
 

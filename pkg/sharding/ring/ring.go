@@ -192,11 +192,12 @@ func (r *Ring) AssignFrom(members, current []string) ([]string, error) {
 	return out, nil
 }
 
-// Preference returns the members of a partition's preference order, first
+// preference returns the members of a partition's preference order, first
 // to last, each once: the order in which the ring's clockwise walk from the
 // partition's hash meets them. Its first entry is the owner the library
-// gives the partition when no member is full. Mostly for tests and tools.
-func (r *Ring) Preference(members []string, id partition.ID) []string {
+// gives the partition when no member is full. The tests check the walk
+// against the library with it; placement walks the ring inline.
+func (r *Ring) preference(members []string, id partition.ID) []string {
 	names := slices.Compact(slices.Sorted(slices.Values(members)))
 	if len(names) == 0 {
 		return nil

@@ -525,3 +525,48 @@ func extremes(m map[string]int, n int) (maxC, minC int) {
 	}
 	return maxC, minC
 }
+
+// FuzzAssignFrom checks AssignFrom's properties on arbitrary small shapes and
+// current owners (members, non-members, nobody): every member within quota,
+// the result a fixed point, and current owners within floor(P/N) kept.
+func FuzzAssignFrom(f *testing.F) {
+	f.Add(uint8(16), uint8(5), uint8(10), []byte{0, 1, 2, 3, 4, 5, 6, 7})
+	f.Add(uint8(3), uint8(7), uint8(1), []byte{9, 9, 9})
+	f.Add(uint8(48), uint8(12), uint8(20), []byte{})
+	f.Fuzz(func(t *testing.T, p8, n8, rf8 uint8, owners []byte) {
+		p, n, rf := int(p8)%64+1, int(n8)%20+1, int(rf8)%30+1
+		r, err := New(Config{PartitionCount: p, ReplicationFactor: rf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		members := names(n)
+		current := make([]string, p)
+		held := map[string]int{}
+		for i := range current {
+			if len(owners) == 0 {
+				break
+			}
+			if k := int(owners[i%len(owners)]) % (n + 3); k < n+2 {
+				current[i] = fmt.Sprintf("kshard-shard-%d", k) // k ≥ n: not a member
+				held[current[i]]++
+			}
+		}
+		got, err := r.AssignFrom(members, current)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkQuotas(t, members, got)
+		again, err := r.AssignFrom(members, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, again) {
+			t.Fatal("not a fixed point")
+		}
+		for i, o := range current {
+			if slices.Contains(members, o) && held[o] <= p/n && got[i] != o {
+				t.Fatalf("partition %d moved from %s, which holds %d ≤ floor(P/N)", i, o, held[o])
+			}
+		}
+	})
+}

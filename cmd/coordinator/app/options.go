@@ -105,7 +105,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	h := &o.Handoff
 	fs.IntVar(&h.PartitionCount, "partitions", h.PartitionCount, "number of namespace partitions (fixed for a deployment; shards must use the same)")
 	fs.IntVar(&h.Ring.ReplicationFactor, "ring-replication-factor", h.Ring.ReplicationFactor, "virtual nodes per shard on the consistent-hash ring")
-	fs.Float64Var(&h.Ring.Load, "ring-load", h.Ring.Load, "bounded-load factor: no shard gets more than this times the average partitions")
+	fs.Float64Var(&h.Ring.Load, "ring-load", h.Ring.Load, "no longer affects the assignment (every shard gets floor or ceil of the average partitions); still validated")
+	_ = fs.MarkDeprecated("ring-load", "it no longer affects the assignment: every shard gets the floor or ceiling of the average partitions")
 	fs.DurationVar(&h.SessionTTL, "session-ttl", h.SessionTTL, "a shard without an acknowledged heartbeat for this long stops working")
 	fs.DurationVar(&h.HeartbeatInterval, "heartbeat-interval", h.HeartbeatInterval, "how often shards send heartbeats (at most --session-ttl/2)")
 	fs.DurationVar(&h.Margin, "fencing-margin", h.Margin, "added to the TTL before a silent shard's partitions are moved (covers clock drift and stopping workers)")

@@ -70,6 +70,9 @@ func (c *Coordinator) reconcile(m *member, held []Held, now time.Time) []Held {
 				// move away from it may still be called off).
 				pr.acked = false
 				pr.lastSent = time.Time{}
+				// recordWant depends on acked: an unconfirmed owner needs the
+				// record enforced for this leader before the Acquire goes out.
+				c.recDirty = true
 			}
 		}
 		if mv := pr.move; mv != nil && mv.to == m.id && !mv.releasing && !(ok && h.Epoch == mv.epoch) {
@@ -132,6 +135,7 @@ func (c *Coordinator) claimAcquired(m *member, inc uint64, p int, h Held, now ti
 		default:
 			pr.acked = false // an older grant; the current Acquire is resent
 			pr.lastSent = time.Time{}
+			c.recDirty = true // as in reconcile: the resend may need a record write
 		}
 		return true
 	case pr.owner == "" && h.Epoch >= pr.epoch:

@@ -356,10 +356,13 @@ func (c *Coordinator) memberInc(id string, inc uint64) *member {
 	return nil
 }
 
-// eligible reports whether id may receive new partitions now.
+// eligible reports whether id may receive new partitions now. A member past its expiry
+// may not: expire drops expired members one at a time, and the one dropped first must
+// not hand the next a partition (a move completing to a destination that is itself
+// expiring) that is then granted again to a third while the Acquire is on its way.
 func (c *Coordinator) eligible(id string) bool {
 	m := c.members[id]
-	return m != nil && m.connected && !m.leaving && !m.fencedOut
+	return m != nil && m.connected && !m.leaving && !m.fencedOut && c.now.Before(c.expiresAt(m))
 }
 
 func (c *Coordinator) expiresAt(m *member) time.Time {

@@ -27,8 +27,13 @@
 // partition, so delayed commands can never resurrect ownership.
 //
 // Membership comes from hellos, leaves and expiry. The target assignment is
-// ring.Assign of the members (minus leaving and fenced-out ones), recomputed
-// after Debounce of quiet (at most MaxDebounce after the first change);
+// ring.AssignFrom of the members (minus leaving and fenced-out ones) and of
+// where each partition is now (its owner, or the destination of its move),
+// recomputed after Debounce of quiet (at most MaxDebounce after the first
+// change). It keeps partitions where they are as far as balance allows, so
+// a join moves only the new shard's share, a leave only the leaver's
+// partitions, and a new leader that adopted the owners from hellos moves
+// nothing;
 // at most MaxConcurrentMoves moves are in flight, partitions of leaving
 // shards first. A leaving shard gets Farewell once it holds nothing.
 //

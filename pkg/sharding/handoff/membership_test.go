@@ -57,6 +57,9 @@ func TestOffloadedRingIsNotComputedInline(t *testing.T) {
 	if !ok || !slices.Equal(req.Members, []string{"a", "b"}) {
 		t.Fatalf("TakeRingRequest() = %+v, %v; want members [a b]", req, ok)
 	}
+	if len(req.Current) != 16 || slices.ContainsFunc(req.Current, func(o string) bool { return o != "" }) {
+		t.Fatalf("first request's current owners = %q, want 16 times nobody", req.Current)
+	}
 	if _, again := c.TakeRingRequest(); again {
 		t.Fatal("the same request was handed out twice")
 	}
@@ -333,5 +336,60 @@ func BenchmarkMembershipChange(b *testing.B) {
 				b.ReportMetric(float64(st.TargetChanges-1)/float64(b.N), "targets/op")
 			})
 		}
+	}
+}
+
+// TestTargetKeepsOwners: the target is computed from the current owners
+// (RingRequest.Current), so from a converged cluster a join moves partitions
+// only to the new shard, floor(P/N) or ceil(P/N) of them, and a leave moves
+// only the leaver's; each moved partition is moved once.
+func TestTargetKeepsOwners(t *testing.T) {
+	tests := []struct {
+		name   string
+		p      int
+		shards []string
+		join   string // the shard that joins, or
+		leave  string // the shard that leaves
+	}{
+		{name: "join", p: 64, shards: []string{"a", "b", "c"}, join: "d"},
+		{name: "join, more shards than partitions", p: 4, shards: []string{"a", "b", "c", "d"}, join: "e"},
+		{name: "leave", p: 64, shards: []string{"a", "b", "c", "d"}, leave: "b"},
+		{name: "leave of the last name", p: 61, shards: []string{"a", "b", "c", "d", "e"}, leave: "e"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := converged(t, tt.p, tt.shards...)
+			before := k.c.Assignments()
+			started := k.c.Stats().MovesStarted
+			if tt.join != "" {
+				k.addShard(tt.join, 1)
+			} else {
+				k.shards[tt.leave].Leave(k.now)
+				k.pump()
+			}
+			k.run(20*time.Second, 500*time.Millisecond)
+			if !k.c.Converged() {
+				t.Fatalf("not converged: %+v", k.c.Stats())
+			}
+			moved := 0
+			for i, a := range k.c.Assignments() {
+				from := before[i].Owner
+				if a.Owner == from {
+					continue
+				}
+				moved++
+				if (tt.join != "" && a.Owner != tt.join) || (tt.leave != "" && from != tt.leave) {
+					t.Fatalf("partition %d moved needlessly: %s → %s", i, from, a.Owner)
+				}
+			}
+			if n := k.c.Stats().MovesStarted - started; n != uint64(moved) {
+				t.Fatalf("%d moves started for %d partitions that changed owner", n, moved)
+			}
+			if tt.join != "" {
+				if lo := tt.p / (len(tt.shards) + 1); moved < lo || moved > lo+1 {
+					t.Fatalf("join moved %d partitions, want %d or %d", moved, lo, lo+1)
+				}
+			}
+		})
 	}
 }

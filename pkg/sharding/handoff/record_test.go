@@ -271,3 +271,62 @@ func TestRecordRegrantToRestartedOwner(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordAfterUnconfirmed: an adopted owner the record already names needs no write
+// while it works the partition; when its next hello shows it no longer does (its lease
+// lapsed, or it holds an older grant), the Acquire must be resent, and with the record on
+// that waits for a write enforced for this leader. The write must be asked for: before the
+// fix nothing marked the record dirty there, no request was made and the partitions stayed
+// unworked (sim seed 1830 of TestSimulationOwnerRecord/chaos at 5,000 seeds).
+func TestRecordAfterUnconfirmed(t *testing.T) {
+	tests := []struct {
+		name  string
+		again func(p int) Held // what the second hello reports for p
+	}{
+		{name: "prepared after the lease lapsed", again: func(p int) Held {
+			return Held{Partition: partition.ID(p), Epoch: MakeEpoch(1, uint32(10+p)), State: SlotPrepared}
+		}},
+		{name: "an older grant acquired", again: func(p int) Held {
+			return Held{Partition: partition.ID(p), Epoch: MakeEpoch(1, uint32(1+p)), State: SlotAcquired}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const p = 4
+			c, err := New(recordConfig(p, 0), 2, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			known := map[partition.ID]string{}
+			var held, again []Held
+			for i := range p {
+				known[partition.ID(i)] = "a"
+				held = append(held, Held{Partition: partition.ID(i), Epoch: MakeEpoch(1, uint32(10+i)), State: SlotAcquired})
+				again = append(again, tt.again(i))
+			}
+			c.RecordKnown(known)
+			r := hello("a", 1)
+			r.Held = held
+			if err := c.Step(at(1), r); err != nil {
+				t.Fatal(err)
+			}
+			if req, ok := c.TakeRecordRequest(); ok {
+				t.Fatalf("adoption the record already names asked for %+v", req)
+			}
+			c.Outbox()
+			r = Report{Kind: ReportHello, Shard: "a", Session: Session{Incarnation: 1, Seq: 2}, Held: again}
+			if err := c.Step(at(2), r); err != nil {
+				t.Fatal(err)
+			}
+			req, ok := c.TakeRecordRequest()
+			if !ok || len(req.Owners) != p {
+				t.Fatalf("TakeRecordRequest() = %+v, %v; want a write naming a for all %d partitions", req, ok, p)
+			}
+			c.Outbox()
+			c.RecordApplied(at(2.1), req.Gen, nil)
+			if n := countKind(c.Outbox(), CmdAcquire); n != p {
+				t.Fatalf("%d Acquires after the write, want %d", n, p)
+			}
+		})
+	}
+}

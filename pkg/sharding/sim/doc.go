@@ -20,7 +20,9 @@
 // exactly one live shard within a bound, and the leader converges to the
 // ring target and agrees with who works what within a bound. Scenarios
 // LeaderChange, GracefulLeave and ScaleUp check that those operations move
-// nothing needlessly and leave no gap longer than a warm handoff.
+// nothing needlessly (a leader change nothing at all, a leave only the
+// leaver's partitions, a join only partitions to the new shard; one move
+// each) and leave no gap longer than a warm handoff.
 //
 // The simulated deployment uses TTL 3s, heartbeats every 1s, Margin 0.5s
 // with clock rates off by up to 5% (the bound needs 0.316s), debounce

@@ -48,12 +48,15 @@ func (w *world) scenarioStep(*event) error {
 	// A new phase: convergence is measured again from here.
 	w.converged, w.workedAt, w.deadline = -1, -1, 0
 	w.settle(w.now)
+	// Who owns what before the action: each scenario checks that only what
+	// it must move moves.
+	w.snapshot = w.snapshot[:0]
+	for _, a := range w.leader.c.Assignments() {
+		w.snapshot = append(w.snapshot, a.Owner)
+	}
+	w.movesBefore = w.leader.c.Stats().MovesStarted
 	switch w.opts.Scenario {
 	case LeaderChange:
-		w.snapshot = w.snapshot[:0]
-		for _, a := range w.leader.c.Assignments() {
-			w.snapshot = append(w.snapshot, a.Owner)
-		}
 		w.depose(w.dur(200*time.Millisecond, 800*time.Millisecond))
 	case GracefulLeave:
 		w.leaver = w.randomLive()
@@ -88,6 +91,10 @@ func (w *world) finishScenario() error {
 		if w.res.MaxGap > w.warmGap() {
 			return w.violation("graceful leave left a partition unworked for %v (bound %v)", w.res.MaxGap, w.warmGap())
 		}
+		// The target keeps every other shard's partitions (ring.AssignFrom).
+		if err := w.checkMoves(func(from, _ string) bool { return from == w.leaver.id }); err != nil {
+			return err
+		}
 	case ScaleUp:
 		n := 0
 		for _, a := range w.leader.c.Assignments() {
@@ -95,12 +102,38 @@ func (w *world) finishScenario() error {
 				n++
 			}
 		}
-		if n == 0 {
-			return w.violation("the new shard %s got no partition", w.joiner.id)
+		// Its quota: floor(P/N), or one more. With more shards than partitions the
+		// extra ones go to shards that hold one already, so the new shard may get none.
+		if members := len(w.leader.c.Members()); n < w.p/members || n > w.p/members+1 {
+			return w.violation("the new shard %s got %d partitions, want floor(%d/%d) or one more", w.joiner.id, n, w.p, members)
 		}
 		if w.res.MaxGap > w.warmGap() {
 			return w.violation("scale-up left a partition unworked for %v (bound %v)", w.res.MaxGap, w.warmGap())
 		}
+		// The target moves to the new shard only, each partition once.
+		if err := w.checkMoves(func(_, to string) bool { return to == w.joiner.id }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkMoves fails unless every partition that changed owner since the
+// scenario's action passes ok(from, to), and the leader started exactly one
+// move per such partition (nothing moved back and forth, nothing needlessly).
+func (w *world) checkMoves(ok func(from, to string) bool) error {
+	changed := 0
+	for i, a := range w.leader.c.Assignments() {
+		if a.Owner == w.snapshot[i] {
+			continue
+		}
+		changed++
+		if !ok(w.snapshot[i], a.Owner) {
+			return w.violation("%s: partition %d moved needlessly, %s → %s", w.opts.Scenario, i, w.snapshot[i], a.Owner)
+		}
+	}
+	if started := w.leader.c.Stats().MovesStarted - w.movesBefore; started != uint64(changed) {
+		return w.violation("%s: %d moves started for %d partitions that changed owner", w.opts.Scenario, started, changed)
 	}
 	return nil
 }

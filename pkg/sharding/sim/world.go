@@ -224,11 +224,13 @@ type world struct {
 	measuring bool
 	discovery time.Duration
 	phase     int
-	snapshot  []string
-	leaver    *shardNode
-	joiner    *shardNode
-	unworked  []time.Duration // per partition: since when unworked (-1 if worked)
-	count     []int
+	snapshot  []string // owners when the scenario's action began
+	// movesBefore: the leader's MovesStarted when the action began.
+	movesBefore uint64
+	leaver      *shardNode
+	joiner      *shardNode
+	unworked    []time.Duration // per partition: since when unworked (-1 if worked)
+	count       []int
 	// violation is one found while carrying out shard output (flushShard), reported by
 	// the next check.
 	found *Violation

@@ -122,6 +122,13 @@ func batchSnapshot(ctx context.Context, s *side) (view, error) {
 		if st.StartTime != nil && st.CompletionTime != nil && st.CompletionTime.Before(st.StartTime) {
 			times += " (completion before start)"
 		}
+		for _, c := range st.Conditions {
+			// SuccessCriteriaMet may or may not fall in the same second.
+			terminal := c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed
+			if terminal && st.CompletionTime != nil && c.LastTransitionTime.Equal(st.CompletionTime) {
+				times += " completionTime=" + string(c.Type) + ".lastTransitionTime"
+			}
+		}
 		out[p+" times"] = times
 		for i, c := range st.Conditions {
 			out[p+" condition "+string(c.Type)] = fmt.Sprintf("#%d %s %s: %s", i+1, c.Status, c.Reason, norm(c.Message))
@@ -190,7 +197,7 @@ func batchSnapshot(ctx context.Context, s *side) (view, error) {
 		out[k] = fmt.Sprint(c)
 	}
 
-	var events eventSet
+	events := eventSet{withMessages: true}
 	for i := range evs {
 		ev := &evs[i]
 		kind := ev.InvolvedObject.Kind

@@ -85,12 +85,10 @@ func batchSteps() []step {
 					return fmt.Errorf("creating Job %s: %w", j.Name, err)
 				}
 			}
-			// Both sides create the CronJob at one instant well before a minute's end, so
-			// that both schedule their runs in the same minutes.
-			// Both sides create the CronJob at one instant well before a minute's end (from
+			// Both sides create the CronJob at one instant at least 5 s before a minute ends (from
 			// the step's start, which they share), so that both schedule in the same minutes.
 			at := s.stepStarted
-			if at.Second() >= 45 {
+			if at.Second() >= 55 {
 				at = at.Truncate(time.Minute).Add(time.Minute + time.Second)
 			}
 			select {

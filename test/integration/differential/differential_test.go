@@ -373,6 +373,10 @@ func (n normaliser) text(s string) string {
 type eventSet struct {
 	counts map[eventKey]int
 	lines  []string
+	// withMessages also compares the distinct normalised messages of each object, type,
+	// reason and source.
+	withMessages bool
+	messages     map[eventKey]map[string]bool
 }
 
 type eventKey struct{ object, typ, reason, source string }
@@ -387,7 +391,15 @@ func (e *eventSet) add(object string, ev *corev1.Event, text func(string) string
 	if ev.Series != nil {
 		c = max(c, int(ev.Series.Count))
 	}
-	e.counts[eventKey{object, ev.Type, ev.Reason, ev.Source.Component}] += c
+	k := eventKey{object, ev.Type, ev.Reason, ev.Source.Component}
+	e.counts[k] += c
+	if e.messages == nil {
+		e.messages = map[eventKey]map[string]bool{}
+	}
+	if e.messages[k] == nil {
+		e.messages[k] = map[string]bool{}
+	}
+	e.messages[k][text(ev.Message)] = true
 	e.lines = append(e.lines, fmt.Sprintf("%s %s %s %s x%d: %s", ev.FirstTimestamp.Format("15:04:05"), object,
 		ev.Type, ev.Reason, c, text(ev.Message)))
 }
@@ -399,7 +411,16 @@ func (e *eventSet) put(out flat) {
 		if timingDependent[k.reason] {
 			v = "present"
 		}
-		out[fmt.Sprintf("Events of %s: %s %s from %s", k.object, k.typ, k.reason, k.source)] = v
+		p := fmt.Sprintf("Events of %s: %s %s from %s", k.object, k.typ, k.reason, k.source)
+		out[p] = v
+		if e.withMessages {
+			var msgs []string
+			for m := range e.messages[k] {
+				msgs = append(msgs, fmt.Sprintf("%q", m))
+			}
+			sort.Strings(msgs)
+			out[p+" messages"] = strings.Join(msgs, ", ")
+		}
 	}
 }
 

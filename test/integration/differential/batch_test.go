@@ -60,7 +60,7 @@ func batchJob(name string, parallelism, completions int32, kwok string) *batchv1
 // batchSteps returns the scenario's steps.
 func batchSteps() []step {
 	return []step{
-		{name: "create Jobs (Indexed with a pod failure policy, failing with backoff, to be suspended, with a success policy, with a TTL) and a CronJob (Forbid, history 1)", do: func(ctx context.Context, s *side) error {
+		{name: "create Jobs (Indexed with a pod failure policy, failing with backoff, to be suspended, with a success policy, with a TTL, past its deadline) and a CronJob (Forbid, history 1)", do: func(ctx context.Context, s *side) error {
 			idx := batchJob("indexed", 4, 4, "run")
 			idx.Spec.CompletionMode = kptr.To(batchv1.IndexedCompletion)
 			idx.Spec.BackoffLimitPerIndex = kptr.To[int32](1)
@@ -80,7 +80,9 @@ func batchSteps() []step {
 				{SucceededIndexes: kptr.To("0-2"), SucceededCount: kptr.To[int32](2)}}}
 			ttl := batchJob("ttl", 1, 1, "run")
 			ttl.Spec.TTLSecondsAfterFinished = kptr.To[int32](2)
-			for _, j := range []*batchv1.Job{idx, backoff, batchJob("suspend", 2, 2, "run"), success, ttl} {
+			deadline := batchJob("deadline", 2, 2, "run")
+			deadline.Spec.ActiveDeadlineSeconds = kptr.To[int64](5)
+			for _, j := range []*batchv1.Job{idx, backoff, batchJob("suspend", 2, 2, "run"), success, ttl, deadline} {
 				if _, err := s.f.Client.BatchV1().Jobs(s.ns["batch"]).Create(ctx, j, metav1.CreateOptions{}); err != nil {
 					return fmt.Errorf("creating Job %s: %w", j.Name, err)
 				}

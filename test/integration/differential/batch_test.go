@@ -60,7 +60,7 @@ func batchJob(name string, parallelism, completions int32, kwok string) *batchv1
 // batchSteps returns the scenario's steps.
 func batchSteps() []step {
 	return []step{
-		{name: "create Jobs (Indexed with a pod failure policy, failing with backoff, to be suspended, with a success policy, with a TTL, past its deadline) and a CronJob (Forbid, history 1)", do: func(ctx context.Context, s *side) error {
+		{name: "create Jobs (Indexed with a pod failure policy, failing with backoff, to be suspended, with a success policy, with a TTL, past its deadline) and CronJobs (Forbid with history 1, Replace)", do: func(ctx context.Context, s *side) error {
 			idx := batchJob("indexed", 4, 4, "run")
 			idx.Spec.CompletionMode = kptr.To(batchv1.IndexedCompletion)
 			idx.Spec.BackoffLimitPerIndex = kptr.To[int32](1)
@@ -99,7 +99,7 @@ func batchSteps() []step {
 			case <-time.After(time.Until(at)):
 			}
 			template := batchJob("", 1, 1, "run")
-			cron := &batchv1.CronJob{
+			forbid := &batchv1.CronJob{
 				ObjectMeta: metav1.ObjectMeta{Name: "cron"},
 				Spec: batchv1.CronJobSpec{
 					Schedule:                   "* * * * *",
@@ -109,10 +109,17 @@ func batchSteps() []step {
 					JobTemplate:                batchv1.JobTemplateSpec{Spec: template.Spec},
 				},
 			}
-			_, err := s.f.Client.BatchV1().CronJobs(s.ns["batch"]).Create(ctx, cron, metav1.CreateOptions{})
-			return err
-		}, awaits: []string{"CronJob batch/cron lastScheduleTime"}},
-		{name: "Indexed: index 0 succeeds, 1 fails with exit code 42 (FailIndex), 2 is disrupted (Ignore), 3 fails (counted); suspend a running Job; two indexes meet the success policy; the CronJob's next schedule finds its Job running (Forbid)", do: func(ctx context.Context, s *side) error {
+			replace := forbid.DeepCopy()
+			replace.Name, replace.Spec.ConcurrencyPolicy = "replace", batchv1.ReplaceConcurrent
+			replace.Spec.SuccessfulJobsHistoryLimit, replace.Spec.FailedJobsHistoryLimit = nil, nil
+			for _, cj := range []*batchv1.CronJob{forbid, replace} {
+				if _, err := s.f.Client.BatchV1().CronJobs(s.ns["batch"]).Create(ctx, cj, metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("creating CronJob %s: %w", cj.Name, err)
+				}
+			}
+			return nil
+		}, awaits: []string{"CronJob batch/cron lastScheduleTime", "CronJob batch/replace lastScheduleTime"}},
+		{name: "Indexed: index 0 succeeds, 1 fails with exit code 42 (FailIndex), 2 is disrupted (Ignore), 3 fails (counted); suspend a running Job; two indexes meet the success policy; the CronJobs' next schedule finds their Jobs running (Forbid: not started; Replace: replaced)", do: func(ctx context.Context, s *side) error {
 			pods, err := s.jobPods(ctx, "indexed")
 			if err != nil {
 				return err
@@ -148,11 +155,13 @@ func batchSteps() []step {
 				}
 			}
 			return nil
-		}, awaits: []string{"Events of batch/CronJob cron: Normal JobAlreadyActive"}},
-		{name: "suspend the CronJob; resume the suspended Job; the Indexed Job's and the TTL Job's running pods succeed", do: func(ctx context.Context, s *side) error {
-			if err := mergePatch(ctx, s.f.Client.BatchV1().CronJobs(s.ns["batch"]), "cron",
-				`{"spec":{"suspend":true,"jobTemplate":{"spec":{"template":{"metadata":{"labels":{"`+kwokLabel+`":null}}}}}}}`); err != nil {
-				return err
+		}, awaits: []string{"Events of batch/CronJob cron: Normal JobAlreadyActive", "Job batch/replace-<+2m> "}},
+		{name: "suspend the CronJobs; resume the suspended Job; the Indexed Job's and the TTL Job's running pods succeed", do: func(ctx context.Context, s *side) error {
+			for _, cj := range []string{"cron", "replace"} {
+				if err := mergePatch(ctx, s.f.Client.BatchV1().CronJobs(s.ns["batch"]), cj,
+					`{"spec":{"suspend":true,"jobTemplate":{"spec":{"template":{"metadata":{"labels":{"`+kwokLabel+`":null}}}}}}}`); err != nil {
+					return err
+				}
 			}
 			if err := mergePatch(ctx, s.f.Client.BatchV1().Jobs(s.ns["batch"]), "suspend", `{"spec":{"suspend":false}}`); err != nil {
 				return err
@@ -162,7 +171,7 @@ func batchSteps() []step {
 		}},
 		// The CronJob's Job finishes before the next is created, so that the CronJob
 		// controller sees it finish (SawCompletedJob) before the history limit deletes it.
-		{name: "the CronJob's Job and the resumed Job's pods succeed", do: func(ctx context.Context, s *side) error {
+		{name: "the CronJobs' Jobs and the resumed Job's pods succeed", do: func(ctx context.Context, s *side) error {
 			err := pollCtx(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 				n, err := s.succeedRunning(ctx, func(job string) bool { return job != "suspend" })
 				return n > 0, err
@@ -176,7 +185,7 @@ func batchSteps() []step {
 				succeeded += n
 				return succeeded == 2, err
 			})
-		}, awaits: []string{"CronJob batch/cron lastSuccessfulTime"}},
+		}, awaits: []string{"CronJob batch/cron lastSuccessfulTime", "CronJob batch/replace lastSuccessfulTime"}},
 		{name: "kubectl create job --from=cronjob: the history limit deletes the older Job", do: func(ctx context.Context, s *side) error {
 			return s.kubectl(ctx, "batch", "create", "job", "manual", "--from=cronjob/cron")
 		}, awaits: []string{"Job batch/manual "}},

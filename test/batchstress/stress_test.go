@@ -146,7 +146,7 @@ var kinds = []kind{
 	}), expect: func(j *batchv1.Job) []string {
 		return join(terminal(j, batchv1.JobFailed, batchv1.JobReasonFailedIndexes), exactly("succeeded", j.Status.Succeeded, 4),
 			exactly("failed", j.Status.Failed, 4), str("failedIndexes", ptr.Deref(j.Status.FailedIndexes, ""), "1,4"),
-			str("completedIndexes", j.Status.CompletedIndexes, "0,2-3,5"))
+			str("completedIndexes", j.Status.CompletedIndexes, "0,2,3,5"))
 	}},
 	// Index 2 exits 42, which the policy turns into a failed index at once.
 	{name: "pfp-failindex", make: apply(sizes(3, 6), indexedMode, failIndexes(42, 2), onExitCode(batchv1.PodFailurePolicyActionFailIndex, 42),
@@ -154,7 +154,7 @@ var kinds = []kind{
 		expect: func(j *batchv1.Job) []string {
 			return join(terminal(j, batchv1.JobFailed, batchv1.JobReasonFailedIndexes), exactly("succeeded", j.Status.Succeeded, 5),
 				exactly("failed", j.Status.Failed, 1), str("failedIndexes", ptr.Deref(j.Status.FailedIndexes, ""), "2"),
-				str("completedIndexes", j.Status.CompletedIndexes, "0-1,3-5"))
+				str("completedIndexes", j.Status.CompletedIndexes, "0,1,3-5"))
 		}},
 	// Indexes 0 and 3 fail without retries; one failed index is allowed.
 	{name: "max-failed", make: apply(sizes(2, 4), indexedMode, failIndexes(1, 0, 3), func(j *batchv1.Job) {
@@ -165,13 +165,42 @@ var kinds = []kind{
 		return join(terminal(j, batchv1.JobFailed, batchv1.JobReasonMaxFailedIndexesExceeded), within("succeeded", j.Status.Succeeded, 0, 2),
 			within("failed", j.Status.Failed, 2, 3))
 	}},
-	// Index 0 fails every attempt under the Job-wide backoffLimit 2: the third failure
-	// (after the 10s and 20s pod backoff) fails the Job; the other indexes succeeded long before.
+	// Index 0 fails every attempt under the Job-wide backoffLimit 2: its third failure
+	// (after 10s and 20s of pod backoff, which holds back every index's pods) fails the
+	// Job. Each other index has succeeded by then or has its active pod deleted, which
+	// counts as failed: succeeded + failed = 5 + 3, and the succeeded are the completed
+	// indexes, none of them index 0.
 	{name: "global-backoff", make: apply(sizes(3, 6), indexedMode, failIndexes(1, 0), func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To[int32](2) }),
 		expect: func(j *batchv1.Job) []string {
-			return join(terminal(j, batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded), exactly("succeeded", j.Status.Succeeded, 5),
-				exactly("failed", j.Status.Failed, 3), str("completedIndexes", j.Status.CompletedIndexes, "1-5"))
+			st := j.Status
+			return join(terminal(j, batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded), exactly("succeeded+failed", st.Succeeded+st.Failed, 8),
+				within("failed", st.Failed, 3, 5), exactly("completed indexes", indexCount(st.CompletedIndexes), st.Succeeded),
+				noIndexZero(st.CompletedIndexes))
 		}},
+}
+
+// indexCount counts the indexes of a completedIndexes value ("1,3-5" has 4).
+func indexCount(s string) int32 {
+	var n int32
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		var lo, hi int32
+		if _, err := fmt.Sscanf(part, "%d-%d", &lo, &hi); err == nil {
+			n += hi - lo + 1
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+func noIndexZero(completed string) []string {
+	if completed == "0" || strings.HasPrefix(completed, "0,") || strings.HasPrefix(completed, "0-") {
+		return []string{fmt.Sprintf("completedIndexes %q has index 0, whose every pod fails", completed)}
+	}
+	return nil
 }
 
 func join(parts ...[]string) []string {

@@ -196,6 +196,9 @@ func TestJobTrackingAcrossHandoff(t *testing.T) {
 	}
 	umu.Unlock()
 	t.Logf("pods ended by the test while the namespace moved: %d, after: %d; Job status writes with uncounted pods seen while it moved: %d (of %d)", duringMove, afterMove, during, len(uncountedAt))
+	if duringMove == 0 {
+		t.Errorf("no pod ended while the namespace moved: the test did not hand over Jobs in the middle of their pods")
+	}
 
 	// Let any late write land before the final look.
 	time.Sleep(2 * time.Second)

@@ -364,6 +364,7 @@ func TestBatchStress(t *testing.T) {
 	// CronJobs' Jobs, as they appear: name → scheduled time.
 	var cmu sync.Mutex
 	cronRuns := map[string]map[string][]string{} // ns/cronjob → scheduled time → Job names
+	var cronLate []time.Duration                 // each CronJob Job's creation after its schedule time (whole seconds)
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = stressLabel + "=" + run }))
 	podInf := factory.Core().V1().Pods().Informer()
@@ -388,6 +389,10 @@ func TestBatchStress(t *testing.T) {
 		}
 		if !contains(cronRuns[key][ts], j.Name) {
 			cronRuns[key][ts] = append(cronRuns[key][ts], j.Name)
+			if at, err := time.Parse(time.RFC3339, ts); err == nil {
+				late := j.CreationTimestamp.Sub(at)
+				cronLate = append(cronLate, late)
+			}
 		}
 	}}); err != nil {
 		t.Fatal(err)
@@ -613,7 +618,15 @@ func TestBatchStress(t *testing.T) {
 		}
 	}
 	cmu.Unlock()
-	t.Logf("CronJobs: %d, schedule times checked up to %s, %d runs", nCron, lastBoundary.Format("15:04:05"), runs)
+	sort.Slice(cronLate, func(a, b int) bool { return cronLate[a] < cronLate[b] })
+	late := func(q float64) time.Duration {
+		if len(cronLate) == 0 {
+			return 0
+		}
+		return cronLate[min(len(cronLate)-1, int(q*float64(len(cronLate))))]
+	}
+	t.Logf("CronJobs: %d, schedule times checked up to %s, %d runs; Job created after its schedule time: p50 %s, p99 %s, max %s",
+		nCron, lastBoundary.Format("15:04:05"), runs, late(0.5), late(0.99), late(1))
 
 	w.mu.Lock()
 	maxOver := 0

@@ -324,6 +324,37 @@ func TestBatchStress(t *testing.T) {
 	// Two coordinators, as the chart runs them, and a supervisor that restarts one that
 	// exits at its address (as its Deployment would): on a loaded machine the leader can
 	// miss its Lease renewal (renew deadline 3s here), and it then exits on purpose.
+	// The longest the test process went without running a 1s ticker: a stall of the
+	// machine (a shared one) freezes the control plane and kshard alike, and CronJob
+	// schedule times that fall in a stall longer than startingDeadlineSeconds are
+	// skipped, as upstream skips them. Reported with the results.
+	stallStop := make(chan struct{})
+	var stallMu sync.Mutex
+	var stall time.Duration
+	var stallAt time.Time
+	go func() {
+		last := time.Now()
+		for {
+			select {
+			case <-stallStop:
+				return
+			case now := <-time.After(time.Second):
+				stallMu.Lock()
+				if d := now.Sub(last) - time.Second; d > stall {
+					stall, stallAt = d, last
+				}
+				stallMu.Unlock()
+				last = now
+			}
+		}
+	}()
+	defer close(stallStop)
+	reportStall := func() {
+		stallMu.Lock()
+		defer stallMu.Unlock()
+		t.Logf("longest stall of the test process: %s (from %s)", stall.Round(time.Millisecond), stallAt.Format("15:04:05"))
+	}
+
 	k := f.NewKShard(t, framework.KShardOptions{ShardArgs: []string{"--controllers", "job,cronjob,ttl-after-finished"}})
 	k.GuardAlone(t)
 	coordinators := []*framework.Coordinator{k.StartCoordinator("coordinator-a"), k.StartCoordinator("coordinator-b")}
@@ -641,6 +672,7 @@ func TestBatchStress(t *testing.T) {
 		t.Error(v)
 	}
 	w.mu.Unlock()
+	reportStall()
 	t.Logf("total %s", time.Since(began).Round(time.Second))
 }
 

@@ -84,6 +84,12 @@ chaos: build ## chaos on the real control plane (test/chaos): random faults whil
 	KSHARD_CHAOS=1 KSHARD_CHAOS_DURATION=$(CHAOS_DURATION) $(if $(CHAOS_SEED),KSHARD_CHAOS_SEED=$(CHAOS_SEED)) KSHARD_BIN_DIR=$(BIN) \
 	  $(GO) test -p 1 -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./test/chaos
 
+.PHONY: batch-stress
+batch-stress: build ## batch controllers under sharding (test/batchstress): 3 shards, 304 Jobs and 30 CronJobs while shards scale out, in and one is SIGKILLed (~10 min)
+	$(TOOLS) cluster
+	$(CLUSTER) up
+	KSHARD_BATCH_STRESS=1 KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -run '^TestBatchStress$$' -v ./test/batchstress
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	$(TOOLS) staticcheck

@@ -27,7 +27,9 @@
 // In-memory state — expectations of pod creates and deletes and of finalizer removals
 // (expectations.go), the failure backoff records — is rebuilt from the objects by whoever
 // syncs the Job next, as after a kube-controller-manager restart: a shard that takes a
-// namespace over counts every pod from the status and the finalizers alone.
+// namespace over counts every pod from the status and the finalizers alone. It is
+// forgotten when the Job leaves the cache (deleted, or its namespace left the shard), so a
+// namespace that comes back starts from the objects too.
 //
 // spec.managedBy: with the default --job-managed-by=kubernetes.io/job-controller the
 // controller works Jobs whose managedBy is unset or that value (kube-controller-manager's

@@ -246,6 +246,12 @@ func (c *Controller) deleteJob(log klog.Logger, obj any) {
 	c.finished.Delete(job.UID)
 	c.enqueueSelector(log, job)
 	c.backoff.remove(keyOf(job))
+	// Forgotten here and not only by the sync that finds the Job gone (upstream's way):
+	// when the Job leaves the cache because its namespace left the shard, that sync never
+	// runs (the queue admits no key of the namespace), and if the namespace comes back
+	// stale expectations would hold the Job for up to expectationsTTL.
+	c.expectations.forget(keyOf(job))
+	c.finalizers.forget(keyOf(job))
 }
 
 // controllerOf returns the cached Job that ref points at, or nil.

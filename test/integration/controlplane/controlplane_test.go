@@ -22,10 +22,10 @@ import (
 
 // TestMain runs the workload controllers in kshard when the cluster's
 // kube-controller-manager leaves them to kshard (the default cluster does), so a
-// Deployment's pods run whichever side owns the controllers.
+// Deployment's and a Job's pods run whichever side owns the controllers.
 func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
-		Names: []string{"replicaset", "deployment"}, Coordinators: 1, Shards: 1,
+		Names: []string{"replicaset", "deployment", "job"}, Coordinators: 1, Shards: 1,
 	})
 }
 

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -37,7 +39,9 @@ func rateInterval() time.Duration {
 }
 
 // loadNamespace makes a namespace with an audited ConfigMap (the kshard-audit controller
-// reconciles it every second) and a one-replica Deployment (for the workload controllers).
+// reconciles it every second), a one-replica Deployment (for the workload controllers),
+// a one-pod Job with a TTL (job, and ttl-after-finished once kwok completes the pod) and
+// a CronJob (cronjob), so that every controller's panels have data.
 func loadNamespace(t *testing.T, f *framework.Framework) (string, error) {
 	ns := f.Namespace(t, nil).Name
 	ctx := context.Background()
@@ -48,6 +52,20 @@ func loadNamespace(t *testing.T, f *framework.Framework) (string, error) {
 	d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1.0", nil)
 	if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return ns, fmt.Errorf("creating deployment in %s: %w", ns, err)
+	}
+	pod := batchv1.JobSpec{
+		TTLSecondsAfterFinished: ptr.To[int32](3600),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "work", Image: "registry.example/work:1.0"}}}},
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"}, Spec: pod}
+	if _, err := f.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating job in %s: %w", ns, err)
+	}
+	cron := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "hourly"},
+		Spec: batchv1.CronJobSpec{Schedule: "@hourly", JobTemplate: batchv1.JobTemplateSpec{Spec: pod}}}
+	if _, err := f.Client.BatchV1().CronJobs(ns).Create(ctx, cron, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating cronjob in %s: %w", ns, err)
 	}
 	return ns, nil
 }

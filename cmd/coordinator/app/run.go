@@ -21,7 +21,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/httpserver"
-	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/logging"
 	"github.com/kshard/kshard/pkg/metrics/promutil"
 	"github.com/kshard/kshard/pkg/metrics/restmetrics"
@@ -69,7 +68,7 @@ func Main(args []string) int {
 
 func run(ctx context.Context, o *Options) (int, error) {
 	log := klog.FromContext(ctx)
-	cfg, err := kubeclient.Config(o.Kubeconfig, "kshard-coordinator/"+version.Version)
+	cfg, err := o.RESTConfig("kshard-coordinator/"+version.Version)
 	if err != nil {
 		return 1, err
 	}

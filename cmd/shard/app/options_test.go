@@ -33,6 +33,10 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "zero warm-up concurrency", args: []string{"--warmup-concurrency=0"}, wantErr: []string{"--warmup-concurrency"}},
 		{name: "negative cluster-list threshold", args: []string{"--warmup-cluster-list-threshold=-1"}, wantErr: []string{"--warmup-cluster-list-threshold=-1 must not be negative"}},
 		{name: "cluster-wide warm-up lists off", args: []string{"--warmup-cluster-list-threshold=0"}},
+		{name: "JSON content type", args: []string{"--kube-api-content-type=application/json"}},
+		{name: "protobuf content type with a parameter", args: []string{"--kube-api-content-type=application/vnd.kubernetes.protobuf;stream=watch"}},
+		{name: "content type client-go cannot speak", args: []string{"--kube-api-content-type=application/yaml"}, wantErr: []string{`--kube-api-content-type="application/yaml"`}},
+		{name: "empty content type", args: []string{"--kube-api-content-type="}, wantErr: []string{`--kube-api-content-type=""`}},
 		{name: "every bad flag reported at once", args: []string{"--kube-api-qps=NaN", "--kube-api-burst=0", "--partitions=0"},
 			wantErr: []string{"--kube-api-qps=NaN", "--kube-api-burst=0", "--partitions"}},
 	}

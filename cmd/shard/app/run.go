@@ -26,7 +26,6 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/httpserver"
-	"github.com/kshard/kshard/pkg/kubeclient"
 	"github.com/kshard/kshard/pkg/logging"
 	"github.com/kshard/kshard/pkg/metrics/promutil"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
@@ -86,7 +85,7 @@ func Main(args []string, extra ...controllers.Descriptor) int {
 }
 
 func restConfig(o *Options) (*rest.Config, error) {
-	cfg, err := kubeclient.Config(o.Kubeconfig, "kshard-shard/"+version.Version)
+	cfg, err := o.RESTConfig("kshard-shard/"+version.Version)
 	if err != nil {
 		return nil, err
 	}

@@ -102,6 +102,7 @@
 // KSHARD_BENCH_DEPLOYMENTS_PER_NS (1), KSHARD_BENCH_RUNS (upstream,kshard-1,kshard-2,kshard-4;
 // a name that matches none, e.g. none, only makes the fixture),
 // KSHARD_BENCH_CHURN_RATE (2 per second), KSHARD_BENCH_SEED (the random namespaces),
-// KSHARD_BENCH_PROFILE_DIR (saves each controller process's heap after the settle period
+// KSHARD_BENCH_SHARD_ARGS (more flags for the measured shards, space-separated, e.g.
+// --kube-api-content-type=application/json), KSHARD_BENCH_PROFILE_DIR (saves each controller process's heap after the settle period
 // and a 30 s CPU profile from the middle of the churn, for go tool pprof).
 package largecluster

@@ -69,6 +69,7 @@ var (
 	repetitions      = framework.EnvInt("KSHARD_BENCH_REPETITIONS", 1)
 	runs             = framework.EnvList("KSHARD_BENCH_RUNS", "upstream,kshard-1,kshard-2,kshard-4")
 	profileDir       = os.Getenv("KSHARD_BENCH_PROFILE_DIR")
+	extraShardArgs   = strings.Fields(os.Getenv("KSHARD_BENCH_SHARD_ARGS"))
 	seed             = int64(framework.EnvInt("KSHARD_BENCH_SEED", int(time.Now().UnixNano()%1e9)))
 	// readyLimit bounds a run's wait for Ready, convergeLimit a wait for Deployments to
 	// be Available again, populateLimit the first population.
@@ -469,6 +470,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		if profileDir != "" {
 			shardArgs = append(shardArgs, "--enable-pprof")
 		}
+		shardArgs = append(shardArgs, extraShardArgs...)
 		// The coordinator's defaults (the framework shortens them for tests).
 		k := bn.f.NewKShard(b, framework.KShardOptions{Partitions: partitions, SessionTTL: sessionTTL, Margin: margin, ShardArgs: shardArgs,
 			CoordinatorArgs: []string{"--membership-debounce=" + debounce.String(), "--membership-max-debounce=" + maxDebounce.String()}})

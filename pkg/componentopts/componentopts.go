@@ -21,9 +21,9 @@ type Common struct {
 	// KubeAPIContentType is kube-controller-manager's --kube-api-content-type: the
 	// encoding of requests and responses of built-in types (protobuf by default).
 	KubeAPIContentType string
-	HTTPBindAddress string
-	EnablePprof     bool
-	Logging         *logging.Options
+	HTTPBindAddress    string
+	EnablePprof        bool
+	Logging            *logging.Options
 }
 
 // NewCommon returns the defaults.

@@ -68,7 +68,7 @@ func Main(args []string) int {
 
 func run(ctx context.Context, o *Options) (int, error) {
 	log := klog.FromContext(ctx)
-	cfg, err := o.RESTConfig("kshard-coordinator/"+version.Version)
+	cfg, err := o.RESTConfig("kshard-coordinator/" + version.Version)
 	if err != nil {
 		return 1, err
 	}

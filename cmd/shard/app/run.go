@@ -85,7 +85,7 @@ func Main(args []string, extra ...controllers.Descriptor) int {
 }
 
 func restConfig(o *Options) (*rest.Config, error) {
-	cfg, err := o.RESTConfig("kshard-shard/"+version.Version)
+	cfg, err := o.RESTConfig("kshard-shard/" + version.Version)
 	if err != nil {
 		return nil, err
 	}

@@ -114,7 +114,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.MaxDebounce, "membership-max-debounce", h.MaxDebounce, "longest a stream of membership changes can postpone a rebalance")
 	fs.DurationVar(&h.PrepareTimeout, "prepare-timeout", h.PrepareTimeout, "how long a move waits for the new owner's warm caches before going on")
 	fs.DurationVar(&h.ReleaseTimeout, "release-timeout", h.ReleaseTimeout, "how long a live shard may take to release a partition before it is fenced out")
-	fs.IntVar(&h.MaxConcurrentMoves, "max-concurrent-moves", h.MaxConcurrentMoves, "cap on partition moves in flight")
+	fs.IntVar(&h.MaxConcurrentMoves, "max-concurrent-moves", h.MaxConcurrentMoves, "cap on partition moves in flight (a joining shard warms each burst of moves with one cluster-wide list per type: fewer, larger bursts cost the API server less)")
 	o.ShardAuth.AddFlags(fs)
 	o.Fence.AddFlags(fs)
 	fs.DurationVar(&o.LeaderReadiness, "leader-readiness-delay", o.LeaderReadiness, "for the --session-ttl check: time from a new leader winning the Lease until shards can reach it, "+

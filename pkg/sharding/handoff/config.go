@@ -39,13 +39,15 @@ const (
 	// DefaultRetryInterval: how often an unanswered Release or Acquire is
 	// sent again.
 	DefaultRetryInterval = 2 * time.Second
-	// DefaultMaxConcurrentMoves caps handoffs in flight so a rebalance does
-	// not make every shard warm caches at once. Shards warm many namespaces
-	// with cluster-wide lists (a round per batch, whatever its size), so
-	// larger batches are cheaper per move: at 10,000 namespaces a 3 → 4
-	// scale-out (1,027 moves) converged in 54 s with 32 and in 7.5 s with 256
-	// (docs/performance.md).
-	DefaultMaxConcurrentMoves = 256
+	// DefaultMaxConcurrentMoves caps handoffs in flight. Shards warm many
+	// namespaces with cluster-wide lists, one round per burst of Prepares
+	// whatever its size, so the cheapest rebalance starts every move at once:
+	// a joining shard then lists each type once. At 10,000 namespaces a
+	// 3 → 4 scale-out (1,027 moves) converged in 54 s with 32 moves in
+	// flight, in 7.5 s with 256 (docs/performance.md); the default is the
+	// default partition count, so it caps nothing there, and bounds the
+	// coordinator's bookkeeping with more partitions.
+	DefaultMaxConcurrentMoves = 4096
 	// DefaultMaxMembers caps shard sessions. Each member costs ring
 	// virtual nodes on every target computation and per-partition work on
 	// every expiry; far more shards than partitions would leave most idle.

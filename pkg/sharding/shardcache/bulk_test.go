@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestPrepareManyListsClusterWide: partitions handed over together whose namespace lists
@@ -142,4 +143,65 @@ func listsTotal(t *testing.T, reg *prometheus.Registry, kind string) float64 {
 	}
 	t.Fatalf("no kshard_shard_cache_lists_total{resource=configmaps,kind=%s}", kind)
 	return 0
+}
+
+// TestPrepareBurstOneClusterList: partitions whose Prepares arrive as a burst (a
+// scale-out's moves, a killed shard's partitions), each a little after the other, are
+// warmed by a single cluster-wide list of the type (Options.ClusterListGather), not by a
+// round for the first ones over the threshold and more rounds for the rest.
+func TestPrepareBurstOneClusterList(t *testing.T) {
+	const parts, nsPerPart = 30, 2
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	objs := []runtime.Object{ns("other"), cm("other", "o", 0)}
+	var want []string
+	for p := 1; p <= parts; p++ {
+		for i := range nsPerPart {
+			name := fmt.Sprintf("p%d-%d", p, i)
+			objs = append(objs, ns(name), cm(name, "c", 0))
+			want = append(want, name+"/c")
+		}
+	}
+	client := fake.NewClientset(objs...)
+	// Namespace lists take the time a real API server and rate limiter give them, so
+	// that warm-ups wait together.
+	client.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() != "" {
+			time.Sleep(50 * time.Millisecond)
+		}
+		return false, nil, nil
+	})
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, ClusterListThreshold: 4, ClusterListGather: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InformerFor(ConfigMaps)
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer pcancel()
+	errs := make(chan error, parts)
+	for p := 1; p <= parts; p++ {
+		go func() { errs <- c.Prepare(pctx, []uint32{uint32(p)}) }()
+		time.Sleep(2 * time.Millisecond) // a burst, not one call
+	}
+	for range parts {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cachedNames(t, c); !equalStrings(got, sortedCopy(want)) {
+		t.Fatalf("cached %v, want %v", got, want)
+	}
+	var bulk, nsLists uint64
+	for _, s := range c.Stats() {
+		bulk += s.BulkLists
+		nsLists += s.NamespaceLists
+	}
+	// The first partitions, below the threshold, are listed namespace by namespace.
+	if bulk != 1 {
+		t.Errorf("%d cluster-wide warm-up lists (and %d namespace lists) for one burst of %d partitions, want 1", bulk, nsLists, parts)
+	}
 }

@@ -60,6 +60,13 @@ type Options struct {
 	ClusterListThreshold int
 	// ClusterListPageSize is the page size of those cluster-wide lists (default 5000).
 	ClusterListPageSize int64
+	// ClusterListGather is how long a cluster-wide warm-up round waits for more
+	// warm-ups to join it before it lists: it lists once no warm-up has joined for
+	// ClusterListGather, and at the latest 10 × ClusterListGather after its first
+	// (default 100ms). A scale-out's Prepares arrive as a burst over tens of
+	// milliseconds; without the wait the first round starts with the first 200
+	// namespaces and the rest of the burst needs a second list of the whole type.
+	ClusterListGather time.Duration
 	// DisableWatchList makes the informers use classic LIST + WATCH even where
 	// client-go would stream the initial list (the WatchListClient feature). Streaming
 	// is supported; this is an escape hatch.
@@ -92,6 +99,9 @@ func (o *Options) defaults() {
 	}
 	if o.ClusterListPageSize <= 0 {
 		o.ClusterListPageSize = 5000
+	}
+	if o.ClusterListGather <= 0 {
+		o.ClusterListGather = 100 * time.Millisecond
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 20 * time.Millisecond

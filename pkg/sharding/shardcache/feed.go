@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +84,9 @@ type feed struct {
 	needBookmark bool
 	// bulkRunning: the cluster-wide warm-up loop runs (warmInBulk).
 	bulkRunning bool
-	active      *filteredWatch
+	// bulkJoined is when a warm-up last joined the next cluster-wide round.
+	bulkJoined time.Time
+	active     *filteredWatch
 }
 
 // feedCounters are the feed's statistics, read without the lock.

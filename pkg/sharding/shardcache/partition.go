@@ -348,7 +348,7 @@ func (c *Cache) warmNamespaces(ctx context.Context, feeds []*feed, names []strin
 	defer c.waitingLists.Add(-int64(len(jobs)))
 	for _, f := range feeds {
 		if t := c.opts.ClusterListThreshold; (t > 0 && waiting > int64(t)) || f.inBulk() {
-			f.warmInBulk(c.runCtx, c.opts.ClusterListPageSize)
+			f.warmInBulk(c.runCtx, c.opts.ClusterListPageSize, c.opts.ClusterListGather)
 		}
 	}
 	var wg sync.WaitGroup

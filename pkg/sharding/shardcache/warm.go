@@ -117,20 +117,42 @@ func (f *feed) modeOf(s *nsSync) listMode {
 // namespace: one paged list of the type per round, whose items are handed to each
 // waiting namespace as if it had been listed on its own (at the list's resourceVersion).
 // A round serves only the namespaces that were buffering before it started, so that its
-// list is newer than the start of their buffers, as a namespace's own list would be.
-// The loop runs on ctx (the cache's) until no namespace waits.
-func (f *feed) warmInBulk(ctx context.Context, pageSize int64) {
+// list is newer than the start of their buffers, as a namespace's own list would be; so
+// each round first gathers the warm-ups of a burst (gather, see
+// Options.ClusterListGather). The loop runs on ctx (the cache's) until no namespace waits.
+func (f *feed) warmInBulk(ctx context.Context, pageSize int64, gather time.Duration) {
 	f.mu.Lock()
 	for _, s := range f.syncs {
-		if s.state == syncBuffering && s.epoch == f.epoch && !s.listed {
+		if s.state == syncBuffering && s.epoch == f.epoch && !s.listed && !s.bulk {
 			s.bulk = true
+			f.bulkJoined = time.Now()
 		}
 	}
 	start := !f.bulkRunning
 	f.bulkRunning = true
 	f.mu.Unlock()
 	if start {
-		go f.runBulk(ctx, pageSize)
+		go f.runBulk(ctx, pageSize, gather)
+	}
+}
+
+// gatherBulk waits until no warm-up has joined the next round for quiet, or for 10 ×
+// quiet in all, or until ctx ends.
+func (f *feed) gatherBulk(ctx context.Context, quiet time.Duration) {
+	deadline := time.Now().Add(10 * quiet)
+	for {
+		f.mu.Lock()
+		wait := time.Until(f.bulkJoined.Add(quiet))
+		f.mu.Unlock()
+		wait = min(wait, time.Until(deadline))
+		if wait <= 0 {
+			return
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -153,9 +175,10 @@ func (f *feed) bulkBatchLocked() map[string]*nsSync {
 	return batch
 }
 
-func (f *feed) runBulk(ctx context.Context, pageSize int64) {
+func (f *feed) runBulk(ctx context.Context, pageSize int64, gather time.Duration) {
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
 	for {
+		f.gatherBulk(ctx, gather)
 		f.mu.Lock()
 		batch := f.bulkBatchLocked()
 		if len(batch) == 0 || ctx.Err() != nil {

@@ -23,7 +23,8 @@ current-context: x
 `
 
 // TestRESTConfigContentType: built-in types travel as protobuf unless the flag says JSON,
-// as in kube-controller-manager (client-go alone would send and ask for JSON).
+// and responses uncompressed, as in kube-controller-manager (client-go alone would send
+// and ask for JSON, gzipped).
 func TestRESTConfigContentType(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
@@ -53,9 +54,9 @@ func TestRESTConfigContentType(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.ContentType != tt.wantContent || cfg.AcceptContentTypes != tt.wantAccepts || cfg.UserAgent != "kshard-test" {
-				t.Errorf("RESTConfig() content type %q, accepts %q, user agent %q; want %q, %q, kshard-test",
-					cfg.ContentType, cfg.AcceptContentTypes, cfg.UserAgent, tt.wantContent, tt.wantAccepts)
+			if cfg.ContentType != tt.wantContent || cfg.AcceptContentTypes != tt.wantAccepts || cfg.UserAgent != "kshard-test" || !cfg.DisableCompression {
+				t.Errorf("RESTConfig() content type %q, accepts %q, user agent %q, compression disabled %t; want %q, %q, kshard-test, true",
+					cfg.ContentType, cfg.AcceptContentTypes, cfg.UserAgent, cfg.DisableCompression, tt.wantContent, tt.wantAccepts)
 			}
 		})
 	}

@@ -152,6 +152,54 @@ func TestKeysByPartition(t *testing.T) {
 	}
 }
 
+// TestRunStartsWhenPreparesPause: the informers start once Prepares pause for a tenth of
+// StartWindow, not a whole StartWindow after the first: a first assignment comes in one
+// burst, and a shard is not Ready before its informers have started.
+func TestRunStartsWhenPreparesPause(t *testing.T) {
+	const window = 10 * time.Second
+	tests := []struct {
+		name     string
+		prepares int           // Prepares of partitions 1, 2, …
+		gap      time.Duration // between them
+	}{
+		{name: "one Prepare", prepares: 1},
+		{name: "a burst", prepares: 4, gap: 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			client := fake.NewClientset(ns("p1-a"), ns("p2-a"), ns("p3-a"), ns("p4-a"))
+			lists := &listCounter{}
+			client.PrependReactor("list", "configmaps", lists.react)
+			c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, StartWindow: window})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.InformerFor(ConfigMaps)
+			c.Run(ctx)
+			errs := make(chan error, tt.prepares)
+			for p := 1; p <= tt.prepares; p++ {
+				go func() { errs <- c.Prepare(ctx, []uint32{uint32(p)}) }()
+				time.Sleep(tt.gap)
+			}
+			for range tt.prepares {
+				select {
+				case err := <-errs:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(window / 2):
+					t.Fatalf("Prepare did not return within half the StartWindow (%v)", window)
+				}
+			}
+			if n := lists.count("p1-a") + lists.count("p2-a") + lists.count("p3-a") + lists.count("p4-a"); n != 0 {
+				t.Errorf("%d namespace-scoped lists, want 0: the informers started after the burst", n)
+			}
+		})
+	}
+}
+
 // TestRunStartsAfterFirstPrepare: after Run the cache starts its informers itself, a
 // StartWindow after the first Prepare, and that Prepare returns once they are synced.
 func TestRunStartsAfterFirstPrepare(t *testing.T) {

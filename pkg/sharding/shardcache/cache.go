@@ -75,10 +75,12 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// PollInterval is how often Prepare and Release check the stores (default 20ms).
 	PollInterval time.Duration
-	// StartWindow is how long, after Run, the first Prepare waits for more partitions
+	// StartWindow bounds how long, after Run, the first Prepare waits for more partitions
 	// before the informers start (default 1s): a shard's first assignment is thousands
 	// of partitions, and informers started after it fill them all with one filtered
-	// cluster-wide list per type instead of thousands of namespace-scoped lists.
+	// cluster-wide list per type instead of thousands of namespace-scoped lists. The
+	// informers start earlier, once no Prepare has added partitions for a tenth of it:
+	// the coordinator grants a first assignment in one burst.
 	StartWindow time.Duration
 	// MetadataClient and RESTMapper serve metadata-only informers (Key.Metadata): the
 	// mapper tells whether a resource is namespaced. Without them, asking for a
@@ -151,7 +153,9 @@ type Cache struct {
 	parts      map[uint32]*partitionState
 	started    bool
 	runCtx     context.Context
-	// lazyCtx is Run's context: the first Prepare after Run arms startTimer.
+	// lazyCtx is Run's context: the first Prepare after Run arms startTimer;
+	// firstPrepare and lastPrepare are when Prepares before the start came.
+	firstPrepare, lastPrepare time.Time
 	lazyCtx    context.Context
 	startTimer *time.Timer
 	// firstSync is closed once the informers started by Start have completed their first
@@ -396,11 +400,12 @@ func (c *Cache) Keys(key Key, partition uint32) ([]string, error) {
 	return keys, nil
 }
 
-// Run hands the informers' start to the cache: the first Prepare after Run arms a timer
-// of Options.StartWindow, collecting the partitions of the shard's first assignment,
-// after which the informers start with ctx and their first lists fill every partition
-// admitted so far. Prepare, after Run, returns only once its partitions are cached.
-// Run returns at once; calling it after Start has no effect.
+// Run hands the informers' start to the cache: the first Prepare after Run arms a timer,
+// collecting the partitions of the shard's first assignment until no Prepare has come for
+// a tenth of Options.StartWindow (at most StartWindow after the first), after which the
+// informers start with ctx and their first lists fill every partition admitted so far.
+// Prepare, after Run, returns only once its partitions are cached. Run returns at once;
+// calling it after Start has no effect.
 func (c *Cache) Run(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -409,16 +414,38 @@ func (c *Cache) Run(ctx context.Context) {
 	}
 }
 
-// armStartLocked starts the informers StartWindow from now, once; c.mu must be held.
+// armStartLocked notes a Prepare before the start and arms the start's timer once;
+// c.mu must be held.
 func (c *Cache) armStartLocked() {
-	if c.started || c.startTimer != nil || c.lazyCtx == nil {
+	if c.started || c.lazyCtx == nil {
+		return
+	}
+	now := time.Now()
+	c.lastPrepare = now
+	if c.startTimer != nil {
+		return
+	}
+	c.firstPrepare = now
+	quiet := c.opts.StartWindow / 10
+	c.startTimer = time.AfterFunc(quiet, c.startWhenQuiet)
+}
+
+// startWhenQuiet starts the informers once Prepares have paused for a tenth of
+// StartWindow or StartWindow has passed since the first, and otherwise waits again.
+func (c *Cache) startWhenQuiet() {
+	c.mu.Lock()
+	quiet := c.opts.StartWindow / 10
+	now := time.Now()
+	wait := min(c.lastPrepare.Add(quiet).Sub(now), c.firstPrepare.Add(c.opts.StartWindow).Sub(now))
+	if wait > 0 {
+		c.startTimer.Reset(wait)
+		c.mu.Unlock()
 		return
 	}
 	ctx := c.lazyCtx
-	c.startTimer = time.AfterFunc(c.opts.StartWindow, func() {
-		klog.FromContext(ctx).Info("Starting informers", "admittedPartitions", len(c.adm.list()), "resources", c.Resources())
-		c.Start(ctx)
-	})
+	c.mu.Unlock()
+	klog.FromContext(ctx).Info("Starting informers", "admittedPartitions", len(c.adm.list()), "resources", c.Resources())
+	c.Start(ctx)
 }
 
 // Start runs the informers until ctx is done. Partitions prepared before Start are

@@ -17,9 +17,9 @@
 // never learn about sharding. Keys(resource, partition) lists a partition's objects, for
 // the runtime to enqueue when it starts working the partition.
 //
-// The cache owns the informers' start and "synced": after Run, the first Prepare starts
-// them a StartWindow later, so that the first assignment is filled by one filtered list
-// per type; Prepare returns once its partitions are cached, and Synced answers readiness.
+// The cache owns the informers' start and "synced": after Run, the first Prepares start
+// them once they pause (a tenth of StartWindow; at most StartWindow after the first), so
+// that the first assignment is filled by one filtered list per type; Prepare returns once its partitions are cached, and Synced answers readiness.
 //
 //	c, err := shardcache.New(client, partitionOf, shardcache.Options{})
 //	podsKey := shardcache.Key{Resource: corev1.SchemeGroupVersion.WithResource("pods")}

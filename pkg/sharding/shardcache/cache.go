@@ -156,8 +156,8 @@ type Cache struct {
 	// lazyCtx is Run's context: the first Prepare after Run arms startTimer;
 	// firstPrepare and lastPrepare are when Prepares before the start came.
 	firstPrepare, lastPrepare time.Time
-	lazyCtx    context.Context
-	startTimer *time.Timer
+	lazyCtx                   context.Context
+	startTimer                *time.Timer
 	// firstSync is closed once the informers started by Start have completed their first
 	// list: the thousands of Prepares of a first assignment wait on it, instead of each
 	// polling every informer.

@@ -635,11 +635,11 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	for k, n := range touched {
 		if n != replicas {
 			back = append(back, k)
+			touched[k] = replicas // before the parallel writes: a map is not safe for them
 		}
 	}
 	parallel(b, len(back), func(i int) error {
 		ns, dn, _ := strings.Cut(back[i], "/")
-		touched[back[i]] = replicas
 		return bn.scale(ctx, ns, dn, replicas)
 	})
 	bn.waitAvailable(b, touched)

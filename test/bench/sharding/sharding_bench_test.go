@@ -351,6 +351,12 @@ func (e *env) benchKillShard(b *testing.B) {
 				victimNS = append(victimNS, ns)
 			}
 		}
+		// The survivors' warm-up lists before the kill, to count the kill's.
+		survivors := c.shards[1:]
+		listsBefore := make([]framework.Samples, len(survivors))
+		for j, s := range survivors {
+			listsBefore[j] = scrape(b, s.HTTPURL)
+		}
 		logOffset := fileSize(b, c.coord.LogPath)
 		at := time.Now()
 		if err := victim.Signal(syscall.SIGKILL); err != nil {
@@ -376,6 +382,10 @@ func (e *env) benchKillShard(b *testing.B) {
 			}
 		}
 		overlaps := len(auditlog.Overlaps(recs))
+		var warmups []string
+		for j, s := range survivors {
+			warmups = append(warmups, fmt.Sprintf("%s %v", s.Name, listsSince(listsBefore[j], scrape(b, s.HTTPURL))))
+		}
 		c.reportFence(b)
 		c.stop()
 
@@ -389,6 +399,7 @@ func (e *env) benchKillShard(b *testing.B) {
 			detect, exact(gaps, 0.5), exact(gaps, 1), len(gaps))
 		b.Logf("  its namespaces reconciled by a live shard after: p50 %.3fs, max %.3fs; %d overlaps in %d audit records",
 			exact(per, 0.5), took.Seconds(), overlaps, len(recs))
+		b.Logf("  the survivors' warm-up lists (calls, i.e. pages, by resource and kind) for the victim's partitions: %s", strings.Join(warmups, "; "))
 		b.ReportMetric(took.Seconds(), "recovery-max-s")
 		b.ReportMetric(exact(per, 0.5), "recovery-p50-s")
 		b.ReportMetric(detect, "expiry-s")
@@ -1188,6 +1199,29 @@ func byLabel(m framework.Samples, name, label string) map[string]float64 {
 	for _, x := range m {
 		if x.Name == name {
 			out[x.Labels[label]] += x.Value
+		}
+	}
+	return out
+}
+
+// listsSince returns the kshard_shard_cache_lists_total calls (pages) made between two
+// scrapes of a shard, by "resource/kind", those that made none left out.
+func listsSince(before, after framework.Samples) map[string]float64 {
+	const name = "kshard_shard_cache_lists_total"
+	out := map[string]float64{}
+	for _, x := range after {
+		if x.Name == name {
+			out[x.Labels["resource"]+"/"+x.Labels["kind"]] += x.Value
+		}
+	}
+	for _, x := range before {
+		if x.Name == name {
+			out[x.Labels["resource"]+"/"+x.Labels["kind"]] -= x.Value
+		}
+	}
+	for k, v := range out {
+		if v == 0 {
+			delete(out, k)
 		}
 	}
 	return out

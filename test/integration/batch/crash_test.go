@@ -91,18 +91,13 @@ func TestJobCountsAfterCrash(t *testing.T) {
 	k.StartCoordinator("crash-coordinator")
 	s := k.StartShard("crash-shard")
 	framework.WaitHTTP(t, s.HTTPURL+"/readyz", 90*time.Second)
-	e.mustKubectl("wait", "--for=condition=complete", "job/crashed", "--timeout=60s")
-
-	got := e.job("crashed")
+	got := e.waitFinished("crashed", "complete", "SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached")
 	st := got.Status
 	if st.Succeeded != 4 || st.Failed != 1 {
 		t.Errorf("succeeded %d failed %d, want 4 and 1: each pod counted once", st.Succeeded, st.Failed)
 	}
 	if u := st.UncountedTerminatedPods; u != nil && len(u.Succeeded)+len(u.Failed) > 0 {
 		t.Errorf("uncounted %+v", u)
-	}
-	if c := conditions(got); !slices.Equal(c, []string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}) {
-		t.Errorf("conditions %v", c)
 	}
 	pods := e.pods("crashed")
 	if len(pods) != len(plans) {

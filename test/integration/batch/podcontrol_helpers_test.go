@@ -34,6 +34,14 @@ func held(j *batchv1.Job) {
 	j.Spec.Template.Finalizers = append(j.Spec.Template.Finalizers, holdFinalizer)
 }
 
+// perIndex sets backoffLimitPerIndex (which leaves backoffLimit unset).
+func perIndex(n int32) jobOpt {
+	return func(j *batchv1.Job) {
+		j.Spec.BackoffLimit = nil
+		j.Spec.BackoffLimitPerIndex = ptr.To(n)
+	}
+}
+
 func backoffLimitOf(n int32) jobOpt { return func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To(n) } }
 
 // podFailurePolicy sets the Job's podFailurePolicy.
@@ -215,4 +223,24 @@ func (e *env) waitReasons(job string, want map[string]int) {
 		}
 		return true, nil
 	})
+}
+
+// releaseHolds lets every pod of job go.
+func (e *env) releaseHolds(job string) {
+	e.t.Helper()
+	for _, p := range e.pods(job) {
+		e.releaseHold(p.Name)
+	}
+}
+
+// waitFinished waits, as kubectl wait does, for the Job's condition ("complete" or
+// "failed"), checks that its conditions are want, in order, and returns it.
+func (e *env) waitFinished(job, condition string, want ...string) *batchv1.Job {
+	e.t.Helper()
+	e.mustKubectl("wait", "--for=condition="+condition, "job/"+job, "--timeout=60s")
+	j := e.job(job)
+	if got := conditions(j); !slices.Equal(got, want) {
+		e.t.Errorf("job %s: conditions %v, want %v", job, got, want)
+	}
+	return j
 }

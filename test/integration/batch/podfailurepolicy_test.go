@@ -46,11 +46,7 @@ func TestJobPodFailurePolicyIgnoreAndCount(t *testing.T) {
 		t.Fatalf("after two ignored failures and one counted: failed %d, conditions %v; want 1 and none", j.Status.Failed, conditions(j))
 	}
 	e.failPod(pods[3].Name, 5)
-	e.mustKubectl("wait", "--for=condition=failed", "job/exitcodes", "--timeout=30s")
-	j = e.job("exitcodes")
-	if got := conditions(j); !slices.Equal(got, []string{"FailureTarget=True/BackoffLimitExceeded", "Failed=True/BackoffLimitExceeded"}) {
-		t.Errorf("conditions %v", got)
-	}
+	j = e.waitFinished("exitcodes", "failed", "FailureTarget=True/BackoffLimitExceeded", "Failed=True/BackoffLimitExceeded")
 	if j.Status.Failed != 2 {
 		t.Errorf("failed %d, want 2 (the two exit code 5 failures; the ignored ones do not count)", j.Status.Failed)
 	}
@@ -93,8 +89,7 @@ func TestJobPodFailurePolicyDisruptionTargetIgnored(t *testing.T) {
 	for _, p := range ps {
 		e.succeedPod(p.Name)
 	}
-	e.mustKubectl("wait", "--for=condition=complete", "job/disrupted", "--timeout=30s")
-	j = e.job("disrupted")
+	j = e.waitFinished("disrupted", "complete", "SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached")
 	if j.Status.Failed != 0 || j.Status.Succeeded != 2 {
 		t.Errorf("failed %d succeeded %d, want 0 and 2", j.Status.Failed, j.Status.Succeeded)
 	}
@@ -107,15 +102,9 @@ func TestJobPodFailurePolicyDisruptionTargetIgnored(t *testing.T) {
 func TestJobPodFailurePolicyFailIndex(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create(newJob("failindex", 3, 3, indexed, byIndex(map[int]int{1: 42, 2: 3}), func(j *batchv1.Job) {
-		j.Spec.BackoffLimit = nil
-		j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
-	}, podFailurePolicy(onExitCodes(batchv1.PodFailurePolicyActionFailIndex, 42))))
-	e.mustKubectl("wait", "--for=condition=failed", "job/failindex", "--timeout=60s")
-	j := e.job("failindex")
-	if got := conditions(j); !slices.Equal(got, []string{"FailureTarget=True/FailedIndexes", "Failed=True/FailedIndexes"}) {
-		t.Errorf("conditions %v", got)
-	}
+	e.create(newJob("failindex", 3, 3, indexed, byIndex(map[int]int{1: 42, 2: 3}), perIndex(1),
+		podFailurePolicy(onExitCodes(batchv1.PodFailurePolicyActionFailIndex, 42))))
+	j := e.waitFinished("failindex", "failed", "FailureTarget=True/FailedIndexes", "Failed=True/FailedIndexes")
 	if ptr.Deref(j.Status.FailedIndexes, "") != "1,2" || j.Status.CompletedIndexes != "0" || j.Status.Failed != 3 || j.Status.Succeeded != 1 {
 		t.Errorf("failedIndexes %v completedIndexes %q failed %d succeeded %d; want 1,2, 0, 3, 1",
 			ptr.Deref(j.Status.FailedIndexes, "<nil>"), j.Status.CompletedIndexes, j.Status.Failed, j.Status.Succeeded)

@@ -34,7 +34,7 @@ func TestJobPodReplacementFailed(t *testing.T) {
 	}
 	failedAt := time.Now().Truncate(time.Second)
 	e.markFailed(victim, 137)
-	j = e.waitJob("failed-only", 30*time.Second, "the failed pod counted", func(j *batchv1.Job) bool {
+	e.waitJob("failed-only", 30*time.Second, "the failed pod counted", func(j *batchv1.Job) bool {
 		return j.Status.Failed == 1 && ptr.Deref(j.Status.Terminating, -1) == 0
 	})
 	ps := e.waitPods("failed-only", 40*time.Second, "a replacement", func(ps []corev1.Pod) bool {

@@ -37,14 +37,8 @@ func TestJobSuccessPolicy(t *testing.T) {
 	if msg := conditionMessage(j, batchv1.JobSuccessCriteriaMet); msg != "Matched rules at index 1" {
 		t.Errorf("message %q", msg)
 	}
-	for _, p := range e.pods("leader") {
-		e.releaseHold(p.Name)
-	}
-	e.mustKubectl("wait", "--for=condition=complete", "job/leader", "--timeout=30s")
-	j = e.job("leader")
-	if got := conditions(j); !slices.Equal(got, []string{"SuccessCriteriaMet=True/SuccessPolicy", "Complete=True/SuccessPolicy"}) {
-		t.Errorf("conditions %v", got)
-	}
+	e.releaseHolds("leader")
+	j = e.waitFinished("leader", "complete", "SuccessCriteriaMet=True/SuccessPolicy", "Complete=True/SuccessPolicy")
 	if j.Status.CompletedIndexes != "0,2" || j.Status.Succeeded != 2 || j.Status.Active != 0 || j.Status.CompletionTime == nil {
 		t.Errorf("status %+v", j.Status)
 	}
@@ -65,14 +59,8 @@ func TestJobFailedWaitsForTerminatingPods(t *testing.T) {
 	if got := e.reasons("deadline"); got["Warning DeadlineExceeded"] != 0 {
 		t.Errorf("events %v: the failure event before the Job failed", got)
 	}
-	for _, p := range e.pods("deadline") {
-		e.releaseHold(p.Name)
-	}
-	e.mustKubectl("wait", "--for=condition=failed", "job/deadline", "--timeout=30s")
-	j = e.job("deadline")
-	if got := conditions(j); !slices.Equal(got, []string{"FailureTarget=True/DeadlineExceeded", "Failed=True/DeadlineExceeded"}) {
-		t.Errorf("conditions %v", got)
-	}
+	e.releaseHolds("deadline")
+	j = e.waitFinished("deadline", "failed", "FailureTarget=True/DeadlineExceeded", "Failed=True/DeadlineExceeded")
 	if j.Status.Failed != 2 || ptr.Deref(j.Status.Terminating, -1) != 0 || j.Status.CompletionTime != nil {
 		t.Errorf("status %+v", j.Status)
 	}
@@ -84,16 +72,9 @@ func TestJobFailedWaitsForTerminatingPods(t *testing.T) {
 func TestJobMaxFailedIndexes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create(newJob("maxfailed", 4, 4, indexed, byIndex(map[int]int{1: 1, 2: 1}), func(j *batchv1.Job) {
-		j.Spec.BackoffLimit = nil
-		j.Spec.BackoffLimitPerIndex = ptr.To[int32](0)
-		j.Spec.MaxFailedIndexes = ptr.To[int32](1)
-	}))
-	e.mustKubectl("wait", "--for=condition=failed", "job/maxfailed", "--timeout=60s")
-	j := e.job("maxfailed")
-	if got := conditions(j); !slices.Equal(got, []string{"FailureTarget=True/MaxFailedIndexesExceeded", "Failed=True/MaxFailedIndexesExceeded"}) {
-		t.Errorf("conditions %v", got)
-	}
+	e.create(newJob("maxfailed", 4, 4, indexed, byIndex(map[int]int{1: 1, 2: 1}), perIndex(0),
+		func(j *batchv1.Job) { j.Spec.MaxFailedIndexes = ptr.To[int32](1) }))
+	j := e.waitFinished("maxfailed", "failed", "FailureTarget=True/MaxFailedIndexesExceeded", "Failed=True/MaxFailedIndexesExceeded")
 	if ptr.Deref(j.Status.FailedIndexes, "") != "1,2" {
 		t.Errorf("failedIndexes %v", ptr.Deref(j.Status.FailedIndexes, "<nil>"))
 	}
@@ -114,11 +95,7 @@ func TestJobCreatedSuspended(t *testing.T) {
 	}
 	resumed := time.Now().Truncate(time.Second)
 	e.mustKubectl("patch", "job/later", "--type=merge", "-p", `{"spec":{"suspend":false}}`)
-	e.mustKubectl("wait", "--for=condition=complete", "job/later", "--timeout=60s")
-	j = e.job("later")
-	if got := conditions(j); !slices.Equal(got, []string{"Suspended=False/JobResumed", "SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}) {
-		t.Errorf("conditions %v", got)
-	}
+	j = e.waitFinished("later", "complete", "Suspended=False/JobResumed", "SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached")
 	if st := j.Status.StartTime; st == nil || st.Time.Before(resumed) {
 		t.Errorf("startTime %v, resumed at %s", st, resumed)
 	}

@@ -418,12 +418,14 @@ func (c *Controller) deletePod(log klog.Logger, obj any, final bool) {
 	c.enqueue(log, job, syncBatchPeriod)
 }
 
-// wrotePod records a write of pod for the Job that controls it (if one does), whose next
-// sync then waits until the pod cache has seen it: every pod create and patch of the
-// controller goes through here, as through upstream's pod control.
+// wrotePod records a write of pod for the Job that controls it, whose next sync then
+// waits until the pod cache has seen it: every pod create and patch of the controller
+// goes through here, as through upstream's pod control. Writes for a Job no longer in the
+// cache (the finalizer cleanup of a deleted Job's pods) are not recorded: no sync would
+// clear them.
 func (c *Controller) wrotePod(pod *corev1.Pod) {
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == kind.Kind {
-		c.consistency.Wrote(pod.Namespace+"/"+ref.Name, ref.UID, podsResource, pod.ResourceVersion)
+	if job := c.controllerOf(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); job != nil {
+		c.consistency.Wrote(keyOf(job), job.UID, podsResource, pod.ResourceVersion)
 	}
 }
 

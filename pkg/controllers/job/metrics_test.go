@@ -331,8 +331,16 @@ func TestSyncWaitsForItsOwnWrites(t *testing.T) {
 		t.Fatalf("sync once the cache caught up = %v", err)
 	}
 
+	// The pods of a Job that is not in the cache are not waited for.
+	f.ctrl.wrotePod(newPod("orphaned", rvOf("99"), func(p *corev1.Pod) { p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "gone", "uid-gone" }))
+	if err := f.ctrl.consistency.Ready("ns/gone"); err != nil {
+		t.Errorf("a write for a Job not in the cache was recorded: %v", err)
+	}
 	// A Job that goes away forgets what was written for it.
 	f.ctrl.wrotePod(newPod("another", rvOf("99")))
+	if err := f.ctrl.consistency.Ready("ns/job"); err == nil {
+		t.Fatal("the write of pod another was not recorded")
+	}
 	f.ctrl.deleteJob(f0(), newJob(1, 1))
 	if err := f.sync("ns/job"); err != nil {
 		t.Fatalf("sync after the Job's deletion = %v", err)

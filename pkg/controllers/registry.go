@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -107,6 +108,12 @@ type Context struct {
 	Logger logr.Logger
 	// Metrics records reconciles, errors and durations per controller.
 	Metrics *ReconcileMetrics
+	// Registerer registers the controller's own Prometheus series, for a controller that
+	// exports those kube-controller-manager's controller of the same name exports (e.g.
+	// the job controller's job_controller_*), under upstream's names so that dashboards
+	// and alerts written for upstream work. Series get the shard's shard label. Nil when
+	// nobody collects them (unit tests): register with a registry of your own then.
+	Registerer prometheus.Registerer
 	// WriteAllowed fails while the shard must not change anything for key (a queue key,
 	// "namespace/name"): its lease ran out, or key's namespace is no longer held. Client's
 	// API writes are already checked by its transport; a controller with effects outside

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -51,8 +52,10 @@ type controllerDeps struct {
 	// recorder returns the event recorder of component, sending its events through events.
 	recorder func(component string, events typedcorev1.EventInterface) record.EventRecorder
 	metrics  *controllers.ReconcileMetrics
-	shard    string
-	log      logr.Logger
+	// registerer takes the controllers' own series (with the shard label).
+	registerer prometheus.Registerer
+	shard      string
+	log        logr.Logger
 }
 
 // buildControllers builds each enabled controller against the contract, and returns what
@@ -78,6 +81,7 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 			Shard:        deps.shard,
 			Logger:       deps.log.WithValues("controller", d.Name),
 			Metrics:      deps.metrics,
+			Registerer:   deps.registerer,
 			WriteAllowed: deps.gate.WriteAllowedFor,
 		})
 		if err != nil {

@@ -171,7 +171,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 			broadcasters = append(broadcasters, b)
 			return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 		},
-		metrics: reconcileMetrics, shard: o.ShardID, log: log,
+		metrics: reconcileMetrics, registerer: shardReg, shard: o.ShardID, log: log,
 	})
 	if err != nil {
 		return err

@@ -31,6 +31,16 @@
 // forgotten when the Job leaves the cache (deleted, or its namespace left the shard), so a
 // namespace that comes back starts from the objects too.
 //
+// As kube-controller-manager 1.37 does (StaleControllerConsistencyJob), a sync first waits
+// until the Job and pod caches show the controller's own last writes for the Job (its
+// status writes, the pods it created or patched): it fails and is retried with backoff
+// instead of counting or creating again from an older cache (internal/consistency).
+//
+// The controller exports upstream's job_controller_* series (metrics.go) through the
+// shard's registry: syncs by action, finished Jobs, pods and indexes, podFailurePolicy
+// actions, pod creations, terminated pods holding the tracking finalizer, Jobs of other
+// controllers, syncs put off by a stale cache.
+//
 // spec.managedBy: with the default --job-managed-by=kubernetes.io/job-controller the
 // controller works Jobs whose managedBy is unset or that value (kube-controller-manager's
 // job controller must then be off); with --job-managed-by=kshard.io/job-controller only

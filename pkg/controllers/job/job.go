@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -22,8 +25,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
@@ -61,6 +66,10 @@ var kind = batchv1.SchemeGroupVersion.WithKind("Job")
 var (
 	jobs = controllers.Typed(batchv1.SchemeGroupVersion.WithResource("jobs"))
 	pods = controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods"))
+	// The resources of the controller's own writes that the next sync of a Job waits
+	// for its caches to reach.
+	jobsResource = jobs.GroupResource()
+	podsResource = pods.GroupResource()
 )
 
 // Options are the controller's own flags.
@@ -108,6 +117,7 @@ type Controller struct {
 	orphans      workqueue.TypedRateLimitingInterface[orphanKey]
 	recorder     record.EventRecorder
 	metrics      *controllers.ReconcileMetrics
+	jobMetrics   *Metrics
 	writeAllowed func(key string) error
 	managedBy    string
 	clock        clock.PassiveClock
@@ -115,6 +125,9 @@ type Controller struct {
 	expectations *expectations
 	finalizers   *finalizerExpectations
 	backoff      *backoffStore
+	// consistency holds a Job's sync back until the caches show the controller's own last
+	// writes for it (upstream's StaleControllerConsistencyJob, on by default in 1.37).
+	consistency *consistency.Store
 	// finished holds the UIDs of Jobs this controller marked finished whose update it
 	// has not yet seen in its cache: they are not synced again meanwhile.
 	finished sync.Map
@@ -129,6 +142,14 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 		return nil, err
 	}
 	jobInf, podInf := infs[0], infs[1]
+	reg := c.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry() // nobody collects them
+	}
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	ctrl := &Controller{
 		client:       c.Client,
 		jobLister:    batchlisters.NewJobLister(jobInf.GetIndexer()),
@@ -137,6 +158,7 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 		queue:        c.Queue,
 		recorder:     c.Recorder,
 		metrics:      c.Metrics,
+		jobMetrics:   m,
 		writeAllowed: c.WriteAllowed,
 		managedBy:    opts.ManagedBy,
 		clock:        clk,
@@ -146,6 +168,10 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 		expectations: newExpectations(clk),
 		finalizers:   newFinalizerExpectations(),
 		backoff:      newBackoffStore(),
+		consistency: consistency.New(map[schema.GroupResource]consistency.RVSource{
+			jobsResource: jobInf.GetStore(),
+			podsResource: podInf.GetStore(),
+		}),
 	}
 	if err := podutil.AddControllerIndex(podInf); err != nil {
 		return nil, fmt.Errorf("pod index: %w", err)
@@ -206,8 +232,13 @@ func (c *Controller) enqueue(log klog.Logger, job *batchv1.Job, delay time.Durat
 }
 
 func (c *Controller) addJob(log klog.Logger, obj any) {
-	if job, ok := obj.(*batchv1.Job); ok {
-		c.enqueue(log, job, 0)
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	c.enqueue(log, job, 0)
+	if !c.handles(job) {
+		c.jobMetrics.ByExternalController.WithLabelValues(ptr.Deref(job.Spec.ManagedBy, ManagedByUpstream)).Inc()
 	}
 }
 
@@ -243,6 +274,7 @@ func (c *Controller) deleteJob(log klog.Logger, obj any) {
 		return
 	}
 	c.enqueue(log, job, 0)
+	c.consistency.Clear(keyOf(job), job.UID)
 	c.finished.Delete(job.UID)
 	c.enqueueSelector(log, job)
 	c.backoff.remove(keyOf(job))
@@ -287,6 +319,7 @@ func (c *Controller) addPod(log klog.Logger, obj any) {
 	if !ok {
 		return
 	}
+	c.jobMetrics.terminatedWithFinalizer(nil, pod)
 	if pod.DeletionTimestamp != nil {
 		// Seen for the first time while already being deleted (after a relist, or a
 		// namespace arriving at this shard): not a creation.
@@ -314,6 +347,7 @@ func (c *Controller) updatePod(log klog.Logger, old, cur any) {
 	if !ok1 || !ok2 || oldPod.ResourceVersion == curPod.ResourceVersion {
 		return
 	}
+	c.jobMetrics.terminatedWithFinalizer(oldPod, curPod)
 	if curPod.DeletionTimestamp != nil {
 		// A graceful deletion began: the Job may replace the pod now.
 		c.deletePod(log, curPod, false)
@@ -357,6 +391,9 @@ func (c *Controller) deletePod(log klog.Logger, obj any, final bool) {
 	if !ok {
 		return
 	}
+	if final {
+		c.jobMetrics.terminatedWithFinalizer(pod, nil)
+	}
 	ref := metav1.GetControllerOfNoCopy(pod)
 	withFinalizer := hasTrackingFinalizer(pod)
 	if ref == nil {
@@ -379,6 +416,26 @@ func (c *Controller) deletePod(log klog.Logger, obj any, final bool) {
 		c.finalizers.removalObserved(key, pod.UID)
 	}
 	c.enqueue(log, job, syncBatchPeriod)
+}
+
+// wrotePod records a write of pod for the Job that controls it, whose next sync then
+// waits until the pod cache has seen it: every pod create and patch of the controller
+// goes through here, as through upstream's pod control. Writes for a Job no longer in the
+// cache (the finalizer cleanup of a deleted Job's pods) are not recorded: no sync would
+// clear them.
+func (c *Controller) wrotePod(pod *corev1.Pod) {
+	if job := c.controllerOf(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); job != nil {
+		c.consistency.Wrote(keyOf(job), job.UID, podsResource, pod.ResourceVersion)
+	}
+}
+
+// patchPod applies a strategic merge patch to a pod and records the write (wrotePod).
+func (c *Controller) patchPod(ctx context.Context, namespace, name string, patch []byte) error {
+	pod, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err == nil {
+		c.wrotePod(pod)
+	}
+	return err
 }
 
 func hasTrackingFinalizer(pod *corev1.Pod) bool {

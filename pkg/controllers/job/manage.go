@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -28,8 +27,9 @@ const slowStartInitialBatch = 1
 
 // manage brings the Job's active pods to what it wants: none while suspended, else
 // parallelism bounded by the completions left, creating pods (after the failure backoff)
-// or deleting surplus ones, never both in one sync. It returns the active count after.
-func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, error) {
+// or deleting surplus ones, never both in one sync. It returns the active count after and
+// what it did (the action label of the sync metrics).
+func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, string, error) {
 	log := klog.FromContext(ctx)
 	job := jc.job
 	key := keyOf(job)
@@ -43,7 +43,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, error)
 		removedReady, removed, err := c.deleteJobPods(ctx, job, rm)
 		jc.terminating += removed
 		jc.ready -= removedReady
-		return active - removed, err
+		return active - removed, actionPodsDeleted, err
 	}
 
 	var want int32
@@ -68,7 +68,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, error)
 		jc.terminating += removed
 		jc.ready -= removedReady
 		// Deletions take precedence; creations wait for the next sync.
-		return active - removed, err
+		return active - removed, actionPodsDeleted, err
 	}
 
 	var terminating int32
@@ -77,12 +77,12 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, error)
 	}
 	diff := want - terminating - active
 	if diff <= 0 {
-		return active, nil
+		return active, actionTracking, nil
 	}
 	if !hasBackoffLimitPerIndex(job) {
 		if left := jc.backoff.remaining(c.clock); left > 0 {
 			c.enqueue(log, job, max(left, syncBatchPeriod))
-			return active, nil
+			return active, actionPodsCreated, nil
 		}
 	}
 	diff = min(diff, int32(maxPodChangesOnSync))
@@ -94,7 +94,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, error)
 			indexes, left = c.indexesReady(log, indexes, jc.delayedDeletion)
 			if left > 0 {
 				c.enqueue(log, job, max(left, syncBatchPeriod))
-				return active, nil
+				return active, actionPodsCreated, nil
 			}
 		}
 		diff = int32(len(indexes))
@@ -113,6 +113,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, error)
 	active += diff
 	var errs []error
 	var mu sync.Mutex
+	var created, failed atomic.Int32
 	for batch := min(diff, slowStartInitialBatch); diff > 0; batch = min(2*batch, diff) {
 		failedBefore := len(errs)
 		var wg sync.WaitGroup
@@ -134,10 +135,13 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, error)
 					log.V(2).Info("Failed creation, decrementing expectations")
 					c.expectations.creationObserved(key)
 					atomic.AddInt32(&active, -1)
+					failed.Add(1)
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
+					return
 				}
+				created.Add(1)
 			}()
 		}
 		wg.Wait()
@@ -151,10 +155,11 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, error)
 		}
 		diff -= batch
 	}
+	c.jobMetrics.podsCreated(job, jc, created.Load(), failed.Load())
 	if len(errs) > 0 {
-		return active, errs[0]
+		return active, actionPodsCreated, errs[0]
 	}
-	return active, nil
+	return active, actionPodsCreated, nil
 }
 
 // indexesReady returns the indexes whose per-index backoff has passed; when none has, the
@@ -228,6 +233,7 @@ func (c *Controller) createPod(ctx context.Context, job *batchv1.Job, pod *corev
 		}
 		return err
 	}
+	c.wrotePod(created)
 	klog.FromContext(ctx).V(4).Info("Controller created pod", "pod", klog.KObj(created))
 	c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
 	return nil
@@ -264,7 +270,7 @@ func (c *Controller) deleteJobPods(ctx context.Context, job *batchv1.Job, pods [
 			return false, err
 		}
 		if patch := removeFinalizerPatch(pod); patch != nil {
-			if _, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			if err := c.patchPod(ctx, pod.Namespace, pod.Name, patch); err != nil {
 				return fail(fmt.Errorf("removing completion finalizer: %w", err))
 			}
 		}

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
+	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 )
 
@@ -50,7 +52,7 @@ type syncContext struct {
 type uncounted struct{ succeeded, failed sets.Set[types.UID] }
 
 // sync reconciles one Job.
-func (c *Controller) sync(ctx context.Context, key string) error {
+func (c *Controller) sync(ctx context.Context, key string) (rerr error) {
 	ns, name, err := toolscache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return err
@@ -63,11 +65,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	start := c.clock.Now()
 	defer func() { log.V(4).Info("Finished syncing job", "elapsed", c.clock.Since(start)) }()
 
+	// Not before the caches show this controller's own last writes for the Job: a sync
+	// on an older cache could count or create again what the last one did.
+	if err := c.consistency.Ready(key); err != nil {
+		var stale *consistency.StaleError
+		if errors.As(err, &stale) {
+			c.jobMetrics.StaleSyncSkips.WithLabelValues(stale.Resource.Group, stale.Resource.Resource).Inc()
+		}
+		return err
+	}
 	shared, err := c.jobLister.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		log.V(4).Info("Job has been deleted")
 		c.expectations.forget(key)
 		c.finalizers.forget(key)
+		c.consistency.Clear(key, "")
 		c.backoff.remove(key)
 		return nil
 	}
@@ -81,6 +93,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	job := shared.DeepCopy()
 	if isFinished(job) {
 		c.backoff.remove(key)
+		c.consistency.Clear(key, job.UID)
 		c.finished.Delete(job.UID)
 		return nil
 	}
@@ -92,6 +105,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.recorder.Event(job, corev1.EventTypeWarning, "UnknownCompletionMode", "Skipped Job sync because completion mode is unknown")
 		return nil
 	}
+	action := actionReconciling
+	defer func() { c.jobMetrics.observeSync(job, action, c.clock.Since(start), rerr) }()
 	if job.Status.UncountedTerminatedPods == nil {
 		job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
 	}
@@ -187,7 +202,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	} else {
 		managed := false
 		if satisfied && job.DeletionTimestamp == nil {
-			nActive, manageErr = c.manage(ctx, jc)
+			nActive, action, manageErr = c.manage(ctx, jc)
 			managed = true
 		}
 		var complete bool
@@ -256,8 +271,7 @@ func (c *Controller) podsOf(ctx context.Context, job *batchv1.Job) ([]*corev1.Po
 			return fresh, nil
 		},
 		Patch: func(ctx context.Context, name string, patch []byte) error {
-			_, err := c.client.CoreV1().Pods(job.Namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			return err
+			return c.patchPod(ctx, job.Namespace, name, patch)
 		},
 	}
 	owned, err := m.Claim(ctx, candidates)

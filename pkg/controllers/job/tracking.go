@@ -46,10 +46,13 @@ func (c *Controller) trackStatus(ctx context.Context, jc *syncContext, needsFlus
 			withFinalizer.Insert(p.UID)
 		}
 	}
+	// The counters before this sync, to record what its status writes add (metrics).
+	old := job.Status
 	if countUncountedWithoutFinalizer(&job.Status, withFinalizer) {
 		needsFlush = true
 	}
 	status := job.Status.UncountedTerminatedPods
+	byAction := map[batchv1.PodFailurePolicyAction]int{}
 	var toRemove []*corev1.Pod
 	var newIndexes []int
 	capped := false
@@ -79,7 +82,11 @@ func (c *Controller) trackStatus(ctx context.Context, jc *syncContext, needsFlus
 			if jc.uncounted.failed.Has(p.UID) || (indexed && !validIndex(job, p)) {
 				break
 			}
-			if matchFailurePolicy(job.Spec.PodFailurePolicy, p).counts {
+			m := matchFailurePolicy(job.Spec.PodFailurePolicy, p)
+			if m.action != nil {
+				byAction[*m.action]++
+			}
+			if m.counts {
 				needsFlush = true
 				status.Failed = append(status.Failed, p.UID)
 			}
@@ -122,7 +129,7 @@ func (c *Controller) trackStatus(ctx context.Context, jc *syncContext, needsFlus
 		}
 		jc.finished = c.condition(batchv1.JobComplete, jc.finished.Reason, jc.finished.Message)
 	}
-	needsFlush, err := c.flushAndRemoveFinalizers(ctx, jc, toRemove, withFinalizer, needsFlush)
+	needsFlush, err := c.flushAndRemoveFinalizers(ctx, jc, toRemove, withFinalizer, &old, byAction, needsFlush)
 	if err != nil {
 		return err
 	}
@@ -134,8 +141,10 @@ func (c *Controller) trackStatus(ctx context.Context, jc *syncContext, needsFlus
 		}
 		if done {
 			c.recordFinished(updated, jc.finished)
+			c.jobMetrics.jobFinished(updated, jc.finished)
 			c.finished.Store(updated.UID, struct{}{})
 		}
+		c.jobMetrics.podsFinished(log, updated, &old)
 	}
 	return nil
 }
@@ -164,8 +173,10 @@ func canRemoveFinalizer(log klog.Logger, jc *syncContext, pod *corev1.Pod, faile
 // flushAndRemoveFinalizers writes the status when it changed (the new uncounted pods and
 // interim conditions), then removes the finalizers of toRemove and moves the pods whose
 // finalizer is gone into the counters. It returns whether the status has changes not yet
-// written.
-func (c *Controller) flushAndRemoveFinalizers(ctx context.Context, jc *syncContext, toRemove []*corev1.Pod, withFinalizer sets.Set[types.UID], needsFlush bool) (bool, error) {
+// written. old are the counters last written (the metrics record what a write adds to
+// them), byAction the failed pods each podFailurePolicy action handled in this sync.
+func (c *Controller) flushAndRemoveFinalizers(ctx context.Context, jc *syncContext, toRemove []*corev1.Pod, withFinalizer sets.Set[types.UID],
+	old *batchv1.JobStatus, byAction map[batchv1.PodFailurePolicyAction]int, needsFlush bool) (bool, error) {
 	if needsFlush {
 		updated, err := c.updateStatus(ctx, jc.job)
 		if err != nil {
@@ -173,8 +184,11 @@ func (c *Controller) flushAndRemoveFinalizers(ctx context.Context, jc *syncConte
 		}
 		jc.job = updated
 		c.backoff.update(keyOf(updated), jc.backoff)
+		c.jobMetrics.podsFinished(klog.FromContext(ctx), updated, old)
+		*old = updated.Status
 		needsFlush = false
 	}
+	c.jobMetrics.failurePolicyActions(byAction)
 	var rmErr error
 	if len(toRemove) > 0 {
 		var removed []bool
@@ -245,7 +259,7 @@ func (c *Controller) removeFinalizers(ctx context.Context, key string, pods []*c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			err := c.patchPod(ctx, pod.Namespace, pod.Name, patch)
 			if err != nil {
 				// No update will show this removal.
 				c.finalizers.removalObserved(key, pod.UID)
@@ -301,7 +315,12 @@ func (c *Controller) recordFinished(job *batchv1.Job, f *batchv1.JobCondition) {
 	c.recorder.Event(job, corev1.EventTypeWarning, f.Reason, f.Message)
 }
 
-// updateStatus writes job's status.
+// updateStatus writes job's status; the Job's next sync waits until the cache shows it.
 func (c *Controller) updateStatus(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
-	return c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+	updated, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c.consistency.Wrote(keyOf(updated), updated.UID, jobsResource, updated.ResourceVersion)
+	return updated, nil
 }

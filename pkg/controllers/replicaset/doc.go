@@ -26,6 +26,6 @@
 //
 // As kube-controller-manager 1.37 does (StaleControllerConsistencyReplicaSet), a sync also
 // waits until the pod and ReplicaSet caches have reached the resourceVersions of the
-// controller's own last writes for that ReplicaSet (consistency.go): it fails and is
+// controller's own last writes for that ReplicaSet (internal/consistency): it fails and is
 // retried with backoff instead of acting on a cache older than what it wrote.
 package replicaset

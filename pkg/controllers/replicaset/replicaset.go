@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
@@ -43,6 +45,10 @@ var kind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
 var (
 	replicaSets = controllers.Typed(appsv1.SchemeGroupVersion.WithResource("replicasets"))
 	pods        = controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods"))
+	// The resources of the controller's own writes that the next sync of a ReplicaSet
+	// waits for its caches to reach (consistency).
+	podsResource        = pods.GroupResource()
+	replicaSetsResource = replicaSets.GroupResource()
 )
 
 // Descriptor registers the controller: on by default, with kube-controller-manager's
@@ -78,7 +84,7 @@ type Controller struct {
 	metrics    *controllers.ReconcileMetrics
 
 	expectations  *expectations
-	consistency   *consistency
+	consistency   *consistency.Store
 	clock         clock.PassiveClock
 	burstReplicas int
 }
@@ -105,9 +111,9 @@ func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, 
 		recorder:     c.Recorder,
 		metrics:      c.Metrics,
 		expectations: newExpectations(clk),
-		consistency: newConsistency(map[resource]rvSource{
-			resourcePods:        podInf.GetStore(),
-			resourceReplicaSets: rsInf.GetStore(),
+		consistency: consistency.New(map[schema.GroupResource]consistency.RVSource{
+			podsResource:        podInf.GetStore(),
+			replicaSetsResource: rsInf.GetStore(),
 		}),
 		clock:         clk,
 		burstReplicas: BurstReplicas,
@@ -176,7 +182,7 @@ func (c *Controller) updateRS(old, cur any) {
 	// the old one's expectations must not apply to the new one.
 	if oldRS.UID != curRS.UID {
 		c.expectations.forget(keyOf(oldRS))
-		c.consistency.clear(keyOf(oldRS), oldRS.UID)
+		c.consistency.Clear(keyOf(oldRS), oldRS.UID)
 	}
 	c.enqueue(curRS)
 }
@@ -188,7 +194,7 @@ func (c *Controller) deleteRS(log klog.Logger, obj any) {
 	}
 	log.V(4).Info("replicaset deleted from cache; dropping its expectations", "namespace", rs.Namespace, "name", rs.Name)
 	c.expectations.forget(keyOf(rs))
-	c.consistency.clear(keyOf(rs), rs.UID)
+	c.consistency.Clear(keyOf(rs), rs.UID)
 	c.enqueue(rs)
 }
 

@@ -38,14 +38,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	log := klog.FromContext(ctx).WithValues("namespace", namespace, "name", name)
 	ctx = klog.NewContext(ctx, log)
 
-	if err := c.consistency.ready(key); err != nil {
+	if err := c.consistency.Ready(key); err != nil {
 		return err
 	}
 	rs, err := c.rsLister.ReplicaSets(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		log.V(4).Info("replicaset gone")
 		c.expectations.forget(key)
-		c.consistency.clear(key, "")
+		c.consistency.Clear(key, "")
 		return nil
 	}
 	if err != nil {
@@ -92,7 +92,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	c.consistency.wrote(key, rs.UID, resourceReplicaSets, updated.ResourceVersion)
+	c.consistency.Wrote(key, rs.UID, replicaSetsResource, updated.ResourceVersion)
 	if manageErr != nil {
 		return manageErr
 	}
@@ -128,7 +128,7 @@ func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, selector 
 		Patch: func(ctx context.Context, name string, patch []byte) error {
 			pod, err := c.client.CoreV1().Pods(rs.Namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 			if err == nil && metav1.IsControlledBy(pod, rs) {
-				c.consistency.wrote(keyOf(rs), rs.UID, resourcePods, pod.ResourceVersion)
+				c.consistency.Wrote(keyOf(rs), rs.UID, podsResource, pod.ResourceVersion)
 			}
 			return err
 		},
@@ -311,7 +311,7 @@ func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error
 		}
 		return err
 	}
-	c.consistency.wrote(keyOf(rs), rs.UID, resourcePods, created.ResourceVersion)
+	c.consistency.Wrote(keyOf(rs), rs.UID, podsResource, created.ResourceVersion)
 	klog.FromContext(ctx).V(4).Info("created pod", "pod", created.Name)
 	c.recorder.Eventf(rs, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
 	return nil

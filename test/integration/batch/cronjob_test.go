@@ -58,6 +58,13 @@ func TestCronJobRunsOncePerSchedule(t *testing.T) {
 		if len(seen) < 2 || cj.Status.LastSuccessfulTime == nil || len(cj.Status.Active) > 0 {
 			return fmt.Errorf("jobs seen %v, status %+v", seen, cj.Status)
 		}
+		// A Job just created at a schedule time is not yet in the status the controller
+		// writes right after: until it is, status.active looks empty.
+		for name, ts := range seen {
+			if last := cj.Status.LastScheduleTime; last == nil || last.Time.Before(ts) {
+				return fmt.Errorf("job %s scheduled at %s, lastScheduleTime %v: the status is behind", name, ts, last)
+			}
+		}
 		return nil
 	})
 	// The history limit leaves the newest succeeded Job only.

@@ -34,30 +34,11 @@ func TestPrepareManyListsClusterWide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			objs := []runtime.Object{ns("other"), cm("other", "o", 0)}
-			var want []string
-			for p := 1; p <= parts; p++ {
-				for i := range nsPerPart {
-					name := fmt.Sprintf("p%d-%d", p, i)
-					objs = append(objs, ns(name))
-					for j := range cmsPerNS {
-						objs = append(objs, cm(name, fmt.Sprintf("c%d", j), 0))
-						want = append(want, fmt.Sprintf("%s/c%d", name, j))
-					}
-				}
-			}
+			objs, want := partitionsFixture(parts, nsPerPart, cmsPerNS)
 			client := fake.NewClientset(objs...)
 			lists := &listCounter{}
 			client.PrependReactor("list", "configmaps", lists.react)
-			c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, ClusterListThreshold: tc.threshold})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.InformerFor(ConfigMaps)
-			c.Start(ctx)
-			if err := c.WaitForCacheSync(ctx); err != nil {
-				t.Fatal(err)
-			}
+			c := startedConfigMapCache(t, ctx, client, Options{ClusterListThreshold: tc.threshold})
 			clusterLists := lists.count("")
 
 			var ps []uint32
@@ -114,6 +95,25 @@ func TestPrepareManyListsClusterWide(t *testing.T) {
 	}
 }
 
+// partitionsFixture returns Namespaces p<P>-<i> of partitions 1..parts (nsPerPart each)
+// with cmsPerNS ConfigMaps c<j> each, plus namespace "other" with one ConfigMap, and the
+// sorted keys of the partitions' ConfigMaps.
+func partitionsFixture(parts, nsPerPart, cmsPerNS int) (objs []runtime.Object, want []string) {
+	objs = []runtime.Object{ns("other"), cm("other", "o", 0)}
+	for p := 1; p <= parts; p++ {
+		for i := range nsPerPart {
+			name := fmt.Sprintf("p%d-%d", p, i)
+			objs = append(objs, ns(name))
+			for j := range cmsPerNS {
+				objs = append(objs, cm(name, fmt.Sprintf("c%d", j), 0))
+				want = append(want, fmt.Sprintf("%s/c%d", name, j))
+			}
+		}
+	}
+	sort.Strings(want)
+	return objs, want
+}
+
 func sortedCopy(s []string) []string {
 	out := append([]string(nil), s...)
 	sort.Strings(out)
@@ -153,15 +153,7 @@ func TestPrepareBurstOneClusterList(t *testing.T) {
 	const parts, nsPerPart = 30, 2
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	objs := []runtime.Object{ns("other"), cm("other", "o", 0)}
-	var want []string
-	for p := 1; p <= parts; p++ {
-		for i := range nsPerPart {
-			name := fmt.Sprintf("p%d-%d", p, i)
-			objs = append(objs, ns(name), cm(name, "c", 0))
-			want = append(want, name+"/c")
-		}
-	}
+	objs, want := partitionsFixture(parts, nsPerPart, 1)
 	client := fake.NewClientset(objs...)
 	// Namespace lists take the time a real API server and rate limiter give them, so
 	// that warm-ups wait together.
@@ -171,15 +163,7 @@ func TestPrepareBurstOneClusterList(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond, ClusterListThreshold: 4, ClusterListGather: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.InformerFor(ConfigMaps)
-	c.Start(ctx)
-	if err := c.WaitForCacheSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startedConfigMapCache(t, ctx, client, Options{ClusterListThreshold: 4, ClusterListGather: 200 * time.Millisecond})
 	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer pcancel()
 	errs := make(chan error, parts)

@@ -211,15 +211,7 @@ func TestCachePrepareTimesOutAndResumes(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.InformerFor(ConfigMaps)
-	c.Start(ctx)
-	if err := c.WaitForCacheSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startedConfigMapCache(t, ctx, client, Options{})
 	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancelShort()
 	if err := c.Prepare(short, []uint32{3}); !errors.Is(err, context.DeadlineExceeded) {
@@ -251,12 +243,7 @@ func TestCacheReleaseDuringWarmup(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	c, _ := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
-	c.InformerFor(ConfigMaps)
-	c.Start(ctx)
-	if err := c.WaitForCacheSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startedConfigMapCache(t, ctx, client, Options{})
 	errc := make(chan error, 1)
 	go func() { errc <- c.Prepare(ctx, []uint32{4}) }()
 	<-entered // the warm-up is listing p4-a
@@ -311,12 +298,7 @@ func TestCacheRewarmsLateNamespace(t *testing.T) {
 	client := fake.NewClientset()
 	lists := &listCounter{}
 	client.PrependReactor("list", "configmaps", lists.react)
-	c, _ := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
-	c.InformerFor(ConfigMaps)
-	c.Start(ctx)
-	if err := c.WaitForCacheSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startedConfigMapCache(t, ctx, client, Options{})
 	if err := c.Prepare(ctx, []uint32{7}); err != nil {
 		t.Fatal(err)
 	}

@@ -278,3 +278,22 @@ func createCached(t *testing.T, ctx context.Context, client kubernetes.Interface
 		return err == nil
 	})
 }
+
+// startedConfigMapCache returns a started cache over client with a ConfigMap informer,
+// its first list synced (opts.PollInterval defaults to 5ms here).
+func startedConfigMapCache(t *testing.T, ctx context.Context, client kubernetes.Interface, opts Options) *Cache {
+	t.Helper()
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 5 * time.Millisecond
+	}
+	c, err := New(client, testPartition, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InformerFor(ConfigMaps)
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -51,12 +51,6 @@ type KShardOptions struct {
 	ShardPermissions []controllers.Permission
 }
 
-// KCMLeaderElection are kube-controller-manager's leader-election defaults, for the
-// coordinators of benchmarks (KShardOptions.CoordinatorArgs): tests elect with a 4 s
-// Lease to fail over fast, which a loaded 2-core machine that starves the coordinator
-// for a few seconds takes away from it, ending a benchmark's repetition.
-var KCMLeaderElection = []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"}
-
 // KShard runs coordinators and shards as real processes against the local control
 // plane, with mutual TLS between them, and kills them all when the test ends.
 type KShard struct {

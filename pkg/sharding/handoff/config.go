@@ -47,7 +47,7 @@ const (
 	// flight, in 7.5 s with 256 (docs/performance.md); the default is the
 	// default partition count, so it caps nothing there, and bounds the
 	// coordinator's bookkeeping with more partitions.
-	DefaultMaxConcurrentMoves = 4096
+	DefaultMaxConcurrentMoves = partition.DefaultCount
 	// DefaultMaxMembers caps shard sessions. Each member costs ring
 	// virtual nodes on every target computation and per-partition work on
 	// every expiry; far more shards than partitions would leave most idle.

@@ -434,9 +434,7 @@ func (c *Cache) armStartLocked() {
 // StartWindow or StartWindow has passed since the first, and otherwise waits again.
 func (c *Cache) startWhenQuiet() {
 	c.mu.Lock()
-	quiet := c.opts.StartWindow / 10
-	now := time.Now()
-	wait := min(c.lastPrepare.Add(quiet).Sub(now), c.firstPrepare.Add(c.opts.StartWindow).Sub(now))
+	wait := untilQuiet(time.Now(), c.firstPrepare, c.lastPrepare, c.opts.StartWindow/10, c.opts.StartWindow)
 	if wait > 0 {
 		c.startTimer.Reset(wait)
 		c.mu.Unlock()

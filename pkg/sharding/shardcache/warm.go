@@ -139,12 +139,11 @@ func (f *feed) warmInBulk(ctx context.Context, pageSize int64, gather time.Durat
 // gatherBulk waits until no warm-up has joined the next round for quiet, or for 10 ×
 // quiet in all, or until ctx ends.
 func (f *feed) gatherBulk(ctx context.Context, quiet time.Duration) {
-	deadline := time.Now().Add(10 * quiet)
+	first := time.Now()
 	for {
 		f.mu.Lock()
-		wait := time.Until(f.bulkJoined.Add(quiet))
+		wait := untilQuiet(time.Now(), first, f.bulkJoined, quiet, 10*quiet)
 		f.mu.Unlock()
-		wait = min(wait, time.Until(deadline))
 		if wait <= 0 {
 			return
 		}

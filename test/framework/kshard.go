@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	coordapp "github.com/kshard/kshard/cmd/coordinator/app"
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
+	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/test/testpki"
 )
@@ -49,6 +51,14 @@ type KShardOptions struct {
 	// ShardPermissions are granted to the shards' ServiceAccount (with PodIdentity) beyond
 	// what the shard and its registered controllers need: for a test's own controllers.
 	ShardPermissions []controllers.Permission
+	// KCMTimings runs the coordinators with kube-controller-manager's leader-election
+	// timings (15 s Lease, 10 s renew deadline, 2 s retry) and, unless set above, the
+	// coordinator's default session TTL and fencing margin, for benchmarks: the tests'
+	// 4 s Lease fails over fast, but a loaded 2-core machine that starves a coordinator
+	// for a few seconds takes leadership from it and ends a benchmark's repetition. The
+	// coordinator refuses a Lease longer than the session TTL allows, so the two go
+	// together.
+	KCMTimings bool
 }
 
 // KShard runs coordinators and shards as real processes against the local control
@@ -87,6 +97,12 @@ func (f *Framework) NewKShard(t testing.TB, opts KShardOptions) *KShard {
 	if opts.Partitions == 0 {
 		opts.Partitions = 4096
 	}
+	if opts.SessionTTL == 0 && opts.KCMTimings {
+		opts.SessionTTL = coordapp.DefaultSessionTTL
+	}
+	if opts.Margin == 0 && opts.KCMTimings {
+		opts.Margin = handoff.DefaultMargin
+	}
 	if opts.SessionTTL == 0 {
 		opts.SessionTTL = 9 * time.Second // above the failover budget of the leases below: 1s + 4s + 2×1.1s + 1s = 8.2s
 	}
@@ -123,12 +139,16 @@ func (k *KShard) StartCoordinator(name string) *Coordinator {
 func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
 	k.t.Helper()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(k.t))
+	lease, renew, retry := "4s", "3s", "500ms"
+	if k.opts.KCMTimings {
+		lease, renew, retry = "15s", "10s", "2s"
+	}
 	args := []string{
 		"--kubeconfig", k.f.Kubeconfig, "--id", name,
 		"--grpc-bind-address", grpcAddr, "--advertise-address", grpcAddr, "--http-bind-address", httpAddr,
 		"--grpc-tls-cert-file", k.pki.ServerCert, "--grpc-tls-private-key-file", k.pki.ServerKey, "--grpc-tls-client-ca-file", k.pki.CA,
 		"--leader-elect-resource-namespace", "kube-system", "--leader-elect-resource-name", k.leaseName,
-		"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms",
+		"--leader-elect-lease-duration", lease, "--leader-elect-renew-deadline", renew, "--leader-elect-retry-period", retry,
 		"--partitions", strconv.Itoa(k.opts.Partitions),
 		"--session-ttl", k.opts.SessionTTL.String(), "--fencing-margin", k.opts.Margin.String(),
 		"--membership-debounce", "1s", "--membership-max-debounce", "5s",

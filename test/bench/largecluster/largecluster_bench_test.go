@@ -472,7 +472,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		}
 		shardArgs = append(shardArgs, extraShardArgs...)
 		// The coordinator's defaults (the framework shortens them for tests).
-		k := bn.f.NewKShard(b, framework.KShardOptions{Partitions: partitions, SessionTTL: sessionTTL, Margin: margin, ShardArgs: shardArgs,
+		k := bn.f.NewKShard(b, framework.KShardOptions{Partitions: partitions, SessionTTL: sessionTTL, Margin: margin, ShardArgs: shardArgs, KCMTimings: true,
 			CoordinatorArgs: []string{"--membership-debounce=" + debounce.String(), "--membership-max-debounce=" + maxDebounce.String()}})
 		k.GuardAlone(b)
 		byName := map[string]*proc{}

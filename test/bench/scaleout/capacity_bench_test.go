@@ -117,7 +117,7 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
 		"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
 		"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
-	}})
+	}, KCMTimings: true})
 	shards := k.StartSet(b, n)
 	defer k.KillAll()
 	apiPid, err := f.ComponentPid("kube-apiserver")

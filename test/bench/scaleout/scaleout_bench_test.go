@@ -206,7 +206,7 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 		waitSynced(b, kcm, w.controllers...)
 		procs = append(procs, framework.Metered{Name: fmt.Sprintf("kube-controller-manager (%s)", strings.Join(w.controllers, ", ")), Role: "controller", Pid: kcm.Pid(), ResetPeak: true})
 	} else {
-		k := f.NewKShard(b, framework.KShardOptions{ShardArgs: append([]string{"--controllers", strings.Join(w.controllers, ",")}, w.controllerArgs()...)})
+		k := f.NewKShard(b, framework.KShardOptions{ShardArgs: append([]string{"--controllers", strings.Join(w.controllers, ",")}, w.controllerArgs()...), KCMTimings: true})
 		shards = k.StartSet(b, c.shards)
 		defer k.KillAll()
 		for _, s := range shards {

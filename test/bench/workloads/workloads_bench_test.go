@@ -178,7 +178,7 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 		k := kf.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
 			"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
 			"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
-		}})
+		}, KCMTimings: true})
 		for _, s := range k.StartSet(b, shards) {
 			procs = append(procs, framework.Metered{Name: s.Name, Pid: s.Pid(), Role: "controller", ResetPeak: true})
 		}

@@ -267,7 +267,7 @@ func TestKubectlScaleRC(t *testing.T) {
 	}
 	e.waitRCPods("rc-kubectl", 4, true, 60*time.Second)
 	if _, stderr, err := e.kubectl("scale", "rc/rc-kubectl", "--current-replicas=3", "--replicas=1"); err == nil ||
-		!strings.Contains(stderr, "expected replicas to be 3, was 4") {
+		!strings.Contains(strings.ToLower(stderr), "expected replicas to be 3, was 4") {
 		t.Errorf("kubectl scale with a wrong --current-replicas: err=%v stderr=%q; want the precondition to fail", err, stderr)
 	}
 	e.mustKubectl("scale", "rc/rc-kubectl", "--current-replicas=4", "--replicas=1")

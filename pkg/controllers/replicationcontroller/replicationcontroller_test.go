@@ -35,7 +35,7 @@ func TestSync(t *testing.T) {
 		wantPods    int // live pods controlled by the RC once settled
 		wantCreates int
 		wantDeletes int
-		wantPatch   bool // adopts or releases (a retried sync may patch again: the count varies)
+		wantPatch   bool           // adopts or releases (a retried sync may patch again: the count varies)
 		wantEvents  map[string]int // "type reason" → count, all on the ReplicationController
 		// wantStatus checks the settled status (replicas, …, observedGeneration).
 		wantStatus corev1.ReplicationControllerStatus

@@ -302,8 +302,10 @@ func (c *Controller) deletePod(log klog.Logger, obj any) {
 	if rs == nil {
 		return
 	}
+	// A pod deleted at once has no deletionTimestamp: log "graceful" rather than a nil
+	// *metav1.Time, whose formatting panics.
 	log.V(4).Info("pod deleted", "namespace", pod.Namespace, "name", pod.Name, "replicaset", rs.Name,
-		"deletionTimestamp", pod.DeletionTimestamp)
+		"graceful", pod.DeletionTimestamp != nil)
 	c.expectations.deletionObserved(keyOf(rs), podKey(pod))
 	c.enqueue(rs)
 }

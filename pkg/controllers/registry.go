@@ -159,6 +159,10 @@ type Descriptor struct {
 	// chart's ClusterRole grants exactly these for the enabled controllers (a test keeps
 	// the two equal).
 	Permissions []Permission
+	// EventSource is the component name of the controller's events when it is not
+	// "<Name>-controller" (kube-controller-manager's replication manager records as
+	// "replication-controller"): users and tools filter events by it.
+	EventSource string
 	// TestOnly marks kshard's own test controllers, which kube-controller-manager does not
 	// know: they stay out of its --controllers list and of the docs' table.
 	TestOnly bool
@@ -186,6 +190,15 @@ func (d Descriptor) AllPermissions() []Permission {
 		}
 	}
 	return out
+}
+
+// EventComponent is the component name the controller's events carry: EventSource, or
+// "<Name>-controller" as most of kube-controller-manager's controllers name it.
+func (d Descriptor) EventComponent() string {
+	if d.EventSource != "" {
+		return d.EventSource
+	}
+	return d.Name + "-controller"
 }
 
 // Resources returns Primary and Reads, without duplicates.

@@ -159,3 +159,21 @@ func TestDeclared(t *testing.T) {
 		})
 	}
 }
+
+func TestEventComponent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    Descriptor
+		want string
+	}{
+		{name: "derived from the name", d: Descriptor{Name: "replicaset"}, want: "replicaset-controller"},
+		{name: "upstream's own name", d: Descriptor{Name: "replicationcontroller", EventSource: "replication-controller"},
+			want: "replication-controller"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.d.EventComponent(); got != tc.want {
+				t.Errorf("EventComponent() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

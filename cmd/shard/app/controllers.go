@@ -20,6 +20,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/deployment"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
+	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
@@ -38,6 +39,7 @@ func Descriptors() []controllers.Descriptor {
 		deployment.Descriptor(),
 		job.Descriptor(),
 		replicaset.Descriptor(),
+		replicationcontroller.Descriptor(),
 		ttlafterfinished.Descriptor(),
 	}
 }
@@ -77,7 +79,7 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 			Client:       client,
 			Informers:    controllers.Declared(d, cacheInformers{deps.cache}),
 			Queue:        queue,
-			Recorder:     deps.recorder(d.Name+"-controller", events.CoreV1().Events("")),
+			Recorder:     deps.recorder(d.EventComponent(), events.CoreV1().Events("")),
 			Shard:        deps.shard,
 			Logger:       deps.log.WithValues("controller", d.Name),
 			Metrics:      deps.metrics,

@@ -28,4 +28,11 @@
 // waits until the pod and ReplicaSet caches have reached the resourceVersions of the
 // controller's own last writes for that ReplicaSet (internal/consistency): it fails and is
 // retried with backoff instead of acting on a cache older than what it wrote.
+//
+// The controller serves a Kind (kind.go): ReplicaSets (New), or, as kube-controller-manager's
+// replication manager wraps its ReplicaSet controller, core/v1 ReplicationControllers
+// presented as ReplicaSets (package replicationcontroller calls NewForKind). The Kind
+// supplies the group/version/kind of the pods' controllerRef, the informer, a lister and
+// client that present the kind's objects as ReplicaSets, and the object events are
+// recorded on; the logic above is the same for both.
 package replicaset

@@ -53,7 +53,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	log, _ := ktesting.NewTestContext(t)
 	c := controllertest.Context(Descriptor(), f.factory, f.queue)
 	c.Client, c.Recorder, c.Logger, c.WriteAllowed = f.client, f.recorder, log, func(string) error { return nil }
-	ctrl, err := newController(c, f.clock)
+	ctrl, err := newController(c, ReplicaSets(), f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package replicaset
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/ptr"
 )
 
@@ -136,5 +139,29 @@ func TestReplicaSetHandlers(t *testing.T) {
 	f.ctrl.updateRS(a, cur)
 	if got := f.queue.Keys(); fmt.Sprint(got) != "[ns/a]" {
 		t.Errorf("after add and update: %v, want [ns/a]", got)
+	}
+}
+
+// TestDeletePodLog: a pod deleted without a graceful deletion first (no
+// deletionTimestamp) is logged without a panic in the log line (a nil *metav1.Time used to
+// be formatted).
+func TestDeletePodLog(t *testing.T) {
+	rs := newRS("a", 1)
+	f := newFixture(t, rs)
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+	}{
+		{name: "deleted at once", pod: newPodOf("p", rs)},
+		{name: "deleted gracefully", pod: newPodOf("q", rs, deleting())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(4), textlogger.Output(&buf)))
+			f.ctrl.deletePod(log, tc.pod)
+			if out := buf.String(); !strings.Contains(out, "pod deleted") || strings.Contains(out, "panic") {
+				t.Errorf("log %q: want the pod deleted line, without a panic", out)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -38,17 +39,13 @@ const BurstReplicas = 500
 // of a Deployment's other ReplicaSets rank pods for deletion.
 const ownerIndex = "kshard.io/replicaset-controller-uid"
 
-// kind is written into the controllerRef of the pods the controller creates and adopts.
-var kind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
-
 // The informers the controller reads: its primary ReplicaSets and their pods.
 var (
 	replicaSets = controllers.Typed(appsv1.SchemeGroupVersion.WithResource("replicasets"))
 	pods        = controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods"))
-	// The resources of the controller's own writes that the next sync of a ReplicaSet
-	// waits for its caches to reach (consistency).
-	podsResource        = pods.GroupResource()
-	replicaSetsResource = replicaSets.GroupResource()
+	// The resource of the controller's own pod writes that the next sync of a ReplicaSet
+	// waits for its caches to reach (consistency), besides the kind's own.
+	podsResource = pods.GroupResource()
 )
 
 // Descriptor registers the controller: on by default, with kube-controller-manager's
@@ -72,8 +69,9 @@ func Descriptor() controllers.Descriptor {
 	}
 }
 
-// Controller is the ReplicaSet controller.
+// Controller is the ReplicaSet controller, serving the objects of its Kind.
 type Controller struct {
+	kind       Kind
 	client     kubernetes.Interface
 	rsLister   appslisters.ReplicaSetLister
 	rsIndexer  toolscache.Indexer
@@ -92,18 +90,25 @@ type Controller struct {
 // New builds the controller on the shard's informers; it registers its event handlers
 // and indexes before the shard starts them.
 func New(c controllers.Context) (controllers.Controller, error) {
-	return newController(c, clock.RealClock{})
+	return newController(c, ReplicaSets(), clock.RealClock{})
 }
 
-func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, error) {
-	infs, err := controllers.InformersFor(c.Informers, replicaSets, pods)
+// NewForKind builds the controller serving k's objects (the replicationcontroller
+// controller's New), as New does for ReplicaSets.
+func NewForKind(c controllers.Context, k Kind) (controllers.Controller, error) {
+	return newController(c, k, clock.RealClock{})
+}
+
+func newController(c controllers.Context, k Kind, clk clock.PassiveClock) (*Controller, error) {
+	infs, err := controllers.InformersFor(c.Informers, k.Resource, pods)
 	if err != nil {
 		return nil, err
 	}
 	rsInf, podInf := infs[0], infs[1]
 	ctrl := &Controller{
+		kind:         k,
 		client:       c.Client,
-		rsLister:     appslisters.NewReplicaSetLister(rsInf.GetIndexer()),
+		rsLister:     k.Lister(rsInf.GetIndexer()),
 		rsIndexer:    rsInf.GetIndexer(),
 		podLister:    corelisters.NewPodLister(podInf.GetIndexer()),
 		podIndexer:   podInf.GetIndexer(),
@@ -112,8 +117,8 @@ func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, 
 		metrics:      c.Metrics,
 		expectations: newExpectations(clk),
 		consistency: consistency.New(map[schema.GroupResource]consistency.RVSource{
-			podsResource:        podInf.GetStore(),
-			replicaSetsResource: rsInf.GetStore(),
+			podsResource:               podInf.GetStore(),
+			k.Resource.GroupResource(): rsInf.GetStore(),
 		}),
 		clock:         clk,
 		burstReplicas: BurstReplicas,
@@ -123,7 +128,7 @@ func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, 
 	}
 	if _, ok := rsInf.GetIndexer().GetIndexers()[ownerIndex]; !ok {
 		if err := rsInf.AddIndexers(toolscache.Indexers{ownerIndex: indexByOwnerUID}); err != nil {
-			return nil, fmt.Errorf("replicaset index: %w", err)
+			return nil, fmt.Errorf("%s index: %w", k.Resource, err)
 		}
 	}
 	log := c.Logger
@@ -145,11 +150,11 @@ func newController(c controllers.Context, clk clock.PassiveClock) (*Controller, 
 }
 
 func indexByOwnerUID(obj any) ([]string, error) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok {
+	o, err := meta.Accessor(obj)
+	if err != nil {
 		return nil, nil
 	}
-	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
 		return []string{string(ref.UID)}, nil
 	}
 	return nil, nil
@@ -157,7 +162,7 @@ func indexByOwnerUID(obj any) ([]string, error) {
 
 // Run runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	controllers.RunWorkers(ctx, Name, c.queue, workers, c.sync, c.metrics)
+	controllers.RunWorkers(ctx, c.kind.Name, c.queue, workers, c.sync, c.metrics)
 }
 
 func keyOf(rs *appsv1.ReplicaSet) string { return rs.Namespace + "/" + rs.Name }
@@ -167,14 +172,14 @@ func podKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 func (c *Controller) enqueue(rs *appsv1.ReplicaSet) { c.queue.Add(keyOf(rs)) }
 
 func (c *Controller) addRS(obj any) {
-	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+	if rs, ok := c.kind.View(obj); ok {
 		c.enqueue(rs)
 	}
 }
 
 func (c *Controller) updateRS(old, cur any) {
-	oldRS, ok1 := old.(*appsv1.ReplicaSet)
-	curRS, ok2 := cur.(*appsv1.ReplicaSet)
+	oldRS, ok1 := c.kind.View(old)
+	curRS, ok2 := c.kind.View(cur)
 	if !ok1 || !ok2 {
 		return
 	}
@@ -188,7 +193,7 @@ func (c *Controller) updateRS(old, cur any) {
 }
 
 func (c *Controller) deleteRS(log klog.Logger, obj any) {
-	rs, ok := tombstone.Unwrap[*appsv1.ReplicaSet](obj)
+	rs, ok := c.kind.viewTombstone(obj)
 	if !ok {
 		return
 	}
@@ -198,10 +203,10 @@ func (c *Controller) deleteRS(log klog.Logger, obj any) {
 	c.enqueue(rs)
 }
 
-// controllerOf returns the cached ReplicaSet that ref points at, or nil when ref is not a
-// ReplicaSet's or names one this shard does not have (by name and UID).
+// controllerOf returns the cached ReplicaSet that ref points at, or nil when ref is not
+// one of the controller's kind or names one this shard does not have (by name and UID).
 func (c *Controller) controllerOf(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref == nil || ref.Kind != kind.Kind {
+	if ref == nil || ref.Kind != c.kind.GVK.Kind {
 		return nil
 	}
 	rs, err := c.rsLister.ReplicaSets(namespace).Get(ref.Name)
@@ -219,8 +224,8 @@ func (c *Controller) enqueueSelecting(pod *corev1.Pod) {
 		return // none selects it
 	}
 	if len(rss) > 1 {
-		utilruntime.HandleError(fmt.Errorf("user error: more than one ReplicaSet selects pod %s/%s with labels %v",
-			pod.Namespace, pod.Name, pod.Labels))
+		utilruntime.HandleError(fmt.Errorf("user error: more than one %s selects pod %s/%s with labels %v",
+			c.kind.GVK.Kind, pod.Namespace, pod.Name, pod.Labels))
 	}
 	for _, rs := range rss {
 		c.enqueue(rs)
@@ -297,8 +302,10 @@ func (c *Controller) deletePod(log klog.Logger, obj any) {
 	if rs == nil {
 		return
 	}
+	// A pod deleted at once has no deletionTimestamp: log "graceful" rather than a nil
+	// *metav1.Time, whose formatting panics.
 	log.V(4).Info("pod deleted", "namespace", pod.Namespace, "name", pod.Name, "replicaset", rs.Name,
-		"deletionTimestamp", pod.DeletionTimestamp)
+		"graceful", pod.DeletionTimestamp != nil)
 	c.expectations.deletionObserved(keyOf(rs), podKey(pod))
 	c.enqueue(rs)
 }

@@ -9,7 +9,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	appsclient "k8s.io/client-go/kubernetes/typed/apps/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
@@ -101,7 +100,7 @@ func statusUpToDate(rs *appsv1.ReplicaSet, st appsv1.ReplicaSetStatus) bool {
 // updateStatus writes st (with observedGeneration = the generation it was computed for)
 // unless nothing changes. A failed update is retried once on a freshly read ReplicaSet, as
 // kube-controller-manager does; after that the sync fails and is retried with backoff.
-func updateStatus(ctx context.Context, c appsclient.ReplicaSetInterface, rs *appsv1.ReplicaSet, st appsv1.ReplicaSetStatus) (*appsv1.ReplicaSet, error) {
+func updateStatus(ctx context.Context, c Client, rs *appsv1.ReplicaSet, st appsv1.ReplicaSetStatus) (*appsv1.ReplicaSet, error) {
 	if statusUpToDate(rs, st) {
 		return rs, nil
 	}

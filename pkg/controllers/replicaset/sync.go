@@ -13,6 +13,7 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -63,7 +64,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	needsManage := c.expectations.satisfied(key)
 
 	candidates, err := podutil.ByController(c.podIndexer,
-		podutil.Owner{Namespace: rs.Namespace, Kind: kind.Kind, Name: rs.Name, UID: rs.UID}, true)
+		podutil.Owner{Namespace: rs.Namespace, Kind: c.kind.GVK.Kind, Name: rs.Name, UID: rs.UID}, true)
 	if err != nil {
 		return err
 	}
@@ -88,11 +89,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 	now := c.clock.Now()
 	st := computeStatus(rs, active, terminating, manageErr, now)
-	updated, err := updateStatus(ctx, c.client.AppsV1().ReplicaSets(rs.Namespace), rs, st)
+	if !c.kind.TerminatingReplicas {
+		st.TerminatingReplicas = nil
+	}
+	updated, err := updateStatus(ctx, c.kind.Client(c.client, rs.Namespace), rs, st)
 	if err != nil {
 		return err
 	}
-	c.consistency.Wrote(key, rs.UID, replicaSetsResource, updated.ResourceVersion)
+	c.consistency.Wrote(key, rs.UID, c.kind.Resource.GroupResource(), updated.ResourceVersion)
 	if manageErr != nil {
 		return manageErr
 	}
@@ -120,10 +124,10 @@ func (c *Controller) podLive(podKey string) bool {
 func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, selector labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
 	m := &claim.Manager[*corev1.Pod]{
 		Controller: rs,
-		Kind:       kind,
+		Kind:       c.kind.GVK,
 		Selector:   selector,
 		Fresh: func(ctx context.Context) (metav1.Object, error) {
-			return c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+			return c.kind.Client(c.client, rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
 		},
 		Patch: func(ctx context.Context, name string, patch []byte) error {
 			pod, err := c.client.CoreV1().Pods(rs.Namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
@@ -238,7 +242,7 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet) ([]*corev1.Pod, error) {
 	}
 	var siblings []*appsv1.ReplicaSet
 	for _, o := range objs {
-		if s, ok := o.(*appsv1.ReplicaSet); ok {
+		if s, ok := c.kind.View(o); ok {
 			siblings = append(siblings, s)
 		}
 	}
@@ -264,8 +268,8 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet) ([]*corev1.Pod, error) {
 }
 
 // newPod builds a pod of rs's template: its labels, annotations, finalizers and spec,
-// controlled by rs, named "<rs-name>-<random>".
-func newPod(rs *appsv1.ReplicaSet) *corev1.Pod {
+// controlled by rs (of kind), named "<rs-name>-<random>".
+func newPod(rs *appsv1.ReplicaSet, kind schema.GroupVersionKind) *corev1.Pod {
 	t := rs.Spec.Template.DeepCopy()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -300,20 +304,20 @@ var errNoLabels = errors.New("unable to create pods, no labels")
 
 // createPod creates one pod for rs and records the event kube-controller-manager records.
 func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	pod := newPod(rs)
+	pod := newPod(rs, c.kind.GVK)
 	if len(pod.Labels) == 0 {
 		return errNoLabels
 	}
 	created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-			c.recorder.Eventf(rs, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
+			c.recorder.Eventf(c.kind.Object(rs), corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
 		}
 		return err
 	}
 	c.consistency.Wrote(keyOf(rs), rs.UID, podsResource, created.ResourceVersion)
 	klog.FromContext(ctx).V(4).Info("created pod", "pod", created.Name)
-	c.recorder.Eventf(rs, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
+	c.recorder.Eventf(c.kind.Object(rs), corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
 	return nil
 }
 
@@ -325,9 +329,9 @@ func (c *Controller) deletePodOf(ctx context.Context, rs *appsv1.ReplicaSet, nam
 		if apierrors.IsNotFound(err) {
 			return err
 		}
-		c.recorder.Eventf(rs, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting: %v", err)
+		c.recorder.Eventf(c.kind.Object(rs), corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting: %v", err)
 		return fmt.Errorf("unable to delete pods: %w", err)
 	}
-	c.recorder.Eventf(rs, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: %v", name)
+	c.recorder.Eventf(c.kind.Object(rs), corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: %v", name)
 	return nil
 }

@@ -16,9 +16,11 @@ import (
 	"github.com/kshard/kshard/test/framework"
 )
 
-// The Deployment and ReplicaSet scenario: Deployments of every strategy, a ReplicaSet that
-// adopts orphans, a quota, scale, image changes, pause and resume, undo, adoption and
-// release. ReplicaSets are keyed by Deployment and image, pods counted per ReplicaSet.
+// The Deployment, ReplicaSet and ReplicationController scenario: Deployments of every
+// strategy, a ReplicaSet that adopts orphans, a quota, scale, image changes, pause and
+// resume, undo, adoption and release, then ReplicationControllers (replicationcontroller_test.go).
+// ReplicaSets are keyed by Deployment and image, pods counted per ReplicaSet or
+// ReplicationController.
 
 const (
 	imageV1 = "registry.k8s.io/e2e/app:v1"
@@ -30,9 +32,9 @@ const (
 
 func TestDifferentialAgainstUpstream(t *testing.T) {
 	scenario{
-		controllers: []string{"replicaset", "deployment"},
+		controllers: []string{"replicaset", "deployment", "replicationcontroller"},
 		namespaces:  []string{"main", "quota"},
-		steps:       appsSteps,
+		steps:       append(append([]step{}, appsSteps...), rcSteps...),
 		snapshot:    appsSnapshot,
 	}.run(t)
 }
@@ -213,6 +215,7 @@ func appsSnapshot(ctx context.Context, s *side) (view, error) {
 		ns   string
 		deps []appsv1.Deployment
 		rss  []appsv1.ReplicaSet
+		rcs  []corev1.ReplicationController
 		pods []corev1.Pod
 		evs  []corev1.Event
 	}
@@ -226,6 +229,15 @@ func appsSnapshot(ctx context.Context, s *side) (view, error) {
 		rss, err := s.f.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return view{}, err
+		}
+		rcs, err := s.f.Client.CoreV1().ReplicationControllers(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return view{}, err
+		}
+		l.rcs = rcs.Items
+		for i := range l.rcs {
+			rsByUID[string(l.rcs[i].UID)] = logical + "/ReplicationController:" + l.rcs[i].Name
+			rsNames = append(rsNames, l.rcs[i].Name)
 		}
 		if l.pods, l.evs, err = s.podsAndEvents(ctx, ns); err != nil {
 			return view{}, err
@@ -270,6 +282,12 @@ func appsSnapshot(ctx context.Context, s *side) (view, error) {
 				pending = append(pending, fmt.Sprintf("%s: %d/%d replicas available, generation %d observed %d", p, rs.Status.AvailableReplicas, want, rs.Generation, rs.Status.ObservedGeneration))
 			}
 		}
+		for i := range l.rcs {
+			rc := &l.rcs[i]
+			p := "ReplicationController " + l.ns + "/" + rc.Name
+			putReplicationController(out, p, rc, norm)
+			pending = append(pending, rcPending(p, l.ns, rc)...)
+		}
 		counts := map[string]int{}
 		for i := range l.pods {
 			pod := &l.pods[i]
@@ -289,7 +307,7 @@ func appsSnapshot(ctx context.Context, s *side) (view, error) {
 		for i := range l.evs {
 			ev := &l.evs[i]
 			kind := ev.InvolvedObject.Kind
-			if kind != "Deployment" && kind != "ReplicaSet" {
+			if kind != "Deployment" && kind != "ReplicaSet" && kind != "ReplicationController" {
 				continue
 			}
 			object := l.ns + "/" + kind + " " + ev.InvolvedObject.Name

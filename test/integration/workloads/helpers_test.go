@@ -69,13 +69,15 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) ctx() context.Context { return context.Background() }
 
-// release deletes the workloads and then every pod, finalizers removed, without grace.
+// release deletes the workloads (Deployments, ReplicaSets, ReplicationControllers) and then
+// every pod, finalizers removed, without grace.
 func (e *env) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bg := metav1.DeletePropagationBackground
 	_ = e.cs.AppsV1().Deployments(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{})
 	_ = e.cs.AppsV1().ReplicaSets(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{})
+	_ = e.cs.CoreV1().ReplicationControllers(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{})
 	for ctx.Err() == nil {
 		pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
 		if err != nil || len(pods.Items) == 0 {
@@ -107,6 +109,12 @@ func (e *env) dump() {
 		for _, rs := range rss.Items {
 			fmt.Fprintf(&b, "replicaset %s gen=%d replicas=%d owner=%s annotations=%v\n  status=%+v\n",
 				rs.Name, rs.Generation, ptr.Deref(rs.Spec.Replicas, -1), ownerName(&rs.ObjectMeta), rs.Annotations, rs.Status)
+		}
+	}
+	if rcs, err := e.cs.CoreV1().ReplicationControllers(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, rc := range rcs.Items {
+			fmt.Fprintf(&b, "replicationcontroller %s gen=%d replicas=%d selector=%v\n  status=%+v\n",
+				rc.Name, rc.Generation, ptr.Deref(rc.Spec.Replicas, -1), rc.Spec.Selector, rc.Status)
 		}
 	}
 	if pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{}); err == nil {

@@ -1,8 +1,9 @@
-// Package workloads tests the ReplicaSet and Deployment behaviours end to end on the real
-// local control plane, where kwok makes pods Running and Ready.
+// Package workloads tests the ReplicaSet, Deployment and ReplicationController behaviours
+// end to end on the real local control plane, where kwok makes pods Running and Ready.
 //
 // The same tests run against upstream kube-controller-manager and against kshard: when the
-// connected cluster's kube-controller-manager runs the replicaset and deployment controllers
+// connected cluster's kube-controller-manager runs the replicaset, deployment and
+// replicationcontroller controllers
 // (hack/cluster-upstream.sh, or any cluster with KSHARD_UPSTREAM_CONTROLLERS=1) the tests
 // use it; otherwise TestMain starts kshard (one coordinator, two shards running those
 // controllers) and stops it at the end. Point the tests at the reference cluster with
@@ -20,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
-		Names:        []string{"replicaset", "deployment"},
+		Names:        []string{"replicaset", "deployment", "replicationcontroller"},
 		Coordinators: 1,
 		Shards:       2,
 	})

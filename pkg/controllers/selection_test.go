@@ -1,9 +1,10 @@
 package controllers
 
 import (
-	"github.com/spf13/pflag"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func TestSelection(t *testing.T) {

@@ -76,11 +76,10 @@ func (f *fixture) actions() []string {
 func (f *fixture) written() *corev1.ConfigMap {
 	var out *corev1.ConfigMap
 	for _, a := range f.client.Actions() {
-		switch a := a.(type) {
-		case core.CreateAction:
-			out = a.GetObject().(*corev1.ConfigMap)
-		case core.UpdateAction:
-			out = a.GetObject().(*corev1.ConfigMap)
+		// Creates and updates both carry the object (core.CreateAction and
+		// core.UpdateAction have the same method set).
+		if w, ok := a.(core.CreateAction); ok && (a.GetVerb() == "create" || a.GetVerb() == "update") {
+			out = w.GetObject().(*corev1.ConfigMap)
 		}
 	}
 	return out

@@ -107,7 +107,8 @@ func TestNewNamespaceLatency(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		created = map[string]time.Time{}
-		moving  []string // created while their partition was not "owned"
+		moving  []string // created in a partition that was moving, or moved after
+		ownerAt = map[string]coordinatorrpc.Owner{}
 		seq     atomic.Int64
 	)
 	create := func(phase string) {
@@ -118,8 +119,8 @@ func TestNewNamespaceLatency(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		created[name] = start
-		if err == nil && o.State != "owned" {
-			moving = append(moving, fmt.Sprintf("%s (partition %d %s by %s)", name, o.Partition, o.State, o.Shard))
+		if err == nil {
+			ownerAt[name] = o
 		}
 	}
 
@@ -152,6 +153,17 @@ func TestNewNamespaceLatency(t *testing.T) {
 	close(done)
 	cw.Wait()
 	converged := time.Since(scaled)
+	// A namespace created in a partition being handed over: its owner at creation was in
+	// a handoff state, or is not its owner now.
+	for name, was := range ownerAt {
+		now, err := owner(ctx, k, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if was.State != "owned" || now.Shard != was.Shard {
+			moving = append(moving, fmt.Sprintf("%s (partition %d: %s by %s at creation, now %s)", name, was.Partition, was.State, was.Shard, now.Shard))
+		}
+	}
 	// After: four shards, up to the count.
 	for len(createdSnapshot(&mu, created)) < minMeasured || time.Since(scaled) < converged+3*time.Second {
 		create("after")

@@ -114,6 +114,13 @@ type Context struct {
 	// and alerts written for upstream work. Series get the shard's shard label. Nil when
 	// nobody collects them (unit tests): register with a registry of your own then.
 	Registerer prometheus.Registerer
+	// APIServerCA is the PEM bundle of certificate authorities the shard's own client
+	// trusts for the API server: its kubeconfig's certificate-authority(-data), or the
+	// in-cluster ServiceAccount's ca.crt. Empty when the client does not verify the
+	// server's certificate (plain HTTP, insecure). For a controller that hands the API
+	// server's CA on, as kube-controller-manager's controllers fall back to the CA of
+	// their client configuration (the root CA publisher without --root-ca-file).
+	APIServerCA []byte
 	// WriteAllowed fails while the shard must not change anything for key (a queue key,
 	// "namespace/name"): its lease ran out, or key's namespace is no longer held. Client's
 	// API writes are already checked by its transport; a controller with effects outside

@@ -3,6 +3,8 @@ package controllers
 import (
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func TestSelection(t *testing.T) {
@@ -38,6 +40,37 @@ func TestSelection(t *testing.T) {
 			}
 			if got := tc.sel.Enabled(tc.controller, tc.onByDefault); got != tc.want {
 				t.Errorf("Enabled(%q) = %v, want %v", tc.controller, got, tc.want)
+			}
+		})
+	}
+}
+
+// A second --controllers adds to the first (the test framework adds the namespace
+// housekeeping controllers to a test's list so), and an earlier "-name" still wins.
+func TestSelectionFlagRepeated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want map[string]bool
+	}{
+		{name: "appended", args: []string{"--controllers", "job", "--controllers", "serviceaccount"},
+			want: map[string]bool{"job": true, "serviceaccount": true, "cronjob": false}},
+		{name: "an earlier -name wins", args: []string{"--controllers", "job,-serviceaccount", "--controllers", "serviceaccount"},
+			want: map[string]bool{"job": true, "serviceaccount": false}},
+		{name: "once: the default * is replaced", args: []string{"--controllers", "serviceaccount"},
+			want: map[string]bool{"job": false, "serviceaccount": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := append(Selection(nil), DefaultSelection...)
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			s.AddFlags(fs, []string{"job", "cronjob", "serviceaccount"})
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tc.want {
+				if got := s.Enabled(name, true); got != want {
+					t.Errorf("%v: %s enabled %t, want %t", s, name, got, want)
+				}
 			}
 		})
 	}

@@ -75,6 +75,9 @@ type ControllersOptions struct {
 	Coordinators, Shards int
 	// ShardArgs are added to every shard's flags.
 	ShardArgs []string
+	// ShardArgsFrom, when set, returns more flags for every shard, computed once the
+	// cluster is known (e.g. a file made from its CA); t's cleanups run after the tests.
+	ShardArgsFrom func(t testing.TB, f *Framework) ([]string, error)
 }
 
 var sharedControllers *Controllers
@@ -151,9 +154,15 @@ func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Con
 	if opts.Shards == 0 {
 		shards = 2
 	}
-	k := f.NewKShard(t, KShardOptions{
-		ShardArgs: append([]string{"--controllers", strings.Join(c.ByKShard, ",")}, opts.ShardArgs...),
-	})
+	args := append([]string{"--controllers", strings.Join(c.ByKShard, ",")}, opts.ShardArgs...)
+	if opts.ShardArgsFrom != nil {
+		more, err := opts.ShardArgsFrom(t, f)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, more...)
+	}
+	k := f.NewKShard(t, KShardOptions{ShardArgs: args})
 	for i := range coordinators {
 		k.StartCoordinator(fmt.Sprintf("coordinator-%d", i))
 	}

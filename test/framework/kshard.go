@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type KShardOptions struct {
 	// ServiceAccount (ownerrecord.Install) and the coordinators write the owner record
 	// (--shard-fence). Off, coordinators run with --shard-fence=false.
 	Fence bool
+	// NoHousekeeping keeps the shards' --controllers exactly as ShardArgs give it, without
+	// the HousekeepingControllers the framework otherwise adds (see there).
+	NoHousekeeping bool
 	// ShardPermissions are granted to the shards' ServiceAccount (with PodIdentity) beyond
 	// what the shard and its registered controllers need: for a test's own controllers.
 	ShardPermissions []controllers.Permission
@@ -122,6 +126,43 @@ func (f *Framework) NewKShard(t testing.TB, opts KShardOptions) *KShard {
 		k.installFence(suffix)
 	}
 	return k
+}
+
+// HousekeepingControllers are the controllers every namespace needs before a test can use
+// it, which kshard implements and the local kube-controller-manager therefore no longer
+// runs: without the default ServiceAccount the API server refuses every pod of a namespace
+// (the ServiceAccount admission plugin), and pods expect kube-root-ca.crt. Shards a test
+// starts with a --controllers list run them too (StartShard adds them, unless
+// KShardOptions.NoHousekeeping), the way a cluster's kube-controller-manager would, so a
+// test of other controllers finds its namespaces usable. A --controllers entry "-name"
+// still switches one off.
+var HousekeepingControllers = []string{"serviceaccount", "root-ca-cert-publisher"}
+
+// housekeeping returns the flag that adds, to a shard's --controllers list in args, the
+// HousekeepingControllers the cluster's kube-controller-manager does not run. Without a
+// --controllers flag the shard runs "*", which has them all.
+func (k *KShard) housekeeping(args []string) []string {
+	if k.opts.NoHousekeeping || !slices.ContainsFunc(args, func(a string) bool {
+		return a == "--controllers" || strings.HasPrefix(a, "--controllers=")
+	}) {
+		return nil
+	}
+	var add []string
+	for _, n := range HousekeepingControllers {
+		if os.Getenv(UpstreamControllersEnv) == "1" {
+			break // the cluster's kube-controller-manager runs every controller
+		}
+		if on, err := k.f.KCMRuns(n); err == nil && on {
+			continue
+		}
+		add = append(add, n)
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	// --controllers is a string slice: a second occurrence appends to the first, and an
+	// explicit "-name" earlier in the list wins (Selection.Enabled reads it first).
+	return []string{"--controllers", strings.Join(add, ",")}
 }
 
 // SetShardArgs adds per-shard flags (e.g. a file named after the shard).
@@ -217,6 +258,7 @@ func (k *KShard) StartShardAs(name string, creds ShardCredentials) *Shard {
 	if k.shardArgs != nil {
 		args = append(args, k.shardArgs(name)...)
 	}
+	args = append(args, k.housekeeping(args)...)
 	bin := k.opts.ShardBinary
 	if bin == "" {
 		bin = Binary(k.t, "shard")

@@ -178,3 +178,27 @@ with the release namespace like the shard ClusterRole. */}}
 {{- printf "%s-fence-%s" (include "kshard.shard.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+
+{{/*
+kshard.rootCA.source: where the root-ca-cert-publisher's bundle comes from: "pem" (a
+ConfigMap the chart makes), "configMap", "secret", or "" (no --root-ca-file: the shards'
+ServiceAccount CA). More than one set, or a pem without a certificate, fails the render.
+*/}}
+{{- define "kshard.rootCA.source" -}}
+{{- $r := .Values.rootCA }}
+{{- $set := list }}
+{{- if $r.pem }}{{ $set = append $set "pem" }}{{ end }}
+{{- if $r.existingConfigMap }}{{ $set = append $set "configMap" }}{{ end }}
+{{- if $r.existingSecret }}{{ $set = append $set "secret" }}{{ end }}
+{{- if gt (len $set) 1 }}
+{{- fail "rootCA: set at most one of pem, existingConfigMap and existingSecret" }}
+{{- end }}
+{{- if and $r.pem (not (contains "-----BEGIN CERTIFICATE-----" $r.pem)) }}
+{{- fail "rootCA.pem: not a PEM certificate bundle (no -----BEGIN CERTIFICATE----- line)" }}
+{{- end }}
+{{- if $set }}{{ first $set }}{{ end }}
+{{- end }}
+
+{{- define "kshard.rootCA.configMapName" -}}
+{{- printf "%s-root-ca" (include "kshard.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}

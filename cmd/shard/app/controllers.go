@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 
 	"github.com/go-logr/logr"
@@ -21,6 +22,8 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
+	"github.com/kshard/kshard/pkg/controllers/rootcacertpublisher"
+	"github.com/kshard/kshard/pkg/controllers/serviceaccount"
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
@@ -40,13 +43,17 @@ func Descriptors() []controllers.Descriptor {
 		job.Descriptor(),
 		replicaset.Descriptor(),
 		replicationcontroller.Descriptor(),
+		rootcacertpublisher.Descriptor(),
+		serviceaccount.Descriptor(),
 		ttlafterfinished.Descriptor(),
 	}
 }
 
 // controllerDeps are what every controller is built with.
 type controllerDeps struct {
-	config      *rest.Config
+	config *rest.Config
+	// apiServerCA is the PEM CA bundle config trusts for the API server (Context.APIServerCA).
+	apiServerCA []byte
 	cache       *shardcache.Cache
 	gate        *gate.Gate
 	partitionOf func(namespace string) uint32
@@ -84,6 +91,7 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 			Logger:       deps.log.WithValues("controller", d.Name),
 			Metrics:      deps.metrics,
 			Registerer:   deps.registerer,
+			APIServerCA:  deps.apiServerCA,
 			WriteAllowed: deps.gate.WriteAllowedFor,
 		})
 		if err != nil {
@@ -96,6 +104,20 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 		})
 	}
 	return out, nil
+}
+
+// apiServerCA returns the PEM CA bundle config trusts for the API server: its CAData, or
+// the content of its CAFile (a kubeconfig's certificate-authority, the in-cluster
+// ServiceAccount's ca.crt); nil when it has neither.
+func apiServerCA(config *rest.Config) ([]byte, error) {
+	if len(config.CAData) > 0 || config.CAFile == "" {
+		return config.CAData, nil
+	}
+	b, err := os.ReadFile(config.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's CA bundle: %w", err)
+	}
+	return b, nil
 }
 
 // controllerClients returns a controller's API client, its writes fenced by fence, and the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -105,3 +107,34 @@ func TestControllerClients(t *testing.T) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The CA handed to controllers (Context.APIServerCA) is the client configuration's:
+// inline data first, else the file's content (a kubeconfig's certificate-authority, the
+// in-cluster ca.crt), else none; an unreadable file is a startup error.
+func TestAPIServerCA(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(file, []byte("from the file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		tls     rest.TLSClientConfig
+		want    string
+		wantErr bool
+	}{
+		{name: "inline data", tls: rest.TLSClientConfig{CAData: []byte("inline"), CAFile: file}, want: "inline"},
+		{name: "a file", tls: rest.TLSClientConfig{CAFile: file}, want: "from the file"},
+		{name: "none", tls: rest.TLSClientConfig{}},
+		{name: "a file that is not there", tls: rest.TLSClientConfig{CAFile: file + ".missing"}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := apiServerCA(&rest.Config{TLSClientConfig: tc.tls})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %t", err, tc.wantErr)
+			}
+			if string(got) != tc.want {
+				t.Errorf("CA %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

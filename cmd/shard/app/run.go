@@ -161,9 +161,13 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 		}
 	}()
 
+	ca, err := apiServerCA(cfg)
+	if err != nil {
+		return err
+	}
 	enabled := reg.Enabled(o.Controllers)
 	ctrls, err := buildControllers(enabled, reg.Workers, controllerDeps{
-		config: cfg, cache: c, gate: g, partitionOf: partitionOf, queues: queueProvider,
+		config: cfg, apiServerCA: ca, cache: c, gate: g, partitionOf: partitionOf, queues: queueProvider,
 		recorder: func(component string, events typedcorev1.EventInterface) record.EventRecorder {
 			b := record.NewBroadcaster(record.WithContext(ctx))
 			b.StartStructuredLogging(3)

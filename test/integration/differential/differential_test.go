@@ -7,8 +7,10 @@
 // type, source and count). A difference fails the test unless docs/controllers.md explains
 // it and the explained table below names it.
 //
-// Two scenarios: Deployments and ReplicaSets (apps_test.go, TestDifferentialAgainstUpstream)
-// and Jobs and CronJobs (batch_test.go, TestDifferentialBatch).
+// Three scenarios: Deployments and ReplicaSets (apps_test.go,
+// TestDifferentialAgainstUpstream), Jobs and CronJobs (batch_test.go,
+// TestDifferentialBatch), and what every namespace gets, its default ServiceAccount and
+// kube-root-ca.crt (namespacelife_test.go, TestDifferentialNamespaceLife).
 //
 // KSHARD_DIFFERENTIAL_SELFCHECK=1 runs upstream against itself instead, to tell a value that
 // depends on timing from one that depends on the implementation.

@@ -1,0 +1,107 @@
+package rootcacertpublisher
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
+)
+
+// bundle is the fixtures' CA bundle (its content is not parsed past the constructor).
+const bundle = "-----BEGIN CERTIFICATE-----\nfixture\n-----END CERTIFICATE-----\n"
+
+// fixture is a controller on a fake clientset whose caches the test fills by hand.
+type fixture struct {
+	t      *testing.T
+	client *fake.Clientset
+	ctrl   *Controller
+	queue  *controllertest.Queue
+}
+
+// newFixture caches cached and serves api from the fake API server.
+func newFixture(t *testing.T, cached []runtime.Object, api ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{t: t, client: fake.NewClientset(api...)}
+	factory := informers.NewSharedInformerFactory(f.client, 0)
+	inf := controllertest.Informers{SharedInformerFactory: factory}
+	f.queue = controllertest.NewQueue()
+	t.Cleanup(f.queue.ShutDown)
+	c := controllertest.Context(Descriptor(), factory, f.queue)
+	c.Client, c.Logger = f.client, logger(t)
+	ctrl, err := newController(c, []byte(bundle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ctrl = ctrl
+	for _, o := range cached {
+		idx, err := inf.Indexer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idx.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f *fixture) sync(key string) error {
+	_, ctx := ktesting.NewTestContext(f.t)
+	return f.ctrl.sync(ctx, key)
+}
+
+// actions returns the fake client's actions as "verb resource namespace/name".
+func (f *fixture) actions() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		s := a.GetVerb() + " " + a.GetResource().Resource
+		if c, ok := a.(interface{ GetObject() runtime.Object }); ok {
+			m, _ := c.GetObject().(metav1.Object)
+			s += " " + a.GetNamespace() + "/" + m.GetName()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// written returns the ConfigMap of the last create or update.
+func (f *fixture) written() *corev1.ConfigMap {
+	var out *corev1.ConfigMap
+	for _, a := range f.client.Actions() {
+		// Creates and updates both carry the object (core.CreateAction and
+		// core.UpdateAction have the same method set).
+		if w, ok := a.(core.CreateAction); ok && (a.GetVerb() == "create" || a.GetVerb() == "update") {
+			out = w.GetObject().(*corev1.ConfigMap)
+		}
+	}
+	return out
+}
+
+type cmOpt func(*corev1.ConfigMap)
+
+// rootCM is the ConfigMap as the controller publishes it, changed by opts.
+func rootCM(ns string, opts ...cmOpt) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ConfigMapName, ResourceVersion: "1",
+			Annotations: map[string]string{DescriptionAnnotation: Description}},
+		Data: map[string]string{DataKey: bundle},
+	}
+	for _, o := range opts {
+		o(cm)
+	}
+	return cm
+}
+
+func namespace(name string, phase corev1.NamespacePhase) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NamespaceStatus{Phase: phase}}
+}
+
+func logger(t *testing.T) klog.Logger { l, _ := ktesting.NewTestContext(t); return l }

@@ -65,7 +65,10 @@ func Descriptor() controllers.Descriptor {
 				"the period for syncing namespace life-cycle updates: every terminating namespace is queued again this often (0: never)")
 		},
 		New: func(c controllers.Context) (controllers.Controller, error) {
-			return newController(c, *opts)
+			if c.Client == nil {
+				return nil, fmt.Errorf("the namespace controller needs Client in its context")
+			}
+			return newController(c, *opts, c.Client.Discovery().ServerPreferredNamespacedResources)
 		},
 	}
 }
@@ -90,7 +93,9 @@ type Controller struct {
 	syncPeriod time.Duration
 }
 
-func newController(c controllers.Context, opts Options) (*Controller, error) {
+// newController builds the controller; discover returns the namespaced resources the
+// API server serves (the client's discovery, a fixed list in tests).
+func newController(c controllers.Context, opts Options, discover discoverFunc) (*Controller, error) {
 	if opts.SyncPeriod < 0 {
 		return nil, fmt.Errorf("--%s=%s: must not be negative", SyncPeriodFlag, opts.SyncPeriod)
 	}
@@ -101,7 +106,7 @@ func newController(c controllers.Context, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := newDeleter(c.Logger, c.Client.CoreV1(), c.Metadata, c.Client.Discovery().ServerPreferredNamespacedResources)
+	d, err := newDeleter(c.Logger, c.Client.CoreV1(), c.Metadata, discover)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,8 @@ func (c *Controllers) String() string {
 // ControllersOptions size the kshard processes MainWithControllers starts when the cluster
 // does not run the controllers itself.
 type ControllersOptions struct {
-	// Names are kube-controller-manager's names of the controllers the tests need.
+	// Names are kube-controller-manager's names of the controllers the tests need. The
+	// namespace controller is added: the tests' namespaces are deleted when they end.
 	Names []string
 	// Coordinators and Shards are how many processes of each to start (default 1 and 2).
 	Coordinators, Shards int
@@ -111,13 +112,20 @@ func MainWithControllers(m *testing.M, opts ControllersOptions) {
 		}
 		sharedControllers = c
 		fmt.Fprintln(os.Stderr, c.String())
-		return m.Run()
+		code := m.Run()
+		finishNamespacesOrFail(tb, f, c)
+		return code
 	})
 	os.Exit(code)
 }
 
 func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Controllers, error) {
-	c := &Controllers{Names: opts.Names, ClusterList: "*", ClusterListFrom: UpstreamControllersEnv + "=1"}
+	names := opts.Names
+	if !slices.Contains(names, NamespaceController) {
+		// The tests' namespaces are deleted when they end: the shards finish them.
+		names = append(slices.Clone(names), NamespaceController)
+	}
+	c := &Controllers{Names: names, ClusterList: "*", ClusterListFrom: UpstreamControllersEnv + "=1"}
 	upstream := os.Getenv(UpstreamControllersEnv) == "1"
 	if !upstream {
 		list, err := f.KCMControllers()
@@ -127,7 +135,7 @@ func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Con
 		}
 		c.ClusterList, c.ClusterListFrom = list, filepath.Join(f.ClusterDir(), "kcm-controllers")
 	}
-	for _, n := range opts.Names {
+	for _, n := range names {
 		on := upstream
 		if !upstream {
 			var err error

@@ -76,6 +76,10 @@ type ControllersOptions struct {
 	Coordinators, Shards int
 	// ShardArgs are added to every shard's flags.
 	ShardArgs []string
+	// Fence runs the shards with pod identities and the server-side fence
+	// (KShardOptions.PodIdentity and Fence), for tests of writes the API server must
+	// let through to a namespace's owner only.
+	Fence bool
 }
 
 var sharedControllers *Controllers
@@ -160,7 +164,8 @@ func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Con
 		shards = 2
 	}
 	k := f.NewKShard(t, KShardOptions{
-		ShardArgs: append([]string{"--controllers", strings.Join(c.ByKShard, ",")}, opts.ShardArgs...),
+		ShardArgs:   append([]string{"--controllers", strings.Join(c.ByKShard, ",")}, opts.ShardArgs...),
+		PodIdentity: opts.Fence, Fence: opts.Fence,
 	})
 	for i := range coordinators {
 		k.StartCoordinator(fmt.Sprintf("coordinator-%d", i))

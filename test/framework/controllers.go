@@ -108,19 +108,19 @@ func MainWithControllers(m *testing.M, opts ControllersOptions) {
 	}
 	f := connectForMain()
 	shared = f
-	tb := newMainTB("TestMain-" + strings.TrimSuffix(filepath.Base(os.Args[0]), ".test"))
-	code := tb.run(func() int {
-		c, err := startControllers(tb, f, opts)
-		if err != nil {
-			tb.Fatalf("%v", err)
-		}
-		sharedControllers = c
-		fmt.Fprintln(os.Stderr, c.String())
-		code := m.Run()
-		finishNamespacesOrFail(tb, f, c)
-		return code
-	})
-	os.Exit(code)
+	name := "TestMain-" + strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
+	os.Exit(finishNamespacesAfter(f, name, func() int {
+		tb := newMainTB(name)
+		return tb.run(func() int {
+			c, err := startControllers(tb, f, opts)
+			if err != nil {
+				tb.Fatalf("%v", err)
+			}
+			sharedControllers = c
+			fmt.Fprintln(os.Stderr, c.String())
+			return m.Run()
+		})
+	}))
 }
 
 func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Controllers, error) {

@@ -54,29 +54,12 @@ func RepoRoot() string {
 //
 // When the tests are done it waits until no namespace is left Terminating
 // (finishNamespaces), starting a kshard that runs the namespace controller for that when
-// neither the cluster's kube-controller-manager nor any of the package's runs it; a
-// namespace still Terminating after finishNamespacesTimeout fails the binary.
+// the cluster's kube-controller-manager does not; a namespace still Terminating after
+// finishNamespacesTimeout fails the binary.
 func Main(m *testing.M) {
 	f := connectForMain()
 	shared = f
-	tb := newMainTB("TestMain-" + strings.TrimSuffix(filepath.Base(os.Args[0]), ".test"))
-	os.Exit(tb.run(func() int {
-		code := m.Run()
-		finishNamespacesOrFail(tb, f, nil)
-		return code
-	}))
-}
-
-// finishNamespacesOrFail runs finishNamespaces and reports its wait, failing tb when
-// namespaces are left Terminating.
-func finishNamespacesOrFail(tb *mainTB, f *Framework, running *Controllers) {
-	took, err := finishNamespaces(tb, f, running)
-	if took > 0 {
-		tb.Logf("waited %s for the namespaces deleted by the tests to be finished", took.Round(100*time.Millisecond))
-	}
-	if err != nil {
-		tb.Fatalf("%v", err)
-	}
+	os.Exit(finishNamespacesAfter(f, "TestMain-"+strings.TrimSuffix(filepath.Base(os.Args[0]), ".test"), m.Run))
 }
 
 // connectForMain connects TestMain to the control plane, or exits: 0 when

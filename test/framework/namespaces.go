@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -21,22 +20,22 @@ const NamespaceController = "namespace"
 // finishNamespacesTimeout bounds the wait at a test binary's end for deleted namespaces.
 const finishNamespacesTimeout = 3 * time.Minute
 
-// finishNamespaces waits, at the end of a test binary, until no namespace of the cluster
-// is left Terminating, so that the next package starts on a cluster without the previous
-// one's deleted namespaces (and their pods, Deployments, …). Once kshard runs the
-// namespace controller the local kube-controller-manager does not, and a namespace a
-// test deleted is finished only while some kshard runs it: running is the package's
-// controllers (nil if none) when they include the namespace controller, else a kshard
-// of one coordinator and one shard running only it is started for the wait. It returns
-// how long the wait took, and an error naming what is still Terminating after
-// finishNamespacesTimeout.
-func finishNamespaces(t testing.TB, f *Framework, running *Controllers) (time.Duration, error) {
+// finishNamespaces waits, at the end of a test binary (after the package's own kshard
+// processes stopped and its cleanups deleted their namespaces), until no namespace of the
+// cluster is left Terminating, so that the next package starts on a cluster without this
+// one's deleted namespaces (and their pods, Deployments, …). Since kshard runs the
+// namespace controller in place of the local kube-controller-manager, a deleted
+// namespace is finished only while some kshard runs it: unless the cluster's
+// kube-controller-manager does, a kshard of one coordinator and one shard running only
+// the namespace controller is started for the wait. It returns how long the wait took,
+// and an error naming what is still Terminating after finishNamespacesTimeout.
+func finishNamespaces(t testing.TB, f *Framework) (time.Duration, error) {
 	start := time.Now()
 	left, err := terminatingNamespaces(f)
 	if err != nil || len(left) == 0 {
 		return 0, err
 	}
-	if !namespaceControllerRuns(f, running) {
+	if !kcmRunsNamespaceController(f) {
 		k := f.NewKShard(t, KShardOptions{ShardArgs: []string{"--controllers", NamespaceController}})
 		k.StartCoordinator("namespace-finisher-coordinator")
 		k.StartShard("namespace-finisher-shard")
@@ -58,19 +57,36 @@ func finishNamespaces(t testing.TB, f *Framework, running *Controllers) (time.Du
 	}
 }
 
-// namespaceControllerRuns reports whether the cluster's kube-controller-manager, or the
-// package's running kshard, runs the namespace controller.
-func namespaceControllerRuns(f *Framework, running *Controllers) bool {
+// kcmRunsNamespaceController reports whether the cluster's kube-controller-manager runs
+// the namespace controller (unknown counts as no: a second namespace controller does no
+// harm, upstream's can run beside another that shares its finalizer).
+func kcmRunsNamespaceController(f *Framework) bool {
 	if os.Getenv(UpstreamControllersEnv) == "1" {
 		return true
 	}
-	if on, err := f.KCMRuns(NamespaceController); err == nil && on {
-		return true
+	on, err := f.KCMRuns(NamespaceController)
+	return err == nil && on
+}
+
+// finishNamespacesAfter runs body (a test binary's m.Run, with its cleanups) and then
+// finishNamespaces, in a TestMain context of its own, and returns body's code, or 1 when
+// namespaces were left Terminating.
+func finishNamespacesAfter(f *Framework, name string, body func() int) int {
+	code := body()
+	tb := newMainTB(name + "-namespaces")
+	if fin := tb.run(func() int {
+		took, err := finishNamespaces(tb, f)
+		if took > 0 {
+			tb.Logf("waited %s for the namespaces deleted by the tests to be finished", took.Round(100*time.Millisecond))
+		}
+		if err != nil {
+			tb.Fatalf("%v", err)
+		}
+		return 0
+	}); fin != 0 && code == 0 {
+		code = fin
 	}
-	if running == nil || running.KShard == nil || !slices.Contains(running.ByKShard, NamespaceController) {
-		return false
-	}
-	return len(running.KShard.Live()) > 0
+	return code
 }
 
 // terminatingNamespaces lists the cluster's namespaces being deleted, each with the

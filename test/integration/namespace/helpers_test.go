@@ -91,6 +91,7 @@ func ensureWidgetCRD(t *testing.T, dyn dynamic.Interface) {
 // named in held carry holdFinalizer.
 func (e *env) content(held ...string) {
 	e.t.Helper()
+	e.t.Cleanup(e.releaseAll)
 	ctx := context.Background()
 	isHeld := func(name string) []string {
 		for _, h := range held {
@@ -212,10 +213,31 @@ func (e *env) names(gvr schema.GroupVersionResource) []string {
 	}
 	var out []string
 	for _, o := range list.Items {
-		out = append(out, o.GetName())
+		if o.GetName() != "kube-root-ca.crt" { // the root CA publisher's, not the test's
+			out = append(out, o.GetName())
+		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// releaseAll removes holdFinalizer from every object of e.ns that carries it, so that a
+// failed test leaves no namespace Terminating for good.
+func (e *env) releaseAll() {
+	for _, gvr := range []schema.GroupVersionResource{
+		corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithResource("configmaps"),
+		corev1.SchemeGroupVersion.WithResource("secrets"), widgets,
+	} {
+		list, err := e.dyn.Resource(gvr).Namespace(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, o := range list.Items {
+			if len(o.GetFinalizers()) > 0 {
+				e.release(gvr, o.GetName())
+			}
+		}
+	}
 }
 
 // deployment is a one-replica Deployment of pause pods.

@@ -26,8 +26,9 @@ const finishNamespacesTimeout = 3 * time.Minute
 // one's deleted namespaces (and their pods, Deployments, …). Since kshard runs the
 // namespace controller in place of the local kube-controller-manager, a deleted
 // namespace is finished only while some kshard runs it: unless the cluster's
-// kube-controller-manager does, a kshard of one coordinator and one shard running only
-// the namespace controller is started for the wait. It returns how long the wait took,
+// kube-controller-manager does, a kshard of one coordinator and one shard running every
+// kshard controller is started for the wait (the content of a namespace may wait for
+// another controller's finalizer, as a Job's pods for the job controller's). It returns how long the wait took,
 // and an error naming what is still Terminating after finishNamespacesTimeout.
 func finishNamespaces(t testing.TB, f *Framework) (time.Duration, error) {
 	start := time.Now()
@@ -36,7 +37,9 @@ func finishNamespaces(t testing.TB, f *Framework) (time.Duration, error) {
 		return 0, err
 	}
 	if !kcmRunsNamespaceController(f) {
-		k := f.NewKShard(t, KShardOptions{ShardArgs: []string{"--controllers", NamespaceController}})
+		// Every controller, not only the namespace controller: content may wait for
+		// another's finalizer (a Job's pods for the job controller's tracking finalizer).
+		k := f.NewKShard(t, KShardOptions{ShardArgs: []string{"--controllers", "*"}})
 		k.StartCoordinator("namespace-finisher-coordinator")
 		k.StartShard("namespace-finisher-shard")
 		defer k.KillAll()

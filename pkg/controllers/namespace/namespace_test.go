@@ -86,7 +86,6 @@ func TestDescriptor(t *testing.T) {
 // TestNegativeSyncPeriod is refused with the flag's name.
 func TestNegativeSyncPeriod(t *testing.T) {
 	f := newFixture(t, newNamespace(false))
-	_ = f
 	c := controllers.Context{Client: f.client, Metadata: f.md}
 	if _, err := newController(c, Options{SyncPeriod: -time.Second}, f.discover); err == nil {
 		t.Error("negative --namespace-sync-period accepted")

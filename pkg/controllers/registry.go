@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -91,8 +92,16 @@ func (i declared) InformerFor(r Resource) (toolscache.SharedIndexInformer, error
 
 // Context is what a controller gets from the shard.
 type Context struct {
-	// Client is a clientset whose user agent names the controller.
+	// Client is a clientset whose user agent names the controller. Its Discovery() is an
+	// uncached discovery client of the same user agent and rate limit, for a controller
+	// that acts on every resource the API server serves (aggregated APIs and CRDs).
 	Client kubernetes.Interface
+	// Metadata is a metadata-only client (k8s.io/client-go/metadata) for any resource the
+	// API server serves, with Client's user agent and fence, and a token bucket of its own
+	// of the same QPS and burst (as a kube-controller-manager controller's metadata client
+	// has). API server warnings (deprecated resources) are not logged: a controller that
+	// lists every resource would log them on every sync.
+	Metadata metadata.Interface
 	// Informers serves the informers the Descriptor declares.
 	Informers Informers
 	// Queue is the controller's rate-limited work queue, named after it (client-go
@@ -149,6 +158,16 @@ type Descriptor struct {
 	// FixedWorkers, instead of WorkersFlag and DefaultWorkers, is for a controller that
 	// kube-controller-manager runs with a fixed worker count and no flag.
 	FixedWorkers int
+	// ClientQPSScale and ClientBurstScale multiply the shard's --kube-api-qps and
+	// --kube-api-burst for this controller's clients, for a controller that
+	// kube-controller-manager gives a larger budget (its namespace controller: ×20 and
+	// ×100). Zero means 1.
+	ClientQPSScale   float32
+	ClientBurstScale int
+	// RateLimiter builds the rate limiter of the controller's queue, for a controller whose
+	// kube-controller-manager queue has its own (optional; nil is client-go's
+	// DefaultTypedControllerRateLimiter).
+	RateLimiter func() workqueue.TypedRateLimiter[string]
 	// AddFlags registers controller-specific flags (optional).
 	AddFlags func(fs *pflag.FlagSet)
 	// Primary are the resources whose objects' keys the controller's Queue holds. When
@@ -230,6 +249,14 @@ func (d Descriptor) validate() error {
 	case d.FixedWorkers == 0 && (d.WorkersFlag == "" || d.DefaultWorkers < 1):
 		errs = append(errs, errors.New("a descriptor needs WorkersFlag and DefaultWorkers ≥ 1, or FixedWorkers ≥ 1"))
 	}
+	if d.ClientQPSScale < 0 || d.ClientBurstScale < 0 {
+		errs = append(errs, fmt.Errorf("ClientQPSScale %v and ClientBurstScale %d must not be negative", d.ClientQPSScale, d.ClientBurstScale))
+	}
+	for _, p := range d.Permissions {
+		if (p.Group == "*") != (p.Resource == "*") || slices.Contains(p.Verbs, "*") {
+			errs = append(errs, fmt.Errorf("permission %s/%s %v: a wildcard is only allowed as group \"*\" with resource \"*\", and never as a verb", p.Group, p.Resource, p.Verbs))
+		}
+	}
 	if len(d.Primary) == 0 {
 		errs = append(errs, errors.New("a descriptor's Primary must name the resources whose keys the controller's queue holds"))
 	}
@@ -245,7 +272,10 @@ func (d Descriptor) validate() error {
 }
 
 // Permission is one RBAC rule a controller needs: verbs on a resource (or a subresource,
-// as "replicasets/status") of an API group ("" is the core group).
+// as "replicasets/status") of an API group ("" is the core group). Group "*" with
+// Resource "*" is every resource of every group, for a controller that acts on whatever
+// the API server serves (the namespace controller deletes a namespace's contents, CRDs
+// and aggregated APIs included); verbs are always named.
 type Permission struct {
 	Group    string
 	Resource string

@@ -49,6 +49,17 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 		{name: "resource without version", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Reads = []Resource{Typed(schema.GroupVersionResource{Resource: "pods"})}
 		})}, wantErr: "needs a version"},
+		{name: "scaled client", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.ClientQPSScale, d.ClientBurstScale = 20, 100 })}},
+		{name: "negative client scale", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.ClientBurstScale = -1 })}, wantErr: "must not be negative"},
+		{name: "every resource of every group", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Permissions = []Permission{{Group: "*", Resource: "*", Verbs: []string{"delete"}}}
+		})}},
+		{name: "wildcard resource of one group", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Permissions = []Permission{{Group: "apps", Resource: "*", Verbs: []string{"delete"}}}
+		})}, wantErr: "a wildcard is only allowed"},
+		{name: "wildcard verb", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Permissions = []Permission{{Group: "*", Resource: "*", Verbs: []string{"*"}}}
+		})}, wantErr: "a wildcard is only allowed"},
 		{name: "duplicate", ds: []Descriptor{descriptor("a", nil), descriptor("a", nil)}, wantErr: "registered twice"},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -17,6 +19,20 @@ const quietRetries = 5
 
 // SyncFunc reconciles one key. An error retries the key with the queue's backoff.
 type SyncFunc func(ctx context.Context, key string) error
+
+// RequeueAfterError is what a sync returns when its key has to be worked again after
+// After, not because it failed but because it waits for something (the namespace
+// controller for content being deleted). RunWorkers queues the key with AddAfter, neither
+// with the failure backoff nor forgetting it (its failure count keeps growing only with
+// real failures), and does not log it as a failure.
+type RequeueAfterError struct {
+	After  time.Duration
+	Reason string
+}
+
+func (e *RequeueAfterError) Error() string {
+	return fmt.Sprintf("requeue after %s: %s", e.After, e.Reason)
+}
 
 // keyContexter is a queue that bounds each key's reconcile with a context of its own: the
 // shard's queues end it when the key's namespace is taken away, so that a reconcile of
@@ -67,9 +83,14 @@ func processNext(ctx context.Context, log logr.Logger, name string, queue workqu
 	}
 	start := time.Now()
 	err := syncFn(ctx, key)
-	metrics.Observe(name, start, err)
+	metrics.Observe(name, start, ignoreRequeue(err))
 	if err == nil {
 		queue.Forget(key)
+		return true
+	}
+	if requeue := (*RequeueAfterError)(nil); errors.As(err, &requeue) {
+		log.V(4).Info("requeued to wait", "key", key, "after", requeue.After, "reason", requeue.Reason)
+		queue.AddAfter(key, requeue.After)
 		return true
 	}
 	// A few failures are routine (a conflict with a lagging cache, a cache that has not yet
@@ -82,4 +103,12 @@ func processNext(ctx context.Context, log logr.Logger, name string, queue workqu
 	}
 	queue.AddRateLimited(key)
 	return true
+}
+
+// ignoreRequeue returns err, or nil for a RequeueAfterError (a wait, not a failure).
+func ignoreRequeue(err error) error {
+	if requeue := (*RequeueAfterError)(nil); errors.As(err, &requeue) {
+		return nil
+	}
+	return err
 }

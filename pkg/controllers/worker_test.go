@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,6 +57,64 @@ func TestRunWorkersBoundsEachKey(t *testing.T) {
 			case got := <-seen:
 				if got != tc.wantCancel {
 					t.Fatalf("reconcile context cancelled = %v, want %v", got, tc.wantCancel)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("key never reconciled")
+			}
+		})
+	}
+}
+
+// recordingQueue records how a failed or waiting key was queued again.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	after       chan time.Duration
+	rateLimited chan string
+	forgotten   chan string
+}
+
+func (q *recordingQueue) AddAfter(key string, d time.Duration) { q.after <- d }
+func (q *recordingQueue) AddRateLimited(key string)            { q.rateLimited <- key }
+func (q *recordingQueue) Forget(key string)                    { q.forgotten <- key }
+
+// TestRunWorkersRequeue: a sync that fails is queued again rate-limited; one that returns
+// a RequeueAfterError (also wrapped) is queued after its delay, neither rate-limited nor
+// forgotten; one that succeeds is forgotten.
+func TestRunWorkersRequeue(t *testing.T) {
+	tests := []struct {
+		name        string
+		err         error
+		wantAfter   time.Duration
+		wantLimited bool
+		wantForget  bool
+	}{
+		{name: "success", wantForget: true},
+		{name: "failure", err: errors.New("boom"), wantLimited: true},
+		{name: "wait", err: &RequeueAfterError{After: 8 * time.Second, Reason: "content remains"}, wantAfter: 8 * time.Second},
+		{name: "wrapped wait", err: fmt.Errorf("ns: %w", &RequeueAfterError{After: time.Second}), wantAfter: time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &recordingQueue{
+				TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+				after:                      make(chan time.Duration, 1), rateLimited: make(chan string, 1), forgotten: make(chan string, 1),
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			q.Add("ns")
+			go RunWorkers(ctx, "test", q, 1, func(context.Context, string) error { return tc.err }, nil)
+			select {
+			case d := <-q.after:
+				if d != tc.wantAfter {
+					t.Errorf("AddAfter %v, want %v", d, tc.wantAfter)
+				}
+			case <-q.rateLimited:
+				if !tc.wantLimited {
+					t.Error("AddRateLimited, want not")
+				}
+			case <-q.forgotten:
+				if !tc.wantForget {
+					t.Error("Forget, want not")
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("key never reconciled")

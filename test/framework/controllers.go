@@ -69,7 +69,8 @@ func (c *Controllers) String() string {
 // ControllersOptions size the kshard processes MainWithControllers starts when the cluster
 // does not run the controllers itself.
 type ControllersOptions struct {
-	// Names are kube-controller-manager's names of the controllers the tests need.
+	// Names are kube-controller-manager's names of the controllers the tests need. The
+	// namespace controller is added: the tests' namespaces are deleted when they end.
 	Names []string
 	// Coordinators and Shards are how many processes of each to start (default 1 and 2).
 	Coordinators, Shards int
@@ -78,6 +79,10 @@ type ControllersOptions struct {
 	// ShardArgsFrom, when set, returns more flags for every shard, computed once the
 	// cluster is known (e.g. a file made from its CA); t's cleanups run after the tests.
 	ShardArgsFrom func(t testing.TB, f *Framework) ([]string, error)
+	// Fence runs the shards with pod identities and the server-side fence
+	// (KShardOptions.PodIdentity and Fence), for tests of writes the API server must
+	// let through to a namespace's owner only.
+	Fence bool
 }
 
 var sharedControllers *Controllers
@@ -106,21 +111,28 @@ func MainWithControllers(m *testing.M, opts ControllersOptions) {
 	}
 	f := connectForMain()
 	shared = f
-	tb := newMainTB("TestMain-" + strings.TrimSuffix(filepath.Base(os.Args[0]), ".test"))
-	code := tb.run(func() int {
-		c, err := startControllers(tb, f, opts)
-		if err != nil {
-			tb.Fatalf("%v", err)
-		}
-		sharedControllers = c
-		fmt.Fprintln(os.Stderr, c.String())
-		return m.Run()
-	})
-	os.Exit(code)
+	name := "TestMain-" + strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
+	os.Exit(finishNamespacesAfter(f, name, func() int {
+		tb := newMainTB(name)
+		return tb.run(func() int {
+			c, err := startControllers(tb, f, opts)
+			if err != nil {
+				tb.Fatalf("%v", err)
+			}
+			sharedControllers = c
+			fmt.Fprintln(os.Stderr, c.String())
+			return m.Run()
+		})
+	}))
 }
 
 func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Controllers, error) {
-	c := &Controllers{Names: opts.Names, ClusterList: "*", ClusterListFrom: UpstreamControllersEnv + "=1"}
+	names := opts.Names
+	if !slices.Contains(names, NamespaceController) {
+		// The tests' namespaces are deleted when they end: the shards finish them.
+		names = append(slices.Clone(names), NamespaceController)
+	}
+	c := &Controllers{Names: names, ClusterList: "*", ClusterListFrom: UpstreamControllersEnv + "=1"}
 	upstream := os.Getenv(UpstreamControllersEnv) == "1"
 	if !upstream {
 		list, err := f.KCMControllers()
@@ -130,7 +142,7 @@ func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Con
 		}
 		c.ClusterList, c.ClusterListFrom = list, filepath.Join(f.ClusterDir(), "kcm-controllers")
 	}
-	for _, n := range opts.Names {
+	for _, n := range names {
 		on := upstream
 		if !upstream {
 			var err error
@@ -162,7 +174,7 @@ func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Con
 		}
 		args = append(args, more...)
 	}
-	k := f.NewKShard(t, KShardOptions{ShardArgs: args})
+	k := f.NewKShard(t, KShardOptions{ShardArgs: args, PodIdentity: opts.Fence, Fence: opts.Fence})
 	for i := range coordinators {
 		k.StartCoordinator(fmt.Sprintf("coordinator-%d", i))
 	}

@@ -51,9 +51,15 @@ func RepoRoot() string {
 // Main is TestMain for integration test packages: it connects to (or starts) the local
 // control plane, runs the tests and exits. It exits non-zero when the control plane cannot
 // be reached, unless KSHARD_SKIP_INTEGRATION=1.
+//
+// When the tests are done it waits until no namespace is left Terminating
+// (finishNamespaces), starting a kshard that runs the namespace controller for that when
+// the cluster's kube-controller-manager does not; a namespace still Terminating after
+// finishNamespacesTimeout fails the binary.
 func Main(m *testing.M) {
-	shared = connectForMain()
-	os.Exit(m.Run())
+	f := connectForMain()
+	shared = f
+	os.Exit(finishNamespacesAfter(f, "TestMain-"+strings.TrimSuffix(filepath.Base(os.Args[0]), ".test"), m.Run))
 }
 
 // connectForMain connects TestMain to the control plane, or exits: 0 when

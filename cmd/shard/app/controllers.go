@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -20,6 +21,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
 	"github.com/kshard/kshard/pkg/controllers/job"
+	"github.com/kshard/kshard/pkg/controllers/namespace"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
 	"github.com/kshard/kshard/pkg/controllers/rootcacertpublisher"
@@ -41,6 +43,7 @@ func Descriptors() []controllers.Descriptor {
 		cronjob.Descriptor(),
 		deployment.Descriptor(),
 		job.Descriptor(),
+		namespace.Descriptor(),
 		replicaset.Descriptor(),
 		replicationcontroller.Descriptor(),
 		rootcacertpublisher.Descriptor(),
@@ -77,16 +80,21 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
-		client, events, err := controllerClients(deps.config, d.Name, gate.FenceTransport(deps.gate, deps.partitionOf))
+		cs, err := controllerClients(deps.config, d, gate.FenceTransport(deps.gate, deps.partitionOf))
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
-		queue := deps.gate.NewQueue(gate.QueueConfig{Name: d.Name, MetricsProvider: deps.queues, Keys: keys})
+		qcfg := gate.QueueConfig{Name: d.Name, MetricsProvider: deps.queues, Keys: keys}
+		if d.RateLimiter != nil {
+			qcfg.RateLimiter = d.RateLimiter()
+		}
+		queue := deps.gate.NewQueue(qcfg)
 		ctrl, err := d.New(controllers.Context{
-			Client:       client,
+			Client:       cs.client,
+			Metadata:     cs.metadata,
 			Informers:    controllers.Declared(d, cacheInformers{deps.cache}),
 			Queue:        queue,
-			Recorder:     deps.recorder(d.EventComponent(), events.CoreV1().Events("")),
+			Recorder:     deps.recorder(d.EventComponent(), cs.events.CoreV1().Events("")),
 			Shard:        deps.shard,
 			Logger:       deps.log.WithValues("controller", d.Name),
 			Metrics:      deps.metrics,
@@ -120,25 +128,52 @@ func apiServerCA(config *rest.Config) ([]byte, error) {
 	return b, nil
 }
 
-// controllerClients returns a controller's API client, its writes fenced by fence, and the
-// client its events are sent with. Both share one token bucket of config's QPS and burst:
-// like a kube-controller-manager controller, which records events with its own client,
-// a controller's events count against its rate limit (and a benchmark at equal
-// --kube-api-qps compares equal budgets). Events are not fenced: an event may be sent
-// after the reconcile that made it, and ownership, ended (see ownerrecord's policy).
-func controllerClients(config *rest.Config, name string, fence func(http.RoundTripper) http.RoundTripper) (client, events *kubernetes.Clientset, err error) {
+// clients are a controller's API clients.
+type clients struct {
+	// client is the controller's clientset, its writes fenced.
+	client *kubernetes.Clientset
+	// events sends the controller's events, unfenced.
+	events *kubernetes.Clientset
+	// metadata is the controller's metadata-only client, its writes fenced.
+	metadata metadata.Interface
+}
+
+// controllerClients returns d's API client, its writes fenced by fence, the client its
+// events are sent with, and its metadata client. The first two share one token bucket of
+// config's QPS and burst, times d's ClientQPSScale and ClientBurstScale: like a
+// kube-controller-manager controller, which records events with its own client, a
+// controller's events count against its rate limit (and a benchmark at equal
+// --kube-api-qps compares equal budgets). The metadata client has a bucket of its own of
+// the same size, as kube-controller-manager's metadata clients do, and logs no API
+// warnings. Events are not fenced: an event may be sent after the reconcile that made it,
+// and ownership, ended (see ownerrecord's policy).
+func controllerClients(config *rest.Config, d controllers.Descriptor, fence func(http.RoundTripper) http.RoundTripper) (clients, error) {
 	cfg := rest.CopyConfig(config)
-	cfg.UserAgent = "kshard-shard/" + version.Version + " " + name + "-controller"
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(config.QPS, config.Burst)
-	if events, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, nil, err
+	cfg.UserAgent = "kshard-shard/" + version.Version + " " + d.Name + "-controller"
+	if d.ClientQPSScale > 0 {
+		cfg.QPS *= d.ClientQPSScale
+	}
+	if d.ClientBurstScale > 0 {
+		cfg.Burst *= d.ClientBurstScale
+	}
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	var out clients
+	var err error
+	if out.events, err = kubernetes.NewForConfig(cfg); err != nil {
+		return clients{}, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(fence)
-	if client, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, nil, err
+	if out.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return clients{}, err
 	}
-	return client, events, nil
+	mcfg := rest.CopyConfig(cfg)
+	mcfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	mcfg.WarningHandler = rest.NoWarnings{}
+	if out.metadata, err = metadata.NewForConfig(mcfg); err != nil {
+		return clients{}, err
+	}
+	return out, nil
 }
 
 // queueKeys returns the cache keys of d's primary resources and how its queue's keys map

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
@@ -84,10 +85,11 @@ func TestControllerClients(t *testing.T) {
 	fence := func(http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, refused })
 	}
-	client, events, err := controllerClients(&rest.Config{Host: srv.URL, QPS: 20, Burst: 30}, "deployment", fence)
+	cs, err := controllerClients(&rest.Config{Host: srv.URL, QPS: 20, Burst: 30}, controllers.Descriptor{Name: "deployment"}, fence)
 	if err != nil {
 		t.Fatal(err)
 	}
+	client, events := cs.client, cs.events
 	limiter := client.CoreV1().RESTClient().GetRateLimiter()
 	if limiter == nil || limiter != events.CoreV1().RESTClient().GetRateLimiter() || limiter != client.AppsV1().RESTClient().GetRateLimiter() {
 		t.Errorf("the controller's clients and its events client do not share one rate limiter")
@@ -101,6 +103,44 @@ func TestControllerClients(t *testing.T) {
 	}
 	if _, err := client.CoreV1().Events("ns").Create(context.Background(), ev, metav1.CreateOptions{}); !errors.Is(err, refused) {
 		t.Errorf("controller write: %v, want the fence's refusal", err)
+	}
+}
+
+// TestControllerClientsScaled: a descriptor's client scales multiply the shard's QPS and
+// burst for all of its clients (kube-controller-manager's namespace controller runs at
+// ×20 QPS and ×100 burst), and the metadata client is fenced like the clientset.
+func TestControllerClientsScaled(t *testing.T) {
+	refused := errors.New("fenced")
+	fence := func(http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, refused })
+	}
+	tests := []struct {
+		name      string
+		qpsScale  float32
+		burstScal int
+		wantQPS   float32
+	}{
+		{name: "unscaled", wantQPS: 20},
+		{name: "namespace controller", qpsScale: 20, burstScal: 100, wantQPS: 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := controllers.Descriptor{Name: "namespace", ClientQPSScale: tc.qpsScale, ClientBurstScale: tc.burstScal}
+			cs, err := controllerClients(&rest.Config{Host: "http://127.0.0.1:1", QPS: 20, Burst: 30}, d, fence)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cs.client.CoreV1().RESTClient().GetRateLimiter().QPS(); got != tc.wantQPS {
+				t.Errorf("client QPS %v, want %v", got, tc.wantQPS)
+			}
+			if got := cs.events.CoreV1().RESTClient().GetRateLimiter().QPS(); got != tc.wantQPS {
+				t.Errorf("events QPS %v, want %v", got, tc.wantQPS)
+			}
+			gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+			if err := cs.metadata.Resource(gvr).Namespace("ns").Delete(context.Background(), "w", metav1.DeleteOptions{}); !errors.Is(err, refused) {
+				t.Errorf("metadata delete: %v, want the fence's refusal", err)
+			}
+		})
 	}
 }
 

@@ -182,7 +182,8 @@ type SetResult struct {
 	// Writes is the number of namespaces whose label changed.
 	Writes int
 	// Last is the namespace with the highest resourceVersion among the batch's
-	// namespaces that carry their owner after Set, written by it or already in place (""
+	// namespaces that carry their owner after Set and are not terminating (their
+	// labels are written first), written by it or already in place (""
 	// when there is none): once the API server's admission sees it, it sees every write of the
 	// batch, since its Namespace informer applies events in resourceVersion order.
 	Last string
@@ -203,43 +204,54 @@ func (l *Labeler) Set(ctx context.Context, owners map[partition.ID]string) (SetR
 	}
 	l.mu.Unlock()
 
-	var names []string
+	// Terminating namespaces are written first, as a round of their own, so that the
+	// namespace probed afterwards (never a terminating one: see write) was written after
+	// them whenever the batch writes any other.
+	var terminating, active []string
 	for p := range owners {
-		names = append(names, l.NamespacesOf(p)...)
+		for _, name := range l.NamespacesOf(p) {
+			if l.terminating(name) {
+				terminating = append(terminating, name)
+			} else {
+				active = append(active, name)
+			}
+		}
 	}
 	var (
 		mu      sync.Mutex
 		res     SetResult
 		highest uint64
 		errs    []error
-		wg      sync.WaitGroup
 		sem     = make(chan struct{}, l.opts.WriteConcurrency)
 	)
-	for _, name := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			rv, wrote, err := l.write(ctx, name)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			if wrote {
-				res.Writes++
-			}
-			if rv == "" {
-				return
-			}
-			if n, err := strconv.ParseUint(rv, 10, 64); err == nil && (res.Last == "" || n > highest) {
-				highest, res.Last = n, name
-			}
-		}()
+	for _, names := range [][]string{terminating, active} {
+		var wg sync.WaitGroup
+		for _, name := range names {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				rv, wrote, err := l.write(ctx, name)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				if wrote {
+					res.Writes++
+				}
+				if rv == "" {
+					return
+				}
+				if n, err := strconv.ParseUint(rv, 10, 64); err == nil && (res.Last == "" || n > highest) {
+					highest, res.Last = n, name
+				}
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
@@ -346,13 +358,16 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 		if m == nil {
 			return "", false, nil // deleted, or not seen yet: its add event brings it back
 		}
-		if m.GetDeletionTimestamp() != nil {
-			return "", false, nil
-		}
+		// A terminating namespace is labelled too: its owner's namespace controller
+		// deletes its content, and the policy refuses a shard whose name the label does not
+		// carry. It is never the one Set probes (NamespaceLifecycle refuses the probe's
+		// dry-run create there before the policy decides), so its resourceVersion is not
+		// returned.
+		probeable := m.GetDeletionTimestamp() == nil
 		if m.GetLabels()[l.params.OwnerLabel] == owner {
 			// Already in place (written by the loop, or a retried batch): its
 			// resourceVersion still tells Set which namespace to probe.
-			return m.GetResourceVersion(), false, nil
+			return rvIf(probeable, m.GetResourceVersion()), false, nil
 		}
 		if t := l.termOf(m); t > term {
 			return "", false, fmt.Errorf("%w: namespace %s carries term %d, this coordinator's is %d", ErrDeposed, name, t, term)
@@ -373,7 +388,7 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 			metav1.PatchOptions{FieldManager: "kshard-owner-labeler"})
 		switch {
 		case err == nil:
-			return got.GetResourceVersion(), true, nil
+			return rvIf(probeable && got.GetDeletionTimestamp() == nil, got.GetResourceVersion()), true, nil
 		case apierrors.IsNotFound(err):
 			return "", false, nil
 		case apierrors.IsConflict(err) && attempt < 5:
@@ -389,6 +404,24 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 			return "", false, fmt.Errorf("namespace %s: %w", name, err)
 		}
 	}
+}
+
+// rvIf returns rv when ok, else "".
+func rvIf(ok bool, rv string) string {
+	if ok {
+		return rv
+	}
+	return ""
+}
+
+// terminating reports whether the informer has namespace name with a deletionTimestamp.
+func (l *Labeler) terminating(name string) bool {
+	o, ok, err := l.informer.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return false
+	}
+	m, err := metaOf(o)
+	return err == nil && m.GetDeletionTimestamp() != nil
 }
 
 func metaOf(obj any) (metav1.Object, error) {

@@ -168,3 +168,43 @@ func TestLabelerSet(t *testing.T) {
 		t.Fatalf("namespace created later not labelled: %v", err)
 	}
 }
+
+// TestLabelerLabelsTerminatingNamespaces: a namespace being deleted is labelled with its
+// owner too (by Set and by the loop), since its new owner's namespace controller must be
+// let through to delete its content; it is never the namespace Set names for the probe,
+// which NamespaceLifecycle would refuse there.
+func TestLabelerLabelsTerminatingNamespaces(t *testing.T) {
+	pm := partition.Map{Count: 1}
+	terminating := func(name string) *metav1.PartialObjectMetadata {
+		m := namespaceMeta(name, map[string]string{DefaultOwnerLabel: "shard-a"}, nil)
+		m.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		m.Finalizers = []string{"kubernetes"}
+		return m
+	}
+	tests := []struct {
+		name     string
+		objs     []runtime.Object
+		wantLast string
+	}{
+		{name: "only a terminating namespace", objs: []runtime.Object{terminating("gone")}, wantLast: ""},
+		{name: "beside an active one", objs: []runtime.Object{terminating("gone"), namespaceMeta("live", nil, nil)}, wantLast: "live"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, client := startLabeler(t, pm, tt.objs...)
+			if _, err := l.Activate(1); err != nil {
+				t.Fatal(err)
+			}
+			res, err := l.Set(context.Background(), map[partition.ID]string{0: "shard-b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Last != tt.wantLast {
+				t.Errorf("Set named %q for the probe, want %q", res.Last, tt.wantLast)
+			}
+			if labels, _ := labelsOf(t, client, "gone"); labels[DefaultOwnerLabel] != "shard-b" {
+				t.Errorf("terminating namespace labelled %v, want owner shard-b", labels)
+			}
+		})
+	}
+}

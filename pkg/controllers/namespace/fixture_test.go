@@ -1,0 +1,262 @@
+package namespace
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
+)
+
+// tenant is the fixtures' namespace.
+const tenant = "tenant"
+
+var (
+	configMapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
+	widgetsGVR    = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+)
+
+// every verb a resource usually supports.
+var allVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+
+// serverResources is what the fixtures' discovery serves by default: pods, configmaps and
+// a CRD's widgets.
+func serverResources() []*metav1.APIResourceList {
+	return []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: allVerbs},
+			{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: allVerbs},
+		}},
+		{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+			{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: allVerbs},
+		}},
+	}
+}
+
+// fixture is a controller on fake clients: the typed clientset holds the Namespace and
+// the pods (for the grace-period estimate), a small in-memory API behind the metadata
+// client holds the namespace's content and deletes it as the API server does (an object
+// with finalizers only gets a deletionTimestamp).
+type fixture struct {
+	t      *testing.T
+	client *fake.Clientset
+	md     *metadatafake.FakeMetadataClient
+	ctrl   *Controller
+	queue  *controllertest.Queue
+
+	mu sync.Mutex
+	// content holds the namespace's objects by resource and name.
+	content map[schema.GroupVersionResource]map[string]*metav1.PartialObjectMetadata
+	// fail makes "verb resource" requests of the metadata client fail with the error.
+	fail map[string]error
+	// discovery is what the discovery function returns.
+	discovery    []*metav1.APIResourceList
+	discoveryErr error
+}
+
+func newNamespace(deleting bool, finalizers ...corev1.FinalizerName) *corev1.Namespace {
+	ns := &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: tenant, UID: "ns-uid", ResourceVersion: "1"},
+		Spec:       corev1.NamespaceSpec{Finalizers: finalizers},
+		Status:     corev1.NamespaceStatus{Phase: corev1.NamespaceActive},
+	}
+	if deleting {
+		ns.DeletionTimestamp = &metav1.Time{Time: time.Now().Add(-time.Minute)}
+		ns.Status.Phase = corev1.NamespaceTerminating
+	}
+	return ns
+}
+
+func object(name string, finalizers ...string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, Finalizers: finalizers}}
+}
+
+// newFixture caches and serves ns.
+func newFixture(t *testing.T, ns *corev1.Namespace, pods ...*corev1.Pod) *fixture {
+	t.Helper()
+	objs := []runtime.Object{ns}
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	f := &fixture{
+		t: t, client: fake.NewClientset(objs...), md: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+		content: map[schema.GroupVersionResource]map[string]*metav1.PartialObjectMetadata{},
+		fail:    map[string]error{}, discovery: serverResources(),
+	}
+	controllertest.StatusSubresource(f.client, corev1.SchemeGroupVersion.WithResource("namespaces"))
+	f.client.PrependReactor("create", "namespaces", f.finalizeReactor)
+	f.md.PrependReactor("*", "*", f.metadataReactor)
+	factory := informers.NewSharedInformerFactory(f.client, 0)
+	f.queue = controllertest.NewQueue()
+	t.Cleanup(f.queue.ShutDown)
+	log, _ := ktesting.NewTestContext(t)
+	c := controllertest.Context(Descriptor(), factory, f.queue)
+	c.Client, c.Metadata, c.Logger = f.client, f.md, log
+	ctrl, err := newController(c, Options{SyncPeriod: time.Minute}, f.discover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ctrl = ctrl
+	if err := factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) discover() ([]*metav1.APIResourceList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.discovery, f.discoveryErr
+}
+
+// add puts objects of gvr into the namespace.
+func (f *fixture) add(gvr schema.GroupVersionResource, objs ...*metav1.PartialObjectMetadata) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.content[gvr] == nil {
+		f.content[gvr] = map[string]*metav1.PartialObjectMetadata{}
+	}
+	for _, o := range objs {
+		f.content[gvr][o.Name] = o
+	}
+}
+
+// left returns the names of gvr's objects still in the namespace, sorted.
+func (f *fixture) left(gvr schema.GroupVersionResource) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for n := range f.content[gvr] {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// removeFinalizers takes every finalizer off gvr's object name, which goes if deleted.
+func (f *fixture) removeFinalizers(gvr schema.GroupVersionResource, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o := f.content[gvr][name]
+	o.Finalizers = nil
+	if o.DeletionTimestamp != nil {
+		delete(f.content[gvr], name)
+	}
+}
+
+// deleteLocked deletes gvr's object name as the API server does.
+func (f *fixture) deleteLocked(gvr schema.GroupVersionResource, name string) {
+	o := f.content[gvr][name]
+	if len(o.Finalizers) == 0 {
+		delete(f.content[gvr], name)
+		return
+	}
+	if o.DeletionTimestamp == nil {
+		o.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	}
+}
+
+func (f *fixture) metadataReactor(a core.Action) (bool, runtime.Object, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gvr := a.GetResource()
+	if err := f.fail[a.GetVerb()+" "+gvr.Resource]; err != nil {
+		return true, nil, err
+	}
+	switch a.GetVerb() {
+	case "list":
+		// The fake metadata client wants a metav1.List of PartialObjectMetadata.
+		list := &metav1.List{}
+		for _, o := range f.content[gvr] {
+			list.Items = append(list.Items, runtime.RawExtension{Object: o.DeepCopy()})
+		}
+		return true, list, nil
+	case "delete-collection":
+		for n := range f.content[gvr] {
+			f.deleteLocked(gvr, n)
+		}
+		return true, nil, nil
+	case "delete":
+		name := a.(core.DeleteAction).GetName()
+		if _, ok := f.content[gvr][name]; !ok {
+			return true, nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+		}
+		f.deleteLocked(gvr, name)
+		return true, nil, nil
+	}
+	return true, nil, fmt.Errorf("fixture: unexpected metadata request %s %s", a.GetVerb(), gvr)
+}
+
+// finalizeReactor serves the finalize subresource: the spec's finalizers are replaced, and
+// a deleted namespace without finalizers is removed.
+func (f *fixture) finalizeReactor(a core.Action) (bool, runtime.Object, error) {
+	ca, ok := a.(core.CreateAction)
+	if !ok || ca.GetSubresource() != "finalize" {
+		return false, nil, nil
+	}
+	in := ca.GetObject().(*corev1.Namespace)
+	gvr := corev1.SchemeGroupVersion.WithResource("namespaces")
+	obj, err := f.client.Tracker().Get(gvr, "", in.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	stored := obj.(*corev1.Namespace).DeepCopy()
+	stored.Spec.Finalizers = in.Spec.Finalizers
+	if len(stored.Spec.Finalizers) == 0 && stored.DeletionTimestamp != nil {
+		return true, stored, f.client.Tracker().Delete(gvr, "", in.Name)
+	}
+	return true, stored, f.client.Tracker().Update(gvr, stored, "")
+}
+
+// namespace returns the stored Namespace, or nil once it is gone.
+func (f *fixture) namespace() *corev1.Namespace {
+	obj, err := f.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("namespaces"), "", tenant)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return obj.(*corev1.Namespace)
+}
+
+func (f *fixture) sync() error {
+	_, ctx := ktesting.NewTestContext(f.t)
+	return f.ctrl.sync(ctx, tenant)
+}
+
+// conditions returns the stored namespace's conditions as "Type=Status Reason: Message".
+func (f *fixture) conditions() map[corev1.NamespaceConditionType]string {
+	ns := f.namespace()
+	if ns == nil {
+		return nil
+	}
+	out := map[corev1.NamespaceConditionType]string{}
+	for _, c := range ns.Status.Conditions {
+		out[c.Type] = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	return out
+}
+
+// restart builds the controller's deleter again, as at a start, from what discovery
+// serves now.
+func (f *fixture) restart() {
+	d, err := newDeleter(ktestingLogger(f.t), f.client.CoreV1(), f.md, f.discover)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.ctrl.deleter = d
+}

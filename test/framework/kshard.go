@@ -417,3 +417,43 @@ type PKI = testpki.PKI
 
 // NewPKI is testpki.New.
 func NewPKI(t testing.TB) PKI { return testpki.New(t) }
+
+// NamespaceOwner asks the leading coordinator who owns ns, and in which state
+// (GET /assignments?namespace=ns).
+func (k *KShard) NamespaceOwner(ctx context.Context, ns string) (coordinatorrpc.Owner, error) {
+	var o coordinatorrpc.Owner
+	l, err := k.Leader(ctx)
+	if err != nil {
+		return o, err
+	}
+	code, body, err := HTTPGet(ctx, l.HTTPURL+"/assignments?namespace="+ns)
+	if err != nil {
+		return o, err
+	}
+	if code != http.StatusOK {
+		return o, fmt.Errorf("GET /assignments?namespace=%s: %d %s", ns, code, body)
+	}
+	return o, json.Unmarshal(body, &o)
+}
+
+// StableOwner waits until ns is owned (state "owned") by a live shard of k and returns
+// that shard.
+func (k *KShard) StableOwner(t testing.TB, ns string) *Shard {
+	t.Helper()
+	var owner *Shard
+	Eventually(t, 60*time.Second, "namespace "+ns+" owned by a live shard", func(ctx context.Context) (bool, error) {
+		o, err := k.NamespaceOwner(ctx, ns)
+		if err != nil {
+			return false, err
+		}
+		k.mu.Lock()
+		s := k.Shards[o.Shard]
+		k.mu.Unlock()
+		if o.State != "owned" || s == nil || s.Exited() {
+			return false, fmt.Errorf("owner %+v", o)
+		}
+		owner = s
+		return true, nil
+	})
+	return owner
+}

@@ -2,9 +2,7 @@ package batch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -49,42 +46,6 @@ func scaleOut(t *testing.T, k *framework.KShard) *framework.Shard {
 	return s
 }
 
-// namespaceOwner asks the leading coordinator who owns ns.
-func namespaceOwner(ctx context.Context, k *framework.KShard, ns string) (coordinatorrpc.Owner, error) {
-	var o coordinatorrpc.Owner
-	l, err := k.Leader(ctx)
-	if err != nil {
-		return o, err
-	}
-	code, body, err := framework.HTTPGet(ctx, l.HTTPURL+"/assignments?namespace="+ns)
-	if err != nil {
-		return o, err
-	}
-	if code != http.StatusOK {
-		return o, fmt.Errorf("GET /assignments?namespace=%s: %d %s", ns, code, body)
-	}
-	return o, json.Unmarshal(body, &o)
-}
-
-// stableOwner waits until ns is owned (state "owned") by a live shard and returns it.
-func stableOwner(t *testing.T, k *framework.KShard, ns string) *framework.Shard {
-	t.Helper()
-	var owner *framework.Shard
-	framework.Eventually(t, 60*time.Second, "namespace "+ns+" owned by a live shard", func(ctx context.Context) (bool, error) {
-		o, err := namespaceOwner(ctx, k, ns)
-		if err != nil {
-			return false, err
-		}
-		s := k.Shards[o.Shard]
-		if o.State != "owned" || s == nil || s.Exited() {
-			return false, fmt.Errorf("owner %+v", o)
-		}
-		owner = s
-		return true, nil
-	})
-	return owner
-}
-
 // handOff sends SIGTERM to ns's owner and returns it: its partitions, ns's among them,
 // are being handed over when handOff returns.
 func handOff(t *testing.T, owner *framework.Shard) time.Time {
@@ -103,7 +64,7 @@ func waitHandedOver(t *testing.T, k *framework.KShard, ns string, old *framework
 	var to string
 	var at time.Time
 	framework.Eventually(t, 90*time.Second, "namespace "+ns+" handed over by "+old.Name, func(ctx context.Context) (bool, error) {
-		o, err := namespaceOwner(ctx, k, ns)
+		o, err := k.NamespaceOwner(ctx, ns)
 		if err != nil {
 			return false, err
 		}

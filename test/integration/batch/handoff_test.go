@@ -146,7 +146,7 @@ func TestJobTrackingAcrossHandoff(t *testing.T) {
 			return int(job.Status.Succeeded) == s && int(job.Status.Failed) == f && (u == nil || len(u.Succeeded)+len(u.Failed) == 0)
 		})
 	}
-	owner := stableOwner(t, k, e.ns)
+	owner := k.StableOwner(t, e.ns)
 
 	// The stream: one pod every 50ms, round robin over the Jobs not yet at completions.
 	streamCtx, stopStream := context.WithCancel(ctx)
@@ -271,7 +271,7 @@ func TestCronJobScheduleDuringHandoff(t *testing.T) {
 	}))
 	created := cj.CreationTimestamp.Time
 	boundary := time.Now().Truncate(time.Minute).Add(time.Minute)
-	owner := stableOwner(t, k, e.ns)
+	owner := k.StableOwner(t, e.ns)
 
 	// SIGTERM just before the schedule time: the graceful hand-over takes longer than
 	// this lead (drain, release, warm-up, acquire), so the time falls inside it.

@@ -39,7 +39,8 @@ func rateInterval() time.Duration {
 }
 
 // loadNamespace makes a namespace with an audited ConfigMap (the kshard-audit controller
-// reconciles it every second), a one-replica Deployment (for the workload controllers),
+// reconciles it every second), a one-replica Deployment (for the workload controllers), a
+// one-replica ReplicationController (replicationcontroller),
 // a one-pod Job with a TTL (job, and ttl-after-finished once kwok completes the pod) and
 // a CronJob (cronjob), so that every controller's panels have data.
 func loadNamespace(t *testing.T, f *framework.Framework) (string, error) {
@@ -52,6 +53,14 @@ func loadNamespace(t *testing.T, f *framework.Framework) (string, error) {
 	d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1.0", nil)
 	if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return ns, fmt.Errorf("creating deployment in %s: %w", ns, err)
+	}
+	rc := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}, Spec: corev1.ReplicationControllerSpec{
+		Replicas: ptr.To[int32](1), Selector: map[string]string{"app": "legacy"},
+		Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "legacy"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/legacy:1.0"}}}},
+	}}
+	if _, err := f.Client.CoreV1().ReplicationControllers(ns).Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating replicationcontroller in %s: %w", ns, err)
 	}
 	pod := batchv1.JobSpec{
 		TTLSecondsAfterFinished: ptr.To[int32](3600),

@@ -2,9 +2,7 @@ package namespace
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -13,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -50,7 +47,7 @@ func testDeletionFinishesOnNewOwner(t *testing.T, stop func(*testing.T, *framewo
 
 	e := newEnv(t)
 	e.content("pod")
-	owner := stableOwner(t, k, e.ns)
+	owner := k.StableOwner(t, e.ns)
 	e.deleteNamespace()
 	framework.Eventually(t, 60*time.Second, "the held pod being deleted by "+owner.Name, func(ctx context.Context) (bool, error) {
 		p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, "pod", metav1.GetOptions{})
@@ -68,48 +65,12 @@ func testDeletionFinishesOnNewOwner(t *testing.T, stop func(*testing.T, *framewo
 	t.Logf("namespace gone %s after its owner was stopped", time.Since(at).Round(100*time.Millisecond))
 }
 
-// namespaceOwner asks the leading coordinator who owns ns.
-func namespaceOwner(ctx context.Context, k *framework.KShard, ns string) (coordinatorrpc.Owner, error) {
-	var o coordinatorrpc.Owner
-	l, err := k.Leader(ctx)
-	if err != nil {
-		return o, err
-	}
-	code, body, err := framework.HTTPGet(ctx, l.HTTPURL+"/assignments?namespace="+ns)
-	if err != nil {
-		return o, err
-	}
-	if code != http.StatusOK {
-		return o, fmt.Errorf("GET /assignments?namespace=%s: %d %s", ns, code, body)
-	}
-	return o, json.Unmarshal(body, &o)
-}
-
-// stableOwner waits until ns is owned by a live shard and returns it.
-func stableOwner(t *testing.T, k *framework.KShard, ns string) *framework.Shard {
-	t.Helper()
-	var owner *framework.Shard
-	framework.Eventually(t, 60*time.Second, "namespace "+ns+" owned by a live shard", func(ctx context.Context) (bool, error) {
-		o, err := namespaceOwner(ctx, k, ns)
-		if err != nil {
-			return false, err
-		}
-		s := k.Shards[o.Shard]
-		if o.State != "owned" || s == nil || s.Exited() {
-			return false, fmt.Errorf("owner %+v", o)
-		}
-		owner = s
-		return true, nil
-	})
-	return owner
-}
-
 // waitNewOwner waits until ns is owned by a live shard other than old.
 func waitNewOwner(t *testing.T, k *framework.KShard, ns string, old *framework.Shard) string {
 	t.Helper()
 	var to string
 	framework.Eventually(t, 90*time.Second, "namespace "+ns+" owned by a shard other than "+old.Name, func(ctx context.Context) (bool, error) {
-		o, err := namespaceOwner(ctx, k, ns)
+		o, err := k.NamespaceOwner(ctx, ns)
 		if err != nil {
 			return false, err
 		}

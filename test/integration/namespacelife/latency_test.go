@@ -2,9 +2,7 @@ package namespacelife
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"sort"
 	"sync"
@@ -115,7 +113,7 @@ func TestNewNamespaceLatency(t *testing.T) {
 		name := fmt.Sprintf("e2e-%s-%s-%d", run, phase, seq.Add(1))
 		start := time.Now()
 		createNamespace(t, f, name)
-		o, err := owner(ctx, k, name)
+		o, err := k.NamespaceOwner(ctx, name)
 		mu.Lock()
 		defer mu.Unlock()
 		created[name] = start
@@ -156,7 +154,7 @@ func TestNewNamespaceLatency(t *testing.T) {
 	// A namespace created in a partition being handed over: its owner at creation was in
 	// a handoff state, or is not its owner now.
 	for name, was := range ownerAt {
-		now, err := owner(ctx, k, name)
+		now, err := k.NamespaceOwner(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,23 +238,6 @@ func createdSnapshot(mu *sync.Mutex, created map[string]time.Time) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// owner asks the leading coordinator who owns ns, and in which state.
-func owner(ctx context.Context, k *framework.KShard, ns string) (coordinatorrpc.Owner, error) {
-	var o coordinatorrpc.Owner
-	l, err := k.Leader(ctx)
-	if err != nil {
-		return o, err
-	}
-	code, body, err := framework.HTTPGet(ctx, l.HTTPURL+"/assignments?namespace="+ns)
-	if err != nil {
-		return o, err
-	}
-	if code != http.StatusOK {
-		return o, fmt.Errorf("GET /assignments?namespace=%s: %d %s", ns, code, body)
-	}
-	return o, json.Unmarshal(body, &o)
 }
 
 // arrivals records when the watches first saw each namespace's objects.

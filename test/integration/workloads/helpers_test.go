@@ -732,3 +732,37 @@ func (e *env) checkNotAvailableEarly(uid types.UID, minReady time.Duration, samp
 		}
 	}
 }
+
+// releaseAndReplace changes pod's labels so that its controller (uid, a ReplicaSet or
+// ReplicationController) no longer selects it, and waits until the controller has
+// released it (owner reference removed, the pod not deleted) and controls want active
+// pods again.
+func (e *env) releaseAndReplace(pod string, uid types.UID, kind string, want int) {
+	e.t.Helper()
+	if _, err := e.cs.CoreV1().Pods(e.ns).Patch(e.ctx(), pod, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"app":"elsewhere"}}}`), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.eventually(60*time.Second, "pod "+pod+" released and replaced", func(ctx context.Context) error {
+		p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.DeletionTimestamp != nil {
+			return fmt.Errorf("released pod is being deleted")
+		}
+		for _, ref := range p.OwnerReferences {
+			if ref.UID == uid {
+				return fmt.Errorf("still has owner reference %+v", ref)
+			}
+		}
+		act, _, err := e.ownedPods(ctx, uid)
+		if err != nil {
+			return err
+		}
+		if len(act) != want {
+			return fmt.Errorf("%s controls %d active pods %v, want %d", kind, len(act), names(act), want)
+		}
+		return nil
+	})
+}

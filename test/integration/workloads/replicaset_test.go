@@ -164,32 +164,7 @@ func TestReplicaSetAdoptsOrphansAndReleasesPods(t *testing.T) {
 	// A pod whose labels stop matching is released (its owner reference removed) and
 	// replaced; it is not deleted.
 	released := orphans[0].Name
-	if _, err := e.cs.CoreV1().Pods(e.ns).Patch(e.ctx(), released, types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"app":"elsewhere"}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.eventually(60*time.Second, "pod "+released+" released and replaced", func(ctx context.Context) error {
-		p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, released, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.DeletionTimestamp != nil {
-			return fmt.Errorf("released pod is being deleted")
-		}
-		for _, ref := range p.OwnerReferences {
-			if ref.UID == rs.UID {
-				return fmt.Errorf("still has owner reference %+v", ref)
-			}
-		}
-		act, _, err := e.ownedPods(ctx, rs.UID)
-		if err != nil {
-			return err
-		}
-		if len(act) != 3 {
-			return fmt.Errorf("replicaset controls %d active pods %v, want 3", len(act), names(act))
-		}
-		return nil
-	})
+	e.releaseAndReplace(released, rs.UID, "replicaset", 3)
 	e.waitRSPods("adopt", 3, true, 60*time.Second)
 }
 

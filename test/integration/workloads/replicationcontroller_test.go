@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
@@ -225,32 +224,7 @@ func TestReplicationControllerAdoptsAndReleasesPods(t *testing.T) {
 	}
 
 	released := orphans[0].Name
-	if _, err := e.cs.CoreV1().Pods(e.ns).Patch(e.ctx(), released, types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"app":"elsewhere"}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.eventually(60*time.Second, "pod "+released+" released and replaced", func(ctx context.Context) error {
-		p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, released, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.DeletionTimestamp != nil {
-			return fmt.Errorf("released pod is being deleted")
-		}
-		for _, ref := range p.OwnerReferences {
-			if ref.UID == rc.UID {
-				return fmt.Errorf("still has owner reference %+v", ref)
-			}
-		}
-		act, _, err := e.ownedPods(ctx, rc.UID)
-		if err != nil {
-			return err
-		}
-		if len(act) != 3 {
-			return fmt.Errorf("replicationcontroller controls %d active pods %v, want 3", len(act), names(act))
-		}
-		return nil
-	})
+	e.releaseAndReplace(released, rc.UID, "replicationcontroller", 3)
 	e.waitRCPods("rc-adopt", 3, true, 60*time.Second)
 }
 

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 const key = "ns/cron"
@@ -115,7 +116,8 @@ func TestSync(t *testing.T) {
 			wantLast: ptrTime(min(0)), wantSuccess: ptrTime(min(-1).Add(20 * time.Second)), wantRequeue: time.Minute + nextScheduleDelta},
 		{name: "a failed create is an error and an event", cj: every(), now: min(0), createErr: errors.New("boom"),
 			wantCreate: "cron-29627280", wantReasons: []string{"Warning FailedCreate"}, wantNoStatus: true, wantErr: true},
-		{name: "a terminating namespace: error, no event", cj: every(), now: min(0), createErr: terminatingNamespaceErr(),
+		{name: "a terminating namespace: error, no event", cj: every(), now: min(0),
+			createErr:  controllertest.TerminatingNamespaceError(schema.GroupResource{Group: "batch", Resource: "jobs"}, "ns"),
 			wantCreate: "cron-29627280", wantNoStatus: true, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -312,11 +314,4 @@ func timeOf(t *metav1.Time) *time.Time {
 		return nil
 	}
 	return &t.Time
-}
-
-func terminatingNamespaceErr() error {
-	err := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "",
-		errors.New("unable to create new content in namespace ns because it is being terminated"))
-	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
-	return err
 }

@@ -10,13 +10,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 func TestDescriptor(t *testing.T) {
@@ -127,8 +128,7 @@ func TestDeletingDeployment(t *testing.T) {
 }
 
 func TestSyncErrors(t *testing.T) {
-	terminating := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonForbidden,
-		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}}}}
+	terminating := controllertest.TerminatingNamespaceError(schema.GroupResource{Group: "apps", Resource: "replicasets"}, "ns")
 	tests := []struct {
 		name      string
 		createErr error

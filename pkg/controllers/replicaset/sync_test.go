@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 // failCreatesFrom makes the n-th and every later pod create fail with err.
@@ -32,13 +34,6 @@ func failCreatesFrom(f *fixture, n int32, err error) {
 func quotaErr() error {
 	return apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
 		errors.New(`exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2`))
-}
-
-func terminatingNamespaceErr() error {
-	err := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
-		errors.New("unable to create new content in namespace ns because it is being terminated"))
-	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
-	return err
 }
 
 func TestManageReplicas(t *testing.T) {
@@ -79,7 +74,7 @@ func TestManageReplicas(t *testing.T) {
 		{name: "a quota error on the first create stops at once", rs: newRS("rs", 10), failAt: 1, failErr: quotaErr(),
 			wantCreates: 1, wantErr: true, wantEvents: map[string]int{"Warning FailedCreate": 1}},
 		{name: "a terminating namespace is neither an error nor an event", rs: newRS("rs", 3), failAt: 1,
-			failErr: terminatingNamespaceErr(), wantCreates: 3, wantEvents: map[string]int{}, wantPendingAdds: 3},
+			failErr: controllertest.TerminatingNamespaceError(schema.GroupResource{Resource: "pods"}, "ns"), wantCreates: 3, wantEvents: map[string]int{}, wantPendingAdds: 3},
 		{name: "deletes the surplus", rs: newRS("rs", 1),
 			pods:        []*corev1.Pod{newPodOf("a", rs3), newPodOf("b", rs3), newPodOf("c", rs3)},
 			wantDeletes: 2, wantEvents: map[string]int{"Normal SuccessfulDelete": 2}, wantPendingDels: 2},

@@ -7,18 +7,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 func TestSync(t *testing.T) {
-	terminating := &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
-		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}},
-	}}
 	cms := schema.GroupResource{Resource: "configmaps"}
+	terminating := controllertest.TerminatingNamespaceError(cms, "ns")
 	for _, tc := range []struct {
 		name        string
 		cached      *corev1.ConfigMap

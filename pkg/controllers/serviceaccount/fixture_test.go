@@ -39,15 +39,7 @@ func newFixture(t *testing.T, cached []runtime.Object, api ...runtime.Object) *f
 		t.Fatal(err)
 	}
 	f.ctrl = ctrl
-	for _, o := range cached {
-		idx, err := f.inf.Indexer(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.Add(o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.inf.Add(t, cached...)
 	return f
 }
 

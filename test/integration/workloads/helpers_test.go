@@ -766,3 +766,37 @@ func (e *env) releaseAndReplace(pod string, uid types.UID, kind string, want int
 		return nil
 	})
 }
+
+// createOrphans creates n bare pods orphan-0, orphan-1, … with labels, for a controller to
+// adopt.
+func (e *env) createOrphans(n int, labels map[string]string) []*corev1.Pod {
+	e.t.Helper()
+	var out []*corev1.Pod
+	for i := range n {
+		out = append(out, e.createPod(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("orphan-%d", i), Labels: copyMap(labels)},
+			Spec:       podSpec(),
+		}))
+	}
+	return out
+}
+
+// waitRunning waits until every pod of pods runs. Orphans created at the same instant as
+// their controller may not be in its pod cache at its first sync, and upstream's
+// controller then creates a pod too many and deletes it again (docs/controllers.md); as
+// the differential scenario does, the adoption tests let the orphans run first.
+func (e *env) waitRunning(pods []*corev1.Pod) {
+	e.t.Helper()
+	e.eventually(30*time.Second, "the pods run", func(ctx context.Context) error {
+		for _, o := range pods {
+			p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, o.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("%s is %s", p.Name, p.Status.Phase)
+			}
+		}
+		return nil
+	})
+}

@@ -116,29 +116,8 @@ func TestReplicaSetAdoptsOrphansAndReleasesPods(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	labels := map[string]string{"app": "adopt"}
-	var orphans []*corev1.Pod
-	for i := range 2 {
-		orphans = append(orphans, e.createPod(&corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("orphan-%d", i), Labels: copyMap(labels)},
-			Spec:       podSpec(),
-		}))
-	}
-	// Created at the same instant as the ReplicaSet, an orphan may not be in the
-	// controller's pod cache at its first sync, and upstream's controller then creates a
-	// pod too many and deletes it again (docs/controllers.md); as the differential
-	// scenario does, let the orphans run first.
-	e.eventually(30*time.Second, "the orphans run", func(ctx context.Context) error {
-		for _, o := range orphans {
-			p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, o.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Status.Phase != corev1.PodRunning {
-				return fmt.Errorf("%s is %s", p.Name, p.Status.Phase)
-			}
-		}
-		return nil
-	})
+	orphans := e.createOrphans(2, labels)
+	e.waitRunning(orphans) // see waitRunning: the orphans run before the ReplicaSet comes
 	rs := e.createRS(newReplicaSet("adopt", 3, labels))
 	e.waitRSPods("adopt", 3, true, 60*time.Second)
 	for _, o := range orphans {

@@ -173,13 +173,7 @@ func TestReplicationControllerAdoptsAndReleasesPods(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	labels := map[string]string{"app": "rc-adopt"}
-	var orphans []*corev1.Pod
-	for i := range 2 {
-		orphans = append(orphans, e.createPod(&corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("orphan-%d", i), Labels: copyMap(labels)},
-			Spec:       podSpec(),
-		}))
-	}
+	orphans := e.createOrphans(2, labels)
 	owner, err := e.cs.CoreV1().ConfigMaps(e.ns).Create(e.ctx(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other-owner"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -189,20 +183,7 @@ func TestReplicationControllerAdoptsAndReleasesPods(t *testing.T) {
 			APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}},
 		Spec: podSpec(),
 	})
-	// As in the ReplicaSet test: let the orphans run first, so that the controller has
-	// seen them when the ReplicationController comes.
-	e.eventually(30*time.Second, "the orphans run", func(ctx context.Context) error {
-		for _, o := range orphans {
-			p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, o.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Status.Phase != corev1.PodRunning {
-				return fmt.Errorf("%s is %s", p.Name, p.Status.Phase)
-			}
-		}
-		return nil
-	})
+	e.waitRunning(orphans) // see waitRunning
 	rc := e.createRC(newRC("rc-adopt", 3, labels))
 	e.waitRCPods("rc-adopt", 3, true, 60*time.Second)
 	for _, o := range orphans {

@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
@@ -53,6 +57,32 @@ func (i Informers) Indexer(obj runtime.Object) (toolscache.Indexer, error) {
 		return nil, fmt.Errorf("no informer for %T: %w", obj, err)
 	}
 	return inf.GetIndexer(), nil
+}
+
+// Add puts objs in the caches of their types, without running event handlers, and fails
+// the test if one has no cache: what a fixture does to say what its controller has seen.
+func (i Informers) Add(t testing.TB, objs ...runtime.Object) {
+	t.Helper()
+	for _, o := range objs {
+		idx, err := i.Indexer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idx.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TerminatingNamespaceError is the error the API server's NamespaceLifecycle admission
+// returns for a create of resource in a namespace that is being deleted; controllers
+// recognise it by its cause and neither retry nor record an event for it.
+func TerminatingNamespaceError(resource schema.GroupResource, namespace string) *apierrors.StatusError {
+	err := apierrors.NewForbidden(resource, "",
+		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause,
+		Message: fmt.Sprintf("namespace %s is being terminated", namespace), Field: "metadata.namespace"}}
+	return err
 }
 
 // Context returns a controllers.Context for d's controller over factory and queue, with

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +16,8 @@ import (
 )
 
 // KCM is an upstream kube-controller-manager a test started beside the cluster's own,
-// running only the controllers it was given: the reference side of a benchmark on the
+// running only the controllers it was given (and the HousekeepingControllers the cluster's
+// own does not run, unless KCMOptions.NoHousekeeping): the reference side of a benchmark on the
 // same control plane as kshard's runs, so that both load the same API server.
 type KCM struct {
 	*Process
@@ -31,6 +33,11 @@ type KCMOptions struct {
 	// Args are added to the flags (e.g. --kube-api-qps=20); flags not given keep
 	// kube-controller-manager's defaults.
 	Args []string
+	// NoHousekeeping runs exactly Controllers, without the HousekeepingControllers the
+	// cluster's kube-controller-manager does not run, which StartKCM otherwise adds (as
+	// StartShard does for shards): without them no pod can be created in a namespace the
+	// test makes.
+	NoHousekeeping bool
 }
 
 // StartKCM starts the kube-controller-manager built by `make tools` against f's control
@@ -49,11 +56,19 @@ func (f *Framework) StartKCM(t testing.TB, name string, opts KCMOptions) *KCM {
 	dir := f.ClusterDir()
 	kubeconfig := filepath.Join(dir, "kube-controller-manager.kubeconfig")
 	port := FreePort(t)
+	controllers := slices.Clone(opts.Controllers)
+	if !opts.NoHousekeeping {
+		for _, n := range f.missingHousekeeping() {
+			if !slices.Contains(controllers, n) && !slices.Contains(controllers, "-"+n) {
+				controllers = append(controllers, n)
+			}
+		}
+	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port), "--leader-elect=false",
-		"--controllers=" + strings.Join(opts.Controllers, ","),
+		"--controllers=" + strings.Join(controllers, ","),
 		"--use-service-account-credentials=true",
 		"--root-ca-file=" + filepath.Join(dir, "pki", "ca.crt"),
 		"--requestheader-client-ca-file=" + filepath.Join(dir, "pki", "front-proxy-ca.crt"),

@@ -147,22 +147,30 @@ func (k *KShard) housekeeping(args []string) []string {
 	}) {
 		return nil
 	}
-	var add []string
-	for _, n := range HousekeepingControllers {
-		if os.Getenv(UpstreamControllersEnv) == "1" {
-			break // the cluster's kube-controller-manager runs every controller
-		}
-		if on, err := k.f.KCMRuns(n); err == nil && on {
-			continue
-		}
-		add = append(add, n)
-	}
+	add := k.f.missingHousekeeping()
 	if len(add) == 0 {
 		return nil
 	}
 	// --controllers is a string slice: a second occurrence appends to the first, and an
 	// explicit "-name" earlier in the list wins (Selection.Enabled reads it first).
 	return []string{"--controllers", strings.Join(add, ",")}
+}
+
+// missingHousekeeping returns the HousekeepingControllers the cluster's
+// kube-controller-manager does not run, which a controller process a test starts must run
+// itself for the test's namespaces to be usable.
+func (f *Framework) missingHousekeeping() []string {
+	if os.Getenv(UpstreamControllersEnv) == "1" {
+		return nil // the cluster's kube-controller-manager runs every controller
+	}
+	var add []string
+	for _, n := range HousekeepingControllers {
+		if on, err := f.KCMRuns(n); err == nil && on {
+			continue
+		}
+		add = append(add, n)
+	}
+	return add
 }
 
 // SetShardArgs adds per-shard flags (e.g. a file named after the shard).

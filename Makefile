@@ -43,6 +43,7 @@ bench: build ## Go benchmarks: the packages', the sharding measurements, through
 	$(CURDIR)/hack/cluster-upstream.sh up
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/workloads -run '^$$' -bench . -benchtime=1x -timeout 60m -v
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/namespacelife -run '^$$' -bench . -benchtime=1x -timeout 150m -v
+	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/integration/namespacelife -run '^$$' -bench NewNamespaceLatency -benchtime=1x -timeout 30m -v
 
 # The large-cluster benchmark's own control plane: a folder and ports apart from the
 # default cluster's (23790/26443) and the reference one's (24790/27443); its etcd data

@@ -128,15 +128,17 @@ func (f *Framework) NewKShard(t testing.TB, opts KShardOptions) *KShard {
 	return k
 }
 
-// HousekeepingControllers are the controllers every namespace needs before a test can use
-// it, which kshard implements and the local kube-controller-manager therefore no longer
-// runs: without the default ServiceAccount the API server refuses every pod of a namespace
-// (the ServiceAccount admission plugin), and pods expect kube-root-ca.crt. Shards a test
+// HousekeepingControllers are the controllers every namespace needs for a test to use it
+// and to be rid of it, which kshard implements and the local kube-controller-manager
+// therefore no longer runs: without the default ServiceAccount the API server refuses
+// every pod of a namespace (the ServiceAccount admission plugin), pods expect
+// kube-root-ca.crt, and a deleted namespace stays Terminating until a namespace
+// controller finishes it (a benchmark waits for its namespaces to be gone between runs). Shards a test
 // starts with a --controllers list run them too (StartShard adds them, unless
 // KShardOptions.NoHousekeeping), the way a cluster's kube-controller-manager would, so a
 // test of other controllers finds its namespaces usable. A --controllers entry "-name"
 // still switches one off.
-var HousekeepingControllers = []string{"serviceaccount", "root-ca-cert-publisher"}
+var HousekeepingControllers = []string{"serviceaccount", "root-ca-cert-publisher", NamespaceController}
 
 // housekeeping returns the flag that adds, to a shard's --controllers list in args, the
 // HousekeepingControllers the cluster's kube-controller-manager does not run. Without a

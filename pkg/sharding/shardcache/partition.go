@@ -82,6 +82,9 @@ func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
 	if needInitial {
 		c.armStartLocked()
 	}
+	if c.filter != nil && c.started {
+		c.filter.request()
+	}
 	c.mu.Unlock()
 
 	if needInitial {
@@ -200,6 +203,9 @@ func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
 	tickets := make([]releaseTicket, len(feeds))
 	for i, f := range feeds {
 		tickets[i] = f.release(set)
+	}
+	if c.filter != nil && started {
+		c.filter.released()
 	}
 	if !started {
 		return nil
@@ -389,6 +395,19 @@ func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition uint
 			<-c.sem
 			continue
 		}
+		if !f.covers(s.namespace) {
+			// ModeServerFilter: list only once the watch carries the namespace's
+			// events, or events between the list and the new selector are lost.
+			<-c.sem
+			c.filter.need(s.namespace)
+			select {
+			case <-time.After(c.opts.PollInterval):
+			case <-ctx.Done():
+				f.abandon(s)
+				return
+			}
+			continue
+		}
 		items, rv, err := f.listNamespace(ctx, s.namespace, c.opts.WarmupPageSize)
 		<-c.sem
 		if err == nil {
@@ -427,6 +446,22 @@ func (c *Cache) onNamespaceAdded(obj any, isInInitialList bool) {
 	runCtx := c.runCtx
 	feeds := append([]*feed(nil), c.order...)
 	c.mu.Unlock()
+	if st != nil && runCtx != nil && c.filter != nil {
+		if cov := c.filter.current(); cov != nil && !cov.set.Covers(ns.Name) {
+			// ModeServerFilter: the watches do not carry the namespace. Cover it (one
+			// restart per burst of namespaces) and warm it once covered: its objects may
+			// be older than the watches' position.
+			klog.FromContext(runCtx).V(2).Info("Warming namespace outside the shard selector", "partition", p, "namespace", ns.Name)
+			c.filter.need(ns.Name)
+			if st.warm != nil {
+				st.warm.mu.Lock()
+				st.warm.namespaces[ns.Name] = struct{}{}
+				st.warm.mu.Unlock()
+			}
+			go func() { _, _ = c.warmNamespaces(runCtx, feeds, []string{ns.Name}, p) }()
+			return
+		}
+	}
 	if st == nil || st.warm == nil || runCtx == nil {
 		return
 	}

@@ -11,6 +11,7 @@
 // run of owned namespaces, and, while there are more than the allowed number of ranges,
 // closes the gaps that hold the fewest foreign namespaces. The result is a superset
 // filter: every owned namespace is covered, some foreign ones may be. Callers keep their
-// own exact filter; the server's filter only saves decoding and bandwidth. A namespace
+// own exact filter; the server's filter only saves decoding and bandwidth. Owning nothing
+// is the one hash of a name no namespace can have (the apiserver refuses empty ranges). A namespace
 // that appears later in a gap is not covered until the ranges are built again.
 package hashrange

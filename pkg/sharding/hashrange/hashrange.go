@@ -144,8 +144,8 @@ func (s Set) Requirements() []sharding.ShardRangeRequirement {
 }
 
 // Selector returns the set as a sharding.Selector. An empty set must match nothing, but
-// sharding.NewSelector() of no requirement matches everything: it is then the empty
-// range [0, 0), which the apiserver accepts and which matches no namespace.
+// sharding.NewSelector() of no requirement matches everything, and the apiserver refuses
+// an empty range ("start must be less than end"): it is then Nothing.
 func (s Set) Selector() sharding.Selector {
 	if len(s.Ranges) == 0 {
 		return sharding.NewSelector(Nothing())
@@ -156,9 +156,15 @@ func (s Set) Selector() sharding.Selector {
 // String is the wire form of Selector (ListOptions.ShardSelector).
 func (s Set) String() string { return s.Selector().String() }
 
-// Nothing is a requirement that no namespace satisfies: the empty range [0, 0).
+// nothingName is not a valid namespace name (no namespace is called so).
+const nothingName = "kshard:no-namespace"
+
+// Nothing is a requirement that, in practice, no namespace satisfies: the one hash of a
+// name no namespace can have, [Hash(nothingName), Hash(nothingName)+1). A namespace whose
+// hash collides (odds 2^-64 each) is merely sent to a shard that drops it.
 func Nothing() sharding.ShardRangeRequirement {
-	return sharding.ShardRangeRequirement{Key: NamespaceKey, Start: hex(0), End: hex(0)}
+	h := Hash(nothingName)
+	return sharding.ShardRangeRequirement{Key: NamespaceKey, Start: hex(h), End: end(h)}
 }
 
 func hex(v uint64) string { return fmt.Sprintf("0x%016x", v) }

@@ -50,6 +50,8 @@ type serverFilter struct {
 	grow bool
 
 	warnOnce sync.Once
+	// ignored is set once a list response showed that the apiserver ignored the selector.
+	ignored atomic.Bool
 }
 
 func newServerFilter(c *Cache, maxRanges int, debounce time.Duration) *serverFilter {
@@ -177,6 +179,7 @@ func (s *serverFilter) checkShardInfo(logger klog.Logger, list runtime.Object) {
 	if l, ok := list.(interface{ GetShardInfo() *metav1.ShardInfo }); ok && l.GetShardInfo() != nil {
 		return
 	}
+	s.ignored.Store(true)
 	s.warnOnce.Do(func() {
 		logger.Info("WARNING: the apiserver ignored the shard selector (no metadata.shardInfo in a list response): " +
 			"it needs the ShardedListAndWatch feature gate. The shard filters every object itself, so it is correct, " +

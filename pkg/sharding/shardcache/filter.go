@@ -18,6 +18,11 @@ import (
 // DefaultSelectorDebounce is Options.SelectorDebounce's default.
 const DefaultSelectorDebounce = 500 * time.Millisecond
 
+// prepareDebounce is the debounce of a recomputation that a Prepare asks for: a
+// partition handed over waits for it (its warm-up lists only once covered), and the
+// coordinator grants a shard's partitions in one burst of tens of milliseconds.
+const prepareDebounce = 100 * time.Millisecond
+
 // coverage is one server-side selector: the ranges, their wire form, and a generation
 // that grows with every change.
 type coverage struct {
@@ -48,6 +53,8 @@ type serverFilter struct {
 	// grow: a pending request must grow the coverage; without it the timer only
 	// shrinks the selector if too many covered namespaces are not owned.
 	grow bool
+	// quiet is the shortest debounce of the pending requests.
+	quiet time.Duration
 
 	warnOnce sync.Once
 	// ignored is set once a list response showed that the apiserver ignored the selector.
@@ -63,24 +70,37 @@ func (s *serverFilter) current() *coverage { return s.cur.Load() }
 
 // request asks for a recomputation, debounced: it happens once no request has come for
 // the debounce interval, at the latest four intervals after the first.
-func (s *serverFilter) request() { s.schedule(true) }
+func (s *serverFilter) request() { s.schedule(true, s.debounce) }
 
-func (s *serverFilter) schedule(grow bool) {
+// prepared asks for a recomputation after Prepare admitted partitions, with the shorter
+// of prepareDebounce and the debounce interval.
+func (s *serverFilter) prepared() { s.schedule(true, min(s.debounce, prepareDebounce)) }
+
+func (s *serverFilter) schedule(grow bool, quiet time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.grow = s.grow || grow
 	now := time.Now()
 	s.last = now
 	if s.timer != nil {
+		if quiet < s.quiet {
+			s.quiet = quiet
+			s.timer.Reset(quiet)
+		}
 		return
 	}
 	s.first = now
-	s.timer = time.AfterFunc(s.debounce, s.fire)
+	s.quiet = quiet
+	s.timer = time.AfterFunc(quiet, s.fire)
 }
 
 func (s *serverFilter) fire() {
 	s.mu.Lock()
-	if wait := untilQuiet(time.Now(), s.first, s.last, s.debounce, 4*s.debounce); wait > 0 {
+	if s.timer == nil {
+		s.mu.Unlock()
+		return
+	}
+	if wait := untilQuiet(time.Now(), s.first, s.last, s.quiet, 4*s.quiet); wait > 0 {
 		s.timer.Reset(wait)
 		s.mu.Unlock()
 		return
@@ -171,7 +191,7 @@ func (s *serverFilter) coveredNotOwned() (foreign, owned int) {
 // released shrinks the selector, lazily: the debounced check recomputes it only once the
 // covered namespaces that are not owned outnumber the owned ones (a superset is
 // harmless, a restart is not free).
-func (s *serverFilter) released() { s.schedule(false) }
+func (s *serverFilter) released() { s.schedule(false, s.debounce) }
 
 // checkShardInfo logs, once, that the apiserver ignored the selector: a filtered list
 // response carries metadata.shardInfo. The feeds' own filter still holds.

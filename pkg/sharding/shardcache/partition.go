@@ -83,7 +83,7 @@ func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
 		c.armStartLocked()
 	}
 	if c.filter != nil && c.started {
-		c.filter.request()
+		c.filter.prepared()
 	}
 	c.mu.Unlock()
 

@@ -456,12 +456,17 @@ func (f *feed) next(gen uint64) (ev watch.Event, seq uint64, ok, alive bool) {
 		return watch.Event{}, 0, false, false
 	}
 	if !f.initial && !f.listing && len(f.pending) > 0 {
+		var held []*nsSync
 		for _, s := range f.pending {
 			if s.state == syncPending {
+				if s.hold {
+					held = append(held, s)
+					continue
+				}
 				f.injectLocked(s)
 			}
 		}
-		f.pending = nil
+		f.pending = held
 	}
 	if len(f.outq) == 0 {
 		return watch.Event{}, 0, false, true

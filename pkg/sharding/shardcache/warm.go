@@ -58,6 +58,16 @@ type nsSync struct {
 	// bulk: the namespace is not listed on its own but served by the feed's next
 	// cluster-wide warm-up list (feed.warmInBulk).
 	bulk bool
+	// hold: once listed, s waits for unhold before it is merged (Cache.warmNewNamespace).
+	hold bool
+}
+
+// unhold lets s be merged.
+func (f *feed) unhold(s *nsSync) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.hold = false
+	f.wakeLocked()
 }
 
 func (s *nsSync) stop(state syncState) {

@@ -136,7 +136,7 @@ func TestServerFilterNothingOwned(t *testing.T) {
 	sel := api.listOpts[0].ShardSelector
 	api.mu.Unlock()
 	if want := (hashrange.Set{}).String(); sel != want {
-		t.Errorf("selector %q, want the empty range %q", sel, want)
+		t.Errorf("selector %q, want hashrange.Nothing's %q", sel, want)
 	}
 }
 

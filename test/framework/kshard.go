@@ -265,6 +265,9 @@ func (k *KShard) StartShardAs(name string, creds ShardCredentials) *Shard {
 		args = append(args, "--coordinator-token-file", creds.CoordinatorTokenFile)
 	}
 	args = append(args, k.opts.ShardArgs...)
+	// KSHARD_TEST_SHARD_ARGS adds flags to every shard of every test, e.g.
+	// --server-side-filtering to run a suite with the API server filtering.
+	args = append(args, strings.Fields(os.Getenv("KSHARD_TEST_SHARD_ARGS"))...)
 	if k.shardArgs != nil {
 		args = append(args, k.shardArgs(name)...)
 	}

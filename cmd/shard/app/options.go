@@ -10,6 +10,7 @@ import (
 	"github.com/kshard/kshard/pkg/componentopts"
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/kubeclient"
+	"github.com/kshard/kshard/pkg/sharding/hashrange"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
@@ -30,6 +31,10 @@ type Options struct {
 	WarmupLists  int
 	// ClusterListThreshold: see shardcache.Options.ClusterListThreshold (0 turns it off here).
 	ClusterListThreshold int
+	// ServerSideFiltering selects shardcache.ModeServerFilter; SelectorRanges bounds its
+	// selector (shardcache.Options.MaxSelectorRanges).
+	ServerSideFiltering bool
+	SelectorRanges      int
 	// CheckPermissions makes a missing RBAC permission a startup error.
 	CheckPermissions bool
 	// ListControllers prints the kube-controller-manager controllers this shard can run
@@ -52,6 +57,7 @@ func NewOptions() *Options {
 		LeaveTimeout:         60 * time.Second,
 		WarmupLists:          4,
 		ClusterListThreshold: shardcache.DefaultClusterListThreshold,
+		SelectorRanges:       hashrange.DefaultMaxRanges,
 		CheckPermissions:     true,
 		Controllers:          append(controllers.Selection(nil), controllers.DefaultSelection...),
 	}
@@ -71,6 +77,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	fs.IntVar(&o.WarmupLists, "warmup-concurrency", o.WarmupLists, "namespace-scoped LIST calls a partition warm-up runs at once")
 	fs.IntVar(&o.ClusterListThreshold, "warmup-cluster-list-threshold", o.ClusterListThreshold, "namespace-scoped LIST calls (namespaces × resource types) waiting in warm-ups above which the shard warms them with cluster-wide LISTs instead, "+
 		"one per resource type for all of them (a scale-out or a killed shard hands over thousands of namespaces at once); 0 never does")
+	fs.BoolVar(&o.ServerSideFiltering, "server-side-filtering", o.ServerSideFiltering, "also ask the API server to filter the namespaced informers' LISTs and WATCHes to (a superset of) this shard's namespaces "+
+		"with KEP-5866 shard selectors (shardRange over the FNV-1a hash of the namespace); kube-apiserver needs the ShardedListAndWatch feature gate. "+
+		"An API server that ignores the selector is logged once; the shard filters every object itself either way")
+	fs.IntVar(&o.SelectorRanges, "server-side-filtering-max-ranges", o.SelectorRanges, fmt.Sprintf("with --server-side-filtering, the most shardRange calls of one selector (1..%d): fewer ranges cover more namespaces the shard does not own", hashrange.MaxRanges))
 	fs.BoolVar(&o.CheckPermissions, "check-permissions", o.CheckPermissions, "at start, check with SelfSubjectAccessReviews that the shard may do what it and the enabled controllers need, and exit naming what is missing")
 	fs.BoolVar(&o.ListControllers, "list-controllers", false, "print the names of the kube-controller-manager controllers this shard can run, one per line, and exit (switch the same off in kube-controller-manager)")
 	o.Controllers.AddFlags(fs, reg.Names())
@@ -104,6 +114,9 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	}
 	if o.ClusterListThreshold < 0 {
 		errs = append(errs, fmt.Errorf("--warmup-cluster-list-threshold=%d must not be negative (0 turns cluster-wide warm-up lists off)", o.ClusterListThreshold))
+	}
+	if o.SelectorRanges < 1 || o.SelectorRanges > hashrange.MaxRanges {
+		errs = append(errs, fmt.Errorf("--server-side-filtering-max-ranges=%d must be between 1 and %d", o.SelectorRanges, hashrange.MaxRanges))
 	}
 	if err := reg.Validate(o.Controllers); err != nil {
 		errs = append(errs, err)

@@ -129,7 +129,12 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 		return err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	cacheMode := shardcache.ModeClientFilter
+	if o.ServerSideFiltering {
+		cacheMode = shardcache.ModeServerFilter
+	}
 	c, err := shardcache.New(client, partitionOf, shardcache.Options{
+		Mode: cacheMode, MaxSelectorRanges: o.SelectorRanges,
 		WarmupConcurrency: o.WarmupLists, ClusterListThreshold: clusterListThreshold(o.ClusterListThreshold), MetadataClient: metadataClient, RESTMapper: mapper,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/hashrange"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,13 +29,20 @@ const (
 	// ModeClientFilter (the default) watches each resource type cluster-wide and drops
 	// other partitions' objects in the shard, before they reach the store. It works with
 	// any apiserver; the shard's memory is its own share, its network ingress is not.
-	//
-	// Server-side filtering (KEP-5866, ListOptions.ShardSelector with kube-apiserver's
-	// ShardedListAndWatch gate) would be a second Mode: the feed would send shardRange()
-	// selectors covering the admitted partitions' FNV-1a ranges and re-establish its
-	// watch when admission changes. It pays off only when a shard's namespaces form few
-	// ranges, so it is left for when that is measured.
 	ModeClientFilter Mode = iota
+	// ModeServerFilter also asks the apiserver to filter (KEP-5866,
+	// ListOptions.ShardSelector; kube-apiserver needs the ShardedListAndWatch feature
+	// gate): the namespaced informers' lists and watches carry a shardRange selector over
+	// the FNV-1a hash of the namespace that covers every known namespace of the admitted
+	// partitions (at most Options.MaxSelectorRanges ranges, so a superset: see
+	// pkg/sharding/hashrange). The client-side filter stays authoritative, so an
+	// apiserver that ignores the selector costs bandwidth, not correctness. When the
+	// coverage must grow (Prepare, or a new namespace of an admitted partition outside
+	// the ranges) the selector is recomputed (debounced), each feed reopens its watch
+	// from its high-water mark with it, and warm-ups of newly covered namespaces list
+	// them only once the new selector is in force. The Namespace informer and the
+	// cluster-scoped ones stay unfiltered.
+	ModeServerFilter
 )
 
 // DefaultClusterListThreshold is Options.ClusterListThreshold's default: 200 namespace
@@ -43,8 +51,15 @@ const DefaultClusterListThreshold = 200
 
 // Options configures a Cache. The zero value is ready to use.
 type Options struct {
-	// Mode selects client-side filtering (default) or, later, server-side filtering.
+	// Mode selects client-side filtering (default) or server-side filtering as well.
 	Mode Mode
+	// MaxSelectorRanges bounds the shardRange calls of ModeServerFilter's selector
+	// (default hashrange.DefaultMaxRanges, at most hashrange.MaxRanges).
+	MaxSelectorRanges int
+	// SelectorDebounce is how long ModeServerFilter waits for more namespaces or
+	// partitions before it recomputes the selector and restarts the watches (default
+	// DefaultSelectorDebounce; at most four times as long after the first request).
+	SelectorDebounce time.Duration
 	// WarmupConcurrency bounds the namespace-scoped list calls that warm-ups run at the
 	// same time, across all partitions and resource types (default 4). The client's own
 	// QPS limit applies on top.
@@ -111,6 +126,13 @@ func (o *Options) defaults() {
 	if o.StartWindow <= 0 {
 		o.StartWindow = time.Second
 	}
+	if o.MaxSelectorRanges <= 0 {
+		o.MaxSelectorRanges = hashrange.DefaultMaxRanges
+	}
+	o.MaxSelectorRanges = min(o.MaxSelectorRanges, hashrange.MaxRanges)
+	if o.SelectorDebounce <= 0 {
+		o.SelectorDebounce = DefaultSelectorDebounce
+	}
 }
 
 // testHooks lets this package's tests act at precise points of a warm-up.
@@ -141,6 +163,8 @@ type Cache struct {
 	hooks        testHooks
 
 	nsInformer toolscache.SharedIndexInformer
+	// filter is ModeServerFilter's selector; nil in ModeClientFilter.
+	filter *serverFilter
 
 	mu sync.Mutex
 	// feeds are the filtered informers of namespaced types, in registration order.
@@ -182,8 +206,8 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 	if client == nil || partitionOf == nil {
 		return nil, errors.New("shardcache: New needs a client and a PartitionFunc")
 	}
-	if opts.Mode != ModeClientFilter {
-		return nil, fmt.Errorf("shardcache: unknown mode %d (only ModeClientFilter exists)", opts.Mode)
+	if opts.Mode != ModeClientFilter && opts.Mode != ModeServerFilter {
+		return nil, fmt.Errorf("shardcache: unknown mode %d", opts.Mode)
 	}
 	opts.defaults()
 	c := &Cache{
@@ -196,6 +220,9 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		plain:       map[Key]toolscache.SharedIndexInformer{},
 		parts:       map[uint32]*partitionState{},
 		firstSync:   make(chan struct{}),
+	}
+	if opts.Mode == ModeServerFilter {
+		c.filter = newServerFilter(c, opts.MaxSelectorRanges, opts.SelectorDebounce)
 	}
 	c.nsInformer = c.newPlainInformer(namespacesType)
 	_, _ = c.nsInformer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: c.onNamespaceAdded})
@@ -364,6 +391,10 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	}
 	f := newFeed(rt, c.client, c.adm, c.opts.DisableWatchList, logger.WithName("shardcache").WithValues("resource", rt.Name()))
 	f.hooks = &c.hooks
+	f.filter = c.filter
+	if c.filter != nil {
+		f.cov = c.filter.current()
+	}
 	inf := toolscache.NewSharedIndexInformerWithOptions(f, rt.Object, toolscache.SharedIndexInformerOptions{
 		ResyncPeriod: c.opts.ResyncPeriod,
 		Indexers: toolscache.Indexers{

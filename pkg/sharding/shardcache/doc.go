@@ -5,7 +5,7 @@
 // # Shape
 //
 // A shard runs ONE client-go SharedIndexInformer per resource type, watching the whole
-// cluster, so the number of watches is small and does not grow with the number of
+// cluster (or, with ModeServerFilter, the part a shard selector covers), so the number of watches is small and does not grow with the number of
 // namespaces. Each informer's ListerWatcher is a feed (feed.go) that filters before the
 // store: list results and watch events of namespaces whose partition is not admitted are
 // dropped, so the store, and with it the shard's memory, holds about 1/N of the cluster.
@@ -87,6 +87,36 @@
 //
 // # Server-side filtering
 //
-// Options.Mode leaves room for KEP-5866 (ListOptions.ShardSelector): the feed is the one
-// place that would turn admitted partitions into shardRange selectors (see Mode).
+// With ModeServerFilter (the shard's --server-side-filtering) the apiserver filters too,
+// by KEP-5866 selectors (ListOptions.ShardSelector; kube-apiserver's ShardedListAndWatch
+// gate): shardRange(object.metadata.namespace, start, end) calls over the FNV-1a hash of
+// the namespace. Partitions are xxhash-based, so a shard's namespaces are scattered in
+// FNV space: pkg/sharding/hashrange builds at most Options.MaxSelectorRanges ranges that
+// cover every known namespace of the admitted partitions (a superset; the feed's own
+// filter stays authoritative, and an apiserver that ignores the selector is logged once).
+// The Namespace informer and the cluster-scoped ones are not filtered.
+//
+//   - A relist (the first list included) recomputes the selector after its reset, once
+//     the Namespace informer has synced, so it covers every warm-up it subsumes.
+//   - The coverage grows when Prepare admits partitions (recomputed after 100ms of quiet)
+//     or a namespace of an admitted partition appears outside the ranges (after
+//     Options.SelectorDebounce of quiet, so that a burst of namespaces costs one restart).
+//     Each feed's watch then reopens its upstream watch from the feed's high-water mark
+//     with the new selector, without ending the reflector's watch; from the change on,
+//     the old upstream's events are not accounted for (the high-water mark stays), so the
+//     new watch delivers them again if they match.
+//   - A warm-up lists a namespace (or, in bulk, many, with the selector) only once the
+//     selector in force covers it and no relist runs: the list's resourceVersion is then
+//     at or above the point from which the watch carries the namespace, and no event
+//     falls between the two. Objects of a namespace created after the start may be older
+//     than the watch's position, which is why such a namespace is warmed, not only
+//     watched; its lists are merged type by type, dependents first (ownerRank), so that
+//     a controller sees an owner's pods when the owner appears.
+//   - Release does not shrink the selector at once (a superset is harmless): the
+//     recomputation waits until the covered namespaces that are not owned outnumber the
+//     owned ones.
+//
+// Metrics: kshard_shard_cache_selector_ranges{resource},
+// kshard_shard_cache_selector_restarts_total{resource} and
+// kshard_shard_cache_namespaces_covered_not_owned.
 package shardcache

@@ -44,6 +44,8 @@ type feed struct {
 	logger      klog.Logger
 	informer    toolscache.SharedIndexInformer // set once, right after construction
 	hooks       *testHooks
+	// filter is the server-side filter (ModeServerFilter); nil in ModeClientFilter.
+	filter *serverFilter
 
 	counters feedCounters
 
@@ -87,6 +89,14 @@ type feed struct {
 	// bulkJoined is when a warm-up last joined the next cluster-wide round.
 	bulkJoined time.Time
 	active     *filteredWatch
+	// cov is the server-side selector the feed's watch uses from the high-water mark on
+	// (ModeServerFilter; nil otherwise). When it changes, the running upstream watch
+	// stops being read (its events are not accounted for, so hwm stays where the change
+	// happened) and is reopened from hwm with the new selector: every upstream event
+	// after hwm that matches cov reaches the feed.
+	cov *coverage
+	// listSel is the selector of the relist in progress: its later pages use it too.
+	listSel string
 }
 
 // feedCounters are the feed's statistics, read without the lock.
@@ -97,6 +107,8 @@ type feedCounters struct {
 	dropped        atomic.Uint64
 	synthetic      atomic.Uint64
 	bulkLists      atomic.Uint64
+	// selectorRestarts counts upstream watches reopened because the selector changed.
+	selectorRestarts atomic.Uint64
 }
 
 func newFeed(rt ResourceType, client kubernetes.Interface, adm *admission, disableWatchList bool, logger klog.Logger) *feed {
@@ -147,7 +159,18 @@ func (f *feed) ListWithContext(ctx context.Context, opts metav1.ListOptions) (ru
 		f.mu.Lock()
 		f.resetLocked()
 		f.mu.Unlock()
+		// After the reset: the fresh selector covers every warm-up the relist subsumes.
+		sel, err := f.freshSelector(ctx)
+		if err != nil {
+			return nil, err
+		}
+		f.mu.Lock()
+		f.listSel = sel
+		f.mu.Unlock()
 	}
+	f.mu.Lock()
+	opts.ShardSelector = f.listSel
+	f.mu.Unlock()
 	list, err := f.rt.List(ctx, f.client, "", opts)
 	f.counters.clusterLists.Add(1)
 	if err != nil {
@@ -156,6 +179,9 @@ func (f *feed) ListWithContext(ctx context.Context, opts metav1.ListOptions) (ru
 	lm, err := meta.ListAccessor(list)
 	if err != nil {
 		return nil, err
+	}
+	if opts.ShardSelector != "" {
+		f.filter.checkShardInfo(f.logger, list)
 	}
 	out := &metav1.List{ListMeta: metav1.ListMeta{
 		ResourceVersion: lm.GetResourceVersion(),
@@ -204,9 +230,19 @@ func (f *feed) ListWithContext(ctx context.Context, opts metav1.ListOptions) (ru
 func (f *feed) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	f.retireActive()
+	if initial && f.filter != nil {
+		f.mu.Lock()
+		f.resetLocked()
+		f.mu.Unlock()
+		if _, err := f.freshSelector(ctx); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	if initial {
-		f.resetLocked()
+		if f.filter == nil {
+			f.resetLocked()
+		}
 		f.initial = true
 	} else if f.hwm > 0 && !f.listing {
 		if opts.ResourceVersion != strconv.FormatUint(f.hwm, 10) {
@@ -217,6 +253,10 @@ func (f *feed) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (w
 	}
 	f.gen++
 	gen := f.gen
+	var covGen uint64
+	if f.cov != nil {
+		opts.ShardSelector, covGen = f.cov.sel, f.cov.gen
+	}
 	f.mu.Unlock()
 
 	up, err := f.rt.Watch(ctx, f.client, "", opts)
@@ -224,7 +264,7 @@ func (f *feed) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (w
 	if err != nil {
 		return nil, err
 	}
-	w := newFilteredWatch(f, gen, up)
+	w := newFilteredWatch(ctx, f, gen, up, opts, covGen)
 	f.mu.Lock()
 	if f.gen == gen {
 		f.active = w
@@ -257,17 +297,89 @@ func (f *feed) resetLocked() {
 	f.floors = map[string]uint64{}
 	f.needBookmark = false
 	f.active = nil
+	f.listSel = ""
+}
+
+// freshSelector returns the selector a relist uses: in ModeServerFilter the filter
+// recomputes it now (after the Namespace informer has synced) and gives it to every feed;
+// "" otherwise.
+func (f *feed) freshSelector(ctx context.Context) (string, error) {
+	if f.filter == nil {
+		return "", nil
+	}
+	cov, err := f.filter.fresh(ctx)
+	if err != nil {
+		return "", err
+	}
+	return cov.sel, nil
+}
+
+// setCoverage hands the feed a new selector. The running watch instance notices it
+// (stale, see accept) and reopens its upstream from the high-water mark.
+func (f *feed) setCoverage(cov *coverage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cov != nil && f.cov.gen >= cov.gen {
+		return
+	}
+	f.cov = cov
+	f.wakeLocked()
+}
+
+// staleLocked reports whether watch instance of selector generation covGen must reopen
+// its upstream before it accounts for anything more: the selector changed and the
+// stream is past any relist (a relist's stream keeps its selector to its end).
+func (f *feed) staleLocked(covGen uint64) bool {
+	return f.cov != nil && f.cov.gen != covGen && !f.initial && !f.listing && f.hwm > 0
+}
+
+// covers reports whether the feed's stream carries every event of namespace from now
+// on: the selector of its watch covers it, and no relist (whose list or initial events
+// might not have had it) is running. A warm-up of namespace must list only then, so
+// that the list and the stream leave no gap.
+func (f *feed) covers(namespace string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.filter == nil {
+		return true
+	}
+	return f.cov != nil && !f.initial && !f.listing && f.hwm > 0 && f.cov.set.Covers(namespace)
+}
+
+// reopenOpts returns the options of an upstream watch replacing instance gen's stale
+// one: from the high-water mark, with the current selector; ok is false once gen has
+// been retired.
+func (f *feed) reopenOpts(gen uint64, opts metav1.ListOptions) (metav1.ListOptions, uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return opts, 0, false
+	}
+	opts.ResourceVersion = strconv.FormatUint(f.hwm, 10)
+	opts.ResourceVersionMatch = ""
+	opts.SendInitialEvents = nil
+	opts.ShardSelector = f.cov.sel
+	return opts, f.cov.gen, true
 }
 
 // accept processes one upstream event of watch instance gen. It returns the event to
 // hand over directly (errors, which must not be queued), and alive=false once the
 // instance has been retired.
-func (f *feed) accept(gen uint64, ev watch.Event) (direct *watch.Event, alive bool) {
+func (f *feed) accept(gen, covGen uint64, ev watch.Event) (direct *watch.Event, alive, reopen bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if gen != f.gen {
-		return nil, false
+		return nil, false, false
 	}
+	if f.staleLocked(covGen) {
+		// Not accounted for: the reopened watch delivers it again if it matches.
+		return nil, true, true
+	}
+	direct, alive = f.acceptLocked(ev)
+	return direct, alive, false
+}
+
+func (f *feed) acceptLocked(ev watch.Event) (direct *watch.Event, alive bool) {
 	switch ev.Type {
 	case watch.Error:
 		return &ev, true
@@ -344,12 +456,17 @@ func (f *feed) next(gen uint64) (ev watch.Event, seq uint64, ok, alive bool) {
 		return watch.Event{}, 0, false, false
 	}
 	if !f.initial && !f.listing && len(f.pending) > 0 {
+		var held []*nsSync
 		for _, s := range f.pending {
 			if s.state == syncPending {
+				if s.hold {
+					held = append(held, s)
+					continue
+				}
 				f.injectLocked(s)
 			}
 		}
-		f.pending = nil
+		f.pending = held
 	}
 	if len(f.outq) == 0 {
 		return watch.Event{}, 0, false, true
@@ -578,4 +695,12 @@ func (f *feed) shadowCount() int {
 		n += len(objs)
 	}
 	return n
+}
+
+// needsReopen reports whether watch instance gen, whose upstream uses selector generation
+// covGen, must reopen its upstream now.
+func (f *feed) needsReopen(gen, covGen uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return gen == f.gen && f.staleLocked(covGen)
 }

@@ -1,6 +1,7 @@
 package shardcache
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -97,8 +98,11 @@ type fakeAPI struct {
 	mu        sync.Mutex
 	lists     map[string]*corev1.ConfigMapList // by namespace; "" is the cluster
 	listCalls []string
-	watches   []*upstream
-	watchErr  error
+	listOpts  []metav1.ListOptions
+	// calls logs every call in order: "list ns" ("list *" for the cluster) and "watch rv".
+	calls    []string
+	watches  []*upstream
+	watchErr error
 }
 
 func (a *fakeAPI) setList(ns string, rv int, items ...*corev1.ConfigMap) {
@@ -119,6 +123,8 @@ func (a *fakeAPI) resourceType() ResourceType {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.listCalls = append(a.listCalls, ns)
+			a.listOpts = append(a.listOpts, opts)
+			a.calls = append(a.calls, "list "+cmp.Or(ns, "*"))
 			key := ns
 			if opts.Continue != "" {
 				key += "|" + opts.Continue
@@ -135,6 +141,7 @@ func (a *fakeAPI) resourceType() ResourceType {
 			if a.watchErr != nil {
 				return nil, a.watchErr
 			}
+			a.calls = append(a.calls, "watch "+opts.ResourceVersion)
 			u := &upstream{t: a.t, ch: make(chan watch.Event), stop: make(chan struct{}), opts: opts}
 			a.watches = append(a.watches, u)
 			return u, nil

@@ -82,6 +82,9 @@ func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
 	if needInitial {
 		c.armStartLocked()
 	}
+	if c.filter != nil && c.started {
+		c.filter.prepared()
+	}
 	c.mu.Unlock()
 
 	if needInitial {
@@ -200,6 +203,9 @@ func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
 	tickets := make([]releaseTicket, len(feeds))
 	for i, f := range feeds {
 		tickets[i] = f.release(set)
+	}
+	if c.filter != nil && started {
+		c.filter.released()
 	}
 	if !started {
 		return nil
@@ -327,10 +333,20 @@ type syncJob struct {
 // warmNamespaces starts a sync of every namespace in every feed, then lists them with
 // bounded concurrency and hands each list to its feed. It returns the syncs to wait for.
 func (c *Cache) warmNamespaces(ctx context.Context, feeds []*feed, names []string, partition uint32) ([]syncJob, error) {
+	return c.warmNamespacesHeld(ctx, feeds, names, partition, false)
+}
+
+// warmNamespacesHeld is warmNamespaces; with hold, the lists are not merged until unhold.
+func (c *Cache) warmNamespacesHeld(ctx context.Context, feeds []*feed, names []string, partition uint32, hold bool) ([]syncJob, error) {
 	var jobs []syncJob
 	for _, f := range feeds {
 		for _, ns := range names {
 			s := f.beginSync(ctx, ns, partition)
+			if s != nil && hold {
+				f.mu.Lock()
+				s.hold = true
+				f.mu.Unlock()
+			}
 			if s == nil {
 				if ctx.Err() != nil {
 					return nil, c.warmupErr(ctx)
@@ -389,6 +405,19 @@ func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition uint
 			<-c.sem
 			continue
 		}
+		if !f.covers(s.namespace) {
+			// ModeServerFilter: list only once the watch carries the namespace's
+			// events, or events between the list and the new selector are lost.
+			<-c.sem
+			c.filter.need(s.namespace)
+			select {
+			case <-time.After(c.opts.PollInterval):
+			case <-ctx.Done():
+				f.abandon(s)
+				return
+			}
+			continue
+		}
 		items, rv, err := f.listNamespace(ctx, s.namespace, c.opts.WarmupPageSize)
 		<-c.sem
 		if err == nil {
@@ -427,6 +456,22 @@ func (c *Cache) onNamespaceAdded(obj any, isInInitialList bool) {
 	runCtx := c.runCtx
 	feeds := append([]*feed(nil), c.order...)
 	c.mu.Unlock()
+	if st != nil && runCtx != nil && c.filter != nil {
+		if cov := c.filter.current(); cov != nil && !cov.set.Covers(ns.Name) {
+			// ModeServerFilter: the watches do not carry the namespace. Cover it (one
+			// restart per burst of namespaces) and warm it once covered: its objects may
+			// be older than the watches' position.
+			klog.FromContext(runCtx).V(2).Info("Warming namespace outside the shard selector", "partition", p, "namespace", ns.Name)
+			c.filter.need(ns.Name)
+			if st.warm != nil {
+				st.warm.mu.Lock()
+				st.warm.namespaces[ns.Name] = struct{}{}
+				st.warm.mu.Unlock()
+			}
+			go c.warmNewNamespace(runCtx, feeds, ns.Name, p)
+			return
+		}
+	}
 	if st == nil || st.warm == nil || runCtx == nil {
 		return
 	}
@@ -456,4 +501,52 @@ func dedupe(ps []uint32) []uint32 {
 		}
 	}
 	return out
+}
+
+// ownerRank orders the merge of a newly covered namespace (warmNewNamespace): objects
+// are made visible dependents first, so that a controller sees an owner's pods, replica
+// sets or jobs in its caches when the owner appears, as it does when they come through a
+// cluster-wide watch in the order they were created. Types not listed rank 0.
+var ownerRank = map[string]int{
+	"replicasets.apps": 1, "replicationcontrollers": 1, "statefulsets.apps": 1, "daemonsets.apps": 1,
+	"jobs.batch": 1, "services": 1, "poddisruptionbudgets.policy": 1,
+	"deployments.apps": 2, "cronjobs.batch": 2,
+	"horizontalpodautoscalers.autoscaling": 3,
+}
+
+// warmNewNamespace warms a namespace of an admitted partition that appeared outside the
+// selector (ModeServerFilter): every feed lists it once covered, and the lists are merged
+// rank by rank (ownerRank), each rank once the previous one is in its stores.
+func (c *Cache) warmNewNamespace(ctx context.Context, feeds []*feed, namespace string, partition uint32) {
+	jobs, err := c.warmNamespacesHeld(ctx, feeds, []string{namespace}, partition, true)
+	if err != nil {
+		return
+	}
+	maxRank := 0
+	for _, j := range jobs {
+		maxRank = max(maxRank, ownerRank[j.f.rt.Name()])
+	}
+	for rank := 0; rank <= maxRank; rank++ {
+		var batch []syncJob
+		for _, j := range jobs {
+			if ownerRank[j.f.rt.Name()] == rank {
+				j.f.unhold(j.s)
+				batch = append(batch, j)
+			}
+		}
+		if rank == maxRank {
+			return
+		}
+		_ = wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
+			for _, j := range batch {
+				if done, err := j.f.syncDone(j.s); err != nil || !done {
+					return err != nil, nil // released: stop waiting
+				}
+			}
+			return true, nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }

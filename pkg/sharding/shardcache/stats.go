@@ -28,6 +28,11 @@ type ResourceStats struct {
 	// BulkLists counts the cluster-wide list calls (pages) that warmed many namespaces at
 	// once (Options.ClusterListThreshold); ClusterLists does not include them.
 	BulkLists uint64
+	// SelectorRanges is the number of shardRange calls of the selector the informer's
+	// watch uses (ModeServerFilter; 0 otherwise).
+	SelectorRanges int
+	// SelectorRestarts counts the upstream watches reopened because the selector changed.
+	SelectorRestarts uint64
 }
 
 // Stats returns the statistics of every informer, the unfiltered ones (Namespaces and
@@ -39,14 +44,16 @@ func (c *Cache) Stats() []ResourceStats {
 	}
 	for _, f := range c.feedList() {
 		out = append(out, ResourceStats{
-			Resource:        f.rt.Name(),
-			Objects:         len(f.informer.GetIndexer().ListKeys()),
-			ClusterLists:    f.counters.clusterLists.Load(),
-			NamespaceLists:  f.counters.namespaceLists.Load(),
-			Watches:         f.counters.watches.Load(),
-			DroppedObjects:  f.counters.dropped.Load(),
-			SyntheticEvents: f.counters.synthetic.Load(),
-			BulkLists:       f.counters.bulkLists.Load(),
+			Resource:         f.rt.Name(),
+			Objects:          len(f.informer.GetIndexer().ListKeys()),
+			ClusterLists:     f.counters.clusterLists.Load(),
+			NamespaceLists:   f.counters.namespaceLists.Load(),
+			Watches:          f.counters.watches.Load(),
+			DroppedObjects:   f.counters.dropped.Load(),
+			SyntheticEvents:  f.counters.synthetic.Load(),
+			BulkLists:        f.counters.bulkLists.Load(),
+			SelectorRanges:   f.selectorRanges(),
+			SelectorRestarts: f.counters.selectorRestarts.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
@@ -91,6 +98,48 @@ func (f *feed) openWatches() int {
 	}
 }
 
+// selectorRanges is the number of ranges of the feed's selector.
+func (f *feed) selectorRanges() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cov == nil {
+		return 0
+	}
+	return len(f.cov.set.Ranges)
+}
+
+// NamespacesCoveredNotOwned returns, in ModeServerFilter, how many known namespaces the
+// selector in force covers although their partition is not admitted: the apiserver
+// sends their objects and the shard drops them. It is 0 in ModeClientFilter.
+func (c *Cache) NamespacesCoveredNotOwned() int {
+	if c.filter == nil {
+		return 0
+	}
+	foreign, _ := c.filter.coveredNotOwned()
+	return foreign
+}
+
+var selectorRangesDesc = prometheus.NewDesc(
+	"kshard_shard_cache_selector_ranges",
+	"shardRange calls in the server-side shard selector (KEP-5866) of the shard's filtered informers, by resource "+
+		"(--server-side-filtering only).",
+	[]string{"resource"}, nil,
+)
+
+var selectorRestartsDesc = prometheus.NewDesc(
+	"kshard_shard_cache_selector_restarts_total",
+	"Watches of the shard's filtered informers reopened with a new server-side shard selector, by resource "+
+		"(--server-side-filtering only).",
+	[]string{"resource"}, nil,
+)
+
+var coveredNotOwnedDesc = prometheus.NewDesc(
+	"kshard_shard_cache_namespaces_covered_not_owned",
+	"Namespaces the server-side shard selector covers although the shard does not hold their partition "+
+		"(their objects reach the shard and are dropped; --server-side-filtering only).",
+	nil, nil,
+)
+
 var cachedObjectsDesc = prometheus.NewDesc(
 	"kshard_shard_cached_objects",
 	"Objects in the shard's informer stores, by resource.",
@@ -121,6 +170,9 @@ func (metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cachedObjectsDesc
 	ch <- watchesDesc
 	ch <- listsDesc
+	ch <- selectorRangesDesc
+	ch <- selectorRestartsDesc
+	ch <- coveredNotOwnedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -132,6 +184,13 @@ func (k metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		for kind, n := range map[string]*atomic.Uint64{"relist": &f.counters.clusterLists, "namespace": &f.counters.namespaceLists, "cluster-warmup": &f.counters.bulkLists} {
 			ch <- prometheus.MustNewConstMetric(listsDesc, prometheus.CounterValue, float64(n.Load()), f.rt.Name(), kind)
 		}
+	}
+	if k.c.filter != nil {
+		for _, f := range k.c.feedList() {
+			ch <- prometheus.MustNewConstMetric(selectorRangesDesc, prometheus.GaugeValue, float64(f.selectorRanges()), f.rt.Name())
+			ch <- prometheus.MustNewConstMetric(selectorRestartsDesc, prometheus.CounterValue, float64(f.counters.selectorRestarts.Load()), f.rt.Name())
+		}
+		ch <- prometheus.MustNewConstMetric(coveredNotOwnedDesc, prometheus.GaugeValue, float64(k.c.NamespacesCoveredNotOwned()))
 	}
 	for resource, n := range k.c.OpenWatches() {
 		ch <- prometheus.MustNewConstMetric(watchesDesc, prometheus.GaugeValue, float64(n), resource)

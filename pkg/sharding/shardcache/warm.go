@@ -58,6 +58,16 @@ type nsSync struct {
 	// bulk: the namespace is not listed on its own but served by the feed's next
 	// cluster-wide warm-up list (feed.warmInBulk).
 	bulk bool
+	// hold: once listed, s waits for unhold before it is merged (Cache.warmNewNamespace).
+	hold bool
+}
+
+// unhold lets s be merged.
+func (f *feed) unhold(s *nsSync) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.hold = false
+	f.wakeLocked()
 }
 
 func (s *nsSync) stop(state syncState) {
@@ -186,8 +196,21 @@ func (f *feed) runBulk(ctx context.Context, pageSize int64, gather time.Duration
 			return
 		}
 		f.mu.Unlock()
+		// ModeServerFilter: list once the watch carries every namespace of the batch,
+		// with the selector (see listInto).
+		sel, ok := f.coversAll(batch)
+		if !ok {
+			for ns := range batch {
+				f.filter.need(ns)
+			}
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
+		}
 		start := time.Now()
-		items, rv, err := f.list(ctx, "", pageSize, func(ns string) bool { return batch[ns] != nil }, &f.counters.bulkLists)
+		items, rv, err := f.list(ctx, "", sel, pageSize, func(ns string) bool { return batch[ns] != nil }, &f.counters.bulkLists)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // ends the loop above
@@ -252,14 +275,15 @@ func (f *feed) completeSync(s *nsSync, items []runtime.Object, rv string) {
 // listNamespace lists the feed's type in one namespace, page by page, at one consistent
 // resourceVersion (the first page's; an expired continue token restarts the list).
 func (f *feed) listNamespace(ctx context.Context, namespace string, pageSize int64) ([]runtime.Object, string, error) {
-	return f.list(ctx, namespace, pageSize, nil, &f.counters.namespaceLists)
+	return f.list(ctx, namespace, "", pageSize, nil, &f.counters.namespaceLists)
 }
 
-// list lists the feed's type in namespace ("": every namespace) as listNamespace does,
+// list lists the feed's type in namespace ("": every namespace, with the shard selector
+// selector unless "") as listNamespace does,
 // keeping only the objects whose namespace keep accepts (all with a nil keep), and counts
 // its calls in calls.
-func (f *feed) list(ctx context.Context, namespace string, pageSize int64, keep func(namespace string) bool, calls *atomic.Uint64) ([]runtime.Object, string, error) {
-	opts := metav1.ListOptions{Limit: pageSize}
+func (f *feed) list(ctx context.Context, namespace, selector string, pageSize int64, keep func(namespace string) bool, calls *atomic.Uint64) ([]runtime.Object, string, error) {
+	opts := metav1.ListOptions{Limit: pageSize, ShardSelector: selector}
 	var items []runtime.Object
 	rv := ""
 	for {
@@ -389,4 +413,24 @@ func (f *feed) releaseDone(t releaseTicket, partitions []uint32) bool {
 		}
 	}
 	return true
+}
+
+// coversAll reports whether the feed's stream carries every namespace of batch (see
+// covers), and returns the selector a cluster-wide list of them uses ("" in
+// ModeClientFilter).
+func (f *feed) coversAll(batch map[string]*nsSync) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.filter == nil {
+		return "", true
+	}
+	if f.cov == nil || f.initial || f.listing || f.hwm == 0 {
+		return "", false
+	}
+	for ns := range batch {
+		if !f.cov.set.Covers(ns) {
+			return "", false
+		}
+	}
+	return f.cov.sel, true
 }

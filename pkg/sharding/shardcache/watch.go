@@ -1,8 +1,10 @@
 package shardcache
 
 import (
+	"context"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -14,9 +16,16 @@ import (
 // Upstream events pass through feed.accept; the instance itself holds no state, so when
 // the reflector stops it (or a newer watch or relist retires it) whatever is still queued
 // is delivered by the next instance.
+//
+// In ModeServerFilter, when the feed's selector changes, the instance replaces its
+// upstream watch by one opened from the feed's high-water mark with the new selector,
+// without ending the reflector's watch.
 type filteredWatch struct {
 	f        *feed
 	gen      uint64
+	ctx      context.Context
+	opts     metav1.ListOptions // of the upstream watch
+	covGen   uint64             // generation of the selector the upstream uses
 	upstream watch.Interface
 	result   chan watch.Event
 	wake     chan struct{}
@@ -27,10 +36,13 @@ type filteredWatch struct {
 
 var _ watch.Interface = &filteredWatch{}
 
-func newFilteredWatch(f *feed, gen uint64, upstream watch.Interface) *filteredWatch {
+func newFilteredWatch(ctx context.Context, f *feed, gen uint64, upstream watch.Interface, opts metav1.ListOptions, covGen uint64) *filteredWatch {
 	return &filteredWatch{
 		f:        f,
 		gen:      gen,
+		ctx:      ctx,
+		opts:     opts,
+		covGen:   covGen,
 		upstream: upstream,
 		result:   make(chan watch.Event),
 		wake:     make(chan struct{}, 1),
@@ -51,9 +63,16 @@ func (w *filteredWatch) Stop() {
 func (w *filteredWatch) run() {
 	defer close(w.done)
 	defer close(w.result)
-	defer w.upstream.Stop()
+	defer func() { w.upstream.Stop() }()
 	upstream := w.upstream.ResultChan()
 	for {
+		if w.f.needsReopen(w.gen, w.covGen) {
+			if !w.reopen() {
+				return
+			}
+			upstream = w.upstream.ResultChan()
+			continue
+		}
 		ev, seq, ok, alive := w.f.next(w.gen)
 		if !alive {
 			return
@@ -72,9 +91,12 @@ func (w *filteredWatch) run() {
 			if !open {
 				return
 			}
-			direct, alive := w.f.accept(w.gen, in)
+			direct, alive, reopen := w.f.accept(w.gen, w.covGen, in)
 			if !alive {
 				return
+			}
+			if reopen {
+				continue // the loop's check reopens
 			}
 			if direct != nil {
 				select {
@@ -88,4 +110,32 @@ func (w *filteredWatch) run() {
 			return
 		}
 	}
+}
+
+// reopen replaces the upstream watch by one from the feed's high-water mark with the
+// feed's current selector. It returns false if the instance must end instead (retired,
+// stopped, or the new watch failed: the reflector then watches again, from the same
+// high-water mark and with the same selector, or relists).
+func (w *filteredWatch) reopen() bool {
+	opts, covGen, ok := w.f.reopenOpts(w.gen, w.opts)
+	if !ok {
+		return false
+	}
+	w.upstream.Stop()
+	select {
+	case <-w.stopCh:
+		return false
+	default:
+	}
+	up, err := w.f.rt.Watch(w.ctx, w.f.client, "", opts)
+	w.f.counters.watches.Add(1)
+	if err != nil {
+		w.f.logger.Error(err, "Reopening the watch with a new shard selector failed; the reflector will watch again")
+		w.upstream = watch.NewEmptyWatch()
+		return false
+	}
+	w.f.counters.selectorRestarts.Add(1)
+	w.f.logger.V(2).Info("Reopened the watch with a new shard selector", "resourceVersion", opts.ResourceVersion, "selectorLength", len(opts.ShardSelector))
+	w.upstream, w.opts, w.covGen = up, opts, covGen
+	return true
 }

@@ -1,0 +1,208 @@
+package shardcache
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/hashrange"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// DefaultSelectorDebounce is Options.SelectorDebounce's default.
+const DefaultSelectorDebounce = 500 * time.Millisecond
+
+// prepareDebounce is the debounce of a recomputation that a Prepare asks for: a
+// partition handed over waits for it (its warm-up lists only once covered), and the
+// coordinator grants a shard's partitions in one burst of tens of milliseconds.
+const prepareDebounce = 100 * time.Millisecond
+
+// coverage is one server-side selector: the ranges, their wire form, and a generation
+// that grows with every change.
+type coverage struct {
+	set hashrange.Set
+	sel string
+	gen uint64
+}
+
+// serverFilter computes the shardRange selector of ModeServerFilter and hands it to the
+// feeds. The selector covers every known namespace of an admitted partition (a superset:
+// the feeds' own filter stays authoritative). It grows when Prepare admits partitions or
+// when a namespace of an admitted partition appears outside it: requests are debounced
+// (Options.SelectorDebounce) so that a burst of namespaces costs one watch restart. It
+// shrinks lazily: after Release, only once the covered namespaces that are not owned
+// outnumber the owned ones.
+type serverFilter struct {
+	c         *Cache
+	maxRanges int
+	debounce  time.Duration
+
+	cur atomic.Pointer[coverage]
+
+	mu          sync.Mutex // serialises computations and guards the fields below
+	gen         uint64
+	want        map[string]struct{} // namespaces a warm-up waits to see covered
+	timer       *time.Timer
+	first, last time.Time
+	// grow: a pending request must grow the coverage; without it the timer only
+	// shrinks the selector if too many covered namespaces are not owned.
+	grow bool
+	// quiet is the shortest debounce of the pending requests.
+	quiet time.Duration
+
+	warnOnce sync.Once
+	// ignored is set once a list response showed that the apiserver ignored the selector.
+	ignored atomic.Bool
+}
+
+func newServerFilter(c *Cache, maxRanges int, debounce time.Duration) *serverFilter {
+	return &serverFilter{c: c, maxRanges: maxRanges, debounce: debounce, want: map[string]struct{}{}}
+}
+
+// current returns the selector in force (nil before the first computation).
+func (s *serverFilter) current() *coverage { return s.cur.Load() }
+
+// request asks for a recomputation, debounced: it happens once no request has come for
+// the debounce interval, at the latest four intervals after the first.
+func (s *serverFilter) request() { s.schedule(true, s.debounce) }
+
+// prepared asks for a recomputation after Prepare admitted partitions, with the shorter
+// of prepareDebounce and the debounce interval.
+func (s *serverFilter) prepared() { s.schedule(true, min(s.debounce, prepareDebounce)) }
+
+func (s *serverFilter) schedule(grow bool, quiet time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.grow = s.grow || grow
+	now := time.Now()
+	s.last = now
+	if s.timer != nil {
+		if quiet < s.quiet {
+			s.quiet = quiet
+			s.timer.Reset(quiet)
+		}
+		return
+	}
+	s.first = now
+	s.quiet = quiet
+	s.timer = time.AfterFunc(quiet, s.fire)
+}
+
+func (s *serverFilter) fire() {
+	s.mu.Lock()
+	if s.timer == nil {
+		s.mu.Unlock()
+		return
+	}
+	if wait := untilQuiet(time.Now(), s.first, s.last, s.quiet, 4*s.quiet); wait > 0 {
+		s.timer.Reset(wait)
+		s.mu.Unlock()
+		return
+	}
+	s.timer = nil
+	grow := s.grow
+	s.grow = false
+	s.mu.Unlock()
+	if !grow {
+		if foreign, owned := s.coveredNotOwned(); foreign <= owned {
+			return
+		}
+	}
+	s.recompute()
+}
+
+// need records that a warm-up waits for namespace to be covered, and requests a
+// recomputation: the namespace is covered even if the Namespace informer does not know
+// it (yet, or any more).
+func (s *serverFilter) need(namespace string) {
+	s.mu.Lock()
+	_, had := s.want[namespace]
+	s.want[namespace] = struct{}{}
+	s.mu.Unlock()
+	if !had {
+		s.request()
+	}
+}
+
+// fresh recomputes the selector now, once the Namespace informer has synced, and returns
+// it: a relist's list must cover every namespace admitted so far.
+func (s *serverFilter) fresh(ctx context.Context) (*coverage, error) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.c.nsInformer.HasSynced) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("shardcache: the Namespace informer did not sync")
+	}
+	return s.recompute(), nil
+}
+
+// recompute builds the selector from the Namespace informer and admission, and hands it
+// to every feed if it changed.
+func (s *serverFilter) recompute() *coverage {
+	s.mu.Lock()
+	names := s.c.nsInformer.GetIndexer().ListKeys()
+	for ns := range s.want {
+		names = append(names, ns)
+	}
+	set := hashrange.Build(names, s.c.adm.namespaceAdmitted, s.maxRanges)
+	for ns := range s.want {
+		if set.Covers(ns) || !s.c.adm.namespaceAdmitted(ns) {
+			delete(s.want, ns)
+		}
+	}
+	cov := s.cur.Load()
+	if cov == nil || !slices.Equal(cov.set.Ranges, set.Ranges) {
+		s.gen++
+		cov = &coverage{set: set, sel: set.String(), gen: s.gen}
+		s.cur.Store(cov)
+		klog.Background().WithName("shardcache").V(2).Info("Shard selector computed", "ranges", len(set.Ranges),
+			"ownedNamespaces", set.Owned, "foreignNamespaces", set.Foreign, "generation", cov.gen)
+	}
+	s.mu.Unlock()
+	for _, f := range s.c.feedList() {
+		f.setCoverage(cov)
+	}
+	return cov
+}
+
+// coveredNotOwned counts the known namespaces that the selector in force covers but
+// whose partition is not admitted, and the owned ones.
+func (s *serverFilter) coveredNotOwned() (foreign, owned int) {
+	cov := s.current()
+	if cov == nil {
+		return 0, 0
+	}
+	for _, ns := range s.c.nsInformer.GetIndexer().ListKeys() {
+		if s.c.adm.namespaceAdmitted(ns) {
+			owned++
+		} else if cov.set.Covers(ns) {
+			foreign++
+		}
+	}
+	return foreign, owned
+}
+
+// released shrinks the selector, lazily: the debounced check recomputes it only once the
+// covered namespaces that are not owned outnumber the owned ones (a superset is
+// harmless, a restart is not free).
+func (s *serverFilter) released() { s.schedule(false, s.debounce) }
+
+// checkShardInfo logs, once, that the apiserver ignored the selector: a filtered list
+// response carries metadata.shardInfo. The feeds' own filter still holds.
+func (s *serverFilter) checkShardInfo(logger klog.Logger, list runtime.Object) {
+	if l, ok := list.(interface{ GetShardInfo() *metav1.ShardInfo }); ok && l.GetShardInfo() != nil {
+		return
+	}
+	s.ignored.Store(true)
+	s.warnOnce.Do(func() {
+		logger.Info("WARNING: the apiserver ignored the shard selector (no metadata.shardInfo in a list response): " +
+			"it needs the ShardedListAndWatch feature gate. The shard filters every object itself, so it is correct, " +
+			"but receives the whole cluster's objects.")
+	})
+}

@@ -448,7 +448,10 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		if profileDir != "" {
 			args = append(args, "--profiling=true", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof,/debug/pprof/*")
 		}
-		k := bn.f.StartKCM(b, "kcm-"+name, framework.KCMOptions{Controllers: []string{"deployment", "replicaset"}, Args: args})
+		// Both sides run exactly the two measured controllers: the fixture's namespaces
+		// already have their ServiceAccounts, and the housekeeping controllers would add
+		// their caches (every ServiceAccount and ConfigMap) to one side's memory.
+		k := bn.f.StartKCM(b, "kcm-"+name, framework.KCMOptions{Controllers: []string{"deployment", "replicaset"}, Args: args, NoHousekeeping: true})
 		p.pid = k.Pid()
 		p.metrics = k.Metrics
 		p.pprofURL = k.URL
@@ -472,7 +475,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		}
 		shardArgs = append(shardArgs, extraShardArgs...)
 		// The coordinator's defaults (the framework shortens them for tests).
-		k := bn.f.NewKShard(b, framework.KShardOptions{Partitions: partitions, SessionTTL: sessionTTL, Margin: margin, ShardArgs: shardArgs, KCMTimings: true,
+		k := bn.f.NewKShard(b, framework.KShardOptions{Partitions: partitions, SessionTTL: sessionTTL, Margin: margin, ShardArgs: shardArgs, KCMTimings: true, NoHousekeeping: true,
 			CoordinatorArgs: []string{"--membership-debounce=" + debounce.String(), "--membership-max-debounce=" + maxDebounce.String()}})
 		k.GuardAlone(b)
 		byName := map[string]*proc{}

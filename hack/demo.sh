@@ -22,7 +22,8 @@
 # DEMO_COORDINATOR_GRPC_PORT (29090), DEMO_COORDINATOR_HTTP_PORT (28080) and
 # DEMO_SHARD_HTTP_PORT (28090) are the first ports of the coordinators and shards (one
 # more per process); DEMO_BIN_DIR (default bin) holds the coordinator and shard binaries;
-# DEMO_OUTPUT_DIR (default _output/demo) the PKI, credentials, logs and pid files. The
+# DEMO_OUTPUT_DIR (default _output/demo) the PKI, credentials, logs and pid files;
+# DEMO_SHARD_ARGS adds flags to every shard (e.g. --server-side-filtering). The
 # control plane takes hack/cluster.sh's KSHARD_* variables.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -363,7 +364,7 @@ start_shard() {
     --coordinator-token-file "$identity/$id.coordinator-token" \
     --coordinator-address "127.0.0.1:$(coord_grpc 0),127.0.0.1:$(coord_grpc 1)" \
     --grpc-tls-ca-file "$pki/ca.crt" --grpc-tls-cert-file "$pki/client.crt" --grpc-tls-private-key-file "$pki/client.key" \
-    --http-bind-address "127.0.0.1:$(shard_http "$i")"
+    --http-bind-address "127.0.0.1:$(shard_http "$i")" ${DEMO_SHARD_ARGS:-}
 }
 
 # leader_index: the index (0 or 1) of the coordinator that leads (the only one /readyz);

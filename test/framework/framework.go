@@ -152,6 +152,17 @@ func (f *Framework) Namespace(t testing.TB, labels map[string]string) *corev1.Na
 	return ns
 }
 
+// WaitDefaultServiceAccount waits until namespace has its default ServiceAccount: a test
+// that creates pods itself right after creating the namespace would otherwise race the
+// serviceaccount controller, and the API server refuses pods without it.
+func (f *Framework) WaitDefaultServiceAccount(t testing.TB, namespace string) {
+	t.Helper()
+	Eventually(t, 60*time.Second, "namespace "+namespace+" has its default ServiceAccount", func(ctx context.Context) (bool, error) {
+		_, err := f.Client.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	})
+}
+
 // DeleteNamespace deletes a namespace without waiting for its finalization, which the
 // namespace controller does in the background.
 func (f *Framework) DeleteNamespace(t testing.TB, name string) {

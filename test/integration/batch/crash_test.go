@@ -52,6 +52,7 @@ func TestJobCountsAfterCrash(t *testing.T) {
 		{"unlisted", corev1.PodSucceeded, true},
 	}
 	uid := map[string]types.UID{}
+	framework.Get(t).WaitDefaultServiceAccount(t, e.ns) // the test creates the pods itself
 	for _, pl := range plans {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "crashed-" + pl.name, Labels: j.Spec.Template.Labels,

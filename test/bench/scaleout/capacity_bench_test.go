@@ -78,7 +78,7 @@ func BenchmarkCapacity(b *testing.B) {
 	ctx := context.Background()
 	client := kf.LoadClient(b)
 	nss := load.CreateNamespaces(b, client)
-	defer load.DeleteNamespaces(b, client, gone)
+	defer kf.DeleteNamespaces(b, load, client, gone)
 	// In a sub-benchmark of its own, so that its kshard's GuardAlone ends with it.
 	b.Run("populate", func(b *testing.B) { populate(b, kf, client, load, nss) })
 

@@ -185,7 +185,7 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 	ctx := context.Background()
 	client := f.LoadClient(b)
 	nss := load.CreateNamespaces(b, client)
-	defer load.DeleteNamespaces(b, client, gone)
+	defer f.DeleteNamespaces(b, load, client, gone)
 
 	r := result{config: c, busiest: 1, plane: map[string]usage{}}
 	var procs []framework.Metered

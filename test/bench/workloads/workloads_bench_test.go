@@ -164,7 +164,7 @@ func runBurst(b *testing.B, name string, f, kf *framework.Framework, shards int)
 	load := framework.Burst{Run: "wl-" + strings.ToLower(f.RunID+"-"+name), Label: benchLbl,
 		Namespaces: namespaces, PerNamespace: deploymentsPerNS, Replicas: replicas, Workers: createWorkers}
 	nss := load.CreateNamespaces(b, client)
-	defer load.DeleteNamespaces(b, client, gone)
+	defer f.DeleteNamespaces(b, load, client, gone)
 
 	kcmPid, err := f.ComponentPid("kube-controller-manager")
 	if err != nil {

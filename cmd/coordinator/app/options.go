@@ -112,6 +112,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.Margin, "fencing-margin", h.Margin, "added to the TTL before a silent shard's partitions are moved (covers clock drift and stopping workers)")
 	fs.DurationVar(&h.Debounce, "membership-debounce", h.Debounce, "quiet time before membership changes rebalance partitions")
 	fs.DurationVar(&h.MaxDebounce, "membership-max-debounce", h.MaxDebounce, "longest a stream of membership changes can postpone a rebalance")
+	fs.IntVar(&h.ExpectedMembers, "expected-shards", h.ExpectedMembers, "shard replicas the deployment runs (the chart sets the shard Deployment's replicas); while no partition is assigned yet "+
+		"(a cold start), partitions are assigned as soon as this many shards have joined instead of after --membership-debounce; 0: unknown, always debounce")
 	fs.DurationVar(&h.PrepareTimeout, "prepare-timeout", h.PrepareTimeout, "how long a move waits for the new owner's warm caches before going on")
 	fs.DurationVar(&h.ReleaseTimeout, "release-timeout", h.ReleaseTimeout, "how long a live shard may take to release a partition before it is fenced out")
 	fs.IntVar(&h.MaxConcurrentMoves, "max-concurrent-moves", h.MaxConcurrentMoves, "cap on partition moves in flight (a joining shard warms each burst of moves with one cluster-wide list per type: fewer, larger bursts cost the API server less)")
@@ -223,6 +225,11 @@ func (o *Options) validateHandoffFlags() []error {
 	}
 	if h.MaxConcurrentMoves < 1 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-moves=%d must be at least 1", h.MaxConcurrentMoves))
+	}
+	if h.ExpectedMembers < 0 {
+		errs = append(errs, fmt.Errorf("--expected-shards=%d must not be negative (0: unknown)", h.ExpectedMembers))
+	} else if max := o.ShardAuth.MaxShards; max >= 1 && h.ExpectedMembers > max {
+		errs = append(errs, fmt.Errorf("--expected-shards=%d must not exceed --max-shards=%d", h.ExpectedMembers, max))
 	}
 	return errs
 }

@@ -83,6 +83,16 @@ type Config struct {
 	// unapplied change, whichever is first.
 	Debounce    time.Duration
 	MaxDebounce time.Duration
+	// ExpectedMembers is how many shards the deployment runs (the chart passes the
+	// shard Deployment's replicas); zero means unknown. While the target assigns no
+	// partition to anybody (a cold start, or a new leader before its first target with
+	// members), membership that reaches this count is applied at once rather than after
+	// Debounce: until then no controller works anywhere, and a target computed for
+	// fewer shards would move most partitions again seconds later, each move a warm-up.
+	// Later changes are debounced as before: a rolling update passes through the
+	// expected count at every step. A stale count (the Deployment scaled since) only
+	// falls back to the debounce, or applies the count and moves the rest later.
+	ExpectedMembers int
 	// PrepareTimeout bounds the wait for Prepared in a move.
 	PrepareTimeout time.Duration
 	// ReleaseTimeout bounds the wait for Released from a live shard before
@@ -244,6 +254,9 @@ func (c Config) Validate() error {
 	}
 	if c.Debounce < 0 || c.MaxDebounce < c.Debounce {
 		errs = append(errs, fmt.Errorf("debounce %v must be ≥ 0 and ≤ max debounce %v", c.Debounce, c.MaxDebounce))
+	}
+	if c.ExpectedMembers < 0 || c.ExpectedMembers > c.MaxMembers {
+		errs = append(errs, fmt.Errorf("expected members %d must be in [0, max members %d] (0: unknown)", c.ExpectedMembers, c.MaxMembers))
 	}
 	if c.PrepareTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("prepare timeout %v must be positive", c.PrepareTimeout))

@@ -21,6 +21,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "zero margin", mutate: func(c *Config) { c.Margin = -1 }, wantErr: "margin"},
 		{name: "drift too large", mutate: func(c *Config) { c.MaxClockDrift = 0.5 }, wantErr: "drift"},
 		{name: "max debounce below debounce", mutate: func(c *Config) { c.MaxDebounce = c.Debounce - 1 }, wantErr: "debounce"},
+		{name: "negative expected members", mutate: func(c *Config) { c.ExpectedMembers = -1 }, wantErr: "expected members"},
+		{name: "more expected members than allowed", mutate: func(c *Config) { c.ExpectedMembers = c.MaxMembers + 1 }, wantErr: "expected members"},
 		{name: "release timeout below retry", mutate: func(c *Config) { c.ReleaseTimeout = c.RetryInterval - 1 }, wantErr: "release timeout"},
 		{name: "no moves", mutate: func(c *Config) { c.MaxConcurrentMoves = -1 }, wantErr: "concurrent moves"},
 		{name: "load below one", mutate: func(c *Config) { c.Ring.Load = 0.5 }, wantErr: "load"},

@@ -209,7 +209,9 @@ func (c *Coordinator) applyMembership(now time.Time) {
 	if !first && !c.dirty {
 		return
 	}
-	if !first && !c.urgent && now.Sub(c.lastChange) < c.cfg.Debounce && now.Sub(c.dirtySince) < c.cfg.MaxDebounce {
+	// Cold: the target assigns nothing and every expected shard is here (ExpectedMembers).
+	cold := c.cfg.ExpectedMembers > 0 && len(c.applied) == 0 && len(desired) >= c.cfg.ExpectedMembers
+	if !first && !c.urgent && !cold && now.Sub(c.lastChange) < c.cfg.Debounce && now.Sub(c.dirtySince) < c.cfg.MaxDebounce {
 		return
 	}
 	c.dirty, c.urgent = false, false

@@ -393,3 +393,68 @@ func TestTargetKeepsOwners(t *testing.T) {
 		})
 	}
 }
+
+// TestExpectedMembers: with Config.ExpectedMembers, a cold coordinator (its target assigns
+// nothing) computes the target at the tick the expected count of shards is reached, not
+// Debounce later; without it, with fewer shards, and once a target assigns partitions,
+// membership changes wait for the debounce (testConfig: 1 s).
+func TestExpectedMembers(t *testing.T) {
+	type join struct {
+		id string
+		at time.Duration
+	}
+	type target struct {
+		members  int
+		from, to time.Duration // when the target for members is computed, after the grace
+	}
+	abc := []join{{"a", 100 * time.Millisecond}, {"b", 200 * time.Millisecond}, {"c", 300 * time.Millisecond}}
+	for _, tc := range []struct {
+		name     string
+		expected int
+		joins    []join
+		want     []target
+	}{
+		{name: "unknown: debounced", joins: abc, want: []target{{3, 1300 * time.Millisecond, 1400 * time.Millisecond}}},
+		{name: "every expected shard: at once", expected: 3, joins: abc, want: []target{{3, 300 * time.Millisecond, 300 * time.Millisecond}}},
+		{name: "fewer than expected: debounced", expected: 4, joins: abc, want: []target{{3, 1300 * time.Millisecond, 1400 * time.Millisecond}}},
+		{name: "more than expected: the expected at once, the rest debounced", expected: 2, joins: abc,
+			want: []target{{2, 200 * time.Millisecond, 200 * time.Millisecond}, {3, 1300 * time.Millisecond, 1400 * time.Millisecond}}},
+		{name: "a join after a target with members: debounced", expected: 3, joins: append(slices.Clone(abc), join{"d", 2 * time.Second}),
+			want: []target{{3, 300 * time.Millisecond, 300 * time.Millisecond}, {4, 3 * time.Second, 3100 * time.Millisecond}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(32)
+			cfg.ExpectedMembers = tc.expected
+			k := newCluster(t, cfg, 1)
+			// The first target, at the end of the new leader's grace, is for no member.
+			base := t0.Add(cfg.SessionTTL + cfg.Margin)
+			k.now = base
+			k.c.Tick(k.now)
+			k.c.Events()
+			var got []target
+			for step := time.Duration(0); step <= 5*time.Second; step += 100 * time.Millisecond {
+				k.now = base.Add(step)
+				for _, j := range tc.joins {
+					if j.at == step {
+						k.addShard(j.id, 1)
+					}
+				}
+				k.c.Tick(k.now)
+				k.pump()
+				for _, e := range k.c.Events() {
+					if e.Kind == EventTargetChanged && e.Members > 0 {
+						got = append(got, target{members: e.Members, from: step, to: step})
+					}
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("targets computed (members, at): %v, want %v", got, tc.want)
+			}
+			for i, w := range tc.want {
+				if got[i].members != w.members || got[i].from < w.from || got[i].from > w.to {
+					t.Errorf("target %d: for %d members at %s, want %d members in [%s, %s]", i, got[i].members, got[i].from, w.members, w.from, w.to)
+				}
+			}
+		})
+	}
+}

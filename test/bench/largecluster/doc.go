@@ -32,8 +32,10 @@
 //     first: a new leader grants nothing for TTL + margin (30 s), in case shards of an
 //     earlier leader still hold partitions, and coordinators are long-lived while shards
 //     are what restarts, so the shards start once that grace has passed. A cold start of
-//     both takes the rest of the grace longer. The debounce is included. Each shard's own
-//     time to its first Ready with partitions is listed too.
+//     both takes the rest of the grace longer. The coordinator gets --expected-shards=N,
+//     as the chart sets it, so it assigns the partitions at the N-th shard's hello rather
+//     than after the membership debounce (until 2026-11-27 the 3 s debounce was
+//     included). Each shard's own time to its first Ready with partitions is listed too.
 //   - first change: right after Ready, one Deployment in a random namespace is scaled by
 //     one; the time until its ReplicaSet's spec.replicas follows, and until the
 //     Deployment's status.observedGeneration catches up (polled every 20 ms). After a

@@ -485,7 +485,9 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		shardArgs = append(shardArgs, extraShardArgs...)
 		// The coordinator's defaults (the framework shortens them for tests).
 		k := bn.f.NewKShard(b, framework.KShardOptions{Partitions: partitions, SessionTTL: sessionTTL, Margin: margin, ShardArgs: shardArgs, KCMTimings: true, NoHousekeeping: true,
-			CoordinatorArgs: []string{"--membership-debounce=" + debounce.String(), "--membership-max-debounce=" + maxDebounce.String()}})
+			// --expected-shards as the chart sets it: the shard Deployment's replicas.
+			CoordinatorArgs: []string{"--membership-debounce=" + debounce.String(), "--membership-max-debounce=" + maxDebounce.String(),
+				"--expected-shards=" + strconv.Itoa(shards)}})
 		k.GuardAlone(b)
 		byName := map[string]*proc{}
 		for i := 1; i <= shards; i++ {

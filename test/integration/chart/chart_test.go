@@ -101,6 +101,10 @@ func TestTemplate(t *testing.T) {
 			if *shard.Spec.Replicas != tc.shardReplicas {
 				t.Errorf("shard replicas = %d, want %d", *shard.Spec.Replicas, tc.shardReplicas)
 			}
+			// A cold start assigns partitions once every shard replica has joined.
+			if got, want := flagValue(coord.Spec.Template.Spec.Containers[0].Args, "--expected-shards"), strconv.Itoa(int(tc.shardReplicas)); got != want {
+				t.Errorf("coordinator --expected-shards=%q, want %q (the shard replicas)", got, want)
+			}
 			for _, d := range []*appsv1.Deployment{&coord, &shard} {
 				checkHardened(t, d)
 				if len(d.Spec.Template.Spec.TopologySpreadConstraints) == 0 {

@@ -295,7 +295,11 @@ func (bn *bench) populate(b *testing.B) {
 	} else {
 		b.Logf("fixture: %d Deployments not Available (e.g. %v): running %d populating shards at --kube-api-qps %s", n, example, populateShards, populateQPS)
 	}
-	k := bn.f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
+	// With kube-controller-manager's timings (a 15 s Lease, a 28 s session TTL): the
+	// tests' short ones (4 s, 3 s renew deadline) lost the Lease every few minutes while an
+	// API server loaded by making the fixture answered slowly, and each new leader waits
+	// out its grace.
+	k := bn.f.NewKShard(b, framework.KShardOptions{KCMTimings: true, ShardArgs: []string{
 		"--controllers", "replicaset,deployment", "--kube-api-qps", populateQPS, "--kube-api-burst", populateBurst,
 		"--concurrent-deployment-syncs", populateWorkers, "--concurrent-replicaset-syncs", populateWorkers,
 	}})

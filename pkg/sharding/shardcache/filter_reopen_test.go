@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
@@ -507,6 +508,130 @@ func TestServerFilterSelectorChangeDuringRelist(t *testing.T) {
 			if u := e.api.lastWatch(); u.opts.ShardSelector != e.c.filter.current().sel {
 				t.Errorf("the watch does not use the newest selector")
 			}
+		})
+	}
+}
+
+// TestServerFilterReopenFails: the watch reopened with a new selector (after Prepare
+// admitted a partition) fails, as a request (410 Gone for a compacted resourceVersion,
+// or a 500) or with an ERROR event on the new stream. The feed must recover, by watching
+// again from its high-water mark or by relisting, and end with exactly the cluster's
+// admitted objects, with the new selector in force.
+func TestServerFilterReopenFails(t *testing.T) {
+	hist := history{
+		{watch.Added, cm("p1-a", "x", 5)}, {watch.Added, cm("p2-a", "y", 6)}, {watch.Added, cm("p3-a", "q", 7)},
+		{watch.Modified, cm("p1-a", "x", 11)}, // accounted for by the first watch
+		{watch.Added, cm("p2-a", "y2", 15)},   // the new selector's watch must bring it, or a relist
+		{watch.Modified, cm("p2-a", "y", 21)}, {watch.Modified, cm("p1-a", "x", 22)},
+		{watch.Added, cm("p2-b", "n", 23)},
+	}
+	const hwm, nsListRV, relistRV, endRV = 11, 16, 20, 23
+	newSelector := func(opts metav1.ListOptions) bool {
+		ok, _ := selectorCovers(opts.ShardSelector, "p2-a")
+		return opts.ShardSelector != "" && ok
+	}
+	gone := apierrors.NewResourceExpired("too old resource version: 11 (19)")
+	internal := apierrors.NewInternalError(fmt.Errorf("etcd unavailable"))
+	tests := []struct {
+		name string
+		// failWatch fails watch requests (see fakeAPI.failWatch); n counts the calls
+		// with the new selector.
+		failWatch func(opts metav1.ListOptions, n int) error
+		// onReopen, if set, acts on the reopened (successful) upstream watch.
+		onReopen   func(t *testing.T, u *upstream)
+		minWatches int  // the final watch is at least the nth
+		relist     bool // recovery relists (else it watches again from the high-water mark)
+	}{
+		{
+			name: "410 Gone: every watch from the high-water mark is refused",
+			failWatch: func(opts metav1.ListOptions, _ int) error {
+				if opts.ResourceVersion == strconv.Itoa(hwm) && newSelector(opts) {
+					return gone
+				}
+				return nil
+			},
+			minWatches: 2,
+			relist:     true,
+		},
+		{
+			name: "500 once",
+			failWatch: func(opts metav1.ListOptions, n int) error {
+				if n == 1 {
+					return internal
+				}
+				return nil
+			},
+			minWatches: 2,
+		},
+		{
+			name:       "410 ERROR event on the reopened watch",
+			onReopen:   func(t *testing.T, u *upstream) { u.send(watch.Error, expired410()) },
+			minWatches: 3,
+			relist:     true,
+		},
+		{
+			name: "500 ERROR event on the reopened watch",
+			onReopen: func(t *testing.T, u *upstream) {
+				u.send(watch.Error, &apierrors.NewInternalError(fmt.Errorf("etcd unavailable")).ErrStatus)
+			},
+			minWatches: 3,
+			relist:     true, // the reflector retries internal errors only with MaxInternalErrorRetryDuration set
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			e := newFilterEnv(t, ctx, hist, []string{"p1-a", "p2-a", "p2-b", "p3-a"}, 1)
+			hist.list(e.api, "", 10)
+			e.c.Start(ctx)
+			if err := e.c.WaitForCacheSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "watch", func() bool { return e.api.watchCount() > 0 })
+			hist.replay(t, e.api, 10, hwm)
+			waitHWM(t, e.f, hwm)
+
+			hist.list(e.api, "", relistRV)
+			hist.list(e.api, "p2-a", nsListRV)
+			hist.list(e.api, "p2-b", nsListRV)
+			n := 0
+			e.api.mu.Lock()
+			e.api.failWatch = func(opts metav1.ListOptions) error {
+				if !newSelector(opts) || tt.failWatch == nil {
+					return nil
+				}
+				n++
+				return tt.failWatch(opts, n)
+			}
+			e.api.mu.Unlock()
+			prepared := e.prepare(2)
+			if tt.onReopen != nil {
+				waitLong(t, "the reopened watch", func() bool { return e.api.watchCount() >= 2 })
+				u := e.api.lastWatch()
+				if u.opts.ResourceVersion != strconv.Itoa(hwm) || !newSelector(u.opts) {
+					t.Fatalf("reopened watch from %q with selector %q, want from %d with the new selector", u.opts.ResourceVersion, u.opts.ShardSelector, hwm)
+				}
+				tt.onReopen(t, u)
+			}
+
+			from := e.waitFinalWatch(t, tt.minWatches, "p1-a", "p2-a", "p2-b")
+			lists := e.f.counters.clusterLists.Load()
+			switch {
+			case tt.relist && (from != relistRV || lists < 2):
+				t.Errorf("recovered with a watch from %d after %d cluster lists, want a relist (a watch from %d)", from, lists, relistRV)
+			case !tt.relist && (from != hwm || lists != 1):
+				t.Errorf("recovered with a watch from %d after %d cluster lists, want a watch from the high-water mark %d", from, lists, hwm)
+			}
+			e.hist.replay(t, e.api, from, relistRV)
+			waitPrepared(t, prepared)
+			e.hist.replay(t, e.api, max(from, relistRV), endRV)
+			waitTruth(t, e.inf, e.f, hist.truth(endRV, e.admitted))
+			e.rvs.report(t)
+			e.api.mu.Lock()
+			calls := append([]string(nil), e.api.calls...)
+			e.api.mu.Unlock()
+			t.Logf("apiserver calls: %v", calls)
 		})
 	}
 }

@@ -590,7 +590,9 @@ func TestServerFilterReopenFails(t *testing.T) {
 			}
 			waitFor(t, "watch", func() bool { return e.api.watchCount() > 0 })
 			hist.replay(t, e.api, 10, hwm)
-			waitHWM(t, e.f, hwm)
+			// In the store, so that the reflector has read an event of its watch: a watch
+			// that ends with none within a second is "very short", and makes it relist.
+			waitFor(t, "p1-a/x@11 in the store", func() bool { return storeRVs(e.inf)["p1-a/x"] == "11" })
 
 			hist.list(e.api, "", relistRV)
 			hist.list(e.api, "p2-a", nsListRV)

@@ -204,9 +204,12 @@ func TestServerFilterNewNamespace(t *testing.T) {
 	api.mu.Lock()
 	calls := append([]string(nil), api.calls...)
 	api.mu.Unlock()
-	iw, il := slices.Index(calls, "watch 11"), slices.Index(calls, "list p1-new")
-	if iw < 0 || il < 0 || il < iw {
-		t.Errorf("calls %v: p1-new must be listed after the watch reopened with the selector covering it", calls)
+	// Both happen; in either order: the warm-up may list once the feed holds the new
+	// selector, before the reopened watch request leaves, and that watch resumes from the
+	// high-water mark (11), at or below any later list's resourceVersion, so nothing falls
+	// between them. (This asked for the watch first and failed once in 16 race runs.)
+	if !slices.Contains(calls, "watch 11") || !slices.Contains(calls, "list p1-new") {
+		t.Errorf("calls %v: want the watch reopened from 11 and p1-new listed", calls)
 	}
 	if n := f.counters.selectorRestarts.Load(); n != 1 {
 		t.Errorf("%d selector restarts, want 1", n)

@@ -103,6 +103,14 @@ type fakeAPI struct {
 	calls    []string
 	watches  []*upstream
 	watchErr error
+	// serverFilter makes cluster-wide lists honour ListOptions.ShardSelector, as an
+	// apiserver with the ShardedListAndWatch gate does (watches are filtered by emit).
+	serverFilter bool
+	// beforeList, if set, runs before every list, outside the lock: it may block.
+	beforeList func(namespace string, opts metav1.ListOptions)
+	// failWatch, if set, is asked (under the lock) before every watch: a non-nil error
+	// fails the watch request, which is then not recorded.
+	failWatch func(opts metav1.ListOptions) error
 }
 
 func (a *fakeAPI) setList(ns string, rv int, items ...*corev1.ConfigMap) {
@@ -120,6 +128,9 @@ func (a *fakeAPI) resourceType() ResourceType {
 		Resource: corev1.SchemeGroupVersion.WithResource("configmaps"),
 		Object:   &corev1.ConfigMap{},
 		List: func(_ context.Context, _ kubernetes.Interface, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+			if a.beforeList != nil {
+				a.beforeList(ns, opts)
+			}
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.listCalls = append(a.listCalls, ns)
@@ -133,7 +144,19 @@ func (a *fakeAPI) resourceType() ResourceType {
 			if !ok {
 				return nil, fmt.Errorf("no list for namespace %q", ns)
 			}
-			return l.DeepCopy(), nil
+			l = l.DeepCopy()
+			if a.serverFilter && opts.ShardSelector != "" {
+				kept := l.Items[:0]
+				for _, it := range l.Items {
+					if covers, err := selectorCovers(opts.ShardSelector, it.Namespace); err != nil {
+						return nil, err
+					} else if covers {
+						kept = append(kept, it)
+					}
+				}
+				l.Items = kept
+			}
+			return l, nil
 		},
 		Watch: func(_ context.Context, _ kubernetes.Interface, _ string, opts metav1.ListOptions) (watch.Interface, error) {
 			a.mu.Lock()
@@ -141,12 +164,38 @@ func (a *fakeAPI) resourceType() ResourceType {
 			if a.watchErr != nil {
 				return nil, a.watchErr
 			}
+			if a.failWatch != nil {
+				if err := a.failWatch(opts); err != nil {
+					a.calls = append(a.calls, "watch "+opts.ResourceVersion+" failed")
+					return nil, err
+				}
+			}
 			a.calls = append(a.calls, "watch "+opts.ResourceVersion)
 			u := &upstream{t: a.t, ch: make(chan watch.Event), stop: make(chan struct{}), opts: opts}
 			a.watches = append(a.watches, u)
 			return u, nil
 		},
 	}
+}
+
+// emit sends an event on the newest watch if its selector covers the object's namespace,
+// as a server-side filtering apiserver would, and reports whether it did.
+func (a *fakeAPI) emit(typ watch.EventType, obj *corev1.ConfigMap) bool {
+	a.t.Helper()
+	u := a.lastWatch()
+	if covers, err := selectorCovers(u.opts.ShardSelector, obj.Namespace); err != nil {
+		a.t.Fatal(err)
+	} else if !covers {
+		return false
+	}
+	u.send(typ, obj)
+	return true
+}
+
+func (a *fakeAPI) watchCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.watches)
 }
 
 func (a *fakeAPI) lastWatch() *upstream {

@@ -122,19 +122,6 @@ func (g *pageGate) wait(t *testing.T) {
 	}
 }
 
-// waitLong is waitFor with a deadline that covers the reflector's backoff before a
-// relist (up to 1.6 s) on a loaded machine.
-func waitLong(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // rvCheck records, through an informer's handler, every object whose resourceVersion
 // went backwards in the store.
 type rvCheck struct {
@@ -271,7 +258,7 @@ func waitPrepared(t *testing.T, done <-chan error) {
 // every namespace of names.
 func (e *filterEnv) waitCovered(t *testing.T, names ...string) {
 	t.Helper()
-	waitLong(t, fmt.Sprintf("a selector covering %v", names), func() bool {
+	waitFor(t, fmt.Sprintf("a selector covering %v", names), func() bool {
 		cov := e.c.filter.current()
 		e.f.mu.Lock()
 		fcov := e.f.cov
@@ -294,7 +281,7 @@ func (e *filterEnv) waitCovered(t *testing.T, names ...string) {
 func (e *filterEnv) waitFinalWatch(t *testing.T, nth int, covered ...string) int {
 	t.Helper()
 	var u *upstream
-	waitLong(t, fmt.Sprintf("a plain watch, at least the %dth, with the newest selector (covering %v)", nth, covered), func() bool {
+	waitFor(t, fmt.Sprintf("a plain watch, at least the %dth, with the newest selector (covering %v)", nth, covered), func() bool {
 		if e.api.watchCount() < nth {
 			return false
 		}
@@ -609,7 +596,7 @@ func TestServerFilterReopenFails(t *testing.T) {
 			e.api.mu.Unlock()
 			prepared := e.prepare(2)
 			if tt.onReopen != nil {
-				waitLong(t, "the reopened watch", func() bool { return e.api.watchCount() >= 2 })
+				waitFor(t, "the reopened watch", func() bool { return e.api.watchCount() >= 2 })
 				u := e.api.lastWatch()
 				if u.opts.ResourceVersion != strconv.Itoa(hwm) || !newSelector(u.opts) {
 					t.Fatalf("reopened watch from %q with selector %q, want from %d with the new selector", u.opts.ResourceVersion, u.opts.ShardSelector, hwm)

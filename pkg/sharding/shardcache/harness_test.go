@@ -72,7 +72,9 @@ func (u *upstream) send(typ watch.EventType, obj runtime.Object) {
 // waitFor polls cond until it holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous: it bounds only a failure, and covers the reflector's backoff before a
+	// relist (up to 1.6 s) on a loaded machine.
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

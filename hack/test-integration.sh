@@ -13,13 +13,38 @@ fi
 
 # The control plane, plus helm and Prometheus for the chart and dashboard tests.
 hack/tools.sh cluster helm prometheus
-started=0
-if ! hack/cluster.sh status >/dev/null 2>&1; then
-  hack/cluster.sh up
-  started=1
-fi
+
+# KSHARD_INTEGRATION_PARALLEL control planes (default 2) run the test packages side by
+# side, one package per control plane at a time: each package starts its own kshard, and
+# two kshards on one control plane would both own every namespace. Most of a package's
+# time is spent waiting (leases, TTLs, rollouts, minReadySeconds), not computing, so two
+# share the machine's cores well. The first is hack/cluster.sh's default; control plane k
+# lives in _output/cluster-k on ports of its own.
+parallel=${KSHARD_INTEGRATION_PARALLEL:-2}
+[[ $parallel =~ ^[1-4]$ ]] || { echo "KSHARD_INTEGRATION_PARALLEL must be 1-4, not '$parallel'" >&2; exit 2; }
+# cluster_env K: the variables that select control plane K for hack/cluster.sh and the tests.
+cluster_env() {
+  local k=$1
+  if [ "$k" = 1 ]; then
+    echo "KSHARD_CLUSTER_DIR=${KSHARD_CLUSTER_DIR:-$root/_output/cluster}"
+    return
+  fi
+  local o=$(((k - 1) * 100)) # clear of the default's, the upstream's and the large cluster's ports
+  echo "KSHARD_CLUSTER_DIR=$root/_output/cluster-$k KSHARD_ETCD_PORT=$((23790 + o)) KSHARD_ETCD_PEER_PORT=$((23800 + o))" \
+    "KSHARD_APISERVER_PORT=$((26443 + o)) KSHARD_SCHEDULER_PORT=$((20259 + o)) KSHARD_KCM_PORT=$((20257 + o)) KSHARD_KWOK_PORT=$((20247 + o))"
+}
+started=()
+for ((k = 1; k <= parallel; k++)); do
+  # shellcheck disable=SC2046
+  if ! env $(cluster_env $k) hack/cluster.sh status >/dev/null 2>&1; then
+    # shellcheck disable=SC2046
+    env $(cluster_env $k) hack/cluster.sh up
+    started+=("$k")
+  fi
+done
 # The differential tests (test/integration/differential, shardedrollout's reference run)
-# also need the reference control plane with every upstream controller; same rule.
+# also need the reference control plane with every upstream controller; same rule. Its
+# kube-controller-manager runs every controller, so packages may share it.
 upstream_started=0
 if ! hack/cluster-upstream.sh status >/dev/null 2>&1; then
   hack/cluster-upstream.sh up
@@ -28,7 +53,10 @@ fi
 cleanup() {
   if [ "${KSHARD_KEEP_CLUSTER:-0}" != 1 ]; then
     if [ "$upstream_started" = 1 ]; then hack/cluster-upstream.sh down; fi
-    if [ "$started" = 1 ]; then hack/cluster.sh down; fi
+    for k in "${started[@]}"; do
+      # shellcheck disable=SC2046
+      env $(cluster_env "$k") hack/cluster.sh down
+    done
   fi
 }
 trap cleanup EXIT
@@ -36,8 +64,56 @@ trap cleanup EXIT
 # Binaries the tests run as processes (coordinator, shards) are built once here.
 make --no-print-directory build
 export KSHARD_BIN_DIR=$root/bin
+kubeconfig_of() {
+  # shellcheck disable=SC2046
+  env $(cluster_env "$1") hack/cluster.sh env | sed 's/^KUBECONFIG=//'
+}
 # Integration tests that read package internals carry the "integration" build tag.
-KSHARD_KUBECONFIG=$(hack/cluster.sh env | sed 's/^KUBECONFIG=//') \
+KSHARD_KUBECONFIG=$(kubeconfig_of 1) \
   go test -count=1 -tags integration -run Integration ${KSHARD_TEST_FLAGS:-} ./pkg/sharding/shardcache/
-# -p 1: packages share one control plane and the machine's cores.
-go test -count=1 -p 1 -timeout "${KSHARD_INTEGRATION_TIMEOUT:-40m}" ${KSHARD_TEST_FLAGS:-} ./test/...
+
+# The packages, the longest first (measured on this 2-core machine) so that the last to
+# start are short; the others follow in go list order.
+slow=(shardedrollout chart differential sharding batch chaos namespacelife contract workloads dashboards namespace)
+mapfile -t all < <(go list ./test/...)
+pkgs=()
+for s in "${slow[@]}"; do
+  for p in "${all[@]}"; do [[ $p == */"$s" ]] && pkgs+=("$p"); done
+done
+for p in "${all[@]}"; do
+  [[ " ${pkgs[*]} " == *" $p "* ]] || pkgs+=("$p")
+done
+
+work=$(mktemp -d)
+echo 0 >"$work/next"
+# worker K takes the next package until none is left, against control plane K. A
+# package's output is printed whole when it ends, so two never interleave.
+worker() {
+  local k=$1 i pkg log kc rc
+  kc=$(kubeconfig_of "$k")
+  while :; do
+    i=$(flock "$work/next" sh -c 'n=$(cat "$1"); echo $((n + 1)) >"$1"; echo "$n"' _ "$work/next")
+    [ "$i" -lt "${#pkgs[@]}" ] || return 0
+    pkg=${pkgs[$i]}
+    log=$work/$i.log
+    rc=0
+    # shellcheck disable=SC2046
+    env $(cluster_env "$k") KSHARD_KUBECONFIG="$kc" \
+      go test -count=1 -timeout "${KSHARD_INTEGRATION_TIMEOUT:-40m}" ${KSHARD_TEST_FLAGS:-} "$pkg" >"$log" 2>&1 || rc=$?
+    [ "$rc" = 0 ] || echo "$pkg" >>"$work/failed"
+    flock "$work/next.print" cat "$log"
+  done
+}
+pids=()
+for ((k = 1; k <= parallel; k++)); do
+  worker "$k" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+if [ -s "$work/failed" ]; then
+  echo "integration packages that failed:" >&2
+  sed 's/^/  /' "$work/failed" >&2
+  rm -rf "$work"
+  exit 1
+fi
+rm -rf "$work"

@@ -75,7 +75,9 @@ KSHARD_KUBECONFIG=$(kubeconfig_of 1) \
 # The packages, the longest first (measured on this 2-core machine) so that the last to
 # start are short; the others follow in go list order.
 slow=(shardedrollout chart differential sharding batch chaos namespacelife contract workloads dashboards namespace)
-mapfile -t all < <(go list ./test/...)
+list=$(go list ./test/...) # a package that fails to load fails the run
+mapfile -t all <<<"$list"
+[ "${#all[@]}" -gt 0 ] && [ -n "${all[0]}" ] || { echo "go list ./test/... found no package" >&2; exit 1; }
 pkgs=()
 for s in "${slow[@]}"; do
   for p in "${all[@]}"; do [[ $p == */"$s" ]] && pkgs+=("$p"); done
@@ -109,7 +111,7 @@ for ((k = 1; k <= parallel; k++)); do
   worker "$k" &
   pids+=($!)
 done
-for pid in "${pids[@]}"; do wait "$pid"; done
+for pid in "${pids[@]}"; do wait "$pid" || echo "worker $pid failed" >>"$work/failed"; done
 if [ -s "$work/failed" ]; then
   echo "integration packages that failed:" >&2
   sed 's/^/  /' "$work/failed" >&2

@@ -34,32 +34,46 @@ cluster_env() {
     "KSHARD_APISERVER_PORT=$((26443 + o)) KSHARD_SCHEDULER_PORT=$((20259 + o)) KSHARD_KCM_PORT=$((20257 + o)) KSHARD_KWOK_PORT=$((20247 + o))"
 }
 started=()
+upstream_started=0
+pids=()
+work=$(mktemp -d)
+# kill_tree PID: PID and every process below it (a worker's go test, its test binary and
+# the coordinators and shards that one started).
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null || true
+}
+cleanup() {
+  # Workers still running (an interrupt, a failure of the script itself) go first, so
+  # that none keeps testing against a control plane that is being stopped.
+  for pid in "${pids[@]}"; do kill_tree "$pid"; done
+  rm -rf "$work"
+  if [ "${KSHARD_KEEP_CLUSTER:-0}" != 1 ]; then
+    if [ "$upstream_started" = 1 ]; then hack/cluster-upstream.sh down || true; fi
+    for k in "${started[@]}"; do
+      # shellcheck disable=SC2046
+      env $(cluster_env "$k") hack/cluster.sh down || true
+    done
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 for ((k = 1; k <= parallel; k++)); do
   # shellcheck disable=SC2046
   if ! env $(cluster_env $k) hack/cluster.sh status >/dev/null 2>&1; then
+    started+=("$k") # before up: one that fails half-way is still stopped
     # shellcheck disable=SC2046
     env $(cluster_env $k) hack/cluster.sh up
-    started+=("$k")
   fi
 done
 # The differential tests (test/integration/differential, shardedrollout's reference run)
 # also need the reference control plane with every upstream controller; same rule. Its
 # kube-controller-manager runs every controller, so packages may share it.
-upstream_started=0
 if ! hack/cluster-upstream.sh status >/dev/null 2>&1; then
-  hack/cluster-upstream.sh up
   upstream_started=1
+  hack/cluster-upstream.sh up
 fi
-cleanup() {
-  if [ "${KSHARD_KEEP_CLUSTER:-0}" != 1 ]; then
-    if [ "$upstream_started" = 1 ]; then hack/cluster-upstream.sh down; fi
-    for k in "${started[@]}"; do
-      # shellcheck disable=SC2046
-      env $(cluster_env "$k") hack/cluster.sh down
-    done
-  fi
-}
-trap cleanup EXIT
 
 # Binaries the tests run as processes (coordinator, shards) are built once here.
 make --no-print-directory build
@@ -74,19 +88,19 @@ KSHARD_KUBECONFIG=$(kubeconfig_of 1) \
 
 # The packages, the longest first (measured on this 2-core machine) so that the last to
 # start are short; the others follow in go list order.
-slow=(shardedrollout chart differential sharding batch chaos namespacelife contract workloads dashboards namespace)
+slow=(integration/shardedrollout integration/chart integration/differential integration/sharding integration/batch chaos
+  integration/namespacelife integration/contract integration/workloads integration/dashboards integration/namespace)
 list=$(go list ./test/...) # a package that fails to load fails the run
 mapfile -t all <<<"$list"
 [ "${#all[@]}" -gt 0 ] && [ -n "${all[0]}" ] || { echo "go list ./test/... found no package" >&2; exit 1; }
 pkgs=()
 for s in "${slow[@]}"; do
-  for p in "${all[@]}"; do [[ $p == */"$s" ]] && pkgs+=("$p"); done
+  for p in "${all[@]}"; do [[ $p == */test/"$s" ]] && pkgs+=("$p"); done
 done
 for p in "${all[@]}"; do
   [[ " ${pkgs[*]} " == *" $p "* ]] || pkgs+=("$p")
 done
 
-work=$(mktemp -d)
 echo 0 >"$work/next"
 # worker K takes the next package until none is left, against control plane K. A
 # package's output is printed whole when it ends, so two never interleave.
@@ -106,16 +120,14 @@ worker() {
     flock "$work/next.print" cat "$log"
   done
 }
-pids=()
 for ((k = 1; k <= parallel; k++)); do
   worker "$k" &
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid" || echo "worker $pid failed" >>"$work/failed"; done
+pids=()
 if [ -s "$work/failed" ]; then
   echo "integration packages that failed:" >&2
   sed 's/^/  /' "$work/failed" >&2
-  rm -rf "$work"
   exit 1
 fi
-rm -rf "$work"

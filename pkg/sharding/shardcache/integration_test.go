@@ -747,29 +747,37 @@ func (e *itEnv) churn(ctx context.Context, namespaces []string) int {
 	return writes
 }
 
-// cleanup deletes the test namespaces. Their content goes first, then each namespace is
-// finalized at once: no namespace controller runs for this test (the cluster's
-// kube-controller-manager leaves `namespace` to kshard, and no kshard runs here), so
-// waiting for one only cost time (20 s per namespace, a minute per test, before).
+// cleanup deletes the test namespaces. Their content goes first; a namespace that is
+// not gone within 2 s (together) is then finalized: on the default test cluster no
+// namespace controller runs for this test (kube-controller-manager leaves `namespace` to
+// kshard, and no kshard runs here), and waiting 20 s per namespace for one cost a minute
+// per test. A cluster whose kube-controller-manager runs it still finishes them itself.
 func (e *itEnv) cleanup(namespaces []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, ns := range namespaces {
 		_ = e.admin.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		_ = e.admin.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		if err := e.admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-			if !apierrors.IsNotFound(err) {
-				e.t.Logf("cleanup: delete namespace %s: %v", ns, err)
+		if err := e.admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			e.t.Logf("cleanup: delete namespace %s: %v", ns, err)
+		}
+	}
+	left := func() []*corev1.Namespace {
+		var out []*corev1.Namespace
+		for _, ns := range namespaces {
+			if n, err := e.admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+				out = append(out, n)
 			}
-			continue
 		}
-		n, err := e.admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if err != nil {
-			continue
-		}
+		return out
+	}
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
+		return len(left()) == 0, nil
+	})
+	for _, n := range left() {
 		n.Spec.Finalizers = nil
 		if _, err := e.admin.CoreV1().Namespaces().Finalize(ctx, n, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			e.t.Logf("cleanup: finalize namespace %s: %v", ns, err)
+			e.t.Logf("cleanup: finalize namespace %s: %v", n.Name, err)
 		}
 	}
 }

@@ -31,10 +31,12 @@ type Options struct {
 	WarmupLists  int
 	// ClusterListThreshold: see shardcache.Options.ClusterListThreshold (0 turns it off here).
 	ClusterListThreshold int
-	// ServerSideFiltering selects shardcache.ModeServerFilter; SelectorRanges bounds its
-	// selector (shardcache.Options.MaxSelectorRanges).
+	// ServerSideFiltering selects shardcache.ModeServerFilter; SelectorRanges bounds each
+	// selector (shardcache.Options.MaxSelectorRanges), SelectorWatches the selectors, i.e.
+	// watches, per resource type (shardcache.Options.MaxSelectorWatches).
 	ServerSideFiltering bool
 	SelectorRanges      int
+	SelectorWatches     int
 	// CheckPermissions makes a missing RBAC permission a startup error.
 	CheckPermissions bool
 	// ListControllers prints the kube-controller-manager controllers this shard can run
@@ -58,6 +60,7 @@ func NewOptions() *Options {
 		WarmupLists:          4,
 		ClusterListThreshold: shardcache.DefaultClusterListThreshold,
 		SelectorRanges:       hashrange.DefaultMaxRanges,
+		SelectorWatches:      shardcache.DefaultMaxSelectorWatches,
 		CheckPermissions:     true,
 		Controllers:          append(controllers.Selection(nil), controllers.DefaultSelection...),
 	}
@@ -81,6 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 		"with KEP-5866 shard selectors (shardRange over the FNV-1a hash of the namespace); kube-apiserver needs the ShardedListAndWatch feature gate. "+
 		"An API server that ignores the selector is logged once; the shard filters every object itself either way")
 	fs.IntVar(&o.SelectorRanges, "server-side-filtering-max-ranges", o.SelectorRanges, fmt.Sprintf("with --server-side-filtering, the most shardRange calls of one selector (1..%d): fewer ranges cover more namespaces the shard does not own", hashrange.MaxRanges))
+	fs.IntVar(&o.SelectorWatches, "server-side-filtering-max-watches", o.SelectorWatches, fmt.Sprintf("with --server-side-filtering, the most watches per resource type, a power of two (1..%d): the namespaces' hash space is split into that many slices at most, each watched with its own selector, so that the selectors stay exact when one selector's ranges are too few (thousands of namespaces per shard); the shard uses as few as suffice", shardcache.MaxSelectorWatches))
 	fs.BoolVar(&o.CheckPermissions, "check-permissions", o.CheckPermissions, "at start, check with SelfSubjectAccessReviews that the shard may do what it and the enabled controllers need, and exit naming what is missing")
 	fs.BoolVar(&o.ListControllers, "list-controllers", false, "print the names of the kube-controller-manager controllers this shard can run, one per line, and exit (switch the same off in kube-controller-manager)")
 	o.Controllers.AddFlags(fs, reg.Names())
@@ -117,6 +121,9 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	}
 	if o.SelectorRanges < 1 || o.SelectorRanges > hashrange.MaxRanges {
 		errs = append(errs, fmt.Errorf("--server-side-filtering-max-ranges=%d must be between 1 and %d", o.SelectorRanges, hashrange.MaxRanges))
+	}
+	if w := o.SelectorWatches; w < 1 || w > shardcache.MaxSelectorWatches || w&(w-1) != 0 {
+		errs = append(errs, fmt.Errorf("--server-side-filtering-max-watches=%d must be a power of two between 1 and %d", w, shardcache.MaxSelectorWatches))
 	}
 	if err := reg.Validate(o.Controllers); err != nil {
 		errs = append(errs, err)

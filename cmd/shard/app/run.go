@@ -134,7 +134,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 		cacheMode = shardcache.ModeServerFilter
 	}
 	c, err := shardcache.New(client, partitionOf, shardcache.Options{
-		Mode: cacheMode, MaxSelectorRanges: o.SelectorRanges,
+		Mode: cacheMode, MaxSelectorRanges: o.SelectorRanges, MaxSelectorWatches: o.SelectorWatches,
 		WarmupConcurrency: o.WarmupLists, ClusterListThreshold: clusterListThreshold(o.ClusterListThreshold), MetadataClient: metadataClient, RESTMapper: mapper,
 	})
 	if err != nil {

@@ -10,7 +10,12 @@
 // FNV space. Build sorts every known namespace by FNV-1a hash, makes one range per maximal
 // run of owned namespaces, and, while there are more than the allowed number of ranges,
 // closes the gaps that hold the fewest foreign namespaces. The result is a superset
-// filter: every owned namespace is covered, some foreign ones may be. Callers keep their
+// filter: every owned namespace is covered, some foreign ones may be. One of 4 shards
+// owning 2,500 of 10,000 namespaces has about 1,900 runs, so one selector is a loose
+// superset there (57 % of the cluster at 500 ranges). BuildSliced splits the hash space
+// into 2^k equal slices, a selector (and a watch) each, with k the smallest that keeps
+// every slice exact: a namespace belongs to one slice, so its events come through one
+// watch. Callers keep their
 // own exact filter; the server's filter only saves decoding and bandwidth. Owning nothing
 // is the one hash of a name no namespace can have (the apiserver refuses empty ranges). A namespace
 // that appears later in a gap is not covered until the ranges are built again.

@@ -51,10 +51,19 @@ func Build(names []string, owned func(string) bool, maxRanges int) Set {
 		maxRanges = DefaultMaxRanges
 	}
 	maxRanges = min(maxRanges, MaxRanges)
-	type point struct {
-		h     uint64
-		owned bool
-	}
+	return buildSorted(hashPoints(names, owned), maxRanges)
+}
+
+// point is one known namespace: its hash and whether it is owned.
+type point struct {
+	h     uint64
+	owned bool
+}
+
+// hashPoints hashes names (duplicates ignored) and sorts them by hash, owned first among
+// equal hashes: a hash shared by an owned and a foreign name must be covered, and the
+// foreign name counts as covered.
+func hashPoints(names []string, owned func(string) bool) []point {
 	pts := make([]point, 0, len(names))
 	seen := make(map[string]struct{}, len(names))
 	for _, n := range names {
@@ -64,14 +73,17 @@ func Build(names []string, owned func(string) bool, maxRanges int) Set {
 		seen[n] = struct{}{}
 		pts = append(pts, point{h: Hash(n), owned: owned(n)})
 	}
-	// Owned first among equal hashes: a hash shared by an owned and a foreign name must
-	// be covered, and the foreign name counts as covered.
 	sort.Slice(pts, func(i, j int) bool {
 		if pts[i].h != pts[j].h {
 			return pts[i].h < pts[j].h
 		}
 		return pts[i].owned && !pts[j].owned
 	})
+	return pts
+}
+
+// buildSorted is Build over points sorted by hashPoints, with maxRanges already bounded.
+func buildSorted(pts []point, maxRanges int) Set {
 	var set Set
 	// runs and the foreign namespaces in the gap before each run (gaps[0] unused).
 	var runs []Range

@@ -1,6 +1,7 @@
 package shardcache
 
 import (
+	"math/bits"
 	"context"
 	"errors"
 	"fmt"
@@ -34,7 +35,10 @@ const (
 	// ListOptions.ShardSelector; kube-apiserver needs the ShardedListAndWatch feature
 	// gate): the namespaced informers' lists and watches carry a shardRange selector over
 	// the FNV-1a hash of the namespace that covers every known namespace of the admitted
-	// partitions (at most Options.MaxSelectorRanges ranges, so a superset: see
+	// partitions. One selector holds about 1,170 ranges, too few to name thousands of
+	// scattered namespaces, so the hash space is split into up to
+	// Options.MaxSelectorWatches slices, each watched with its own selector of at most
+	// Options.MaxSelectorRanges ranges: exact while that suffices, a superset beyond (see
 	// pkg/sharding/hashrange). The client-side filter stays authoritative, so an
 	// apiserver that ignores the selector costs bandwidth, not correctness. When the
 	// coverage must grow (Prepare, or a new namespace of an admitted partition outside
@@ -43,6 +47,14 @@ const (
 	// them only once the new selector is in force. The Namespace informer and the
 	// cluster-scoped ones stay unfiltered.
 	ModeServerFilter
+)
+
+const (
+	// DefaultMaxSelectorWatches is Options.MaxSelectorWatches's default: exact selectors
+	// for a shard of 4 owning 2,500 of 10,000 namespaces need 4 to 8.
+	DefaultMaxSelectorWatches = 16
+	// MaxSelectorWatches is the most watches per resource type ModeServerFilter opens.
+	MaxSelectorWatches = 1 << hashrange.MaxSliceBits
 )
 
 // DefaultClusterListThreshold is Options.ClusterListThreshold's default: 200 namespace
@@ -54,8 +66,13 @@ type Options struct {
 	// Mode selects client-side filtering (default) or server-side filtering as well.
 	Mode Mode
 	// MaxSelectorRanges bounds the shardRange calls of ModeServerFilter's selector
-	// (default hashrange.DefaultMaxRanges, at most hashrange.MaxRanges).
+	// (default hashrange.DefaultMaxRanges, at most hashrange.MaxRanges), per slice.
 	MaxSelectorRanges int
+	// MaxSelectorWatches bounds the slices ModeServerFilter splits its selector into,
+	// i.e. the watches per resource type (rounded down to a power of two; default
+	// DefaultMaxSelectorWatches, at most MaxSelectorWatches). It uses as few as keep
+	// every slice exact, and never fewer than it once used.
+	MaxSelectorWatches int
 	// SelectorDebounce is how long ModeServerFilter waits for more namespaces or
 	// partitions before it recomputes the selector and restarts the watches (default
 	// DefaultSelectorDebounce; at most four times as long after the first request).
@@ -130,6 +147,10 @@ func (o *Options) defaults() {
 		o.MaxSelectorRanges = hashrange.DefaultMaxRanges
 	}
 	o.MaxSelectorRanges = min(o.MaxSelectorRanges, hashrange.MaxRanges)
+	if o.MaxSelectorWatches <= 0 {
+		o.MaxSelectorWatches = DefaultMaxSelectorWatches
+	}
+	o.MaxSelectorWatches = min(o.MaxSelectorWatches, MaxSelectorWatches)
 	if o.SelectorDebounce <= 0 {
 		o.SelectorDebounce = DefaultSelectorDebounce
 	}
@@ -222,7 +243,7 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		firstSync:   make(chan struct{}),
 	}
 	if opts.Mode == ModeServerFilter {
-		c.filter = newServerFilter(c, opts.MaxSelectorRanges, opts.SelectorDebounce)
+		c.filter = newServerFilter(c, opts.MaxSelectorRanges, bits.Len(uint(opts.MaxSelectorWatches))-1, opts.SelectorDebounce)
 	}
 	c.nsInformer = c.newPlainInformer(namespacesType)
 	_, _ = c.nsInformer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: c.onNamespaceAdded})

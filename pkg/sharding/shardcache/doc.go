@@ -91,20 +91,31 @@
 // by KEP-5866 selectors (ListOptions.ShardSelector; kube-apiserver's ShardedListAndWatch
 // gate): shardRange(object.metadata.namespace, start, end) calls over the FNV-1a hash of
 // the namespace. Partitions are xxhash-based, so a shard's namespaces are scattered in
-// FNV space: pkg/sharding/hashrange builds at most Options.MaxSelectorRanges ranges that
-// cover every known namespace of the admitted partitions (a superset; the feed's own
-// filter stays authoritative, and an apiserver that ignores the selector is logged once).
-// The Namespace informer and the cluster-scoped ones are not filtered.
+// FNV space, and one selector holds about 1,170 ranges: too few to name the 2,500
+// namespaces of one of 4 shards at 10,000. So pkg/sharding/hashrange splits the hash
+// space into 2^k equal slices (Options.MaxSelectorWatches at most, as few as keep every
+// slice exact) and builds, per slice, at most Options.MaxSelectorRanges ranges that cover
+// every known namespace of the admitted partitions in it (exact when the ranges suffice,
+// a superset otherwise; the feed's own filter stays authoritative, and an apiserver that
+// ignores the selector is logged once). Each feed merges one upstream watch per slice
+// (streams.go): a namespace's events come through one of them, in order, and each
+// stream keeps its own high-water mark, from which its watch resumes. A classic relist
+// lists every slice within one List call; a streamed one completes once every stream
+// has sent its initial-events-end bookmark, at the oldest stream's position. The number
+// of slices only grows (a stream splits into the finer slices, which start from its
+// position; streams are never merged). The Namespace informer and the cluster-scoped
+// ones are not filtered.
 //
 //   - A relist (the first list included) recomputes the selector after its reset, once
 //     the Namespace informer has synced, so it covers every warm-up it subsumes.
 //   - The coverage grows when Prepare admits partitions (recomputed after 100ms of quiet)
 //     or a namespace of an admitted partition appears outside the ranges (after
 //     Options.SelectorDebounce of quiet, so that a burst of namespaces costs one restart).
-//     Each feed's watch then reopens its upstream watch from the feed's high-water mark
-//     with the new selector, without ending the reflector's watch; from the change on,
-//     the old upstream's events are not accounted for (the high-water mark stays), so the
-//     new watch delivers them again if they match.
+//     Each feed's watch then reopens the upstream watches of the slices that changed,
+//     each from its stream's high-water mark with the new selector, without ending the
+//     reflector's watch; from the change on, the old upstream's events are not accounted
+//     for (the high-water mark stays), so the new watch delivers them again if they
+//     match.
 //   - A warm-up lists a namespace (or, in bulk, many, with the selector) only once the
 //     selector in force covers it and no relist runs: the list's resourceVersion is then
 //     at or above the point from which the watch carries the namespace, and no event
@@ -116,7 +127,7 @@
 //     recomputation waits until the covered namespaces that are not owned outnumber the
 //     owned ones.
 //
-// Metrics: kshard_shard_cache_selector_ranges{resource},
+// Metrics: kshard_shard_cache_selector_ranges{resource} (over every slice),
 // kshard_shard_cache_selector_restarts_total{resource} and
 // kshard_shard_cache_namespaces_covered_not_owned.
 package shardcache

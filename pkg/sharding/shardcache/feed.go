@@ -2,6 +2,7 @@ package shardcache
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"sync"
@@ -64,10 +65,10 @@ type feed struct {
 	initial bool
 	// relistRV is the resourceVersion of the last completed relist.
 	relistRV string
-	// hwm is the newest resourceVersion of the upstream stream that the feed has
-	// accounted for (queued, buffered or dropped); 0 when unknown. Upstream events at or
-	// below it are duplicates of a restarted watch, and new watches resume from it.
-	hwm uint64
+	// streams are the upstream streams the feed merges, 2^bits of them: one per slice of
+	// the selector's hash space in ModeServerFilter, one otherwise (streams.go).
+	bits    int
+	streams []stream
 	// shadow: partition key (namespace) → name → object, as the store will hold it.
 	shadow map[string]map[string]runtime.Object
 	// outq holds events not yet handed to the reflector; appended and delivered count
@@ -89,14 +90,15 @@ type feed struct {
 	// bulkJoined is when a warm-up last joined the next cluster-wide round.
 	bulkJoined time.Time
 	active     *filteredWatch
-	// cov is the server-side selector the feed's watch uses from the high-water mark on
-	// (ModeServerFilter; nil otherwise). When it changes, the running upstream watch
-	// stops being read (its events are not accounted for, so hwm stays where the change
-	// happened) and is reopened from hwm with the new selector: every upstream event
-	// after hwm that matches cov reaches the feed.
+	// cov is the server-side selector the feed's streams use from their high-water marks
+	// on (ModeServerFilter; nil otherwise). When a slice of it changes, that slice's
+	// running upstream watch stops being read (its events are not accounted for, so the
+	// stream's hwm stays where the change happened) and is reopened from hwm with the new
+	// selector: every upstream event after hwm that matches cov reaches the feed.
 	cov *coverage
-	// listSel is the selector of the relist in progress: its later pages use it too.
-	listSel string
+	// listCov is the selector of the relist in progress: every page of every slice's
+	// list uses it.
+	listCov *coverage
 }
 
 // feedCounters are the feed's statistics, read without the lock.
@@ -118,6 +120,7 @@ func newFeed(rt ResourceType, client kubernetes.Interface, adm *admission, disab
 		adm:         adm,
 		noWatchList: disableWatchList || rt.Metadata || watchlist.DoesClientNotSupportWatchListSemantics(client),
 		logger:      logger,
+		streams:     make([]stream, 1),
 		shadow:      map[string]map[string]runtime.Object{},
 		syncs:       map[string]*nsSync{},
 		floors:      map[string]uint64{},
@@ -147,30 +150,43 @@ func (f *feed) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 
 // ListWithContext is the reflector's (re)list: a cluster-wide list, filtered by admission.
 // The first page starts a new epoch: queued events, buffers and floors are discarded
-// because the Replace that follows supersedes them.
+// because the Replace that follows supersedes them. In ModeServerFilter with a selector of
+// several slices, every slice is listed (page by page) within this one call, and each
+// slice's list sets its stream's position (listSlices).
 func (f *feed) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	// The watch-list consistency detector (KUBE_WATCHLIST_INCONSISTENCY_DETECTOR) lists at
 	// an exact resourceVersion to compare with the streamed data: serve it without
 	// touching the feed's state.
 	probe := opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact
-	first := opts.Continue == ""
-	if first && !probe {
+	if opts.Continue == "" && !probe {
 		f.retireActive()
 		f.mu.Lock()
 		f.resetLocked()
 		f.mu.Unlock()
 		// After the reset: the fresh selector covers every warm-up the relist subsumes.
-		sel, err := f.freshSelector(ctx)
+		cov, err := f.freshCoverage(ctx)
 		if err != nil {
 			return nil, err
 		}
 		f.mu.Lock()
-		f.listSel = sel
+		f.listCov = cov
+		f.resetStreamsLocked(cov)
 		f.mu.Unlock()
 	}
 	f.mu.Lock()
-	opts.ShardSelector = f.listSel
+	cov := f.listCov
 	f.mu.Unlock()
+	sliced := sliceBits(cov) > 0
+	switch {
+	case sliced && !probe:
+		return f.listSlices(ctx, opts, cov)
+	case cov == nil || sliced:
+		// One exact-resourceVersion list cannot span the slices' selectors: the probe
+		// lists unfiltered, and the admission filter below does the work.
+		opts.ShardSelector = ""
+	default:
+		opts.ShardSelector = cov.sels[0]
+	}
 	list, err := f.rt.List(ctx, f.client, "", opts)
 	f.counters.clusterLists.Add(1)
 	if err != nil {
@@ -208,63 +224,134 @@ func (f *feed) ListWithContext(ctx context.Context, opts metav1.ListOptions) (ru
 		return nil, err
 	}
 	if !probe && lm.GetContinue() == "" {
-		f.listing = false
-		f.relistRV = lm.GetResourceVersion()
-		f.hwm, _ = parseRV(lm.GetResourceVersion())
-		if f.needBookmark {
-			f.needBookmark = false
-			f.appendBookmarkLocked()
-		}
-		f.logger.V(4).Info("Relisted", "resourceVersion", f.relistRV, "epoch", f.epoch)
+		f.streams[0].hwm, _ = parseRV(lm.GetResourceVersion())
+		f.listedLocked(lm.GetResourceVersion())
 	}
 	// The items are returned as RawExtensions so that the reflector stores the very
 	// objects the shadow references (meta.ExtractListWithAlloc keeps .Object pointers).
 	return out, nil
 }
 
-// WatchWithContext starts an upstream watch and wraps it. A watch-list request
-// (SendInitialEvents) is a relist and starts a new epoch. A plain watch resumes from the
-// feed's high-water mark, not from the resourceVersion the reflector asks for: the
-// reflector's value may be one of an injected (older, or newer than the stream) object,
-// while the feed knows exactly which upstream events it has accounted for.
+// listSlices is a relist over a selector of several slices: each slice's list, complete,
+// sets its stream's position, and the reflector receives one list (no continue token: a
+// pager that falls back to an unpaged list on an expired token would otherwise stop
+// after the first slice). Its resourceVersion is the oldest of the slices'.
+func (f *feed) listSlices(ctx context.Context, opts metav1.ListOptions, cov *coverage) (runtime.Object, error) {
+	out := &metav1.List{}
+	positions := make([]uint64, len(cov.sels))
+	for k, sel := range cov.sels {
+		o := opts
+		o.ShardSelector = sel
+		items, rv, err := f.listPages(ctx, "", o, f.admittedCounting, &f.counters.clusterLists, func(list runtime.Object) {
+			f.filter.checkShardInfo(f.logger, list)
+		})
+		if err != nil {
+			return nil, err
+		}
+		positions[k], _ = parseRV(rv)
+		for _, o := range items {
+			out.Items = append(out.Items, runtime.RawExtension{Object: o})
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.streams) != len(positions) || f.listCov != cov {
+		return nil, fmt.Errorf("shardcache: %s relist superseded while listing", f.rt.Name())
+	}
+	// Admission again, under the lock: a Release meanwhile computed its deletes from the
+	// shadow, which must not take its objects back.
+	kept := out.Items[:0]
+	for _, item := range out.Items {
+		key, name, _ := objectKeys(item.Object)
+		if !f.adm.namespaceAdmitted(key) {
+			continue
+		}
+		f.shadowPutLocked(key, name, item.Object)
+		kept = append(kept, item)
+	}
+	out.Items = kept
+	for k, rv := range positions {
+		f.streams[k].hwm = rv
+	}
+	out.ResourceVersion = strconv.FormatUint(f.oldestLocked(), 10)
+	f.listedLocked(out.ResourceVersion)
+	return out, nil
+}
+
+// admittedCounting is admission that counts what it drops.
+func (f *feed) admittedCounting(namespace string) bool {
+	if f.adm.namespaceAdmitted(namespace) {
+		return true
+	}
+	f.counters.dropped.Add(1)
+	return false
+}
+
+// listedLocked completes a classic relist at resourceVersion rv.
+func (f *feed) listedLocked(rv string) {
+	f.listing = false
+	f.relistRV = rv
+	if f.needBookmark {
+		f.needBookmark = false
+		f.appendBookmarkLocked()
+	}
+	f.logger.V(4).Info("Relisted", "resourceVersion", f.relistRV, "epoch", f.epoch, "streams", len(f.streams))
+}
+
+// WatchWithContext starts the upstream watches, one per stream, and merges them. A
+// watch-list request (SendInitialEvents) is a relist and starts a new epoch. A plain watch
+// resumes each stream from its high-water mark, not from the resourceVersion the reflector
+// asks for: the reflector's value may be one of an injected (older, or newer than the
+// stream) object, or another stream's, while the feed knows exactly which upstream events
+// of each stream it has accounted for.
 func (f *feed) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	f.retireActive()
-	if initial && f.filter != nil {
+	if initial {
 		f.mu.Lock()
 		f.resetLocked()
 		f.mu.Unlock()
-		if _, err := f.freshSelector(ctx); err != nil {
+		if _, err := f.freshCoverage(ctx); err != nil {
 			return nil, err
 		}
 	}
 	f.mu.Lock()
 	if initial {
-		if f.filter == nil {
-			f.resetLocked()
-		}
 		f.initial = true
-	} else if f.hwm > 0 && !f.listing {
-		if opts.ResourceVersion != strconv.FormatUint(f.hwm, 10) {
-			f.logger.V(5).Info("Resuming watch from the feed's high-water mark",
-				"requested", opts.ResourceVersion, "resourceVersion", f.hwm)
-		}
-		opts.ResourceVersion = strconv.FormatUint(f.hwm, 10)
+		f.resetStreamsLocked(f.cov)
+	} else if !f.listing {
+		f.splitStreamsLocked()
 	}
 	f.gen++
 	gen := f.gen
-	var covGen uint64
-	if f.cov != nil {
-		opts.ShardSelector, covGen = f.cov.sel, f.cov.gen
+	ups := make([]upstreamSpec, len(f.streams))
+	for k, st := range f.streams {
+		o := opts
+		if !initial && st.hwm > 0 && !f.listing {
+			if len(f.streams) == 1 && o.ResourceVersion != strconv.FormatUint(st.hwm, 10) {
+				f.logger.V(5).Info("Resuming watch from the feed's high-water mark",
+					"requested", o.ResourceVersion, "resourceVersion", st.hwm)
+			}
+			o.ResourceVersion = strconv.FormatUint(st.hwm, 10)
+		}
+		ups[k].opts = o
+		if f.cov != nil {
+			ups[k].opts.ShardSelector, ups[k].covGen = f.cov.sels[k], f.cov.gens[k]
+		}
 	}
+	bits := f.bits
 	f.mu.Unlock()
 
-	up, err := f.rt.Watch(ctx, f.client, "", opts)
-	f.counters.watches.Add(1)
-	if err != nil {
-		return nil, err
+	w := newFilteredWatch(ctx, f, gen, bits, opts)
+	for k, u := range ups {
+		up, err := f.rt.Watch(ctx, f.client, "", u.opts)
+		f.counters.watches.Add(1)
+		if err != nil {
+			w.stopUpstreams()
+			return nil, err
+		}
+		w.attach(k, up, u)
 	}
-	w := newFilteredWatch(ctx, f, gen, up, opts, covGen)
 	f.mu.Lock()
 	if f.gen == gen {
 		f.active = w
@@ -274,6 +361,13 @@ func (f *feed) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (w
 	return w, nil
 }
 
+// upstreamSpec is how one stream's upstream watch is opened: its options (selector and
+// resourceVersion included) and the generation of its slice of the selector.
+type upstreamSpec struct {
+	opts   metav1.ListOptions
+	covGen uint64
+}
+
 // resetLocked starts a relist: everything queued, buffered or floored is superseded by
 // the relist, which is filtered with the current admission.
 func (f *feed) resetLocked() {
@@ -281,7 +375,7 @@ func (f *feed) resetLocked() {
 	f.epoch++
 	f.listing = true
 	f.initial = false
-	f.hwm = 0
+	f.resetStreamsLocked(f.cov)
 	f.relistRV = ""
 	f.shadow = map[string]map[string]runtime.Object{}
 	for i := range f.outq {
@@ -297,25 +391,22 @@ func (f *feed) resetLocked() {
 	f.floors = map[string]uint64{}
 	f.needBookmark = false
 	f.active = nil
-	f.listSel = ""
+	f.listCov = nil
 }
 
-// freshSelector returns the selector a relist uses: in ModeServerFilter the filter
+// freshCoverage returns the selector a relist uses: in ModeServerFilter the filter
 // recomputes it now (after the Namespace informer has synced) and gives it to every feed;
-// "" otherwise.
-func (f *feed) freshSelector(ctx context.Context) (string, error) {
+// nil otherwise.
+func (f *feed) freshCoverage(ctx context.Context) (*coverage, error) {
 	if f.filter == nil {
-		return "", nil
+		return nil, nil
 	}
-	cov, err := f.filter.fresh(ctx)
-	if err != nil {
-		return "", err
-	}
-	return cov.sel, nil
+	return f.filter.fresh(ctx)
 }
 
 // setCoverage hands the feed a new selector. The running watch instance notices it
-// (stale, see accept) and reopens its upstream from the high-water mark.
+// (stale, see accept) and reopens the upstreams of the slices that changed from their
+// streams' high-water marks.
 func (f *feed) setCoverage(cov *coverage) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -326,60 +417,100 @@ func (f *feed) setCoverage(cov *coverage) {
 	f.wakeLocked()
 }
 
-// staleLocked reports whether watch instance of selector generation covGen must reopen
-// its upstream before it accounts for anything more: the selector changed and the
-// stream is past any relist (a relist's stream keeps its selector to its end).
-func (f *feed) staleLocked(covGen uint64) bool {
-	return f.cov != nil && f.cov.gen != covGen && !f.initial && !f.listing && f.hwm > 0
+// canReopenLocked reports whether upstreams may be reopened with a new selector now: the
+// streams are past any relist (a relist's streams keep their selector to its end) and
+// their positions are known.
+func (f *feed) canReopenLocked() bool {
+	return f.cov != nil && !f.initial && !f.listing && f.positionKnownLocked()
 }
 
-// covers reports whether the feed's stream carries every event of namespace from now
-// on: the selector of its watch covers it, and no relist (whose list or initial events
-// might not have had it) is running. A warm-up of namespace must list only then, so
-// that the list and the stream leave no gap.
+// staleLocked reports whether the upstream of stream k, opened for bits slice bits and
+// slice generation covGen, must be reopened before it accounts for anything more.
+func (f *feed) staleLocked(k, bits int, covGen uint64) bool {
+	return f.canReopenLocked() && (f.cov.set.Bits != bits || f.cov.gens[k] != covGen)
+}
+
+// covers reports whether the feed's streams carry every event of namespace from now
+// on: the selector covers it, and no relist (whose list or initial events might not
+// have had it) is running. A warm-up of namespace must list only then, so that the list
+// and the stream leave no gap.
 func (f *feed) covers(namespace string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.filter == nil {
 		return true
 	}
-	return f.cov != nil && !f.initial && !f.listing && f.hwm > 0 && f.cov.set.Covers(namespace)
+	return f.canReopenLocked() && f.cov.set.Covers(namespace)
 }
 
-// reopenOpts returns the options of an upstream watch replacing instance gen's stale
-// one: from the high-water mark, with the current selector; ok is false once gen has
-// been retired.
-func (f *feed) reopenOpts(gen uint64, opts metav1.ListOptions) (metav1.ListOptions, uint64, bool) {
+// staleUpstreams returns the streams whose upstream watch instance gen (opened for bits
+// slice bits, with slice generations covGens) must reopen now, splitting the streams
+// first if the selector has more slices (then every stream reopens, and the instance
+// must take the new bits). alive is false once gen has been retired.
+func (f *feed) staleUpstreams(gen uint64, bits int, covGens []uint64) (stale []int, newBits int, alive bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if gen != f.gen {
-		return opts, 0, false
+		return nil, bits, false
 	}
-	opts.ResourceVersion = strconv.FormatUint(f.hwm, 10)
-	opts.ResourceVersionMatch = ""
-	opts.SendInitialEvents = nil
-	opts.ShardSelector = f.cov.sel
-	return opts, f.cov.gen, true
+	if !f.canReopenLocked() {
+		return nil, bits, true
+	}
+	f.splitStreamsLocked()
+	if f.bits != bits {
+		stale = make([]int, len(f.streams))
+		for k := range stale {
+			stale[k] = k
+		}
+		return stale, f.bits, true
+	}
+	for k, g := range covGens {
+		if f.cov.gens[k] != g {
+			stale = append(stale, k)
+		}
+	}
+	return stale, bits, true
 }
 
-// accept processes one upstream event of watch instance gen. It returns the event to
-// hand over directly (errors, which must not be queued), and alive=false once the
-// instance has been retired.
-func (f *feed) accept(gen, covGen uint64, ev watch.Event) (direct *watch.Event, alive, reopen bool) {
+// reopenSpec returns how to open the upstream replacing stream k's stale one of watch
+// instance gen: from the stream's high-water mark, with the current selector; ok is false
+// once gen has been retired.
+func (f *feed) reopenSpec(gen uint64, k int, base metav1.ListOptions) (upstreamSpec, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen || k >= len(f.streams) || f.cov == nil {
+		return upstreamSpec{}, false
+	}
+	base.ResourceVersion = strconv.FormatUint(f.streams[k].hwm, 10)
+	base.ResourceVersionMatch = ""
+	base.SendInitialEvents = nil
+	base.ShardSelector = f.cov.sels[k]
+	return upstreamSpec{opts: base, covGen: f.cov.gens[k]}, true
+}
+
+// accept processes one upstream event of stream k of watch instance gen, whose upstream
+// was opened for bits slice bits and slice generation covGen. It returns the event to hand
+// over directly (errors, which must not be queued), alive=false once the instance has
+// been retired, and reopen=true if the stream's upstream is stale (the event is then not
+// accounted for: the reopened watch delivers it again if it matches).
+func (f *feed) accept(gen uint64, k, bits int, covGen uint64, ev watch.Event) (direct *watch.Event, alive, reopen bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if gen != f.gen {
 		return nil, false, false
 	}
-	if f.staleLocked(covGen) {
-		// Not accounted for: the reopened watch delivers it again if it matches.
+	if f.staleLocked(k, bits, covGen) {
 		return nil, true, true
 	}
-	direct, alive = f.acceptLocked(ev)
+	direct, alive = f.acceptLocked(k, ev)
 	return direct, alive, false
 }
 
-func (f *feed) acceptLocked(ev watch.Event) (direct *watch.Event, alive bool) {
+func (f *feed) acceptLocked(k int, ev watch.Event) (direct *watch.Event, alive bool) {
+	if k >= len(f.streams) {
+		return nil, true
+	}
+	st := &f.streams[k]
 	switch ev.Type {
 	case watch.Error:
 		return &ev, true
@@ -389,26 +520,31 @@ func (f *feed) acceptLocked(ev watch.Event) (direct *watch.Event, alive bool) {
 			return nil, true
 		}
 		rv, ok := parseRV(m.GetResourceVersion())
-		if f.initial {
+		if f.initial && !st.initialDone {
 			if m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-				// End of the streamed list: the relist is complete.
-				f.initial = false
-				f.listing = false
-				f.relistRV = m.GetResourceVersion()
-				f.hwm = rv
-				f.logger.V(4).Info("Watch-list initial events complete", "resourceVersion", f.relistRV, "epoch", f.epoch)
+				// End of this stream's part of the streamed list.
+				st.initialDone = true
+				st.hwm = rv
+				if f.allInitialDoneLocked() {
+					f.endInitialLocked(ev)
+				}
+				return nil, true
 			}
-			f.appendLocked(ev)
+			if len(f.streams) == 1 {
+				f.appendLocked(ev)
+			}
 			return nil, true
 		}
 		if ok {
-			if rv <= f.hwm {
+			if rv <= st.hwm {
 				return nil, true
 			}
-			f.hwm = rv
+			st.hwm = rv
 			f.sweepFloorsLocked()
 		}
-		f.appendLocked(ev)
+		if !f.initial {
+			f.appendLocked(ev)
+		}
 		return nil, true
 	case watch.Added, watch.Modified, watch.Deleted:
 		key, _, ok := objectKeys(ev.Object)
@@ -416,13 +552,13 @@ func (f *feed) acceptLocked(ev watch.Event) (direct *watch.Event, alive bool) {
 			return nil, true
 		}
 		rv, rvOK := objectRV(ev.Object)
-		if !f.initial && rvOK {
+		if !(f.initial && !st.initialDone) && rvOK {
 			// Initial events of a watch-list carry the objects' own (unordered)
 			// resourceVersions; every later event is in stream order.
-			if f.hwm > 0 && rv <= f.hwm {
+			if st.hwm > 0 && rv <= st.hwm {
 				return nil, true // already accounted for before a watch restart
 			}
-			f.hwm = rv
+			st.hwm = rv
 		}
 		if !f.adm.namespaceAdmitted(key) {
 			f.counters.dropped.Add(1)
@@ -444,6 +580,25 @@ func (f *feed) acceptLocked(ev watch.Event) (direct *watch.Event, alive bool) {
 	default:
 		return nil, true
 	}
+}
+
+// endInitialLocked completes a watch-list relist once every stream has sent its
+// initial-events-end bookmark (last, a bookmark of the last stream): the reflector gets
+// one such bookmark, at the oldest stream's position.
+func (f *feed) endInitialLocked(last watch.Event) {
+	f.initial = false
+	f.listing = false
+	oldest := f.oldestLocked()
+	f.relistRV = strconv.FormatUint(oldest, 10)
+	if len(f.streams) > 1 {
+		obj := last.Object.DeepCopyObject()
+		if m, err := meta.Accessor(obj); err == nil {
+			m.SetResourceVersion(f.relistRV)
+		}
+		last = watch.Event{Type: watch.Bookmark, Object: obj}
+	}
+	f.appendLocked(last)
+	f.logger.V(4).Info("Watch-list initial events complete", "resourceVersion", f.relistRV, "epoch", f.epoch, "streams", len(f.streams))
 }
 
 // next returns the event instance gen should deliver next and its sequence number,
@@ -541,7 +696,7 @@ func (f *feed) appendBookmarkLocked() {
 	if f.initial {
 		return // the initial-events-end bookmark will do
 	}
-	if f.hwm == 0 {
+	if !f.positionKnownLocked() {
 		f.needBookmark = f.listing
 		return
 	}
@@ -550,7 +705,7 @@ func (f *feed) appendBookmarkLocked() {
 	if err != nil {
 		return
 	}
-	m.SetResourceVersion(strconv.FormatUint(f.hwm, 10))
+	m.SetResourceVersion(strconv.FormatUint(f.newestLocked(), 10))
 	f.appendLocked(watch.Event{Type: watch.Bookmark, Object: obj})
 }
 
@@ -565,7 +720,7 @@ func (f *feed) wakeLocked() {
 
 func (f *feed) sweepFloorsLocked() {
 	for ns, floor := range f.floors {
-		if floor <= f.hwm {
+		if floor <= f.streams[f.sliceOfLocked(ns)].hwm {
 			delete(f.floors, ns)
 		}
 	}
@@ -619,7 +774,7 @@ func (f *feed) injectLocked(s *nsSync) {
 		}
 		f.appendLocked(ev)
 	}
-	if s.listRVKnown && s.listRV > f.hwm {
+	if s.listRVKnown && s.listRV > f.streams[f.sliceOfLocked(s.namespace)].hwm {
 		f.floors[s.namespace] = s.listRV
 	}
 	if f.appended > before {
@@ -695,12 +850,4 @@ func (f *feed) shadowCount() int {
 		n += len(objs)
 	}
 	return n
-}
-
-// needsReopen reports whether watch instance gen, whose upstream uses selector generation
-// covGen, must reopen its upstream now.
-func (f *feed) needsReopen(gen, covGen uint64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return gen == f.gen && f.staleLocked(covGen)
 }

@@ -3,7 +3,6 @@ package shardcache
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,12 +22,41 @@ const DefaultSelectorDebounce = 500 * time.Millisecond
 // coordinator grants a shard's partitions in one burst of tens of milliseconds.
 const prepareDebounce = 100 * time.Millisecond
 
-// coverage is one server-side selector: the ranges, their wire form, and a generation
-// that grows with every change.
+// coverage is one server-side selector, split into slices of the hash space (one watch
+// per slice and resource): the ranges, each slice's wire form, a generation that grows
+// with every change, and per slice the generation at which its ranges last changed (only
+// the watches of changed slices are reopened).
 type coverage struct {
-	set hashrange.Set
-	sel string
-	gen uint64
+	set  hashrange.Sliced
+	sels []string
+	gens []uint64
+	gen  uint64
+}
+
+// newCoverage returns generation gen of the selector set, keeping prev's slice
+// generations for the slices that did not change.
+func newCoverage(set hashrange.Sliced, prev *coverage, gen uint64) *coverage {
+	cov := &coverage{set: set, sels: set.Strings(), gens: make([]uint64, len(set.Slices)), gen: gen}
+	for i := range cov.gens {
+		cov.gens[i] = gen
+		if prev != nil && prev.set.SameSlice(set, i) {
+			cov.gens[i] = prev.gens[i]
+		}
+	}
+	return cov
+}
+
+// unchanged reports whether set has the same slices and ranges as cov.
+func (cov *coverage) unchanged(set hashrange.Sliced) bool {
+	if cov == nil || cov.set.Bits != set.Bits {
+		return false
+	}
+	for i := range set.Slices {
+		if !cov.set.SameSlice(set, i) {
+			return false
+		}
+	}
+	return true
 }
 
 // serverFilter computes the shardRange selector of ModeServerFilter and hands it to the
@@ -41,7 +69,9 @@ type coverage struct {
 type serverFilter struct {
 	c         *Cache
 	maxRanges int
-	debounce  time.Duration
+	// maxBits bounds the selector's slices (2^maxBits watches per resource).
+	maxBits  int
+	debounce time.Duration
 
 	cur atomic.Pointer[coverage]
 
@@ -61,8 +91,8 @@ type serverFilter struct {
 	ignored atomic.Bool
 }
 
-func newServerFilter(c *Cache, maxRanges int, debounce time.Duration) *serverFilter {
-	return &serverFilter{c: c, maxRanges: maxRanges, debounce: debounce, want: map[string]struct{}{}}
+func newServerFilter(c *Cache, maxRanges, maxBits int, debounce time.Duration) *serverFilter {
+	return &serverFilter{c: c, maxRanges: maxRanges, maxBits: maxBits, debounce: debounce, want: map[string]struct{}{}}
 }
 
 // current returns the selector in force (nil before the first computation).
@@ -150,18 +180,19 @@ func (s *serverFilter) recompute() *coverage {
 	for ns := range s.want {
 		names = append(names, ns)
 	}
-	set := hashrange.Build(names, s.c.adm.namespaceAdmitted, s.maxRanges)
+	cov := s.cur.Load()
+	// The slices never get coarser: a feed splits its streams, it cannot merge them.
+	set := hashrange.BuildSliced(names, s.c.adm.namespaceAdmitted, s.maxRanges, sliceBits(cov), s.maxBits)
 	for ns := range s.want {
 		if set.Covers(ns) || !s.c.adm.namespaceAdmitted(ns) {
 			delete(s.want, ns)
 		}
 	}
-	cov := s.cur.Load()
-	if cov == nil || !slices.Equal(cov.set.Ranges, set.Ranges) {
+	if !cov.unchanged(set) {
 		s.gen++
-		cov = &coverage{set: set, sel: set.String(), gen: s.gen}
+		cov = newCoverage(set, cov, s.gen)
 		s.cur.Store(cov)
-		klog.Background().WithName("shardcache").V(2).Info("Shard selector computed", "ranges", len(set.Ranges),
+		klog.Background().WithName("shardcache").V(2).Info("Shard selector computed", "ranges", set.Ranges(), "slices", len(set.Slices),
 			"ownedNamespaces", set.Owned, "foreignNamespaces", set.Foreign, "generation", cov.gen)
 	}
 	s.mu.Unlock()

@@ -48,14 +48,19 @@ func TestIntegrationServerFilter(t *testing.T) {
 	}
 
 	dropped := map[string]uint64{}
+	// One range per selector: a shard owning two namespaces apart in hash space needs
+	// several slices (watches) to name them exactly.
+	sliced := Options{MaxSelectorRanges: 1, MaxSelectorWatches: 8}
 	for _, mode := range []struct {
-		name             string
-		mode             Mode
-		disableWatchList bool
+		name string
+		opts Options
 	}{
-		{"client filter", ModeClientFilter, false},
-		{"server filter", ModeServerFilter, false},
-		{"server filter, classic list+watch", ModeServerFilter, true},
+		{"client filter", Options{Mode: ModeClientFilter}},
+		{"server filter", Options{Mode: ModeServerFilter}},
+		{"server filter, classic list+watch", Options{Mode: ModeServerFilter, DisableWatchList: true}},
+		{"server filter, sliced", Options{Mode: ModeServerFilter, MaxSelectorRanges: sliced.MaxSelectorRanges, MaxSelectorWatches: sliced.MaxSelectorWatches}},
+		{"server filter, sliced, classic list+watch", Options{Mode: ModeServerFilter, DisableWatchList: true,
+			MaxSelectorRanges: sliced.MaxSelectorRanges, MaxSelectorWatches: sliced.MaxSelectorWatches}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			suffix := make([]byte, 3)
@@ -67,7 +72,7 @@ func TestIntegrationServerFilter(t *testing.T) {
 				}
 			}
 			e.setup(ctx, 30)
-			dropped[mode.name] = runServerFilterIntegration(ctx, t, e, mode.mode, mode.disableWatchList)
+			dropped[mode.name] = runServerFilterIntegration(ctx, t, e, mode.opts)
 		})
 	}
 	t.Logf("objects received and dropped by the shard (config maps, secrets, pods): %v", dropped)
@@ -78,9 +83,11 @@ func TestIntegrationServerFilter(t *testing.T) {
 
 // runServerFilterIntegration runs one cache through start, churn, a new namespace and a
 // handoff, and returns how many objects it received and dropped.
-func runServerFilterIntegration(ctx context.Context, t *testing.T, e *itEnv, mode Mode, disableWatchList bool) uint64 {
+func runServerFilterIntegration(ctx context.Context, t *testing.T, e *itEnv, opts Options) uint64 {
 	client := e.admin
-	c, err := New(client, e.partitionOf, Options{Mode: mode, DisableWatchList: disableWatchList, PollInterval: 10 * time.Millisecond})
+	mode := opts.Mode
+	opts.PollInterval = 10 * time.Millisecond
+	c, err := New(client, e.partitionOf, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +194,20 @@ func runServerFilterIntegration(ctx context.Context, t *testing.T, e *itEnv, mod
 		}
 	}
 	t.Logf("namespaces covered but not owned: %d", c.NamespacesCoveredNotOwned())
+	if opts.MaxSelectorWatches > 1 {
+		// Where one range cannot name the owned namespaces exactly, the selector must
+		// have been split (the namespaces' names are random: it depends on the run).
+		one := hashrange.Build(c.nsInformer.GetIndexer().ListKeys(), c.adm.namespaceAdmitted, 1)
+		cov := c.filter.current()
+		switch {
+		case cov == nil:
+			t.Error("no selector")
+		case one.Foreign > 0 && cov.set.Bits == 0:
+			t.Errorf("one range covers %d foreign namespaces, but the selector was not split", one.Foreign)
+		default:
+			t.Logf("selector: %d slices, %d ranges, %d foreign namespaces covered (one range: %d)", len(cov.sels), cov.set.Ranges(), cov.set.Foreign, one.Foreign)
+		}
+	}
 	return dropped
 }
 

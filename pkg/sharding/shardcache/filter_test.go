@@ -264,29 +264,35 @@ func TestFeedStaleSelectorFreezesHighWaterMark(t *testing.T) {
 	f, _ := newTestFeed(t, 1)
 	f.filter = &serverFilter{} // marks ModeServerFilter; not used below
 	f.mu.Lock()
-	f.cov = &coverage{gen: 1, sel: "old"}
-	f.hwm, f.gen = 10, 7
+	f.cov = oneSliceCoverage(1, "old")
+	f.streams[0].hwm, f.gen = 10, 7
 	f.mu.Unlock()
-	if _, _, reopen := f.accept(7, 1, watch.Event{Type: watch.Added, Object: cm("p1-a", "x", 11)}); reopen {
+	if _, _, reopen := f.accept(7, 0, 0, 1, watch.Event{Type: watch.Added, Object: cm("p1-a", "x", 11)}); reopen {
 		t.Fatal("reopen asked with the selector unchanged")
 	}
 	waitHWM(t, f, 11)
-	f.setCoverage(&coverage{gen: 2, sel: "new"})
-	if !f.needsReopen(7, 1) {
+	f.setCoverage(oneSliceCoverage(2, "new"))
+	if stale, _, _ := f.staleUpstreams(7, 0, []uint64{1}); len(stale) != 1 {
 		t.Error("the watch of the old selector need not reopen")
 	}
-	if _, alive, reopen := f.accept(7, 1, watch.Event{Type: watch.Added, Object: cm("p1-a", "y", 12)}); !alive || !reopen {
+	if _, alive, reopen := f.accept(7, 0, 0, 1, watch.Event{Type: watch.Added, Object: cm("p1-a", "y", 12)}); !alive || !reopen {
 		t.Errorf("event of the old selector's watch: alive=%v reopen=%v, want both", alive, reopen)
 	}
-	opts, covGen, ok := f.reopenOpts(7, metav1.ListOptions{ResourceVersion: "3", TimeoutSeconds: new(int64)})
-	if !ok || opts.ResourceVersion != "11" || opts.ShardSelector != "new" || covGen != 2 || opts.TimeoutSeconds == nil {
-		t.Errorf("reopen options %+v gen %d ok %v; want from 11 with the new selector", opts, covGen, ok)
+	spec, ok := f.reopenSpec(7, 0, metav1.ListOptions{ResourceVersion: "3", TimeoutSeconds: new(int64)})
+	if opts := spec.opts; !ok || opts.ResourceVersion != "11" || opts.ShardSelector != "new" || spec.covGen != 2 || opts.TimeoutSeconds == nil {
+		t.Errorf("reopen options %+v gen %d ok %v; want from 11 with the new selector", opts, spec.covGen, ok)
 	}
-	if _, _, reopen := f.accept(7, 2, watch.Event{Type: watch.Added, Object: cm("p1-a", "y", 12)}); reopen {
+	if _, _, reopen := f.accept(7, 0, 0, 2, watch.Event{Type: watch.Added, Object: cm("p1-a", "y", 12)}); reopen {
 		t.Error("the reopened watch is stale")
 	}
 	waitHWM(t, f, 12)
 	if f.covers("p1-a") {
 		t.Error("covers a namespace the selector's ranges do not hold")
 	}
+}
+
+// oneSliceCoverage is a selector of one slice, generation gen, whose wire form is sel and
+// whose (empty) ranges cover nothing.
+func oneSliceCoverage(gen uint64, sel string) *coverage {
+	return &coverage{set: hashrange.Sliced{Slices: []hashrange.Set{{}}}, sels: []string{sel}, gens: []uint64{gen}, gen: gen}
 }

@@ -89,7 +89,7 @@ func waitHWM(t *testing.T, f *feed, rv uint64) {
 	waitFor(t, "high-water mark", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.hwm >= rv
+		return f.newestLocked() >= rv
 	})
 }
 

@@ -105,7 +105,7 @@ func (f *feed) selectorRanges() int {
 	if f.cov == nil {
 		return 0
 	}
-	return len(f.cov.set.Ranges)
+	return f.cov.set.Ranges()
 }
 
 // NamespacesCoveredNotOwned returns, in ModeServerFilter, how many known namespaces the

@@ -197,8 +197,8 @@ func (f *feed) runBulk(ctx context.Context, pageSize int64, gather time.Duration
 		}
 		f.mu.Unlock()
 		// ModeServerFilter: list once the watch carries every namespace of the batch,
-		// with the selector (see listInto).
-		sel, ok := f.coversAll(batch)
+		// with the selector of their slice (see covers).
+		bySel, ok := f.coversAll(batch)
 		if !ok {
 			for ns := range batch {
 				f.filter.need(ns)
@@ -209,30 +209,41 @@ func (f *feed) runBulk(ctx context.Context, pageSize int64, gather time.Duration
 			}
 			continue
 		}
-		start := time.Now()
-		items, rv, err := f.list(ctx, "", sel, pageSize, func(ns string) bool { return batch[ns] != nil }, &f.counters.bulkLists)
-		if err != nil {
-			if ctx.Err() != nil {
-				continue // ends the loop above
+		for sel, part := range bySel {
+			if err := f.listBulk(ctx, sel, part, pageSize); err != nil {
+				if ctx.Err() != nil {
+					break // ends the loop above
+				}
+				f.logger.Error(err, "Cluster-wide warm-up list failed, retrying", "resource", f.rt.Name(), "namespaces", len(part))
+				select {
+				case <-time.After(backoff.Step()):
+				case <-ctx.Done():
+				}
+				break
 			}
-			f.logger.Error(err, "Cluster-wide warm-up list failed, retrying", "resource", f.rt.Name(), "namespaces", len(batch))
-			select {
-			case <-time.After(backoff.Step()):
-			case <-ctx.Done():
-			}
-			continue
 		}
-		byNS := make(map[string][]runtime.Object, len(batch))
-		for _, o := range items {
-			ns, _, _ := objectKeys(o)
-			byNS[ns] = append(byNS[ns], o)
-		}
-		for ns, s := range batch {
-			f.completeSync(s, byNS[ns], rv)
-		}
-		f.logger.V(2).Info("Warmed namespaces with a cluster-wide list", "resource", f.rt.Name(),
-			"namespaces", len(batch), "objects", len(items), "resourceVersion", rv, "duration", time.Since(start))
 	}
+}
+
+// listBulk lists the namespaces of batch with one cluster-wide list (with selector) and
+// completes their warm-ups.
+func (f *feed) listBulk(ctx context.Context, selector string, batch map[string]*nsSync, pageSize int64) error {
+	start := time.Now()
+	items, rv, err := f.list(ctx, "", selector, pageSize, func(ns string) bool { return batch[ns] != nil }, &f.counters.bulkLists)
+	if err != nil {
+		return err
+	}
+	byNS := make(map[string][]runtime.Object, len(batch))
+	for _, o := range items {
+		ns, _, _ := objectKeys(o)
+		byNS[ns] = append(byNS[ns], o)
+	}
+	for ns, s := range batch {
+		f.completeSync(s, byNS[ns], rv)
+	}
+	f.logger.V(2).Info("Warmed namespaces with a cluster-wide list", "resource", f.rt.Name(),
+		"namespaces", len(batch), "objects", len(items), "resourceVersion", rv, "duration", time.Since(start))
+	return nil
 }
 
 // abandon cancels s if it never got listed (its warm-up was cancelled).
@@ -283,7 +294,15 @@ func (f *feed) listNamespace(ctx context.Context, namespace string, pageSize int
 // keeping only the objects whose namespace keep accepts (all with a nil keep), and counts
 // its calls in calls.
 func (f *feed) list(ctx context.Context, namespace, selector string, pageSize int64, keep func(namespace string) bool, calls *atomic.Uint64) ([]runtime.Object, string, error) {
-	opts := metav1.ListOptions{Limit: pageSize, ShardSelector: selector}
+	return f.listPages(ctx, namespace, metav1.ListOptions{Limit: pageSize, ShardSelector: selector}, keep, calls, nil)
+}
+
+// listPages lists with opts page by page at one consistent resourceVersion (the first
+// page's; an expired continue token restarts the list), keeping only the objects whose
+// namespace keep accepts (all with a nil keep), stripped of managedFields. It counts its
+// calls in calls and hands every page to onPage, if not nil.
+func (f *feed) listPages(ctx context.Context, namespace string, opts metav1.ListOptions, keep func(namespace string) bool, calls *atomic.Uint64, onPage func(runtime.Object)) ([]runtime.Object, string, error) {
+	first := opts
 	var items []runtime.Object
 	rv := ""
 	for {
@@ -291,10 +310,13 @@ func (f *feed) list(ctx context.Context, namespace, selector string, pageSize in
 		calls.Add(1)
 		if err != nil {
 			if apierrors.IsResourceExpired(err) && opts.Continue != "" {
-				opts.Continue, items, rv = "", nil, ""
+				opts, items, rv = first, nil, ""
 				continue
 			}
 			return nil, "", err
+		}
+		if onPage != nil {
+			onPage(list)
 		}
 		lm, err := meta.ListAccessor(list)
 		if err != nil {
@@ -320,7 +342,8 @@ func (f *feed) list(ctx context.Context, namespace, selector string, pageSize in
 		if lm.GetContinue() == "" {
 			return items, rv, nil
 		}
-		opts.Continue = lm.GetContinue()
+		// The apiserver refuses a resourceVersion with a continue token.
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = lm.GetContinue(), "", ""
 	}
 }
 
@@ -415,22 +438,28 @@ func (f *feed) releaseDone(t releaseTicket, partitions []uint32) bool {
 	return true
 }
 
-// coversAll reports whether the feed's stream carries every namespace of batch (see
-// covers), and returns the selector a cluster-wide list of them uses ("" in
-// ModeClientFilter).
-func (f *feed) coversAll(batch map[string]*nsSync) (string, bool) {
+// coversAll reports whether the feed's streams carry every namespace of batch (see
+// covers), and returns the namespaces by the selector a cluster-wide list of them uses:
+// the selector of their slice (one "" in ModeClientFilter).
+func (f *feed) coversAll(batch map[string]*nsSync) (map[string]map[string]*nsSync, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.filter == nil {
-		return "", true
+		return map[string]map[string]*nsSync{"": batch}, true
 	}
-	if f.cov == nil || f.initial || f.listing || f.hwm == 0 {
-		return "", false
+	if !f.canReopenLocked() {
+		return nil, false
 	}
-	for ns := range batch {
+	bySel := map[string]map[string]*nsSync{}
+	for ns, s := range batch {
 		if !f.cov.set.Covers(ns) {
-			return "", false
+			return nil, false
 		}
+		sel := f.cov.sels[f.cov.set.SliceOf(ns)]
+		if bySel[sel] == nil {
+			bySel[sel] = map[string]*nsSync{}
+		}
+		bySel[sel][ns] = s
 	}
-	return f.cov.sel, true
+	return bySel, true
 }

@@ -1,0 +1,216 @@
+package shardcache
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kshard/kshard/pkg/sharding/hashrange"
+)
+
+// slicedNamespaces are 24 namespaces of partition 1 and 24 of partition 2 whose names
+// spread over FNV space (names differing only in their last characters would not).
+func slicedNamespaces() []string {
+	var names []string
+	for p := 1; p <= 2; p++ {
+		for i := 0; i < 24; i++ {
+			names = append(names, fmt.Sprintf("p%d-%08x", p, uint32(i*2654435761+p*97)))
+		}
+	}
+	return names
+}
+
+// sliceWatches returns, for each slice of the selector in force, the newest open watch
+// of the fake apiserver with that slice's selector (nil if there is none).
+func (e *filterEnv) sliceWatches() []*upstream {
+	cov := e.c.filter.current()
+	e.api.mu.Lock()
+	defer e.api.mu.Unlock()
+	out := make([]*upstream, len(cov.sels))
+	for k, sel := range cov.sels {
+		for i := len(e.api.watches) - 1; i >= 0; i-- {
+			u := e.api.watches[i]
+			select {
+			case <-u.stop:
+				continue
+			default:
+			}
+			if u.opts.ShardSelector == sel {
+				out[k] = u
+				break
+			}
+		}
+	}
+	return out
+}
+
+// emitSliced sends an event on the watch of the slice of obj's namespace, if that
+// watch's selector covers it (as a filtering apiserver would), and reports whether it did.
+func (e *filterEnv) emitSliced(t *testing.T, typ watch.EventType, obj *corev1.ConfigMap) bool {
+	t.Helper()
+	k := e.c.filter.current().set.SliceOf(obj.Namespace)
+	u := e.sliceWatches()[k]
+	if u == nil {
+		t.Fatalf("no open watch for slice %d", k)
+	}
+	if !selectorMatches(t, u.opts.ShardSelector, obj.Namespace) {
+		return false
+	}
+	u.send(typ, obj)
+	return true
+}
+
+// TestServerFilterSlices: with MaxSelectorRanges too small for one exact selector, the
+// selector is split over slices of the hash space, one watch per slice, and is exact.
+// Lists (classic or streamed) cover every slice; the streams' events merge into one
+// store; each stream keeps its own position, from which a watch that ended resumes it;
+// a namespace that appears reopens only the watch of its slice.
+func TestServerFilterSlices(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			names := slicedNamespaces()
+			var hist history
+			for i, n := range names {
+				hist = append(hist, ev{watch.Added, cm(n, "c", i+1)})
+			}
+			listRV := len(hist)
+			e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names, 1)
+			owned := func(n string) bool { return testPartition(n) == 1 }
+			if one := hashrange.Build(names, owned, 7); one.Foreign == 0 {
+				t.Fatal("test setup: one selector of 7 ranges is already exact")
+			}
+			hist.list(e.api, "", listRV)
+
+			// The first list: every slice's share, nothing else.
+			streamPos := map[int]int{}
+			if streaming {
+				e.f.noWatchList = false // the fake clientset would refuse; the fake API streams
+			}
+			e.c.Start(ctx)
+			cov := e.c.filter.current()
+			waitFor(t, "the first selector", func() bool { cov = e.c.filter.current(); return cov != nil })
+			if cov.set.Bits != 2 || cov.set.Foreign != 0 {
+				t.Fatalf("selector of %d slices covering %d foreign namespaces, want 4 exact slices", len(cov.sels), cov.set.Foreign)
+			}
+			waitFor(t, "a watch per slice", func() bool {
+				for _, u := range e.sliceWatches() {
+					if u == nil {
+						return false
+					}
+				}
+				return true
+			})
+			if streaming {
+				for k, u := range e.sliceWatches() {
+					if u.opts.SendInitialEvents == nil || !*u.opts.SendInitialEvents {
+						t.Fatalf("slice %d: not a streamed list: %+v", k, u.opts)
+					}
+					for _, o := range hist.state(listRV, "") {
+						if selectorMatches(t, u.opts.ShardSelector, o.Namespace) {
+							u.send(watch.Added, o.DeepCopy())
+						}
+					}
+					// Each stream ends its list at its own position; the relist completes
+					// at the oldest.
+					streamPos[k] = listRV + k
+					u.send(watch.Bookmark, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(listRV + k),
+						Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
+				}
+			} else {
+				for k := range cov.sels {
+					streamPos[k] = listRV
+				}
+			}
+			if err := e.c.WaitForCacheSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitTruth(t, e.inf, e.f, hist.truth(listRV, e.admitted))
+			e.f.mu.Lock()
+			relistRV := e.f.relistRV
+			e.f.mu.Unlock()
+			if relistRV != strconv.Itoa(listRV) {
+				t.Errorf("relist completed at %s, want the oldest stream's %d", relistRV, listRV)
+			}
+			e.api.mu.Lock()
+			for _, o := range e.api.listOpts {
+				if !streaming && o.ShardSelector == "" {
+					t.Errorf("an unfiltered list: %+v", o)
+				}
+			}
+			e.api.mu.Unlock()
+
+			// Live events, on the watch of each namespace's slice.
+			rv := streamPos[len(cov.sels)-1]
+			for _, n := range names {
+				rv++
+				o := cm(n, "c", rv)
+				hist = append(hist, ev{watch.Modified, o})
+				k := cov.set.SliceOf(n)
+				if e.emitSliced(t, watch.Modified, o.DeepCopy()) {
+					streamPos[k] = rv
+				} else if owned(n) {
+					t.Errorf("the watch of slice %d does not carry owned namespace %s", k, n)
+				}
+			}
+			waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+			waitFor(t, "every stream at its position", func() bool {
+				e.f.mu.Lock()
+				defer e.f.mu.Unlock()
+				for k, st := range e.f.streams {
+					if st.hwm != uint64(streamPos[k]) {
+						return false
+					}
+				}
+				return true
+			})
+
+			// One upstream ends: the reflector watches again, every stream from its own position.
+			before := e.api.watchCount()
+			close(e.sliceWatches()[0].ch)
+			waitFor(t, "new watches", func() bool { return e.api.watchCount() >= before+len(cov.sels) })
+			for k, u := range e.sliceWatches() {
+				if u.opts.ResourceVersion != strconv.Itoa(streamPos[k]) {
+					t.Errorf("slice %d resumed from %s, want its stream's %d", k, u.opts.ResourceVersion, streamPos[k])
+				}
+			}
+
+			// A namespace of partition 1 appears: only its slice's watch reopens.
+			const added = "p1-new"
+			open := e.sliceWatches()
+			before = e.api.watchCount()
+			hist.list(e.api, added, rv) // its warm-up list: empty
+			if _, err := e.client.CoreV1().Namespaces().Create(ctx, ns(added), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			e.waitCovered(t, added)
+			k := e.c.filter.current().set.SliceOf(added)
+			waitFor(t, "the reopened watch", func() bool { u := e.sliceWatches()[k]; return u != nil && u != open[k] })
+			if got := e.api.watchCount() - before; got != 1 {
+				t.Errorf("%d watches opened for a namespace of one slice, want 1", got)
+			}
+			for j, u := range e.sliceWatches() {
+				if j != k && u != open[j] {
+					t.Errorf("the watch of slice %d, which did not change, was reopened", j)
+				}
+			}
+			if u := e.sliceWatches()[k]; u.opts.ResourceVersion != strconv.Itoa(streamPos[k]) {
+				t.Errorf("slice %d reopened from %s, want its stream's %d", k, u.opts.ResourceVersion, streamPos[k])
+			}
+			rv++
+			o := cm(added, "c", rv)
+			hist = append(hist, ev{watch.Added, o})
+			if !e.emitSliced(t, watch.Added, o.DeepCopy()) {
+				t.Fatalf("the reopened watch does not carry %s", added)
+			}
+			waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+			e.rvs.report(t)
+		})
+	}
+}

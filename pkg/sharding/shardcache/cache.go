@@ -1,10 +1,10 @@
 package shardcache
 
 import (
-	"math/bits"
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sort"
 	"sync"
 	"sync/atomic"

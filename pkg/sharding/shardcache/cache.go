@@ -317,7 +317,7 @@ func (c *Cache) Informer(key Key) (toolscache.SharedIndexInformer, error) {
 	c.mu.Lock()
 	if f := c.feeds[key]; f != nil {
 		c.mu.Unlock()
-		return f.informer, nil
+		return f.public, nil
 	}
 	if inf := c.plain[key]; inf != nil {
 		c.mu.Unlock()
@@ -392,7 +392,7 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := c.feeds[key]; f != nil {
-		return f.informer
+		return f.public
 	}
 	if inf := c.plain[key]; inf != nil {
 		return inf
@@ -406,11 +406,7 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 		}
 		return inf
 	}
-	logger := klog.Background()
-	if c.runCtx != nil {
-		logger = klog.FromContext(c.runCtx)
-	}
-	f := newFeed(rt, c.client, c.adm, c.opts.DisableWatchList, logger.WithName("shardcache").WithValues("resource", rt.Name()))
+	f := newFeed(rt, c.client, c.adm, c.opts.DisableWatchList, c.loggerLocked().WithValues("resource", rt.Name()))
 	f.hooks = &c.hooks
 	f.filter = c.filter
 	if c.filter != nil {
@@ -425,13 +421,33 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 		ObjectDescription: rt.Name(),
 	})
 	_ = inf.SetTransform(StripManagedFields)
+	if c.filter != nil { // only a server filter's selector is ever split
+		_, _ = inf.AddEventHandler(f.appliedHandler())
+	}
 	f.informer = inf
+	f.public = &feedInformer{SharedIndexInformer: inf, store: &feedStore{Indexer: inf.GetIndexer(), f: f}}
 	c.feeds[key] = f
 	c.order = append(c.order, f)
 	if c.started {
 		go inf.RunWithContext(c.runCtx)
 	}
-	return inf
+	return f.public
+}
+
+// loggerLocked is the cache's logger: the context's of Run once it runs (c.mu held).
+func (c *Cache) loggerLocked() klog.Logger {
+	logger := klog.Background()
+	if c.runCtx != nil {
+		logger = klog.FromContext(c.runCtx)
+	}
+	return logger.WithName("shardcache")
+}
+
+// logger is loggerLocked for callers that do not hold c.mu.
+func (c *Cache) logger() klog.Logger {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loggerLocked()
 }
 
 // Keys returns the store keys (client-go's MetaNamespaceKeyFunc form: "namespace/name",

@@ -41,8 +41,8 @@
 //  3. The watch goroutine injects, at its current position: the listed objects (ADDED or
 //     MODIFIED), DELETED for objects the shard had but the list no longer has, then the
 //     buffered events with resourceVersion > L, then a BOOKMARK at the newest real
-//     resourceVersion of the stream, which moves the reflector's (and the store's)
-//     resourceVersion back to where the stream is after the older injected objects.
+//     resourceVersion of the streams, which moves the reflector's (and the store's)
+//     resourceVersion back to where the streams are after the older injected objects.
 //  4. Upstream events of the namespace at or below L are dropped from then on: a watch
 //     lagging behind the list must not take objects back in time.
 //
@@ -61,17 +61,27 @@
 //   - Everything the reflector receives goes through one output queue owned by the feed;
 //     a watch that ends leaves its undelivered events to the next watch, so an injected
 //     batch is never lost or split by a restart.
-//   - The feed tracks the newest upstream resourceVersion it has accounted for (high-water
-//     mark). A new watch resumes from it, whatever the reflector asks for (the reflector
-//     may have recorded an injected object's older version), and upstream events at or
-//     below it are duplicates and are dropped.
+//   - The feed tracks, per upstream stream (one, or one per slice of a server-side
+//     selector), the newest resourceVersion it has accounted for (high-water mark). A new
+//     watch resumes each stream from its own, whatever the reflector asks for (the
+//     reflector may have recorded an injected object's older version, or another
+//     stream's), and upstream events at or below it are duplicates and are dropped.
+//   - Each object's resourceVersion only moves forward in the store. With several streams
+//     the store's own resourceVersion does not (the streams are not ordered against each
+//     other), so the informer's store also answers LastStoreSyncResourceVersionIn(namespace):
+//     how far it has applied the stream carrying the namespace, which the controllers'
+//     read-your-writes guard (pkg/controllers/internal/consistency) asks instead.
 //   - A relist (List, or a streaming list's initial events) starts a new epoch: the queue,
 //     buffers and floors are discarded, because the relist's Replace supersedes them, and
 //     warm-ups begun before it are covered by it (it was filtered with their partitions
 //     admitted) instead of being merged.
 //   - The streaming list mode of client-go 0.37 (WatchListClient) is supported: initial
-//     events are filtered like list items, the initial-events-end bookmark passes through,
-//     and no merge happens before it. Options.DisableWatchList forces classic LIST+WATCH.
+//     events are filtered like list items, the initial-events-end bookmark passes through
+//     (with several streams, one, once every stream has sent its own), and no merge
+//     happens before it. Options.DisableWatchList forces classic LIST+WATCH. The
+//     watch-list consistency detector (KUBE_WATCHLIST_INCONSISTENCY_DETECTOR, a test aid)
+//     is not meaningful with several streams: its list at the relist's resourceVersion
+//     cannot match a store that already holds a faster stream's newer events.
 //
 // The feed keeps a shadow of its store (names and object pointers, shared with the store)
 // as it will be once every queued event has been applied. Release and the warm-up's
@@ -99,7 +109,11 @@
 // a superset otherwise; the feed's own filter stays authoritative, and an apiserver that
 // ignores the selector is logged once). Each feed merges one upstream watch per slice
 // (streams.go): a namespace's events come through one of them, in order, and each
-// stream keeps its own high-water mark, from which its watch resumes. A classic relist
+// stream keeps its own high-water mark, from which its watch resumes; an upstream watch
+// that ends after a second reopens alone, the others keep going. A slice with few
+// namespaces advances its mark only with their events and the apiserver's bookmarks, so
+// its reopen may ask for a resourceVersion the watch cache no longer has: the reflector
+// then relists (correct, at the price of a relist). A classic relist
 // lists every slice within one List call; a streamed one completes once every stream
 // has sent its initial-events-end bookmark, at the oldest stream's position. The number
 // of slices only grows (a stream splits into the finer slices, which start from its

@@ -1,6 +1,7 @@
 package shardcache
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -44,6 +45,7 @@ type feed struct {
 	noWatchList bool
 	logger      klog.Logger
 	informer    toolscache.SharedIndexInformer // set once, right after construction
+	public      *feedInformer                  // the informer controllers get
 	hooks       *testHooks
 	// filter is the server-side filter (ModeServerFilter); nil in ModeClientFilter.
 	filter *serverFilter
@@ -69,6 +71,13 @@ type feed struct {
 	// the selector's hash space in ModeServerFilter, one otherwise (streams.go).
 	bits    int
 	streams []stream
+	// listedAt are the streams' positions when the last relist completed; applied the
+	// newest resourceVersion the store has applied of each stream (2^appliedBits of
+	// them), as its event handler saw it: with several streams, the store's own
+	// resourceVersion may be another stream's (applied.go).
+	listedAt    []uint64
+	applied     []uint64
+	appliedBits int
 	// shadow: partition key (namespace) → name → object, as the store will hold it.
 	shadow map[string]map[string]runtime.Object
 	// outq holds events not yet handed to the reflector; appended and delivered count
@@ -291,6 +300,7 @@ func (f *feed) admittedCounting(namespace string) bool {
 func (f *feed) listedLocked(rv string) {
 	f.listing = false
 	f.relistRV = rv
+	f.listedAt = f.positionsLocked()
 	if f.needBookmark {
 		f.needBookmark = false
 		f.appendBookmarkLocked()
@@ -343,14 +353,31 @@ func (f *feed) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (w
 	f.mu.Unlock()
 
 	w := newFilteredWatch(ctx, f, gen, bits, opts)
+	// The streams' watches are opened side by side: each waits for the apiserver's watch
+	// cache to be fresh (and, streaming, sends its initial events), so one after another
+	// they would add up.
+	opened := make([]watch.Interface, len(ups))
+	errs := make([]error, len(ups))
+	var wg sync.WaitGroup
 	for k, u := range ups {
-		up, err := f.rt.Watch(ctx, f.client, "", u.opts)
-		f.counters.watches.Add(1)
-		if err != nil {
-			w.stopUpstreams()
-			return nil, err
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			opened[k], errs[k] = f.rt.Watch(ctx, f.client, "", u.opts)
+			f.counters.watches.Add(1)
+		}()
+	}
+	wg.Wait()
+	if err := cmp.Or(errs...); err != nil {
+		for _, up := range opened {
+			if up != nil {
+				up.Stop()
+			}
 		}
-		w.attach(k, up, u)
+		return nil, err
+	}
+	for k, u := range ups {
+		w.attach(k, opened[k], u)
 	}
 	f.mu.Lock()
 	if f.gen == gen {
@@ -377,6 +404,7 @@ func (f *feed) resetLocked() {
 	f.initial = false
 	f.resetStreamsLocked(f.cov)
 	f.relistRV = ""
+	f.listedAt = nil
 	f.shadow = map[string]map[string]runtime.Object{}
 	for i := range f.outq {
 		f.outq[i] = watch.Event{}
@@ -590,6 +618,7 @@ func (f *feed) endInitialLocked(last watch.Event) {
 	f.listing = false
 	oldest := f.oldestLocked()
 	f.relistRV = strconv.FormatUint(oldest, 10)
+	f.listedAt = f.positionsLocked()
 	if len(f.streams) > 1 {
 		obj := last.Object.DeepCopyObject()
 		if m, err := meta.Accessor(obj); err == nil {

@@ -175,6 +175,7 @@ func (s *serverFilter) fresh(ctx context.Context) (*coverage, error) {
 // recompute builds the selector from the Namespace informer and admission, and hands it
 // to every feed if it changed.
 func (s *serverFilter) recompute() *coverage {
+	logger := s.c.logger() // before s.mu: the cache's lock is never taken under it
 	s.mu.Lock()
 	names := s.c.nsInformer.GetIndexer().ListKeys()
 	for ns := range s.want {
@@ -192,7 +193,7 @@ func (s *serverFilter) recompute() *coverage {
 		s.gen++
 		cov = newCoverage(set, cov, s.gen)
 		s.cur.Store(cov)
-		klog.Background().WithName("shardcache").V(2).Info("Shard selector computed", "ranges", set.Ranges(), "slices", len(set.Slices),
+		logger.V(2).Info("Shard selector computed", "ranges", set.Ranges(), "slices", len(set.Slices),
 			"ownedNamespaces", set.Owned, "foreignNamespaces", set.Foreign, "generation", cov.gen)
 	}
 	s.mu.Unlock()

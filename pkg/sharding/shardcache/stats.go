@@ -28,8 +28,8 @@ type ResourceStats struct {
 	// BulkLists counts the cluster-wide list calls (pages) that warmed many namespaces at
 	// once (Options.ClusterListThreshold); ClusterLists does not include them.
 	BulkLists uint64
-	// SelectorRanges is the number of shardRange calls of the selector the informer's
-	// watch uses (ModeServerFilter; 0 otherwise).
+	// SelectorRanges is the number of shardRange calls of the selectors the informer's
+	// watches use, over every slice (ModeServerFilter; 0 otherwise).
 	SelectorRanges int
 	// SelectorRestarts counts the upstream watches reopened because the selector changed.
 	SelectorRestarts uint64
@@ -70,10 +70,11 @@ func (c *Cache) CachedObjects() map[string]int {
 }
 
 // OpenWatches returns, for each filtered resource type, the number of cluster-wide watch
-// streams open towards the apiserver: 1 while the feed's current watch call runs, 0
-// between a watch's end and the reflector's next call. It does not depend on the number
-// of namespaces or admitted partitions. The Namespace informer's own watch (always one,
-// unfiltered) is not included.
+// streams open towards the apiserver: one per stream (one, or in ModeServerFilter one per
+// slice of the selector) while the feed's current watch call runs, 0 between a watch's
+// end and the reflector's next call. It does not depend on the number of admitted
+// partitions. The Namespace informer's own watch (always one, unfiltered) is not
+// included.
 func (c *Cache) OpenWatches() map[string]int {
 	out := map[string]int{}
 	for _, f := range c.feedList() {
@@ -82,10 +83,10 @@ func (c *Cache) OpenWatches() map[string]int {
 	return out
 }
 
-// openWatches is 1 while the feed's active watch instance runs.
+// openWatches is the number of streams while the feed's active watch instance runs.
 func (f *feed) openWatches() int {
 	f.mu.Lock()
-	w := f.active
+	w, n := f.active, len(f.streams)
 	f.mu.Unlock()
 	if w == nil {
 		return 0
@@ -94,11 +95,11 @@ func (f *feed) openWatches() int {
 	case <-w.done:
 		return 0
 	default:
-		return 1
+		return n
 	}
 }
 
-// selectorRanges is the number of ranges of the feed's selector.
+// selectorRanges is the number of ranges of the feed's selector, over every slice.
 func (f *feed) selectorRanges() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -121,8 +122,8 @@ func (c *Cache) NamespacesCoveredNotOwned() int {
 
 var selectorRangesDesc = prometheus.NewDesc(
 	"kshard_shard_cache_selector_ranges",
-	"shardRange calls in the server-side shard selector (KEP-5866) of the shard's filtered informers, by resource "+
-		"(--server-side-filtering only).",
+	"shardRange calls in the server-side shard selectors (KEP-5866) of the shard's filtered informers, over "+
+		"every slice of the hash space, by resource (--server-side-filtering only).",
 	[]string{"resource"}, nil,
 )
 
@@ -149,8 +150,8 @@ var cachedObjectsDesc = prometheus.NewDesc(
 var watchesDesc = prometheus.NewDesc(
 	"kshard_shard_cache_watches",
 	"Watch streams the shard's filtered informers hold open to the apiserver, by resource "+
-		"(one cluster-wide watch per resource type, whatever the number of namespaces; the "+
-		"unfiltered Namespace informer's watch is not included).",
+		"(one cluster-wide watch per resource type, or with --server-side-filtering one per slice of "+
+		"the shard selector; the unfiltered Namespace informer's watch is not included).",
 	[]string{"resource"}, nil,
 )
 

@@ -92,6 +92,15 @@ func (f *feed) oldestLocked() uint64 {
 	return o
 }
 
+// positionsLocked returns every stream's high-water mark.
+func (f *feed) positionsLocked() []uint64 {
+	out := make([]uint64, len(f.streams))
+	for i, s := range f.streams {
+		out[i] = s.hwm
+	}
+	return out
+}
+
 // allInitialDoneLocked reports whether every stream of a watch-list relist has sent its
 // initial events.
 func (f *feed) allInitialDoneLocked() bool {

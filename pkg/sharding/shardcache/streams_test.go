@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,7 +172,26 @@ func TestServerFilterSlices(t *testing.T) {
 				return true
 			})
 
-			// One upstream ends: the reflector watches again, every stream from its own position.
+			// The store answers per namespace how far it has applied the namespace's
+			// stream: the controllers' consistency guard must not take another stream's
+			// newer resourceVersion for its own.
+			store, ok := e.inf.GetStore().(interface{ LastStoreSyncResourceVersionIn(string) string })
+			if !ok {
+				t.Fatalf("the informer's store (%T) does not answer per namespace", e.inf.GetStore())
+			}
+			waitFor(t, "every namespace's stream applied", func() bool {
+				for _, n := range names {
+					if owned(n) && store.LastStoreSyncResourceVersionIn(n) != strconv.Itoa(streamPos[cov.set.SliceOf(n)]) {
+						return false
+					}
+				}
+				return true
+			})
+
+			// One upstream ends at once: the reflector watches again, every stream from its
+			// own position.
+			defer func(age time.Duration) { minReopenAge = age }(minReopenAge)
+			minReopenAge = time.Hour
 			before := e.api.watchCount()
 			close(e.sliceWatches()[0].ch)
 			waitFor(t, "new watches", func() bool { return e.api.watchCount() >= before+len(cov.sels) })
@@ -180,10 +200,27 @@ func TestServerFilterSlices(t *testing.T) {
 					t.Errorf("slice %d resumed from %s, want its stream's %d", k, u.opts.ResourceVersion, streamPos[k])
 				}
 			}
+			// One that lived ends: it alone reopens, from its stream's position.
+			minReopenAge = 0
+			open := e.sliceWatches()
+			before = e.api.watchCount()
+			close(open[1].ch)
+			waitFor(t, "slice 1's new watch", func() bool { u := e.sliceWatches()[1]; return u != nil && u != open[1] })
+			if got := e.api.watchCount() - before; got != 1 {
+				t.Errorf("%d watches opened after one slice's upstream ended, want 1", got)
+			}
+			for k, u := range e.sliceWatches() {
+				if k != 1 && u != open[k] {
+					t.Errorf("the watch of slice %d was reopened", k)
+				}
+			}
+			if u := e.sliceWatches()[1]; u.opts.ResourceVersion != strconv.Itoa(streamPos[1]) {
+				t.Errorf("slice 1 reopened from %s, want its stream's %d", u.opts.ResourceVersion, streamPos[1])
+			}
 
 			// A namespace of partition 1 appears: only its slice's watch reopens.
 			const added = "p1-new"
-			open := e.sliceWatches()
+			open = e.sliceWatches()
 			before = e.api.watchCount()
 			hist.list(e.api, added, rv) // its warm-up list: empty
 			if _, err := e.client.CoreV1().Namespaces().Create(ctx, ns(added), metav1.CreateOptions{}); err != nil {
@@ -213,4 +250,63 @@ func TestServerFilterSlices(t *testing.T) {
 			e.rvs.report(t)
 		})
 	}
+}
+
+// TestServerFilterSliceSplit: a shard that owned nothing (one slice) is handed a
+// partition whose namespaces need four slices: its one stream splits into four, each
+// watched from the parent's position with its own selector, and the partition's warm-up
+// fills the store from them.
+func TestServerFilterSliceSplit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	names := slicedNamespaces()
+	var hist history
+	for i, n := range names {
+		hist = append(hist, ev{watch.Added, cm(n, "c", i+1)})
+	}
+	listRV := len(hist)
+	e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names)
+	hist.list(e.api, "", listRV)
+	for _, n := range names {
+		hist.list(e.api, n, listRV)
+	}
+	e.c.Start(ctx)
+	if err := e.c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first watch", func() bool { return e.api.watchCount() > 0 })
+	if cov := e.c.filter.current(); cov.set.Bits != 0 {
+		t.Fatalf("owning nothing: %d slices, want 1", len(cov.sels))
+	}
+	before := e.api.watchCount()
+
+	done := e.prepare(1)
+	waitFor(t, "four slices", func() bool { return sliceBits(e.c.filter.current()) == 2 })
+	waitFor(t, "a watch per slice", func() bool {
+		for _, u := range e.sliceWatches() {
+			if u == nil {
+				return false
+			}
+		}
+		return true
+	})
+	waitPrepared(t, done)
+	if got := e.api.watchCount() - before; got != 4 {
+		t.Errorf("%d watches opened by the split, want 4", got)
+	}
+	for k, u := range e.sliceWatches() {
+		if u.opts.ResourceVersion != strconv.Itoa(listRV) {
+			t.Errorf("slice %d watched from %s, want the parent stream's %d", k, u.opts.ResourceVersion, listRV)
+		}
+	}
+	waitTruth(t, e.inf, e.f, hist.truth(listRV, e.admitted))
+	rv := listRV
+	for _, n := range names {
+		rv++
+		o := cm(n, "c", rv)
+		hist = append(hist, ev{watch.Modified, o})
+		e.emitSliced(t, watch.Modified, o.DeepCopy())
+	}
+	waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+	e.rvs.report(t)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -47,7 +48,13 @@ type filteredWatch struct {
 type upstreamWatch struct {
 	w watch.Interface
 	upstreamSpec
+	opened time.Time
 }
+
+// minReopenAge is how long an upstream must have lived for its end to be mended in place
+// (reopened alone from its stream's high-water mark) rather than end the whole watch,
+// leaving the retry and its backoff to the reflector. (A variable for tests.)
+var minReopenAge = time.Second
 
 // The first select cases of filteredWatch.cases; the upstreams follow.
 const (
@@ -96,7 +103,7 @@ func (w *filteredWatch) Stop() {
 
 // attach makes up stream k's upstream.
 func (w *filteredWatch) attach(k int, up watch.Interface, spec upstreamSpec) {
-	w.ups[k], w.gens[k] = &upstreamWatch{w: up, upstreamSpec: spec}, spec.covGen
+	w.ups[k], w.gens[k] = &upstreamWatch{w: up, upstreamSpec: spec, opened: time.Now()}, spec.covGen
 	w.cases[caseUpstreams+k].Chan = reflect.ValueOf(up.ResultChan())
 }
 
@@ -118,7 +125,7 @@ func (w *filteredWatch) run() {
 			return
 		}
 		if len(stale) > 0 {
-			if !w.reopen(stale, bits) {
+			if !w.reopen(stale, bits, true) {
 				return
 			}
 			continue
@@ -143,11 +150,17 @@ func (w *filteredWatch) run() {
 		case caseWake:
 			continue
 		}
+		k := chosen - caseUpstreams
 		if !open {
-			return // an upstream ended: the reflector watches again
+			// An upstream ended (its timeout, a connection lost). With several streams,
+			// one that lived reopens alone, so that the others keep going; otherwise the
+			// reflector watches again, every stream from its high-water mark.
+			if w.bits == 0 || time.Since(w.ups[k].opened) < minReopenAge || !w.reopen([]int{k}, w.bits, false) {
+				return
+			}
+			continue
 		}
 		in, _ := recv.Interface().(watch.Event)
-		k := chosen - caseUpstreams
 		direct, alive, reopen := w.f.accept(w.gen, k, w.bits, w.gens[k], in)
 		if !alive {
 			return
@@ -169,8 +182,13 @@ func (w *filteredWatch) run() {
 // now has bits slice bits) by ones from their high-water marks with the feed's current
 // selector. It returns false if the instance must end instead (retired, stopped, or a
 // new watch failed: the reflector then watches again, from the same high-water marks and
-// with the same selector, or relists).
-func (w *filteredWatch) reopen(stale []int, bits int) bool {
+// with the same selector, or relists). selectorChanged tells why: a change of the
+// selector, or an upstream that ended.
+func (w *filteredWatch) reopen(stale []int, bits int, selectorChanged bool) bool {
+	reason := "its upstream watch ended"
+	if selectorChanged {
+		reason = "the shard selector changed"
+	}
 	if bits != w.bits {
 		w.stopUpstreams()
 		w.resize(bits)
@@ -193,11 +211,13 @@ func (w *filteredWatch) reopen(stale []int, bits int) bool {
 		up, err := w.f.rt.Watch(w.ctx, w.f.client, "", spec.opts)
 		w.f.counters.watches.Add(1)
 		if err != nil {
-			w.f.logger.Error(err, "Reopening the watch with a new shard selector failed; the reflector will watch again", "slice", k)
+			w.f.logger.Error(err, "Reopening a slice's watch failed; the reflector will watch again", "slice", k, "reason", reason)
 			return false
 		}
-		w.f.counters.selectorRestarts.Add(1)
-		w.f.logger.V(2).Info("Reopened the watch with a new shard selector", "slice", k, "slices", len(w.ups),
+		if selectorChanged {
+			w.f.counters.selectorRestarts.Add(1)
+		}
+		w.f.logger.V(2).Info("Reopened a slice's watch", "reason", reason, "slice", k, "slices", len(w.ups),
 			"resourceVersion", spec.opts.ResourceVersion, "selectorLength", len(spec.opts.ShardSelector))
 		w.attach(k, up, spec)
 	}

@@ -2,6 +2,7 @@ package consistency
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,6 +14,16 @@ import (
 // (client-go's Store with the AtomicFIFO feature, on by default).
 type RVSource interface {
 	LastStoreSyncResourceVersion() string
+}
+
+// NamespacedRVSource is an RVSource that merges several watch streams whose
+// resourceVersions are not ordered against each other (kshard's shard cache, when its
+// server-side selector is split over slices): its store-wide resourceVersion says nothing
+// about one namespace, so it tells, per namespace, the newest resourceVersion it has
+// applied of the stream that carries the namespace.
+type NamespacedRVSource interface {
+	RVSource
+	LastStoreSyncResourceVersionIn(namespace string) string
 }
 
 // StaleError fails a sync whose cache of Resource is older than the controller's own last
@@ -79,7 +90,8 @@ func (c *Store) Clear(key string, uid types.UID) {
 
 // Ready returns a *StaleError while a store has not reached a recorded write of key, and
 // forgets the writes once all have been reached. A store that cannot tell, or
-// resourceVersions that do not compare, never hold a sync back.
+// resourceVersions that do not compare, never hold a sync back. A NamespacedRVSource is
+// asked about key's namespace.
 func (c *Store) Ready(key string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -92,7 +104,16 @@ func (c *Store) Ready(key string) error {
 		if store == nil {
 			continue
 		}
-		read := store.LastStoreSyncResourceVersion()
+		var read string
+		if ns, ok := store.(NamespacedRVSource); ok {
+			namespace, _, found := strings.Cut(key, "/")
+			if !found {
+				namespace = "" // a cluster-scoped owner
+			}
+			read = ns.LastStoreSyncResourceVersionIn(namespace)
+		} else {
+			read = store.LastStoreSyncResourceVersion()
+		}
 		if read == "" {
 			continue
 		}

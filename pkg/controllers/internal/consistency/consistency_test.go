@@ -72,3 +72,44 @@ func TestStore(t *testing.T) {
 }
 
 func ptrTo(s string) *string { return &s }
+
+// perNamespace is a NamespacedRVSource: store-wide resourceVersion all, and one per
+// namespace.
+type perNamespace struct {
+	all string
+	ns  map[string]string
+}
+
+func (p perNamespace) LastStoreSyncResourceVersion() string { return p.all }
+func (p perNamespace) LastStoreSyncResourceVersionIn(namespace string) string {
+	return p.ns[namespace]
+}
+
+func TestStoreNamespaced(t *testing.T) {
+	tests := []struct {
+		name      string
+		key       string
+		wrote     string
+		store     perNamespace
+		wantStale bool
+	}{
+		{name: "the namespace's stream caught up", key: "a/owner", wrote: "7", store: perNamespace{all: "3", ns: map[string]string{"a": "7"}}},
+		{
+			name: "another stream ahead does not count", key: "a/owner", wrote: "7",
+			store: perNamespace{all: "20", ns: map[string]string{"a": "6", "b": "20"}}, wantStale: true,
+		},
+		{name: "a namespace the store cannot tell about holds nothing back", key: "c/owner", wrote: "7", store: perNamespace{all: "1", ns: map[string]string{"a": "1"}}},
+		{name: "a cluster-scoped owner is asked about no namespace", key: "owner", wrote: "7", store: perNamespace{all: "20", ns: map[string]string{"": "6"}}, wantStale: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(map[schema.GroupResource]RVSource{pods: tc.store})
+			c.Wrote(tc.key, "u", pods, tc.wrote)
+			err := c.Ready(tc.key)
+			var stale *StaleError
+			if got := errors.As(err, &stale); got != tc.wantStale {
+				t.Errorf("Ready = %v, want stale %v", err, tc.wantStale)
+			}
+		})
+	}
+}

@@ -310,3 +310,151 @@ func TestServerFilterSliceSplit(t *testing.T) {
 	waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
 	e.rvs.report(t)
 }
+
+// TestServerFilterSliceRelease: a shard owning two partitions over several slices
+// releases the larger one, whose namespaces lie in half of the hash space, so that the covered namespaces it no longer owns outnumber
+// the owned ones and the selector shrinks (it shrinks lazily, only then). The store
+// drops the partition's objects; the slices whose ranges changed
+// reopen from their own streams' positions, the others keep their watches; an event of
+// the released partition that still arrives is dropped; preparing the partition again
+// fills it back.
+func TestServerFilterSliceRelease(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Partition 1's namespaces spread over the hash space, partition 2's (more of them)
+	// lie in its lower half only: the slices of the upper half do not change.
+	var names []string
+	for _, n := range slicedNamespaces() {
+		if testPartition(n) == 1 {
+			names = append(names, n)
+		}
+	}
+	for i := 0; i < 24; i++ {
+		names = append(names, fmt.Sprintf("p3-%08x", uint32(i*2246822519+7)))
+	}
+	for i, n := 0, 0; n < 32; i++ {
+		if name := fmt.Sprintf("p2-%08x", uint32(i*2654435761+97)); hashrange.SliceOf(hashrange.Hash(name), 1) == 0 {
+			names = append(names, name)
+			n++
+		}
+	}
+	var hist history
+	for i, n := range names {
+		hist = append(hist, ev{watch.Added, cm(n, "c", i+1)})
+	}
+	listRV := len(hist)
+	// The fewest ranges per selector for which owning partitions 1 and 2, and then 1
+	// alone, takes the same number of slices (more than one): the release changes some
+	// slices' ranges without splitting them (a split reopens every slice, see
+	// TestServerFilterSliceSplit).
+	opts := Options{MaxSelectorWatches: 8}
+	ownedBoth := func(n string) bool { p := testPartition(n); return p == 1 || p == 2 }
+	ownedOne := func(n string) bool { return testPartition(n) == 1 }
+	for r := 2; r <= 12 && opts.MaxSelectorRanges == 0; r++ {
+		both, one := hashrange.BuildSliced(names, ownedBoth, r, 0, 3), hashrange.BuildSliced(names, ownedOne, r, 0, 3)
+		if both.Bits > 0 && both.Bits == one.Bits && both.Foreign == 0 && one.Foreign == 0 {
+			opts.MaxSelectorRanges = r
+		}
+	}
+	if opts.MaxSelectorRanges == 0 {
+		t.Fatal("test setup: no selector size keeps the slices through the release")
+	}
+	e := newFilterEnvWith(t, ctx, opts, hist, names, 1, 2)
+	hist.list(e.api, "", listRV)
+	e.c.Start(ctx)
+	if err := e.c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a watch per slice", func() bool {
+		for _, u := range e.sliceWatches() {
+			if u == nil {
+				return false
+			}
+		}
+		return true
+	})
+	waitTruth(t, e.inf, e.f, hist.truth(listRV, e.admitted))
+	before := e.c.filter.current()
+	open := e.sliceWatches()
+	watches := e.api.watchCount()
+
+	relCtx, relCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer relCancel()
+	if err := e.c.Release(relCtx, []uint32{2}); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	waitTruth(t, e.inf, e.f, hist.truth(listRV, e.admitted))
+	for _, n := range names {
+		if testPartition(n) == 2 && e.admitted(n) {
+			t.Fatalf("%s still admitted after its partition's release", n)
+		}
+	}
+	var after *coverage
+	waitFor(t, "a selector without partition 2", func() bool {
+		after = e.c.filter.current()
+		for _, n := range names {
+			if testPartition(n) == 2 && after.set.Covers(n) {
+				return false
+			}
+		}
+		return true
+	})
+	if after.set.Bits != before.set.Bits {
+		t.Errorf("the release changed the slices from %d to %d bits; slices only split", before.set.Bits, after.set.Bits)
+	}
+	changed := 0
+	waitFor(t, "the changed slices' watches", func() bool {
+		now := e.sliceWatches()
+		for k, u := range now {
+			if u == nil || (!after.set.SameSlice(before.set, k) && u == open[k]) {
+				return false
+			}
+		}
+		return true
+	})
+	now := e.sliceWatches()
+	for k, u := range now {
+		same := after.set.SameSlice(before.set, k)
+		switch {
+		case same && u != open[k]:
+			t.Errorf("slice %d, whose ranges did not change, was reopened", k)
+		case !same:
+			changed++
+			if u.opts.ResourceVersion != strconv.Itoa(listRV) {
+				t.Errorf("slice %d reopened from %q, want its stream's %d", k, u.opts.ResourceVersion, listRV)
+			}
+		}
+	}
+	if changed == 0 || changed == len(now) {
+		t.Fatalf("test setup: %d of %d slices' ranges changed, want some but not all", changed, len(now))
+	}
+	if got := e.api.watchCount() - watches; got != changed {
+		t.Errorf("%d watches opened by the release, want %d (one per changed slice)", got, changed)
+	}
+
+	// Live events: the apiserver filters partition 2's out; one that still arrives on a
+	// slice's watch (sent regardless of the selector) is dropped by the shard's own filter.
+	rv := listRV
+	for _, n := range names {
+		rv++
+		o := cm(n, "c", rv)
+		hist = append(hist, ev{watch.Modified, o})
+		if testPartition(n) == 2 {
+			now[after.set.SliceOf(n)].send(watch.Modified, o.DeepCopy())
+			continue
+		}
+		e.emitSliced(t, watch.Modified, o.DeepCopy())
+	}
+	waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+
+	// Prepared again, the partition's objects come back from its warm-up.
+	for _, n := range names {
+		if testPartition(n) == 2 {
+			hist.list(e.api, n, rv)
+		}
+	}
+	hist.list(e.api, "", rv)
+	waitPrepared(t, e.prepare(2))
+	waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+	e.rvs.report(t)
+}

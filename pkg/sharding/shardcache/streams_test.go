@@ -50,6 +50,29 @@ func (e *filterEnv) sliceWatches() []*upstream {
 	return out
 }
 
+// addedHistory is a history that adds one config map "c" to each namespace of names, at
+// resourceVersions 1, 2, …; it returns the history and its last resourceVersion.
+func addedHistory(names []string) (history, int) {
+	var hist history
+	for i, n := range names {
+		hist = append(hist, ev{watch.Added, cm(n, "c", i+1)})
+	}
+	return hist, len(hist)
+}
+
+// waitSliceWatches waits until every slice of the selector in force has an open watch.
+func (e *filterEnv) waitSliceWatches(t *testing.T) {
+	t.Helper()
+	waitFor(t, "a watch per slice", func() bool {
+		for _, u := range e.sliceWatches() {
+			if u == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // emitSliced sends an event on the watch of the slice of obj's namespace, if that
 // watch's selector covers it (as a filtering apiserver would), and reports whether it did.
 func (e *filterEnv) emitSliced(t *testing.T, typ watch.EventType, obj *corev1.ConfigMap) bool {
@@ -77,11 +100,7 @@ func TestServerFilterSlices(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			names := slicedNamespaces()
-			var hist history
-			for i, n := range names {
-				hist = append(hist, ev{watch.Added, cm(n, "c", i+1)})
-			}
-			listRV := len(hist)
+			hist, listRV := addedHistory(names)
 			e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names, 1)
 			owned := func(n string) bool { return testPartition(n) == 1 }
 			if one := hashrange.Build(names, owned, 7); one.Foreign == 0 {
@@ -100,14 +119,7 @@ func TestServerFilterSlices(t *testing.T) {
 			if cov.set.Bits != 2 || cov.set.Foreign != 0 {
 				t.Fatalf("selector of %d slices covering %d foreign namespaces, want 4 exact slices", len(cov.sels), cov.set.Foreign)
 			}
-			waitFor(t, "a watch per slice", func() bool {
-				for _, u := range e.sliceWatches() {
-					if u == nil {
-						return false
-					}
-				}
-				return true
-			})
+			e.waitSliceWatches(t)
 			if streaming {
 				for k, u := range e.sliceWatches() {
 					if u.opts.SendInitialEvents == nil || !*u.opts.SendInitialEvents {
@@ -260,11 +272,7 @@ func TestServerFilterSliceSplit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	names := slicedNamespaces()
-	var hist history
-	for i, n := range names {
-		hist = append(hist, ev{watch.Added, cm(n, "c", i+1)})
-	}
-	listRV := len(hist)
+	hist, listRV := addedHistory(names)
 	e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names)
 	hist.list(e.api, "", listRV)
 	for _, n := range names {
@@ -282,14 +290,7 @@ func TestServerFilterSliceSplit(t *testing.T) {
 
 	done := e.prepare(1)
 	waitFor(t, "four slices", func() bool { return sliceBits(e.c.filter.current()) == 2 })
-	waitFor(t, "a watch per slice", func() bool {
-		for _, u := range e.sliceWatches() {
-			if u == nil {
-				return false
-			}
-		}
-		return true
-	})
+	e.waitSliceWatches(t)
 	waitPrepared(t, done)
 	if got := e.api.watchCount() - before; got != 4 {
 		t.Errorf("%d watches opened by the split, want 4", got)
@@ -338,11 +339,7 @@ func TestServerFilterSliceRelease(t *testing.T) {
 			n++
 		}
 	}
-	var hist history
-	for i, n := range names {
-		hist = append(hist, ev{watch.Added, cm(n, "c", i+1)})
-	}
-	listRV := len(hist)
+	hist, listRV := addedHistory(names)
 	// The fewest ranges per selector for which owning partitions 1 and 2, and then 1
 	// alone, takes the same number of slices (more than one): the release changes some
 	// slices' ranges without splitting them (a split reopens every slice, see
@@ -365,14 +362,7 @@ func TestServerFilterSliceRelease(t *testing.T) {
 	if err := e.c.WaitForCacheSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a watch per slice", func() bool {
-		for _, u := range e.sliceWatches() {
-			if u == nil {
-				return false
-			}
-		}
-		return true
-	})
+	e.waitSliceWatches(t)
 	waitTruth(t, e.inf, e.f, hist.truth(listRV, e.admitted))
 	before := e.c.filter.current()
 	open := e.sliceWatches()

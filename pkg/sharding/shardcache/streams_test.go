@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/kshard/kshard/pkg/sharding/hashrange"
 )
 
@@ -58,6 +60,15 @@ func addedHistory(names []string) (history, int) {
 		hist = append(hist, ev{watch.Added, cm(n, "c", i+1)})
 	}
 	return hist, len(hist)
+}
+
+// next appends an event of typ for config map "c" of namespace at the next
+// resourceVersion after *rv, advances *rv, and returns the object.
+func (h *history) next(typ watch.EventType, namespace string, rv *int) *corev1.ConfigMap {
+	*rv++
+	o := cm(namespace, "c", *rv)
+	*h = append(*h, ev{typ, o})
+	return o
 }
 
 // waitSliceWatches waits until every slice of the selector in force has an open watch.
@@ -162,9 +173,7 @@ func TestServerFilterSlices(t *testing.T) {
 			// Live events, on the watch of each namespace's slice.
 			rv := streamPos[len(cov.sels)-1]
 			for _, n := range names {
-				rv++
-				o := cm(n, "c", rv)
-				hist = append(hist, ev{watch.Modified, o})
+				o := hist.next(watch.Modified, n, &rv)
 				k := cov.set.SliceOf(n)
 				if e.emitSliced(t, watch.Modified, o.DeepCopy()) {
 					streamPos[k] = rv
@@ -173,16 +182,7 @@ func TestServerFilterSlices(t *testing.T) {
 				}
 			}
 			waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
-			waitFor(t, "every stream at its position", func() bool {
-				e.f.mu.Lock()
-				defer e.f.mu.Unlock()
-				for k, st := range e.f.streams {
-					if st.hwm != uint64(streamPos[k]) {
-						return false
-					}
-				}
-				return true
-			})
+			e.waitStreamPositions(t, streamPos)
 
 			// The store answers per namespace how far it has applied the namespace's
 			// stream: the controllers' consistency guard must not take another stream's
@@ -252,9 +252,7 @@ func TestServerFilterSlices(t *testing.T) {
 			if u := e.sliceWatches()[k]; u.opts.ResourceVersion != strconv.Itoa(streamPos[k]) {
 				t.Errorf("slice %d reopened from %s, want its stream's %d", k, u.opts.ResourceVersion, streamPos[k])
 			}
-			rv++
-			o := cm(added, "c", rv)
-			hist = append(hist, ev{watch.Added, o})
+			o := hist.next(watch.Added, added, &rv)
 			if !e.emitSliced(t, watch.Added, o.DeepCopy()) {
 				t.Fatalf("the reopened watch does not carry %s", added)
 			}
@@ -303,9 +301,7 @@ func TestServerFilterSliceSplit(t *testing.T) {
 	waitTruth(t, e.inf, e.f, hist.truth(listRV, e.admitted))
 	rv := listRV
 	for _, n := range names {
-		rv++
-		o := cm(n, "c", rv)
-		hist = append(hist, ev{watch.Modified, o})
+		o := hist.next(watch.Modified, n, &rv)
 		e.emitSliced(t, watch.Modified, o.DeepCopy())
 	}
 	waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
@@ -426,9 +422,7 @@ func TestServerFilterSliceRelease(t *testing.T) {
 	// slice's watch (sent regardless of the selector) is dropped by the shard's own filter.
 	rv := listRV
 	for _, n := range names {
-		rv++
-		o := cm(n, "c", rv)
-		hist = append(hist, ev{watch.Modified, o})
+		o := hist.next(watch.Modified, n, &rv)
 		if testPartition(n) == 2 {
 			now[after.set.SliceOf(n)].send(watch.Modified, o.DeepCopy())
 			continue
@@ -447,4 +441,150 @@ func TestServerFilterSliceRelease(t *testing.T) {
 	waitPrepared(t, e.prepare(2))
 	waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
 	e.rvs.report(t)
+}
+
+// TestServerFilterSliceReopenFails: Prepare admits a partition and the slices' watches
+// reopen with new selectors; the first such watch fails. A 500 makes the reflector watch
+// again, every stream from its own position; a 410 Gone for those positions makes it
+// relist every slice. Either way the store ends with exactly the admitted objects and
+// the new selector's watches carry their events.
+func TestServerFilterSliceReopenFails(t *testing.T) {
+	gone := apierrors.NewResourceExpired("too old resource version")
+	internal := apierrors.NewInternalError(fmt.Errorf("etcd unavailable"))
+	tests := []struct {
+		name string
+		// fail answers a watch with one of the new selectors; n counts them, and
+		// listed is the resourceVersion the lists answer at.
+		fail   func(opts metav1.ListOptions, n, listed int) error
+		relist bool
+	}{
+		{name: "500 once", fail: func(_ metav1.ListOptions, n, _ int) error {
+			if n == 1 {
+				return internal
+			}
+			return nil
+		}},
+		{name: "410 Gone from every stream position", relist: true, fail: func(opts metav1.ListOptions, _, listed int) error {
+			if v, _ := strconv.Atoi(opts.ResourceVersion); v > 0 && v < listed {
+				return gone
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			names := slicedNamespaces()
+			hist, listRV := addedHistory(names)
+			e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names, 1)
+			hist.list(e.api, "", listRV)
+			e.c.Start(ctx)
+			if err := e.c.WaitForCacheSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			e.waitSliceWatches(t)
+			before := e.c.filter.current()
+			if before.set.Bits == 0 {
+				t.Fatal("test setup: one slice")
+			}
+			// Live events of partition 1 move the streams apart.
+			rv := listRV
+			streamPos := map[int]int{}
+			for k := range before.sels {
+				streamPos[k] = listRV
+			}
+			for _, n := range names {
+				if testPartition(n) != 1 {
+					continue
+				}
+				o := hist.next(watch.Modified, n, &rv)
+				if e.emitSliced(t, watch.Modified, o.DeepCopy()) {
+					streamPos[before.set.SliceOf(n)] = rv
+				}
+			}
+			waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+			e.waitStreamPositions(t, streamPos)
+
+			// Partition 2 is prepared: its warm-up lists, the relist (if any) and the
+			// reopened watches all answer at rv.
+			hist.list(e.api, "", rv)
+			for _, n := range names {
+				if testPartition(n) == 2 {
+					hist.list(e.api, n, rv)
+				}
+			}
+			lists := e.f.counters.clusterLists.Load()
+			n := 0
+			e.api.mu.Lock()
+			e.api.failWatch = func(opts metav1.ListOptions) error {
+				if !coversPartition(opts.ShardSelector, names, 2) {
+					return nil
+				}
+				n++
+				return tt.fail(opts, n, rv)
+			}
+			e.api.mu.Unlock()
+			waitPrepared(t, e.prepare(2))
+			waitFor(t, "a selector covering partition 2", func() bool {
+				for _, nm := range names {
+					if !e.c.filter.current().set.Covers(nm) {
+						return false
+					}
+				}
+				return true
+			})
+			e.waitSliceWatches(t)
+			waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+			if got := e.f.counters.clusterLists.Load() - lists; tt.relist != (got > 0) {
+				t.Errorf("%d cluster lists during the recovery, want a relist: %v", got, tt.relist)
+			}
+			if !tt.relist {
+				for k, u := range e.sliceWatches() {
+					if u.opts.ResourceVersion != strconv.Itoa(streamPos[k]) {
+						t.Errorf("slice %d watched again from %s, want its stream's %d", k, u.opts.ResourceVersion, streamPos[k])
+					}
+				}
+			}
+
+			// The new watches carry every namespace's events.
+			for _, nm := range names {
+				o := hist.next(watch.Modified, nm, &rv)
+				if !e.emitSliced(t, watch.Modified, o.DeepCopy()) {
+					t.Errorf("no watch carries %s", nm)
+				}
+			}
+			waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+			e.rvs.report(t)
+			e.api.mu.Lock()
+			t.Logf("apiserver calls: %v", e.api.calls)
+			e.api.mu.Unlock()
+		})
+	}
+}
+
+// coversPartition reports whether selector sel covers a namespace of partition p among
+// names.
+func coversPartition(sel string, names []string, p uint32) bool {
+	for _, n := range names {
+		if covers, _ := selectorCovers(sel, n); sel != "" && covers && testPartition(n) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// waitStreamPositions waits until every stream of the feed is at want[k].
+func (e *filterEnv) waitStreamPositions(t *testing.T, want map[int]int) {
+	t.Helper()
+	waitFor(t, "every stream at its position", func() bool {
+		e.f.mu.Lock()
+		defer e.f.mu.Unlock()
+		for k, st := range e.f.streams {
+			if st.hwm != uint64(want[k]) {
+				return false
+			}
+		}
+		return true
+	})
 }

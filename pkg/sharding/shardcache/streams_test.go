@@ -588,3 +588,99 @@ func (e *filterEnv) waitStreamPositions(t *testing.T, want map[int]int) {
 		return true
 	})
 }
+
+// TestServerFilterSliceFloors: a namespace warmed up while its slice's watch lags behind
+// the warm-up's list must not go back in time, whatever the other slices' streams do.
+// Its events at or below the list's resourceVersion are dropped, whether they arrive
+// during the warm-up (buffered) or after it (below the floor); a bookmark of another
+// slice's stream, newer than the list, does not lift the floor, which belongs to the
+// namespace's own stream; its newer events apply.
+func TestServerFilterSliceFloors(t *testing.T) {
+	for _, buffered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("buffered=%v", buffered), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			names := slicedNamespaces()
+			hist, listRV := addedHistory(names)
+			e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names, 1)
+			hist.list(e.api, "", listRV)
+			e.c.Start(ctx)
+			if err := e.c.WaitForCacheSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			e.waitSliceWatches(t)
+			cov := e.c.filter.current()
+			// x, of partition 2, is warmed up; y lies in another slice.
+			var x, y string
+			for _, n := range names {
+				if x == "" && testPartition(n) == 2 {
+					x = n
+				}
+			}
+			for _, n := range names {
+				if cov.set.SliceOf(n) != cov.set.SliceOf(x) {
+					y = n
+					break
+				}
+			}
+			if x == "" || y == "" {
+				t.Fatal("test setup: no two namespaces in different slices")
+			}
+			// x changes at 50, 52 and 53, is listed at 55, changes again at 56. (53 is
+			// not in the history: the list at 55 supersedes it.)
+			rv := listRV + 1
+			lagging := []*corev1.ConfigMap{hist.next(watch.Modified, x, &rv)}
+			rv++
+			lagging = append(lagging, hist.next(watch.Modified, x, &rv))
+			rv += 2
+			hist.next(watch.Modified, x, &rv)
+			listed := rv
+			for _, n := range names {
+				if testPartition(n) == 2 {
+					hist.list(e.api, n, listed)
+				}
+			}
+			newer := hist.next(watch.Modified, x, &rv)
+			afterBookmark := cm(x, "c", listed-2)
+			xWatch := func() *upstream {
+				var u *upstream
+				waitFor(t, "the watch of x's slice with a selector covering it", func() bool {
+					u = e.sliceWatches()[e.c.filter.current().set.SliceOf(x)]
+					return u != nil && coversPartition(u.opts.ShardSelector, []string{x}, 2)
+				})
+				return u
+			}
+			bookmarkY := func() {
+				e.sliceWatches()[cov.set.SliceOf(y)].send(watch.Bookmark, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(rv + 10)}})
+			}
+			if buffered {
+				// Everything arrives while x's list is in flight.
+				e.api.beforeList = func(namespace string, _ metav1.ListOptions) {
+					if namespace != x {
+						return
+					}
+					u := xWatch()
+					for _, o := range lagging {
+						u.send(watch.Modified, o.DeepCopy())
+					}
+					bookmarkY()
+					u.send(watch.Modified, afterBookmark)
+					u.send(watch.Modified, newer.DeepCopy())
+				}
+			}
+			waitPrepared(t, e.prepare(2))
+			if !buffered {
+				// The watch lags: the events the list already holds come after it.
+				u := xWatch()
+				for _, o := range lagging {
+					u.send(watch.Modified, o.DeepCopy())
+				}
+				bookmarkY()
+				u.send(watch.Modified, afterBookmark) // newer than its stream, below the floor
+				u.send(watch.Modified, newer.DeepCopy())
+			}
+			waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+			e.rvs.report(t)
+		})
+	}
+}

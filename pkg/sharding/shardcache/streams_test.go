@@ -71,6 +71,23 @@ func (h *history) next(typ watch.EventType, namespace string, rv *int) *corev1.C
 	return o
 }
 
+// startSliced starts a cache owning partition 1 of slicedNamespaces over four exact
+// slices, each namespace holding config map "c", and waits for its sync and the slices'
+// watches. It returns the history and its last resourceVersion, at which it listed.
+func startSliced(t *testing.T, ctx context.Context) (*filterEnv, []string, history, int) {
+	t.Helper()
+	names := slicedNamespaces()
+	hist, listRV := addedHistory(names)
+	e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names, 1)
+	hist.list(e.api, "", listRV)
+	e.c.Start(ctx)
+	if err := e.c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSliceWatches(t)
+	return e, names, hist, listRV
+}
+
 // waitSliceWatches waits until every slice of the selector in force has an open watch.
 func (e *filterEnv) waitSliceWatches(t *testing.T) {
 	t.Helper()
@@ -475,15 +492,7 @@ func TestServerFilterSliceReopenFails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			names := slicedNamespaces()
-			hist, listRV := addedHistory(names)
-			e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names, 1)
-			hist.list(e.api, "", listRV)
-			e.c.Start(ctx)
-			if err := e.c.WaitForCacheSync(ctx); err != nil {
-				t.Fatal(err)
-			}
-			e.waitSliceWatches(t)
+			e, names, hist, listRV := startSliced(t, ctx)
 			before := e.c.filter.current()
 			if before.set.Bits == 0 {
 				t.Fatal("test setup: one slice")
@@ -600,15 +609,7 @@ func TestServerFilterSliceFloors(t *testing.T) {
 		t.Run(fmt.Sprintf("buffered=%v", buffered), func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			names := slicedNamespaces()
-			hist, listRV := addedHistory(names)
-			e := newFilterEnvWith(t, ctx, Options{MaxSelectorRanges: 7, MaxSelectorWatches: 4}, hist, names, 1)
-			hist.list(e.api, "", listRV)
-			e.c.Start(ctx)
-			if err := e.c.WaitForCacheSync(ctx); err != nil {
-				t.Fatal(err)
-			}
-			e.waitSliceWatches(t)
+			e, names, hist, listRV := startSliced(t, ctx)
 			cov := e.c.filter.current()
 			// x, of partition 2, is warmed up; y lies in another slice.
 			var x, y string

@@ -8,10 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kshard/kshard/pkg/sharding/hashrange"
 )
@@ -326,12 +325,12 @@ func TestServerFilterSliceSplit(t *testing.T) {
 }
 
 // TestServerFilterSliceRelease: a shard owning two partitions over several slices
-// releases the larger one, whose namespaces lie in half of the hash space, so that the covered namespaces it no longer owns outnumber
-// the owned ones and the selector shrinks (it shrinks lazily, only then). The store
-// drops the partition's objects; the slices whose ranges changed
-// reopen from their own streams' positions, the others keep their watches; an event of
-// the released partition that still arrives is dropped; preparing the partition again
-// fills it back.
+// releases the larger one, whose namespaces lie in half of the hash space, so that the
+// covered namespaces it no longer owns outnumber the owned ones and the selector shrinks
+// (it shrinks lazily, only then). The store drops the partition's objects; the slices
+// whose ranges changed reopen from their own streams' positions, the others keep their
+// watches; an event of the released partition that still arrives is dropped; preparing
+// the partition again fills it back.
 func TestServerFilterSliceRelease(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -524,14 +523,14 @@ func TestServerFilterSliceReopenFails(t *testing.T) {
 				}
 			}
 			lists := e.f.counters.clusterLists.Load()
-			n := 0
+			listed, n := rv, 0
 			e.api.mu.Lock()
 			e.api.failWatch = func(opts metav1.ListOptions) error {
 				if !coversPartition(opts.ShardSelector, names, 2) {
 					return nil
 				}
 				n++
-				return tt.fail(opts, n, rv)
+				return tt.fail(opts, n, listed)
 			}
 			e.api.mu.Unlock()
 			waitPrepared(t, e.prepare(2))
@@ -545,6 +544,12 @@ func TestServerFilterSliceReopenFails(t *testing.T) {
 			})
 			e.waitSliceWatches(t)
 			waitTruth(t, e.inf, e.f, hist.truth(rv, e.admitted))
+			e.api.mu.Lock()
+			asked := n
+			e.api.mu.Unlock()
+			if asked < 2 {
+				t.Fatalf("%d watches asked for with the new selectors, want a failed one and a later one", asked)
+			}
 			if got := e.f.counters.clusterLists.Load() - lists; tt.relist != (got > 0) {
 				t.Errorf("%d cluster lists during the recovery, want a relist: %v", got, tt.relist)
 			}
@@ -575,8 +580,11 @@ func TestServerFilterSliceReopenFails(t *testing.T) {
 // coversPartition reports whether selector sel covers a namespace of partition p among
 // names.
 func coversPartition(sel string, names []string, p uint32) bool {
+	if sel == "" {
+		return false
+	}
 	for _, n := range names {
-		if covers, _ := selectorCovers(sel, n); sel != "" && covers && testPartition(n) == p {
+		if covers, _ := selectorCovers(sel, n); covers && testPartition(n) == p {
 			return true
 		}
 	}
@@ -614,8 +622,9 @@ func TestServerFilterSliceFloors(t *testing.T) {
 			// x, of partition 2, is warmed up; y lies in another slice.
 			var x, y string
 			for _, n := range names {
-				if x == "" && testPartition(n) == 2 {
+				if testPartition(n) == 2 {
 					x = n
+					break
 				}
 			}
 			for _, n := range names {

@@ -67,6 +67,14 @@ type Labeler struct {
 	active bool
 	term   uint32
 	owners map[partition.ID]string // known owners; a partition absent is left as it is
+
+	// wroteMu guards wrote: the copy each of this Labeler's own writes returned, kept
+	// until the informer's copy of that namespace is as new. The informer lags the API
+	// server; without it a namespace moved A → B → A and back to B before the informer
+	// saw the second write would look labelled B already, and Set would skip it while the
+	// API server still names A.
+	wroteMu sync.Mutex
+	wrote   map[string]metav1.Object
 }
 
 // NewLabeler returns a Labeler of the namespaces client sees, for the partitions of pm.
@@ -91,6 +99,7 @@ func NewLabeler(client metadata.Interface, pm partition.Map, params PolicyParams
 		params: params,
 		opts:   opts,
 		owners: map[partition.ID]string{},
+		wrote:  map[string]metav1.Object{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "kshard_owner_labeler"},
@@ -101,6 +110,7 @@ func NewLabeler(client metadata.Interface, pm partition.Map, params PolicyParams
 	if _, err := l.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    l.enqueue,
 		UpdateFunc: func(_, obj any) { l.enqueue(obj) },
+		DeleteFunc: l.forget,
 	}); err != nil {
 		return nil, err
 	}
@@ -143,6 +153,7 @@ func (l *Labeler) Activate(term uint32) (map[partition.ID]string, error) {
 		if err != nil {
 			continue
 		}
+		m = l.newest(m) // a leader again: its own last writes may be ahead of the informer
 		if t := l.termOf(m); t > term {
 			return nil, fmt.Errorf("%w: namespace %s carries term %d, this coordinator's is %d", ErrDeposed, m.GetName(), t, term)
 		}
@@ -309,9 +320,62 @@ func (l *Labeler) enqueue(obj any) {
 		utilruntime.HandleError(err)
 		return
 	}
+	m = l.newest(m)
 	if owner, _, ok := l.want(m.GetName()); ok && m.GetLabels()[l.params.OwnerLabel] != owner {
 		l.queue.Add(m.GetName())
 	}
+}
+
+// forget drops what this Labeler remembers of a deleted namespace.
+func (l *Labeler) forget(obj any) {
+	if m, err := metaOf(obj); err == nil {
+		l.wroteMu.Lock()
+		delete(l.wrote, m.GetName())
+		l.wroteMu.Unlock()
+	}
+}
+
+// remember keeps the copy a write of this Labeler returned, unless a newer one is kept.
+func (l *Labeler) remember(m metav1.Object) {
+	l.wroteMu.Lock()
+	defer l.wroteMu.Unlock()
+	if w, ok := l.wrote[m.GetName()]; !ok || w.GetUID() != m.GetUID() || newer(m, w) {
+		l.wrote[m.GetName()] = m
+	}
+}
+
+// newest returns the newer of the informer's copy m and the copy this Labeler's last
+// write of that namespace returned, and forgets the latter once the informer has caught
+// up with it.
+func (l *Labeler) newest(m metav1.Object) metav1.Object {
+	l.wroteMu.Lock()
+	defer l.wroteMu.Unlock()
+	w, ok := l.wrote[m.GetName()]
+	switch {
+	case !ok:
+		return m
+	case newer(w, m):
+		return w
+	default:
+		delete(l.wrote, m.GetName())
+		return m
+	}
+}
+
+// newer reports whether a is a later version of the namespace than b: both UIDs are the
+// same (a namespace deleted and created again is another object) and a's
+// resourceVersion is higher. Namespaces' resourceVersions are etcd revisions, compared
+// as numbers as Set does; one that does not parse is never newer.
+func newer(a, b metav1.Object) bool {
+	if a.GetUID() != b.GetUID() {
+		return false
+	}
+	ra, err := strconv.ParseUint(a.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return false
+	}
+	rb, err := strconv.ParseUint(b.GetResourceVersion(), 10, 64)
+	return err == nil && ra > rb
 }
 
 func (l *Labeler) runWorker(ctx context.Context) {
@@ -349,6 +413,8 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 		if m, err = metaOf(o); err != nil {
 			return "", false, err
 		}
+		// The informer may not have seen this Labeler's last write of it yet.
+		m = l.newest(m)
 	}
 	for attempt := 0; ; attempt++ {
 		owner, term, ok := l.want(name)
@@ -388,6 +454,7 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 			metav1.PatchOptions{FieldManager: "kshard-owner-labeler"})
 		switch {
 		case err == nil:
+			l.remember(got)
 			return rvIf(probeable && got.GetDeletionTimestamp() == nil, got.GetResourceVersion()), true, nil
 		case apierrors.IsNotFound(err):
 			return "", false, nil

@@ -2,16 +2,21 @@ package ownerrecord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
@@ -207,4 +212,113 @@ func TestLabelerLabelsTerminatingNamespaces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLabelerSetBehindInformer: the informer lags the API server, so a namespace moved
+// A → B → A whose informer copy still shows the first write (B) must still be written
+// when it moves back to B: Set goes by the newest copy it knows, its own last write's.
+func TestLabelerSetBehindInformer(t *testing.T) {
+	pm := partition.Map{Count: 1}
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	client := metadatafake.NewSimpleMetadataClient(scheme, namespaceMeta("ns", nil, nil))
+	versionedPatches(t, client)
+	// The informer's watch delivers only what the test sends it.
+	w := watch.NewFakeWithChanSize(10, false)
+	client.PrependWatchReactor("namespaces", func(clienttesting.Action) (bool, watch.Interface, error) { return true, w, nil })
+	l, err := NewLabeler(client, pm, PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"}, LabelerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return l.HasSynced(), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Activate(1); err != nil {
+		t.Fatal(err)
+	}
+	inInformer := func() string {
+		o, _, _ := l.informer.GetStore().GetByKey("ns")
+		return o.(metav1.Object).GetLabels()[DefaultOwnerLabel]
+	}
+
+	tests := []struct {
+		name    string
+		owner   string
+		deliver bool // the informer sees the write
+		want    int  // writes
+	}{
+		{name: "first owner, seen by the informer", owner: "shard-b", deliver: true, want: 1},
+		{name: "moved back, not yet seen", owner: "shard-a", want: 1},
+		{name: "moved again while the informer shows the first write", owner: "shard-b", want: 1},
+		{name: "unchanged", owner: "shard-b", want: 0},
+	}
+	for _, tt := range tests {
+		res, err := l.Set(ctx, map[partition.ID]string{0: tt.owner})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if res.Writes != tt.want {
+			t.Errorf("%s: Set wrote %d times, want %d (the informer shows owner %q)", tt.name, res.Writes, tt.want, inInformer())
+		}
+		if labels, _ := labelsOf(t, client, "ns"); labels[DefaultOwnerLabel] != tt.owner {
+			t.Fatalf("%s: the API server's copy names %q, want %q", tt.name, labels[DefaultOwnerLabel], tt.owner)
+		}
+		if tt.deliver {
+			o, err := client.Resource(namespacesGVR).Get(ctx, "ns", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Modify(o)
+			if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				return inInformer() == tt.owner, nil
+			}); err != nil {
+				t.Fatalf("%s: the informer never saw the write", tt.name)
+			}
+		}
+	}
+}
+
+// versionedPatches makes client's namespace patches behave as the API server's: a patch
+// whose metadata.resourceVersion is not the stored one fails with a Conflict, and each
+// patch gives the namespace the next resourceVersion (the fake keeps whatever the patch
+// says).
+func versionedPatches(t *testing.T, client *metadatafake.FakeMetadataClient) {
+	t.Helper()
+	var rv uint64 = 1
+	apply := clienttesting.ObjectReaction(client.Tracker())
+	client.PrependReactor("patch", "namespaces", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		pa := action.(clienttesting.PatchAction)
+		var patch struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
+			return true, nil, err
+		}
+		cur, err := client.Tracker().Get(namespacesGVR, "", pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		stored := cur.(metav1.Object).GetResourceVersion()
+		if p := patch.Metadata.ResourceVersion; p != "" && p != stored {
+			return true, nil, apierrors.NewConflict(namespacesGVR.GroupResource(), pa.GetName(),
+				fmt.Errorf("resourceVersion %s, stored %s", p, stored))
+		}
+		_, obj, err := apply(action)
+		if err != nil {
+			return true, nil, err
+		}
+		rv++
+		obj.(metav1.Object).SetResourceVersion(strconv.FormatUint(rv, 10))
+		return true, obj, client.Tracker().Update(namespacesGVR, obj, "")
+	})
 }

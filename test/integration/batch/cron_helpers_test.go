@@ -87,6 +87,18 @@ func (e *cronEnv) events(ctx context.Context, name string) []corev1.Event {
 	return out
 }
 
+// waitEvent waits until name has at least one event of reason from cronComponent:
+// events reach the API after the writes they tell of.
+func (e *cronEnv) waitEvent(name, reason string) {
+	e.t.Helper()
+	e.eventually(15*time.Second, "a "+reason+" event of "+name, func(ctx context.Context) error {
+		if e.eventCount(ctx, name, reason, cronComponent) == 0 {
+			return fmt.Errorf("no %s event", reason)
+		}
+		return nil
+	})
+}
+
 // eventCount sums the counts of name's events of reason from component.
 func (e *cronEnv) eventCount(ctx context.Context, name, reason, component string) int32 {
 	var n int32

@@ -106,9 +106,7 @@ func TestCronJobRunsOncePerSchedule(t *testing.T) {
 	if int(creates) < len(seen) {
 		t.Errorf("%d SuccessfulCreate events for %d jobs", creates, len(seen))
 	}
-	if e.eventCount(ctx, "every", "SuccessfulDelete", cronComponent) == 0 {
-		t.Error("no SuccessfulDelete event for the job beyond the history limit")
-	}
+	e.waitEvent("every", "SuccessfulDelete") // of the job beyond the history limit
 	if n := e.eventCount(ctx, "every", "UnexpectedJob", cronComponent); n != 0 {
 		t.Errorf("%d UnexpectedJob events", n)
 	}
@@ -186,9 +184,7 @@ func TestCronJobReplace(t *testing.T) {
 		}
 		return nil
 	})
-	if e.eventCount(context.Background(), "replace", "SuccessfulDelete", cronComponent) == 0 {
-		t.Error("no SuccessfulDelete event")
-	}
+	e.waitEvent("replace", "SuccessfulDelete")
 }
 
 // `kubectl create job --from=cronjob/…` makes a Job of the CronJob's template, controlled

@@ -45,9 +45,7 @@ func TestJobCompletes(t *testing.T) {
 			t.Errorf("pod %s phase %s", p.Name, p.Status.Phase)
 		}
 	}
-	if got := e.reasons("work"); got["Normal SuccessfulCreate"] != 5 || got["Normal Completed"] != 1 {
-		t.Errorf("events %v", got)
-	}
+	e.waitReasons("work", map[string]int{"Normal SuccessfulCreate": 5, "Normal Completed": 1})
 }
 
 // An Indexed Job runs each index once: the index in the pod's annotation, label,
@@ -98,9 +96,7 @@ func TestJobBackoffLimit(t *testing.T) {
 	if d := time.Since(start); d < 10*time.Second {
 		t.Errorf("failed after %v, before the 10s pod failure backoff could pass", d)
 	}
-	if got := e.reasons("fails"); got["Warning BackoffLimitExceeded"] != 1 || got["Normal SuccessfulCreate"] != 2 {
-		t.Errorf("events %v", got)
-	}
+	e.waitReasons("fails", map[string]int{"Warning BackoffLimitExceeded": 1, "Normal SuccessfulCreate": 2})
 }
 
 // A FailJob rule of podFailurePolicy fails the Job at the first matching exit code; an
@@ -149,9 +145,7 @@ func TestJobSuspendResume(t *testing.T) {
 	if j.Status.StartTime == nil || !j.Status.StartTime.After(first.Time) {
 		t.Errorf("startTime %v, first %v", j.Status.StartTime, first)
 	}
-	if got := e.reasons("sus"); got["Normal Suspended"] != 1 || got["Normal Resumed"] != 1 || got["Normal SuccessfulDelete"] != 2 || got["Normal SuccessfulCreate"] != 4 {
-		t.Errorf("events %v", got)
-	}
+	e.waitReasons("sus", map[string]int{"Normal Suspended": 1, "Normal Resumed": 1, "Normal SuccessfulDelete": 2, "Normal SuccessfulCreate": 4})
 }
 
 // A Job running past activeDeadlineSeconds fails with DeadlineExceeded.
@@ -167,9 +161,7 @@ func TestJobActiveDeadline(t *testing.T) {
 	if j.Status.Failed != 1 || j.Status.Active != 0 {
 		t.Errorf("status %+v", j.Status)
 	}
-	if got := e.reasons("late"); got["Warning DeadlineExceeded"] != 1 {
-		t.Errorf("events %v", got)
-	}
+	e.waitReasons("late", map[string]int{"Warning DeadlineExceeded": 1})
 }
 
 // A Job managed by another controller is left alone.

@@ -33,6 +33,7 @@ func TestRun(t *testing.T) {
 	// A status update from a sync that read the ReplicaSet before the scale-down below
 	// must not put the old replicas back, as it cannot on a real API server.
 	controllertest.StatusSubresource(client, appsv1.SchemeGroupVersion.WithResource("replicasets"))
+	watches := controllertest.TrackWatches(client)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c := controllertest.Context(Descriptor(), factory, workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}))
@@ -48,6 +49,7 @@ func TestRun(t *testing.T) {
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	watches.Wait(t, "pods", "replicasets")
 	done := make(chan struct{})
 	go func() { defer close(done); ctrl.Run(ctx, 2) }()
 

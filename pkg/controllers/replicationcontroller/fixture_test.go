@@ -57,6 +57,7 @@ func newFixtureWith(t *testing.T, setup func(*fixture), objs ...runtime.Object) 
 		recorder: &recorder{}}
 	f.client.PrependReactor("create", "pods", f.nameGenerator)
 	controllertest.StatusSubresource(f.client, corev1.SchemeGroupVersion.WithResource("replicationcontrollers"))
+	watches := controllertest.TrackWatches(f.client)
 	if setup != nil {
 		setup(f)
 	}
@@ -71,6 +72,7 @@ func newFixtureWith(t *testing.T, setup func(*fixture), objs ...runtime.Object) 
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	watches.Wait(t, "pods", "replicationcontrollers")
 	done := make(chan struct{})
 	go func() { defer close(done); ctrl.Run(ctx, 2) }()
 	t.Cleanup(func() {

@@ -2,6 +2,7 @@ package controllertest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -205,4 +207,51 @@ func StatusSubresource(client *fake.Clientset, resource schema.GroupVersionResou
 		got, err := client.Tracker().Get(resource, ua.GetNamespace(), in.GetName())
 		return true, got, err
 	})
+}
+
+// Watches records the watches client's informers open, so that a test starts its
+// controller only once they are open: the fake API server sends a watch what is stored
+// past the list's resourceVersion but never a deletion made between the list and the
+// watch, so a pod the controller deletes in that gap never leaves the informer's cache
+// and the controller waits for ever for the deletion it expects.
+type Watches struct {
+	mu     sync.Mutex
+	opened map[string]bool // by resource
+}
+
+// TrackWatches makes client record the watches opened on it.
+func TrackWatches(client *fake.Clientset) *Watches {
+	w := &Watches{opened: map[string]bool{}}
+	client.PrependWatchReactor("*", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(clienttesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		ch, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		w.mu.Lock()
+		w.opened[a.GetResource().Resource] = true
+		w.mu.Unlock()
+		return true, ch, nil
+	})
+	return w
+}
+
+// Wait waits until a watch of each resource (plural, e.g. "pods") is open, failing t
+// after 10 s.
+func (w *Watches) Wait(t testing.TB, resources ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		w.mu.Lock()
+		missing := slices.DeleteFunc(slices.Clone(resources), func(r string) bool { return w.opened[r] })
+		w.mu.Unlock()
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no watch of %v opened in 10s", missing)
+		}
+	}
 }

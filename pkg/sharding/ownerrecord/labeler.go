@@ -68,11 +68,12 @@ type Labeler struct {
 	term   uint32
 	owners map[partition.ID]string // known owners; a partition absent is left as it is
 
-	// wroteMu guards wrote: the copy each of this Labeler's own writes returned, kept
-	// until the informer's copy of that namespace is as new. The informer lags the API
-	// server; without it a namespace moved A → B → A and back to B before the informer
-	// saw the second write would look labelled B already, and Set would skip it while the
-	// API server still names A.
+	// wroteMu guards wrote: what each of this Labeler's own writes returned (the fields
+	// write reads), kept until the informer's copy of that namespace is as new. The
+	// informer lags the API server; without it a namespace moved A → B → A and back to B
+	// before the informer saw the second write would look labelled B already, and Set
+	// would skip it while the API server still names A. At most one entry per namespace
+	// the informer holds.
 	wroteMu sync.Mutex
 	wrote   map[string]metav1.Object
 }
@@ -326,22 +327,48 @@ func (l *Labeler) enqueue(obj any) {
 	}
 }
 
-// forget drops what this Labeler remembers of a deleted namespace.
+// forget drops what this Labeler remembers of a deleted namespace, unless it remembers a
+// namespace of that name created again since.
 func (l *Labeler) forget(obj any) {
-	if m, err := metaOf(obj); err == nil {
-		l.wroteMu.Lock()
+	m, err := metaOf(obj)
+	if err != nil {
+		return
+	}
+	l.wroteMu.Lock()
+	defer l.wroteMu.Unlock()
+	if w, ok := l.wrote[m.GetName()]; ok && (w.GetUID() == m.GetUID() || !newer(w, m)) {
 		delete(l.wrote, m.GetName())
-		l.wroteMu.Unlock()
 	}
 }
 
-// remember keeps the copy a write of this Labeler returned, unless a newer one is kept.
+// remember keeps what a write of this Labeler returned, unless a newer copy is kept or
+// the informer no longer has the namespace (its deletion came before this write
+// returned: forget has run, and would never run again for it).
 func (l *Labeler) remember(m metav1.Object) {
 	l.wroteMu.Lock()
 	defer l.wroteMu.Unlock()
-	if w, ok := l.wrote[m.GetName()]; !ok || w.GetUID() != m.GetUID() || newer(m, w) {
-		l.wrote[m.GetName()] = m
+	if _, ok, err := l.informer.GetStore().GetByKey(m.GetName()); err != nil || !ok {
+		return
 	}
+	if w, ok := l.wrote[m.GetName()]; !ok || newer(m, w) {
+		l.wrote[m.GetName()] = l.slim(m)
+	}
+}
+
+// slim returns what write, enqueue and Activate read of m: its identity, the owner label
+// and the term annotation.
+func (l *Labeler) slim(m metav1.Object) metav1.Object {
+	s := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: m.GetName(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
+		DeletionTimestamp: m.GetDeletionTimestamp(),
+	}}
+	if v, ok := m.GetLabels()[l.params.OwnerLabel]; ok {
+		s.Labels = map[string]string{l.params.OwnerLabel: v}
+	}
+	if v, ok := m.GetAnnotations()[l.params.TermAnnotation()]; ok {
+		s.Annotations = map[string]string{l.params.TermAnnotation(): v}
+	}
+	return s
 }
 
 // newest returns the newer of the informer's copy m and the copy this Labeler's last
@@ -362,14 +389,11 @@ func (l *Labeler) newest(m metav1.Object) metav1.Object {
 	}
 }
 
-// newer reports whether a is a later version of the namespace than b: both UIDs are the
-// same (a namespace deleted and created again is another object) and a's
-// resourceVersion is higher. Namespaces' resourceVersions are etcd revisions, compared
-// as numbers as Set does; one that does not parse is never newer.
+// newer reports whether a is a later copy of the namespace of that name than b, whether
+// or not it is the same object (one deleted and created again has a new UID and a
+// higher resourceVersion). Namespaces' resourceVersions are etcd revisions, compared as
+// numbers as Set does; one that does not parse is never newer.
 func newer(a, b metav1.Object) bool {
-	if a.GetUID() != b.GetUID() {
-		return false
-	}
 	ra, err := strconv.ParseUint(a.GetResourceVersion(), 10, 64)
 	if err != nil {
 		return false

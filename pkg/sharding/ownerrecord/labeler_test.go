@@ -31,11 +31,23 @@ func namespaceMeta(name string, labels, annotations map[string]string) *metav1.P
 // startLabeler runs a Labeler over a fake metadata client holding objs.
 func startLabeler(t *testing.T, pm partition.Map, objs ...runtime.Object) (*Labeler, *metadatafake.FakeMetadataClient) {
 	t.Helper()
+	client := fakeClient(t, objs...)
+	return runLabeler(t, pm, client), client
+}
+
+// fakeClient returns a fake metadata client holding objs.
+func fakeClient(t *testing.T, objs ...runtime.Object) *metadatafake.FakeMetadataClient {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	client := metadatafake.NewSimpleMetadataClient(scheme, objs...)
+	return metadatafake.NewSimpleMetadataClient(scheme, objs...)
+}
+
+// runLabeler runs a Labeler over client until the test ends and waits for its informer.
+func runLabeler(t *testing.T, pm partition.Map, client *metadatafake.FakeMetadataClient) *Labeler {
+	t.Helper()
 	l, err := NewLabeler(client, pm, PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"}, LabelerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +61,7 @@ func startLabeler(t *testing.T, pm partition.Map, objs ...runtime.Object) (*Labe
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return l, client
+	return l
 }
 
 func labelsOf(t *testing.T, client *metadatafake.FakeMetadataClient, name string) (map[string]string, map[string]string) {
@@ -214,76 +226,136 @@ func TestLabelerLabelsTerminatingNamespaces(t *testing.T) {
 	}
 }
 
-// TestLabelerSetBehindInformer: the informer lags the API server, so a namespace moved
-// A → B → A whose informer copy still shows the first write (B) must still be written
-// when it moves back to B: Set goes by the newest copy it knows, its own last write's.
-func TestLabelerSetBehindInformer(t *testing.T) {
-	pm := partition.Map{Count: 1}
-	scheme := runtime.NewScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	client := metadatafake.NewSimpleMetadataClient(scheme, namespaceMeta("ns", nil, nil))
+// laggingLabeler is a Labeler (partition map of one partition, active at term 1) whose
+// informer sees only what the test delivers, over a fake whose patches behave as the API
+// server's (versionedPatches).
+type laggingLabeler struct {
+	t      *testing.T
+	l      *Labeler
+	client *metadatafake.FakeMetadataClient
+	w      *watch.FakeWatcher
+}
+
+func newLaggingLabeler(t *testing.T, objs ...runtime.Object) *laggingLabeler {
+	t.Helper()
+	client := fakeClient(t, objs...)
 	versionedPatches(t, client)
-	// The informer's watch delivers only what the test sends it.
 	w := watch.NewFakeWithChanSize(10, false)
 	client.PrependWatchReactor("namespaces", func(clienttesting.Action) (bool, watch.Interface, error) { return true, w, nil })
-	l, err := NewLabeler(client, pm, PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"}, LabelerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return l.HasSynced(), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	l := runLabeler(t, partition.Map{Count: 1}, client)
 	if _, err := l.Activate(1); err != nil {
 		t.Fatal(err)
 	}
-	inInformer := func() string {
-		o, _, _ := l.informer.GetStore().GetByKey("ns")
-		return o.(metav1.Object).GetLabels()[DefaultOwnerLabel]
-	}
+	return &laggingLabeler{t: t, l: l, client: client, w: w}
+}
 
-	tests := []struct {
-		name    string
-		owner   string
-		deliver bool // the informer sees the write
-		want    int  // writes
-	}{
-		{name: "first owner, seen by the informer", owner: "shard-b", deliver: true, want: 1},
-		{name: "moved back, not yet seen", owner: "shard-a", want: 1},
-		{name: "moved again while the informer shows the first write", owner: "shard-b", want: 1},
-		{name: "unchanged", owner: "shard-b", want: 0},
+// set runs Set(partition 0 → owner) and checks how many namespaces it wrote and that the
+// API server's copy of "ns" then names owner.
+func (h *laggingLabeler) set(step, owner string, wantWrites int) {
+	h.t.Helper()
+	res, err := h.l.Set(context.Background(), map[partition.ID]string{0: owner})
+	if err != nil {
+		h.t.Fatalf("%s: %v", step, err)
 	}
-	for _, tt := range tests {
-		res, err := l.Set(ctx, map[partition.ID]string{0: tt.owner})
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
-		if res.Writes != tt.want {
-			t.Errorf("%s: Set wrote %d times, want %d (the informer shows owner %q)", tt.name, res.Writes, tt.want, inInformer())
-		}
-		if labels, _ := labelsOf(t, client, "ns"); labels[DefaultOwnerLabel] != tt.owner {
-			t.Fatalf("%s: the API server's copy names %q, want %q", tt.name, labels[DefaultOwnerLabel], tt.owner)
-		}
-		if tt.deliver {
-			o, err := client.Resource(namespacesGVR).Get(ctx, "ns", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.Modify(o)
-			if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-				return inInformer() == tt.owner, nil
-			}); err != nil {
-				t.Fatalf("%s: the informer never saw the write", tt.name)
-			}
+	if res.Writes != wantWrites {
+		h.t.Errorf("%s: Set wrote %d times, want %d (the informer shows owner %q)", step, res.Writes, wantWrites, h.inInformer())
+	}
+	if labels, _ := labelsOf(h.t, h.client, "ns"); labels[DefaultOwnerLabel] != owner {
+		h.t.Fatalf("%s: the API server's copy names %q, want %q", step, labels[DefaultOwnerLabel], owner)
+	}
+}
+
+// inInformer returns the owner label of the informer's copy of "ns".
+func (h *laggingLabeler) inInformer() string {
+	o, ok, _ := h.l.informer.GetStore().GetByKey("ns")
+	if !ok {
+		return "(none)"
+	}
+	return o.(metav1.Object).GetLabels()[DefaultOwnerLabel]
+}
+
+// deliver sends the informer ev of the API server's current copy of "ns" (of gone when
+// set) and waits until its store shows it.
+func (h *laggingLabeler) deliver(ev watch.EventType, gone runtime.Object) {
+	h.t.Helper()
+	o := gone
+	if o == nil {
+		var err error
+		if o, err = h.client.Resource(namespacesGVR).Get(context.Background(), "ns", metav1.GetOptions{}); err != nil {
+			h.t.Fatal(err)
 		}
 	}
+	h.w.Action(ev, o)
+	want := o.(metav1.Object).GetResourceVersion()
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		c, ok, _ := h.l.informer.GetStore().GetByKey("ns")
+		if ev == watch.Deleted {
+			return !ok, nil
+		}
+		return ok && c.(metav1.Object).GetResourceVersion() == want, nil
+	}); err != nil {
+		h.t.Fatalf("the informer never saw the %s event", ev)
+	}
+}
+
+// remembered returns how many namespaces the Labeler keeps its own last write of.
+func (h *laggingLabeler) remembered() int {
+	h.l.wroteMu.Lock()
+	defer h.l.wroteMu.Unlock()
+	return len(h.l.wrote)
+}
+
+// TestLabelerSetBehindInformer: the informer lags the API server, so a namespace moved
+// A → B → A whose informer copy still shows the first write (B) must still be written
+// when it moves back to B: Set goes by the newest copy it knows, its own last write's,
+// and forgets it once the informer has caught up.
+func TestLabelerSetBehindInformer(t *testing.T) {
+	h := newLaggingLabeler(t, namespaceMeta("ns", nil, nil))
+	h.set("first owner", "shard-b", 1)
+	h.deliver(watch.Modified, nil)
+	h.set("moved back, not yet seen by the informer", "shard-a", 1)
+	h.set("moved again while the informer shows the first write", "shard-b", 1)
+	h.set("unchanged", "shard-b", 0)
+	h.deliver(watch.Modified, nil)
+	if n := h.remembered(); n != 0 {
+		t.Errorf("%d own writes kept after the informer caught up, want 0", n)
+	}
+}
+
+// TestLabelerSetRecreatedNamespace: a namespace deleted and created again under the same
+// name (a new UID) while the informer still shows the old one: Set writes the new one,
+// goes by that write (not by the old object's label) while the informer lags, and the old
+// object's deletion reaching the informer does not make it forget the new one's.
+func TestLabelerSetRecreatedNamespace(t *testing.T) {
+	old := namespaceMeta("ns", nil, nil)
+	old.UID = "uid-1"
+	h := newLaggingLabeler(t, old)
+	h.set("first owner", "shard-b", 1)
+	h.deliver(watch.Modified, nil)
+	gone, err := h.client.Resource(namespacesGVR).Get(context.Background(), "ns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.client.Tracker().Delete(namespacesGVR, "", "ns"); err != nil {
+		t.Fatal(err)
+	}
+	again := namespaceMeta("ns", nil, nil)
+	again.UID, again.ResourceVersion = "uid-2", "10"
+	if err := h.client.Tracker().Add(again); err != nil {
+		t.Fatal(err)
+	}
+	h.set("moved while the informer shows the deleted object", "shard-a", 1)
+	h.set("moved back while the informer shows the deleted object labelled so", "shard-b", 1)
+	h.deliver(watch.Deleted, gone)
+	if n := h.remembered(); n != 1 {
+		t.Errorf("%d own writes kept after the old object's deletion, want the new object's", n)
+	}
+	// The informer has the namespace again once its add event comes; the loop labels it.
+	h.deliver(watch.Added, nil)
+	if n := h.remembered(); n != 0 {
+		t.Errorf("%d own writes kept after the informer caught up, want 0", n)
+	}
+	h.set("moved once the informer has the new object", "shard-a", 1)
 }
 
 // versionedPatches makes client's namespace patches behave as the API server's: a patch
@@ -316,6 +388,9 @@ func versionedPatches(t *testing.T, client *metadatafake.FakeMetadataClient) {
 		_, obj, err := apply(action)
 		if err != nil {
 			return true, nil, err
+		}
+		if n, err := strconv.ParseUint(stored, 10, 64); err == nil {
+			rv = max(rv, n)
 		}
 		rv++
 		obj.(metav1.Object).SetResourceVersion(strconv.FormatUint(rv, 10))

@@ -105,6 +105,7 @@
 // a name that matches none, e.g. none, only makes the fixture),
 // KSHARD_BENCH_CHURN_RATE (2 per second), KSHARD_BENCH_SEED (the random namespaces),
 // KSHARD_BENCH_SHARD_ARGS (more flags for the measured shards, space-separated, e.g.
-// --kube-api-content-type=application/json), KSHARD_BENCH_PROFILE_DIR (saves each controller process's heap after the settle period
-// and a 30 s CPU profile from the middle of the churn, for go tool pprof).
+// --kube-api-content-type=application/json), KSHARD_BENCH_PROFILE_DIR (saves each controller process's CPU profile of the first 20 s
+// of its start, its heap after the settle period and a 30 s CPU profile from the middle of
+// the churn, for go tool pprof).
 package largecluster

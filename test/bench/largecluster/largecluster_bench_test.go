@@ -559,6 +559,15 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	defer stop()
 
 	bn.runStart = start
+	// A CPU profile of every controller process over the first 20 s of its start.
+	var startProfile sync.WaitGroup
+	if profileDir != "" {
+		startProfile.Add(1)
+		go func() {
+			defer startProfile.Done()
+			bn.saveProfiles(b, name, procs, "cpu-start", "/debug/pprof/profile?seconds=20", time.Minute)
+		}()
+	}
 	b.StartTimer()
 	deadline := start.Add(readyLimit)
 	var lastErr error
@@ -600,6 +609,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	// they are worked off and the settle period has passed.
 	r.drained = bn.waitDrained(b, procs) - r.toReady
 	b.Logf("%s: the queues were empty %s after Ready", name, r.drained.Round(100*time.Millisecond))
+	startProfile.Wait()
 	time.Sleep(settleFor)
 	bn.saveProfiles(b, name, procs, "heap", "/debug/pprof/heap?gc=1", 30*time.Second)
 

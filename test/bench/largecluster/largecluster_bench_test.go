@@ -565,6 +565,20 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		startProfile.Add(1)
 		go func() {
 			defer startProfile.Done()
+			// The processes were just started: wait until each one's HTTP server answers.
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+				up := true
+				for _, p := range procs {
+					if p.pprofURL != "" {
+						if _, _, err := framework.HTTPGet(ctx, p.pprofURL+"/healthz"); err != nil {
+							up = false
+						}
+					}
+				}
+				if up {
+					break
+				}
+			}
 			bn.saveProfiles(b, name, procs, "cpu-start", "/debug/pprof/profile?seconds=20", time.Minute)
 		}()
 	}

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -566,19 +567,18 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		go func() {
 			defer startProfile.Done()
 			// The processes were just started: wait until each one's HTTP server answers.
-			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-				up := true
+			// A process that is still not up after 15 s gets no start profile (logged).
+			_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
 				for _, p := range procs {
-					if p.pprofURL != "" {
-						if _, _, err := framework.HTTPGet(ctx, p.pprofURL+"/healthz"); err != nil {
-							up = false
-						}
+					if p.pprofURL == "" {
+						continue
+					}
+					if _, _, err := framework.HTTPGet(ctx, p.pprofURL+"/healthz"); err != nil {
+						return false, nil
 					}
 				}
-				if up {
-					break
-				}
-			}
+				return true, nil
+			})
 			bn.saveProfiles(b, name, procs, "cpu-start", "/debug/pprof/profile?seconds=20", time.Minute)
 		}()
 	}

@@ -1,6 +1,7 @@
 package controllertest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -243,15 +245,12 @@ func TrackWatches(client *fake.Clientset) *Watches {
 // after 10 s.
 func (w *Watches) Wait(t testing.TB, resources ...string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	open := func(context.Context) (bool, error) {
 		w.mu.Lock()
-		missing := slices.DeleteFunc(slices.Clone(resources), func(r string) bool { return w.opened[r] })
-		w.mu.Unlock()
-		if len(missing) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no watch of %v opened in 10s", missing)
-		}
+		defer w.mu.Unlock()
+		return !slices.ContainsFunc(resources, func(r string) bool { return !w.opened[r] }), nil
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, open); err != nil {
+		t.Fatalf("watches of %v not all opened in 10s: %v", resources, err)
 	}
 }

@@ -79,3 +79,10 @@ func DryRunPodCreate(ctx context.Context, client kubernetes.Interface, namespace
 	_, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	return err
 }
+
+// CertainTenure is the tenure of a test that plays the coordinator leader (writes the
+// owner record itself): always valid, as no other leader writes the test's owner label.
+type CertainTenure struct{}
+
+// Valid reports true.
+func (CertainTenure) Valid() bool { return true }

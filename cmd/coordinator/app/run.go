@@ -8,8 +8,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -98,7 +98,9 @@ func run(ctx context.Context, o *Options) (int, error) {
 	// A shard's claim of a newer term is checked against the Lease before stepping down.
 	identity := leader.Identity(o.ID, o.AdvertiseAddress)
 	verifier := leader.NewVerifier(o.Leader, client, identity)
-	var term atomic.Uint64 // of the current leadership; 0 while following
+	lead := &leadership{log: log, stepDown: stepDown, termAbove: func(ctx context.Context, seen uint64) (uint64, error) {
+		return o.Leader.TermAbove(ctx, client, seen)
+	}}
 	pm, err := partition.NewMap(o.Handoff.PartitionCount)
 	if err != nil {
 		return 2, err
@@ -118,11 +120,17 @@ func run(ctx context.Context, o *Options) (int, error) {
 		Record:  record,
 		Metrics: metrics,
 		StepDown: func(reason string) {
-			if reason == coordinatorrpc.ReasonEpochsExhausted || !o.Leader.Enabled {
+			if reason == coordinatorrpc.ReasonEpochsExhausted {
 				stepDown(errors.New(reason))
 				return
 			}
-			confirmStepDown(leadCtx, log, verifier, term.Load(), o.Leader.RenewDeadline, reason, stepDown)
+			// A shard holds epochs of a newer term: a newer leader (step down), or a term
+			// that outlived its record (lead again above it).
+			if o.Leader.Enabled && confirmStepDown(leadCtx, log, verifier, lead.term.Load(), o.Leader.RenewDeadline, reason, stepDown) {
+				return
+			}
+			shard, claim := lead.srv.NewerTermClaim()
+			lead.skipPast(shard, claim, time.Now())
 		},
 		Authenticator: auth,
 		MaxSessions:   coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards),
@@ -130,6 +138,7 @@ func run(ctx context.Context, o *Options) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	lead.srv = srv
 
 	creds, err := transport.ServerCredentials(o.TLS)
 	if err != nil {
@@ -158,6 +167,9 @@ func run(ctx context.Context, o *Options) (int, error) {
 
 	hsrv := httpserver.New(httpserver.Options{Addr: o.HTTPBindAddress, Gatherer: registry, EnablePprof: o.EnablePprof})
 	hsrv.AddLivez("ping", func() error { return nil })
+	// Holding the Lease without serving past the owner record's claim timeout (after
+	// which Lead gives the Lease up itself) means this replica is wedged.
+	hsrv.AddLivez("leadership", func() error { return lead.stuck(time.Now(), coordinatorrpc.DefaultClaimTimeout+o.Leader.LeaseDuration) })
 	hsrv.AddReadyz("leader", func() error {
 		if !srv.Leading() {
 			return errors.New("not the leader")
@@ -172,13 +184,9 @@ func run(ctx context.Context, o *Options) (int, error) {
 	lost := false
 	err = leader.Run(leadCtx, o.Leader, client, identity, leader.Callbacks{
 		OnLeading: func(ctx context.Context, t uint64, tenure *leader.Tenure) {
-			term.Store(t)
-			defer term.Store(0)
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 			srv.SetLeaderAddress(o.AdvertiseAddress)
-			if err := srv.Lead(ctx, uint32(t), tenure); err != nil {
-				log.Error(err, "cannot lead")
-			}
+			lead.run(ctx, t, tenure)
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 		},
 		OnNewLeader: func(id string) {

@@ -13,9 +13,10 @@ import (
 // confirmStepDown steps down (ends the leadership through stepDown) only if the API
 // server shows that the leader of term was replaced. A shard's report of a newer term is
 // a claim that anybody with a client certificate can make; stepping down on it would let
-// them make every leader exit in turn. Without evidence the claim is logged as suspicious
-// and this replica keeps leading: if it was in fact replaced, its Lease renewal fails and
-// the leader election ends its leadership anyway. It reports whether it stepped down.
+// them make every leader exit in turn. Without evidence this replica keeps leading (if it
+// was in fact replaced, its Lease renewal fails and the leader election ends its
+// leadership anyway), and the caller may lead again above the claim
+// (leadership.skipPast). It reports whether it stepped down.
 func confirmStepDown(ctx context.Context, log logr.Logger, v leader.Verifier, term uint64, timeout time.Duration,
 	claim string, stepDown context.CancelCauseFunc) bool {
 	if term == 0 {
@@ -33,7 +34,7 @@ func confirmStepDown(ctx context.Context, log logr.Logger, v leader.Verifier, te
 	if err != nil {
 		kv = append(kv, "lookupError", err.Error())
 	}
-	log.Info("SUSPICIOUS claim of a newer leader term: the Lease shows this replica still leads at the highest term recorded; "+
-		"keeping leadership and refusing the shard", kv...)
+	log.Info("a shard claims a newer leader term, but the Lease shows this replica still leads at the highest term recorded: "+
+		"keeping leadership", kv...)
 	return false
 }

@@ -2,13 +2,12 @@ package coordinatorrpc
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
@@ -17,39 +16,45 @@ import (
 // Config.OwnerRecord is on (ownerrecord.Fence in production): Claim when leadership
 // starts, Apply for each batch the state machine asks for.
 type OwnerRecord interface {
-	// Claim stamps the record with term, refusing when a newer term claimed it, and
-	// returns what it says.
-	Claim(ctx context.Context, term uint32) (map[partition.ID]string, error)
+	// Claim makes the record this leadership's, written while tenure is valid, and
+	// returns what it says: the owners and the highest term found on it.
+	Claim(ctx context.Context, term uint32, tenure Tenure) (ownerrecord.Claimed, error)
 	// Apply writes owners and returns once the API server enforces them.
 	Apply(ctx context.Context, owners map[partition.ID]string) (ownerrecord.Applied, error)
 	// Release stops all writes of the record: leadership ended.
 	Release()
 }
 
-// claimRecord claims the owner record for a new leader's term and tells the state
-// machine what it says. Until it succeeds the leader cannot grant anything safely, so
-// it is retried until ctx ends.
-func (s *Server) claimRecord(ctx context.Context, core *handoff.Coordinator, term uint32) error {
+// claimRecord claims the owner record for a new leader's term. Until it succeeds the
+// leader cannot grant anything safely, so it is retried (it fails only until the
+// namespace informer has synced) for at most Options.ClaimTimeout: a leader that cannot
+// claim it by then returns, so that the Lease goes to a replica that can.
+func (s *Server) claimRecord(ctx context.Context, term uint32, tenure Tenure) (ownerrecord.Claimed, error) {
 	if !s.opts.Config.OwnerRecord {
-		return nil
+		return ownerrecord.Claimed{}, nil
 	}
-	// New refuses OwnerRecord without Record. Claiming fails only until the namespace
-	// informer has synced (or for good when a newer term wrote the record).
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ClaimTimeout)
+	defer cancel()
+	var (
+		claimed ownerrecord.Claimed
+		last    error
+	)
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt32}
-	return wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		known, err := s.opts.Record.Claim(ctx, term)
-		switch {
-		case err == nil:
-			core.RecordKnown(known)
-			s.log.Info("claimed the owner record", "term", term, "entries", len(known))
-			return true, nil
-		case errors.Is(err, ownerrecord.ErrDeposed):
-			return false, err
-		default:
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		var err error
+		if claimed, err = s.opts.Record.Claim(ctx, term, tenure); err != nil {
+			last = err
 			s.log.Info("claiming the owner record failed; retrying", "term", term, "err", err.Error())
 			return false, nil
 		}
+		return true, nil
 	})
+	if err != nil {
+		return claimed, fmt.Errorf("claiming the owner record for term %d within %s: %w (last error: %v)", term, s.opts.ClaimTimeout, err, last)
+	}
+	s.log.Info("claimed the owner record", "term", term, "entries", len(claimed.Owners),
+		"highestTerm", claimed.HighestTerm, "namespacesAboveTerm", claimed.Above)
+	return claimed, nil
 }
 
 // startRecordLocked writes the owner record batch the state machine asks for on its

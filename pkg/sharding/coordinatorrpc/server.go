@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
+	"github.com/kshard/kshard/pkg/sharding/leader"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
@@ -66,6 +67,34 @@ type Options struct {
 	// Record writes the owner record of the server-side fence; required when
 	// Config.OwnerRecord is on.
 	Record OwnerRecord
+	// ClaimTimeout bounds how long Lead tries to claim the owner record before it gives
+	// up (default DefaultClaimTimeout): a replica that holds the Lease but cannot lead
+	// must hand it on.
+	ClaimTimeout time.Duration
+}
+
+// DefaultClaimTimeout is Options.ClaimTimeout's default: far above the time a Namespace
+// informer takes to sync at 10,000 namespaces (seconds), short enough that a replica
+// that cannot read Namespaces hands the Lease on within a minute.
+const DefaultClaimTimeout = time.Minute
+
+// TermBehindError is what Lead returns, before it serves anything, when it finds a term
+// above the one it was given where earlier leaderships leave theirs: on the owner record's
+// namespaces. Such a term outlived its record (the term Lease deleted, a reinstall, an
+// etcd restore, leader election switched off and on), and shards may hold epochs of it,
+// which a leader of a lower term refuses. It is never a reason to stop leading: the caller
+// records a term above Term (leader.Options.TermAbove) and calls Lead again with it. Terms
+// that no coordinator can have led yet (leader.PlausibleTerm) are not reported: they are
+// forgeries, written over as the record is written.
+type TermBehindError struct {
+	// Term is the highest term found, above the one Lead was given.
+	Term uint32
+	// Source says where it was found, for the log.
+	Source string
+}
+
+func (e *TermBehindError) Error() string {
+	return fmt.Sprintf("term %d found (%s), above this leader's", e.Term, e.Source)
 }
 
 // Server is the coordinator's gRPC edge. It serves sessions only between Lead and the end
@@ -90,6 +119,7 @@ type Server struct {
 	leaderAddr string
 	stepDownAt time.Time // when StepDown was last called; guarded by mu
 	claimedBy  string    // the first shard that reported a newer term, for StepDown's reason
+	claimed    uint32    // the highest newer term a shard reported
 
 	slots  chan struct{} // one token per open Session stream, MaxSessions in all
 	hellos *helloLimiter
@@ -146,6 +176,9 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 	if opts.HelloBurst <= 0 {
 		opts.HelloBurst = DefaultHelloBurst
 	}
+	if opts.ClaimTimeout <= 0 {
+		opts.ClaimTimeout = DefaultClaimTimeout
+	}
 	pmap, err := partition.NewMap(opts.Config.PartitionCount)
 	if err != nil {
 		return nil, err
@@ -153,6 +186,15 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 	return &Server{opts: opts, pmap: pmap, log: log, streams: map[string]*stream{},
 		stats: map[string]protocol.Stats{}, versions: map[string]string{},
 		slots: make(chan struct{}, opts.MaxSessions), hellos: newHelloLimiter(opts.HelloRate, opts.HelloBurst, opts.MaxSessions)}, nil
+}
+
+// NewerTermClaim returns the shard that first reported, in this leadership, an epoch of a
+// term above this leader's, and the highest such term any shard reported ("", 0 when
+// none did). A claim is no evidence by itself (see Options.StepDown).
+func (s *Server) NewerTermClaim() (shard string, term uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claimedBy, s.claimed
 }
 
 // Register adds the Coordinator service to a gRPC server.
@@ -176,9 +218,8 @@ func (s *Server) Leading() bool {
 // clock (leader.Tenure): ctx of Lead ends only once the elector notices a loss, which a
 // process stopped past its Lease (SIGSTOP, a long pause) does only after it resumed and a
 // renewal failed. Meanwhile a successor may be granting the same partitions.
-type Tenure interface {
-	Valid() bool
-}
+// The owner record's writes are bound by the same tenure, hence one type.
+type Tenure = ownerrecord.Tenure
 
 // Lead serves sessions with a fresh state machine of the given term until ctx ends, then
 // closes every stream at once: a deposed leader must not say anything more. While tenure
@@ -186,6 +227,10 @@ type Tenure interface {
 // acknowledgement of a heartbeat (which would extend a shard's lease). It is held and
 // sent once the tenure is valid again (the Lease was renewed), or dropped when the
 // leadership ends.
+//
+// Before it serves, it claims the owner record (with Config.OwnerRecord). It returns an
+// error without serving when the record cannot be claimed within ClaimTimeout, and a
+// *TermBehindError when the record carries a plausible term above term.
 func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 	if tenure == nil {
 		return errors.New("server: Lead needs the leadership's tenure")
@@ -195,8 +240,24 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 		return err
 	}
 	core.OffloadRing() // see startRingLocked
-	if err := s.claimRecord(ctx, core, term); err != nil {
+	claimed, err := s.claimRecord(ctx, term, tenure)
+	if err != nil {
+		if s.opts.Record != nil {
+			s.opts.Record.Release()
+		}
 		return fmt.Errorf("owner record: %w", err)
+	}
+	if claimed.HighestTerm > term {
+		if leader.PlausibleTerm(uint64(claimed.HighestTerm), time.Now()) {
+			s.opts.Record.Release()
+			return &TermBehindError{Term: claimed.HighestTerm, Source: fmt.Sprintf(
+				"owner record term annotation of namespace %s; %d namespaces carry terms above %d", claimed.HighestIn, claimed.Above, term)}
+		}
+		s.log.Info("WARNING: namespaces carry owner record terms that no coordinator can have led yet (forged?); they are written over as the record is written",
+			"term", term, "highestTerm", claimed.HighestTerm, "namespace", claimed.HighestIn, "namespaces", claimed.Above)
+	}
+	if s.opts.Config.OwnerRecord {
+		core.RecordKnown(claimed.Owners)
 	}
 	// Read before the core is published: from then on only s.mu guards it, and sessions
 	// step it at once.
@@ -204,7 +265,7 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 	s.mu.Lock()
 	s.core, s.term, s.leadCtx, s.tenure = core, term, ctx, tenure
 	s.held, s.heldSince = nil, time.Time{}
-	s.stepDownAt, s.claimedBy = time.Time{}, "" // of an earlier term
+	s.stepDownAt, s.claimedBy, s.claimed = time.Time{}, "", 0 // of an earlier term
 	s.mu.Unlock()
 	s.opts.Metrics.Leader.Set(1)
 	s.opts.Metrics.Term.Set(float64(term))
@@ -483,8 +544,13 @@ func (s *Server) feedLocked(in protocol.Incoming, log logr.Logger) error {
 		reason := "other"
 		if errors.As(err, &rej) {
 			reason = rej.Reason.String()
-			if rej.Reason == handoff.ReasonNewerTerm && s.claimedBy == "" {
-				s.claimedBy = rej.Shard
+			if rej.Reason == handoff.ReasonNewerTerm {
+				if s.claimedBy == "" {
+					s.claimedBy = rej.Shard
+				}
+				for _, h := range in.Report.Held {
+					s.claimed = max(s.claimed, h.Epoch.Term())
+				}
 			}
 		}
 		s.opts.Metrics.Rejected.WithLabelValues(reason).Inc()
@@ -586,7 +652,7 @@ func (s *Server) checkStepDownLocked(st handoff.Stats) {
 	if !st.NewerTermSeen && !st.EpochsExhausted {
 		return
 	}
-	reason := fmt.Sprintf("shard %q reported an epoch of a newer leader term", s.claimedBy)
+	reason := fmt.Sprintf("shard %q reported an epoch of a newer leader term (%d, this leader's is %d)", s.claimedBy, s.claimed, s.term)
 	if st.EpochsExhausted {
 		reason = ReasonEpochsExhausted
 	}

@@ -125,8 +125,8 @@ type part struct {
 	// recordedInc the owner's incarnation this leader last had it enforced for
 	// (recordedFor false: only read at the start of the term, never written by it).
 	// A grant to a new process of the same shard is written again like a move: that
-	// write is where a leader deposed while paused learns it (the namespaces carry a
-	// newer term), before it could hand the restarted shard anything.
+	// write is where a leader deposed while paused learns it (the edge refuses to write
+	// once its tenure may have lapsed), before it could hand the restarted shard anything.
 	recorded    string
 	recordedInc uint64
 	recordedFor bool

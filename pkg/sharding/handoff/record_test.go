@@ -233,8 +233,8 @@ func TestSeizeAfterNeedsRecord(t *testing.T) {
 // TestRecordRegrantToRestartedOwner: when a shard restarts and its partitions are granted
 // back to its new process, the record already names the shard, but no Acquire leaves
 // until a record write for the new process is enforced. That write is where a leader
-// that was deposed while paused (a newer term relabelled the namespaces) learns it: the
-// write fails, and the restarted shard gets nothing from it.
+// that was deposed while paused learns it (the edge refuses to write once its tenure may
+// have lapsed): the write fails, and the restarted shard gets nothing from it.
 func TestRecordRegrantToRestartedOwner(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -242,7 +242,7 @@ func TestRecordRegrantToRestartedOwner(t *testing.T) {
 		wantWork  int
 	}{
 		{name: "record confirms the new process", wantWork: 8},
-		{name: "record refuses: a newer term wrote it", recordErr: errors.New("owner record: a newer coordinator term wrote it"), wantWork: 0},
+		{name: "record refuses: leadership not certain", recordErr: errors.New("owner record: leadership not certain (Lease not renewed in time); not writing"), wantWork: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/util/retry"
 )
@@ -128,4 +130,35 @@ func (s TermStore) parse(lease *coordinationv1.Lease) (uint64, error) {
 		return 0, fmt.Errorf("annotation %s=%q of Lease %s/%s is not a term: set it to at least the last kshard_coordinator_term", TermAnnotation, v, s.Namespace, s.Name)
 	}
 	return term, nil
+}
+
+// MaxTermAhead is how far past the current Unix time a term may be and still have been
+// led by some coordinator: clock-terms (leader election off) are the Unix second a leader
+// started, every other term counts leaderships (the election Lease's transitions, or one
+// more than the highest recorded), so no leader can yet have held a term above now plus
+// the leaderships since the last clock-term; a week leaves room for clock skew between
+// machines and for many failovers.
+const MaxTermAhead = 7 * 24 * time.Hour
+
+// PlausibleTerm reports whether some coordinator can have led term by now. A term found
+// where earlier leaderships leave theirs (the owner record's namespaces, a shard's
+// epochs) is advanced past (Options.TermAbove) only when it is plausible: advancing past
+// a forged term near 2³² would exhaust the 32 bits an epoch gives terms, and a forger
+// could push every later leader there. A plausible forgery costs at most the terms up to
+// the current Unix time, which clock-terms spend anyway.
+func PlausibleTerm(term uint64, now time.Time) bool {
+	ceiling := now.Add(MaxTermAhead).Unix()
+	return ceiling > 0 && term <= uint64(ceiling)
+}
+
+// TermAbove records and returns a term above seen for the leader of this election (which
+// must hold the Lease): at least seen+1 and above every term recorded, through the
+// TermStore, so that every later leader is above it too. Without leader election there is
+// no record: the term is seen+1, or the clock-term of now if that is higher.
+func (o *Options) TermAbove(ctx context.Context, client kubernetes.Interface, seen uint64) (uint64, error) {
+	if !o.Enabled {
+		term, _ := clockTerm(time.Now())
+		return checkTerm(max(term, seen+1))
+	}
+	return o.termStore(client).Advance(ctx, seen+1)
 }

@@ -273,3 +273,71 @@ func TestClockTerm(t *testing.T) {
 		})
 	}
 }
+
+// TestPlausibleTerm: a term is plausible up to a week past the current Unix time (clock
+// terms are Unix seconds); above, no coordinator can have led it.
+func TestPlausibleTerm(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tests := []struct {
+		name string
+		term uint64
+		want bool
+	}{
+		{name: "small", term: 3, want: true},
+		{name: "clock term now", term: 1_800_000_000, want: true},
+		{name: "within the week ahead", term: 1_800_000_000 + 6*24*3600, want: true},
+		{name: "past the week ahead", term: 1_800_000_000 + 8*24*3600, want: false},
+		{name: "top of 32 bits", term: math.MaxUint32, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := PlausibleTerm(tt.term, now); got != tt.want {
+				t.Fatalf("PlausibleTerm(%d) = %v, want %v", tt.term, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTermAbove: with leader election the term above a seen one is recorded (so the next
+// leader is above it too), and is above what was recorded; without, it is the clock term
+// or seen+1, whichever is higher.
+func TestTermAbove(t *testing.T) {
+	tests := []struct {
+		name     string
+		enabled  bool
+		recorded string
+		seen     uint64
+		want     func(uint64) bool
+		wantRec  string
+	}{
+		{name: "above seen", enabled: true, recorded: "4", seen: 900, want: func(t uint64) bool { return t == 901 }, wantRec: "901"},
+		{name: "above the record", enabled: true, recorded: "950", seen: 900, want: func(t uint64) bool { return t == 951 }, wantRec: "951"},
+		{name: "record missing", enabled: true, seen: 900, want: func(t uint64) bool { return t == 901 }, wantRec: "901"},
+		{name: "no election, clock above", seen: 900, want: func(t uint64) bool { return t > 1_700_000_000 }},
+		{name: "no election, seen above the clock", seen: 4_000_000_000, want: func(t uint64) bool { return t == 4_000_000_001 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var objs []runtime.Object
+			if tt.recorded != "" {
+				objs = append(objs, termLease(tt.recorded))
+			}
+			c := fake.NewClientset(objs...)
+			o := &Options{Enabled: tt.enabled, ResourceName: testLease, ResourceNamespace: testNamespace}
+			got, err := o.TermAbove(context.Background(), c, tt.seen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(got) {
+				t.Fatalf("TermAbove(%d) = %d", tt.seen, got)
+			}
+			if tt.wantRec == "" {
+				return
+			}
+			rec, err := testStore(c).Read(context.Background())
+			if err != nil || strconv.FormatUint(rec, 10) != tt.wantRec {
+				t.Fatalf("recorded %d (%v), want %s", rec, err, tt.wantRec)
+			}
+		})
+	}
+}

@@ -13,9 +13,10 @@
 //     Labeler keeps the labels equal to the coordinator leader's owner table: Set writes
 //     the namespaces of a batch of moved partitions at once, and a background loop
 //     labels namespaces created later and puts back a label somebody changed. Every
-//     write has the namespace's resourceVersion as precondition and refuses to write over
-//     a newer term (ErrDeposed), so a deposed leader's late write cannot undo its
-//     successor's.
+//     write has the namespace's resourceVersion as precondition and is sent only while
+//     the leader's Tenure is valid, so a deposed leader's late write cannot undo its
+//     successor's. A term annotation above the writer's own is written over: while the
+//     writer's tenure is valid no live leader can have written it.
 //
 //   - The policy. A ValidatingAdmissionPolicy without params (Policy, Binding with
 //     validationActions [Deny], failurePolicy Fail) matches CREATE, UPDATE and DELETE of

@@ -66,12 +66,12 @@ func NewFence(labeler *Labeler, opts FenceOptions) (*Fence, error) {
 		clients: map[string]kubernetes.Interface{}}, nil
 }
 
-// Claim makes this process the record's writer for term (ErrDeposed when a newer term
-// wrote it) and returns what the namespaces say: the owners a new leader may take as
-// enforced (they were written before its term began, and it grants nothing before its
-// grace has passed).
-func (f *Fence) Claim(_ context.Context, term uint32) (map[partition.ID]string, error) {
-	return f.labeler.Activate(term)
+// Claim makes this process the record's writer for term, writing while tenure is valid,
+// and returns what the namespaces say: the owners a new leader may take as enforced (they
+// were written before its term began, and it grants nothing before its grace has passed),
+// and the highest term found on them.
+func (f *Fence) Claim(_ context.Context, term uint32, tenure Tenure) (Claimed, error) {
+	return f.labeler.Activate(term, tenure)
 }
 
 // Release stops all writes: leadership ended.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -28,9 +29,16 @@ import (
 // partitionIndex indexes namespaces by the partition their name hashes to.
 const partitionIndex = "kshard.io/partition-of-name"
 
-// ErrDeposed is returned when a namespace's owner label was written by a newer
-// coordinator term than the writer's: the writer's leadership is over.
-var ErrDeposed = errors.New("owner record: a newer coordinator term wrote it")
+// ErrNotCertain is returned by a write while the writer's Tenure is not valid: it may
+// no longer lead (its Lease may have run out while it was stopped), so it writes nothing
+// until the Lease is renewed or its leadership ends.
+var ErrNotCertain = errors.New("owner record: leadership not certain (Lease not renewed in time); not writing")
+
+// Tenure says whether the writer certainly still leads, by its own clock
+// (leader.Tenure): while it does, no other coordinator can be writing the record.
+type Tenure interface {
+	Valid() bool
+}
 
 var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
 
@@ -48,8 +56,18 @@ type LabelerOptions struct {
 // Labeler is the owner record: it keeps the owner label (PolicyParams.OwnerLabel) of every
 // Namespace equal to the coordinator leader's owner table, partition → shard, so that the
 // fence policy lets only that shard write there. Each label write carries the writer's
-// term in the term annotation and the namespace's resourceVersion as precondition, so a
-// deposed leader's late write can neither land over a newer term's nor undo it.
+// term in the term annotation and the namespace's resourceVersion as precondition, and is
+// sent only while the writer's Tenure is valid: a deposed leader writes nothing once its
+// Lease may have run out, and a write of it still in flight when a successor writes the
+// namespace fails on the precondition, so it can neither land over the successor's
+// write nor undo it.
+//
+// What a namespace says is never a reason to stop writing. A term annotation above the
+// writer's own cannot come from a live leader while the writer's tenure is valid: it is
+// what an earlier installation left (the term Lease deleted, a reinstall, an etcd restore,
+// leader election switched off and on) or a forgery, and it is written over. Activate
+// reports the highest such term, so that a new leader can take a term above it
+// (coordinatorrpc.TermBehindError).
 //
 // Set writes the namespaces of a batch of partitions at once, for a handoff; a
 // sample-controller-style loop (a metadata-only Namespace informer, a typed rate-limited
@@ -66,6 +84,7 @@ type Labeler struct {
 	mu     sync.RWMutex
 	active bool
 	term   uint32
+	tenure Tenure
 	owners map[partition.ID]string // known owners; a partition absent is left as it is
 
 	// wroteMu guards wrote: what each of this Labeler's own writes returned (the fields
@@ -139,15 +158,30 @@ func (l *Labeler) Run(ctx context.Context) error {
 // HasSynced reports whether the informer has listed every namespace once.
 func (l *Labeler) HasSynced() bool { return l.informer.HasSynced() }
 
-// Activate makes the Labeler the record of term: it reads what the namespaces say
-// (ErrDeposed when a newer term wrote any of them), takes that as its owner table, and
-// from then on writes. It returns the owner of each partition whose namespaces all agree
-// on one (a partition with no namespaces, or with disagreeing ones, is absent).
-func (l *Labeler) Activate(term uint32) (map[partition.ID]string, error) {
+// Claimed is what the namespaces say when a leader activates the record.
+type Claimed struct {
+	// Owners holds the owner of each partition whose namespaces all agree on one (a
+	// partition with no namespaces, or with disagreeing ones, is absent).
+	Owners map[partition.ID]string
+	// HighestTerm is the highest term annotation found on any namespace, and
+	// HighestIn a namespace that carries it ("" when none carries one).
+	HighestTerm uint32
+	HighestIn   string
+	// Above counts the namespaces whose term annotation is above the activating term.
+	Above int
+}
+
+// Activate makes the Labeler the record of term, written while tenure is valid: it reads
+// what the namespaces say, takes that as its owner table, and from then on writes. A
+// namespace term above term is not an error (see Labeler): Claimed reports the highest.
+func (l *Labeler) Activate(term uint32, tenure Tenure) (Claimed, error) {
 	if !l.HasSynced() {
-		return nil, errors.New("owner labeler: the namespace informer has not synced")
+		return Claimed{}, errors.New("owner labeler: the namespace informer has not synced")
 	}
-	known := map[partition.ID]string{}
+	if tenure == nil {
+		return Claimed{}, errors.New("owner labeler: Activate needs the leadership's tenure")
+	}
+	c := Claimed{Owners: map[partition.ID]string{}}
 	split := map[partition.ID]bool{}
 	for _, o := range l.informer.GetStore().List() {
 		m, err := metaOf(o)
@@ -155,31 +189,32 @@ func (l *Labeler) Activate(term uint32) (map[partition.ID]string, error) {
 			continue
 		}
 		m = l.newest(m) // a leader again: its own last writes may be ahead of the informer
-		if t := l.termOf(m); t > term {
-			return nil, fmt.Errorf("%w: namespace %s carries term %d, this coordinator's is %d", ErrDeposed, m.GetName(), t, term)
+		t := l.termOf(m)
+		if t > term {
+			c.Above++
+		}
+		if t > c.HighestTerm || (t > 0 && t == c.HighestTerm && m.GetName() < c.HighestIn) {
+			c.HighestTerm, c.HighestIn = t, m.GetName()
 		}
 		p := l.pm.For(m.GetName())
 		owner := m.GetLabels()[l.params.OwnerLabel]
-		if prev, ok := known[p]; (ok && prev != owner) || split[p] {
+		if prev, ok := c.Owners[p]; (ok && prev != owner) || split[p] {
 			split[p] = true
-			delete(known, p)
+			delete(c.Owners, p)
 			continue
 		}
-		known[p] = owner
+		c.Owners[p] = owner
 	}
-	for p, s := range known {
+	for p, s := range c.Owners {
 		if s == "" {
-			delete(known, p)
+			delete(c.Owners, p)
 		}
 	}
 	l.mu.Lock()
-	l.active, l.term = true, term
-	l.owners = make(map[partition.ID]string, len(known))
-	for p, s := range known {
-		l.owners[p] = s
-	}
+	l.active, l.term, l.tenure = true, term, tenure
+	l.owners = maps.Clone(c.Owners)
 	l.mu.Unlock()
-	return known, nil
+	return c, nil
 }
 
 // Deactivate stops all writes (leadership ended).
@@ -287,15 +322,16 @@ func (l *Labeler) NamespacesOf(p partition.ID) []string {
 	return out
 }
 
-// want returns the owner label namespace name should carry, and whether the table says.
-func (l *Labeler) want(name string) (string, uint32, bool) {
+// want returns the owner label namespace name should carry, and whether the table says,
+// with the term and tenure of the leadership that writes it.
+func (l *Labeler) want(name string) (string, uint32, Tenure, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if !l.active {
-		return "", 0, false
+		return "", 0, nil, false
 	}
 	owner, ok := l.owners[l.pm.For(name)]
-	return owner, l.term, ok
+	return owner, l.term, l.tenure, ok
 }
 
 func (l *Labeler) termOf(m metav1.Object) uint32 {
@@ -322,7 +358,7 @@ func (l *Labeler) enqueue(obj any) {
 		return
 	}
 	m = l.newest(m)
-	if owner, _, ok := l.want(m.GetName()); ok && m.GetLabels()[l.params.OwnerLabel] != owner {
+	if owner, _, _, ok := l.want(m.GetName()); ok && m.GetLabels()[l.params.OwnerLabel] != owner {
 		l.queue.Add(m.GetName())
 	}
 }
@@ -414,11 +450,6 @@ func (l *Labeler) processNext(ctx context.Context) bool {
 	}
 	defer l.queue.Done(name)
 	if _, _, err := l.write(ctx, name); err != nil {
-		if errors.Is(err, ErrDeposed) {
-			klog.FromContext(ctx).Info("owner label written by a newer coordinator term; not retrying", "namespace", name, "err", err.Error())
-			l.queue.Forget(name)
-			return true
-		}
 		klog.FromContext(ctx).V(2).Info("writing the owner label failed; retrying", "namespace", name, "err", err.Error())
 		l.queue.AddRateLimited(name)
 		return true
@@ -428,8 +459,8 @@ func (l *Labeler) processNext(ctx context.Context) bool {
 }
 
 // write makes namespace name's owner label what the table says, with the namespace's
-// resourceVersion as precondition (re-read on a conflict) and the term checked and
-// stamped. It returns whether it wrote and the resourceVersion of a copy that carries
+// resourceVersion as precondition (re-read on a conflict) and the term stamped, only
+// while the tenure is valid (ErrNotCertain otherwise). It returns whether it wrote and the resourceVersion of a copy that carries
 // the owner ("" when the namespace is deleted or not known).
 func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) {
 	var m metav1.Object
@@ -441,7 +472,7 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 		m = l.newest(m)
 	}
 	for attempt := 0; ; attempt++ {
-		owner, term, ok := l.want(name)
+		owner, term, tenure, ok := l.want(name)
 		if !ok {
 			return "", false, nil
 		}
@@ -459,8 +490,12 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 			// resourceVersion still tells Set which namespace to probe.
 			return rvIf(probeable, m.GetResourceVersion()), false, nil
 		}
+		if !tenure.Valid() {
+			return "", false, fmt.Errorf("namespace %s: %w", name, ErrNotCertain)
+		}
 		if t := l.termOf(m); t > term {
-			return "", false, fmt.Errorf("%w: namespace %s carries term %d, this coordinator's is %d", ErrDeposed, name, t, term)
+			// Not a live leader's while the tenure is valid (see Labeler): written over.
+			klog.FromContext(ctx).V(2).Info("writing over an owner record of a term above this leader's", "namespace", name, "recordTerm", t, "term", term)
 		}
 		var label any = owner
 		if owner == "" {

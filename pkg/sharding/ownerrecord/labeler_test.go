@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	metadatafake "k8s.io/client-go/metadata/fake"
@@ -73,41 +75,120 @@ func labelsOf(t *testing.T, client *metadatafake.FakeMetadataClient, name string
 	return o.Labels, o.Annotations
 }
 
+// tenure is a Tenure the test sets.
+type tenure struct{ valid atomic.Bool }
+
+func (t *tenure) Valid() bool { return t.valid.Load() }
+
+// certain is a tenure that stays valid.
+var certain = func() *tenure { t := &tenure{}; t.valid.Store(true); return t }()
+
 // TestLabelerActivate: a new leader takes over what the namespaces say, partitions whose
-// namespaces disagree are unknown, and a namespace written by a newer term deposes it.
+// namespaces disagree are unknown, and a namespace of a term above the leader's is
+// reported, never refused: it outlived its record, or it is forged.
 func TestLabelerActivate(t *testing.T) {
 	pm := partition.Map{Count: 1}
 	tests := []struct {
-		name    string
-		objs    []runtime.Object
-		term    uint32
-		want    map[partition.ID]string
-		wantErr error
+		name string
+		objs []runtime.Object
+		term uint32
+		want Claimed
 	}{
-		{name: "empty cluster", term: 1, want: map[partition.ID]string{}},
+		{name: "empty cluster", term: 1, want: Claimed{Owners: map[partition.ID]string{}}},
 		{name: "agreeing namespaces", term: 2, objs: []runtime.Object{
 			namespaceMeta("a", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "1"}),
 			namespaceMeta("b", map[string]string{DefaultOwnerLabel: "shard-a"}, nil),
-		}, want: map[partition.ID]string{0: "shard-a"}},
+		}, want: Claimed{Owners: map[partition.ID]string{0: "shard-a"}, HighestTerm: 1, HighestIn: "a"}},
 		{name: "disagreeing namespaces", term: 2, objs: []runtime.Object{
 			namespaceMeta("a", map[string]string{DefaultOwnerLabel: "shard-a"}, nil),
 			namespaceMeta("b", map[string]string{DefaultOwnerLabel: "shard-b"}, nil),
-		}, want: map[partition.ID]string{}},
-		{name: "newer term", term: 2, objs: []runtime.Object{
+		}, want: Claimed{Owners: map[partition.ID]string{}}},
+		{name: "terms above the leader's", term: 2, objs: []runtime.Object{
 			namespaceMeta("a", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "3"}),
-		}, wantErr: ErrDeposed},
+			namespaceMeta("b", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "4000000000"}),
+			namespaceMeta("c", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "2"}),
+		}, want: Claimed{Owners: map[partition.ID]string{0: "shard-a"}, HighestTerm: 4000000000, HighestIn: "b", Above: 2}},
+		{name: "a term that is not a number", term: 2, objs: []runtime.Object{
+			namespaceMeta("a", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "x9"}),
+		}, want: Claimed{Owners: map[partition.ID]string{0: "shard-a"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, _ := startLabeler(t, pm, tt.objs...)
-			got, err := l.Activate(tt.term)
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("Activate: %v, want %v", err, tt.wantErr)
+			got, err := l.Activate(tt.term, certain)
+			if err != nil {
+				t.Fatalf("Activate: %v", err)
 			}
-			if err == nil && !maps.Equal(got, tt.want) {
-				t.Fatalf("Activate = %v, want %v", got, tt.want)
+			if !maps.Equal(got.Owners, tt.want.Owners) || got.HighestTerm != tt.want.HighestTerm || got.HighestIn != tt.want.HighestIn || got.Above != tt.want.Above {
+				t.Fatalf("Activate = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestLabelerWritesOverNewerTerms: a namespace whose record carries a term above the
+// leader's (left by an earlier installation, or forged) does not stop the leader: Set
+// writes its owner and stamps the leader's term over it, and so does the background
+// loop. On main this failed: Activate refused to lead, and Set failed the batch forever.
+func TestLabelerWritesOverNewerTerms(t *testing.T) {
+	pm := partition.Map{Count: 1}
+	l, client := startLabeler(t, pm,
+		namespaceMeta("forged", map[string]string{DefaultOwnerLabel: "shard-x"}, map[string]string{DefaultOwnerLabel + "-term": "4294967295"}),
+		namespaceMeta("stale", nil, map[string]string{DefaultOwnerLabel + "-term": "900"}))
+	if _, err := l.Activate(7, certain); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Set(context.Background(), map[partition.ID]string{0: "shard-a"})
+	if err != nil {
+		t.Fatalf("Set over namespaces of newer terms: %v", err)
+	}
+	if res.Writes != 2 {
+		t.Errorf("Set wrote %d namespaces, want 2", res.Writes)
+	}
+	for _, n := range []string{"forged", "stale"} {
+		labels, annotations := labelsOf(t, client, n)
+		if labels[DefaultOwnerLabel] != "shard-a" || annotations[DefaultOwnerLabel+"-term"] != "7" {
+			t.Errorf("%s: labels %v annotations %v, want owner shard-a at term 7", n, labels, annotations)
+		}
+	}
+	// Tampered again while leading: the loop puts it back.
+	patch := []byte(`{"metadata":{"labels":{"` + DefaultOwnerLabel + `":"shard-y"},"annotations":{"` + DefaultOwnerLabel + `-term":"3000000000"}}}`)
+	if _, err := client.Resource(namespacesGVR).Patch(context.Background(), "forged", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		labels, annotations := labelsOf(t, client, "forged")
+		return labels[DefaultOwnerLabel] == "shard-a" && annotations[DefaultOwnerLabel+"-term"] == "7", nil
+	}); err != nil {
+		labels, annotations := labelsOf(t, client, "forged")
+		t.Fatalf("the loop did not write over a forged newer term: labels %v annotations %v", labels, annotations)
+	}
+}
+
+// TestLabelerWritesOnlyWhileCertain: while the tenure is not valid (the Lease may have
+// run out while the process was stopped) neither Set nor the loop writes, and Set says
+// why; once it is valid again, Set writes.
+func TestLabelerWritesOnlyWhileCertain(t *testing.T) {
+	pm := partition.Map{Count: 1}
+	l, client := startLabeler(t, pm, namespaceMeta("ns", nil, nil))
+	var ten tenure
+	if _, err := l.Activate(3, &ten); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Set(context.Background(), map[partition.ID]string{0: "shard-a"}); !errors.Is(err, ErrNotCertain) {
+		t.Fatalf("Set without a valid tenure: %v, want ErrNotCertain", err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			t.Fatalf("patched without a valid tenure: %v", a)
+		}
+	}
+	ten.valid.Store(true)
+	if _, err := l.Set(context.Background(), map[partition.ID]string{0: "shard-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if labels, _ := labelsOf(t, client, "ns"); labels[DefaultOwnerLabel] != "shard-a" {
+		t.Fatalf("labels %v after the tenure came back, want owner shard-a", labels)
 	}
 }
 
@@ -136,7 +217,7 @@ func TestLabelerSet(t *testing.T) {
 	if _, err := l.Set(context.Background(), map[partition.ID]string{p: "shard-b"}); err == nil {
 		t.Fatal("Set before Activate succeeded")
 	}
-	if _, err := l.Activate(4); err != nil {
+	if _, err := l.Activate(4, certain); err != nil {
 		t.Fatal(err)
 	}
 	res, err := l.Set(context.Background(), map[partition.ID]string{p: "shard-b"})
@@ -209,7 +290,7 @@ func TestLabelerLabelsTerminatingNamespaces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, client := startLabeler(t, pm, tt.objs...)
-			if _, err := l.Activate(1); err != nil {
+			if _, err := l.Activate(1, certain); err != nil {
 				t.Fatal(err)
 			}
 			res, err := l.Set(context.Background(), map[partition.ID]string{0: "shard-b"})
@@ -243,7 +324,7 @@ func newLaggingLabeler(t *testing.T, objs ...runtime.Object) *laggingLabeler {
 	w := watch.NewFakeWithChanSize(10, false)
 	client.PrependWatchReactor("namespaces", func(clienttesting.Action) (bool, watch.Interface, error) { return true, w, nil })
 	l := runLabeler(t, partition.Map{Count: 1}, client)
-	if _, err := l.Activate(1); err != nil {
+	if _, err := l.Activate(1, certain); err != nil {
 		t.Fatal(err)
 	}
 	return &laggingLabeler{t: t, l: l, client: client, w: w}

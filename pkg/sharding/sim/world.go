@@ -237,7 +237,8 @@ type world struct {
 
 	// The owner record as the API server enforces it (Options.OwnerRecord): owner
 	// per partition, and the highest leader term that wrote it (a deposed
-	// leader's late write is refused, as ownerrecord.Writer refuses it).
+	// leader's late write is refused, as ownerrecord.Labeler refuses to write once
+	// the leader's tenure may have lapsed).
 	record     []string
 	recordTerm uint32
 }

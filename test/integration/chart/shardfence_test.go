@@ -149,7 +149,7 @@ func TestShardFenceCoordinatorRBAC(t *testing.T) {
 	framework.Eventually(t, 10*time.Second, "namespace "+target+" seen", func(context.Context) (bool, error) {
 		return slices.Contains(labeler.NamespacesOf(pm.For(target)), target), nil
 	})
-	if _, err := labeler.Activate(1); err != nil {
+	if _, err := labeler.Activate(1, framework.CertainTenure{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := labeler.Set(context.Background(), map[partition.ID]string{pm.For(target): "shard-a"})

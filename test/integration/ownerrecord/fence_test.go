@@ -155,7 +155,7 @@ func setup(t *testing.T) *env {
 		}
 		return true, nil
 	})
-	if _, err := e.labeler.Activate(1); err != nil {
+	if _, err := e.labeler.Activate(1, framework.CertainTenure{}); err != nil {
 		t.Fatal(err)
 	}
 	e.fence, err = ownerrecord.NewFence(e.labeler, ownerrecord.FenceOptions{Params: e.params, Base: f.Config, ProbeTimeout: 30 * time.Second})

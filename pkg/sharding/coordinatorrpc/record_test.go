@@ -54,8 +54,8 @@ func newRecordServer(t *testing.T, rec *fakeRecord, claimTimeout time.Duration) 
 
 // TestLeadClaim: what the owner record says never makes a leader hold the Lease without
 // serving. A plausible term above its own (left by a lost term record) is returned as a
-// TermBehindError before anything is served, so that the caller leads again above it; a
-// term no coordinator can have led yet (forged) is led over; a record that cannot be
+// TermBehindError before anything is served, so that the caller leads again above it;
+// forged terms (which the record counts apart) are led over; a record that cannot be
 // claimed ends Lead within ClaimTimeout with an error. On main, Activate's ErrDeposed made
 // Lead return an error that the coordinator only logged, holding the Lease for good.
 func TestLeadClaim(t *testing.T) {
@@ -71,7 +71,7 @@ func TestLeadClaim(t *testing.T) {
 		{name: "plausible term above", claimed: ownerrecord.Claimed{HighestTerm: 901, HighestIn: "stale", Above: 3}, wantBehind: 901},
 		{name: "clock term above", claimed: ownerrecord.Claimed{HighestTerm: uint32(time.Now().Unix()), HighestIn: "clock", Above: 1},
 			wantBehind: uint32(time.Now().Unix())},
-		{name: "forged term above", claimed: ownerrecord.Claimed{HighestTerm: 4294967295, HighestIn: "forged", Above: 1}, wantServing: true},
+		{name: "forged term above", claimed: ownerrecord.Claimed{HighestTerm: 4, HighestIn: "a", Forged: 1, ForgedIn: "forged"}, wantServing: true},
 		{name: "record cannot be claimed", claimErr: errors.New("informer not synced"), wantErr: "informer not synced"},
 	}
 	for _, tt := range tests {

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
-	"github.com/kshard/kshard/pkg/sharding/leader"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
@@ -84,8 +83,9 @@ const DefaultClaimTimeout = time.Minute
 // etcd restore, leader election switched off and on), and shards may hold epochs of it,
 // which a leader of a lower term refuses. It is never a reason to stop leading: the caller
 // records a term above Term (leader.Options.TermAbove) and calls Lead again with it. Terms
-// that no coordinator can have led yet (leader.PlausibleTerm) are not reported: they are
-// forgeries, written over as the record is written.
+// that no coordinator can have led yet (leader.PlausibleTerm) are not reported (the
+// owner record leaves them out of Claimed.HighestTerm): they are forgeries, written over as
+// the record is written.
 type TermBehindError struct {
 	// Term is the highest term found, above the one Lead was given.
 	Term uint32
@@ -248,13 +248,13 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 		return fmt.Errorf("owner record: %w", err)
 	}
 	if claimed.HighestTerm > term {
-		if leader.PlausibleTerm(uint64(claimed.HighestTerm), time.Now()) {
-			s.opts.Record.Release()
-			return &TermBehindError{Term: claimed.HighestTerm, Source: fmt.Sprintf(
-				"owner record term annotation of namespace %s; %d namespaces carry terms above %d", claimed.HighestIn, claimed.Above, term)}
-		}
+		s.opts.Record.Release()
+		return &TermBehindError{Term: claimed.HighestTerm, Source: fmt.Sprintf(
+			"owner record term annotation of namespace %s; %d namespaces carry terms above %d", claimed.HighestIn, claimed.Above, term)}
+	}
+	if claimed.Forged > 0 {
 		s.log.Info("WARNING: namespaces carry owner record terms that no coordinator can have led yet (forged?); they are written over as the record is written",
-			"term", term, "highestTerm", claimed.HighestTerm, "namespace", claimed.HighestIn, "namespaces", claimed.Above)
+			"term", term, "namespace", claimed.ForgedIn, "namespaces", claimed.Forged)
 	}
 	if s.opts.Config.OwnerRecord {
 		core.RecordKnown(claimed.Owners)

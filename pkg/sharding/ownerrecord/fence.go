@@ -66,12 +66,27 @@ func NewFence(labeler *Labeler, opts FenceOptions) (*Fence, error) {
 		clients: map[string]kubernetes.Interface{}}, nil
 }
 
+// TermBeaconNamespace is the namespace a new leader stamps its term on before it serves
+// (Labeler.StampTerm): every cluster has it, and nobody deletes it.
+const TermBeaconNamespace = "kube-system"
+
 // Claim makes this process the record's writer for term, writing while tenure is valid,
 // and returns what the namespaces say: the owners a new leader may take as enforced (they
 // were written before its term began, and it grants nothing before its grace has passed),
-// and the highest term found on them.
-func (f *Fence) Claim(_ context.Context, term uint32, tenure Tenure) (Claimed, error) {
-	return f.labeler.Activate(term, tenure)
+// and the highest term found on them. Unless that is above term (then the record stays
+// unclaimed: the leader must take a term above it first), it stamps term on
+// TermBeaconNamespace, so that the record keeps this term even if the leadership writes
+// no label.
+func (f *Fence) Claim(ctx context.Context, term uint32, tenure Tenure) (Claimed, error) {
+	c, err := f.labeler.Activate(term, tenure)
+	if err != nil || c.HighestTerm > term {
+		return c, err
+	}
+	if err := f.labeler.StampTerm(ctx, TermBeaconNamespace); err != nil {
+		f.labeler.Deactivate()
+		return c, fmt.Errorf("stamping term %d on namespace %s: %w", term, TermBeaconNamespace, err)
+	}
+	return c, nil
 }
 
 // Release stops all writes: leadership ended.

@@ -20,9 +20,11 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/kshard/kshard/pkg/sharding/leader"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
@@ -66,8 +68,8 @@ type LabelerOptions struct {
 // writer's own cannot come from a live leader while the writer's tenure is valid: it is
 // what an earlier installation left (the term Lease deleted, a reinstall, an etcd restore,
 // leader election switched off and on) or a forgery, and it is written over. Activate
-// reports the highest such term, so that a new leader can take a term above it
-// (coordinatorrpc.TermBehindError).
+// reports the highest plausible such term, so that a new leader can take a term above it
+// (coordinatorrpc.TermBehindError), and counts the forged ones.
 //
 // Set writes the namespaces of a batch of partitions at once, for a handoff; a
 // sample-controller-style loop (a metadata-only Namespace informer, a typed rate-limited
@@ -163,17 +165,25 @@ type Claimed struct {
 	// Owners holds the owner of each partition whose namespaces all agree on one (a
 	// partition with no namespaces, or with disagreeing ones, is absent).
 	Owners map[partition.ID]string
-	// HighestTerm is the highest term annotation found on any namespace, and
-	// HighestIn a namespace that carries it ("" when none carries one).
+	// HighestTerm is the highest plausible term (leader.PlausibleTerm) annotated on any
+	// namespace, and HighestIn a namespace that carries it ("" when none carries one).
 	HighestTerm uint32
 	HighestIn   string
-	// Above counts the namespaces whose term annotation is above the activating term.
+	// Above counts the namespaces whose plausible term annotation is above the
+	// activating term.
 	Above int
+	// Forged counts the namespaces whose term annotation no coordinator can have led
+	// yet, and ForgedIn names one of them: a leader must not advance past such a term
+	// (see leader.PlausibleTerm); the Labeler writes over it.
+	Forged   int
+	ForgedIn string
 }
 
 // Activate makes the Labeler the record of term, written while tenure is valid: it reads
 // what the namespaces say, takes that as its owner table, and from then on writes. A
-// namespace term above term is not an error (see Labeler): Claimed reports the highest.
+// namespace term above term is not an error (see Labeler): Claimed reports the highest,
+// and when a plausible one is above term the Labeler stays inactive (the leader must take
+// a term above it first, and write nothing at this one).
 func (l *Labeler) Activate(term uint32, tenure Tenure) (Claimed, error) {
 	if !l.HasSynced() {
 		return Claimed{}, errors.New("owner labeler: the namespace informer has not synced")
@@ -183,18 +193,26 @@ func (l *Labeler) Activate(term uint32, tenure Tenure) (Claimed, error) {
 	}
 	c := Claimed{Owners: map[partition.ID]string{}}
 	split := map[partition.ID]bool{}
+	now := time.Now()
 	for _, o := range l.informer.GetStore().List() {
 		m, err := metaOf(o)
 		if err != nil {
 			continue
 		}
 		m = l.newest(m) // a leader again: its own last writes may be ahead of the informer
-		t := l.termOf(m)
-		if t > term {
-			c.Above++
-		}
-		if t > c.HighestTerm || (t > 0 && t == c.HighestTerm && m.GetName() < c.HighestIn) {
+		switch t := l.termOf(m); {
+		case !leader.PlausibleTerm(uint64(t), now):
+			c.Forged++
+			if c.ForgedIn == "" || m.GetName() < c.ForgedIn {
+				c.ForgedIn = m.GetName()
+			}
+		case t > c.HighestTerm || (t > 0 && t == c.HighestTerm && m.GetName() < c.HighestIn):
 			c.HighestTerm, c.HighestIn = t, m.GetName()
+			fallthrough
+		default:
+			if t > term {
+				c.Above++
+			}
 		}
 		p := l.pm.For(m.GetName())
 		owner := m.GetLabels()[l.params.OwnerLabel]
@@ -210,11 +228,56 @@ func (l *Labeler) Activate(term uint32, tenure Tenure) (Claimed, error) {
 			delete(c.Owners, p)
 		}
 	}
+	if c.HighestTerm > term {
+		return c, nil // the leader takes a term above it first: nothing is written at this one
+	}
 	l.mu.Lock()
 	l.active, l.term, l.tenure = true, term, tenure
 	l.owners = maps.Clone(c.Owners)
 	l.mu.Unlock()
 	return c, nil
+}
+
+// StampTerm writes the active term into the term annotation of namespace name, whatever
+// its owner label, unless it already carries that term or a higher one. Only the owner
+// record's terms outlive the term Lease (which a reinstall or an operator deletes), and a
+// leadership that moves nothing writes no label: without a stamp a later leader could
+// take this very term again while shards hold its epochs. A leader stamps a namespace
+// every cluster has (TermBeaconNamespace) before it serves. A namespace that does not
+// exist is not an error.
+func (l *Labeler) StampTerm(ctx context.Context, name string) error {
+	l.mu.RLock()
+	active, term, tenure := l.active, l.term, l.tenure
+	l.mu.RUnlock()
+	if !active {
+		return errors.New("owner labeler: not active (not the leader)")
+	}
+	namespaces := l.client.Resource(namespacesGVR)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m, err := namespaces.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case l.termOf(m) >= term:
+			return nil
+		case !tenure.Valid():
+			return fmt.Errorf("namespace %s: %w", name, ErrNotCertain)
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": m.GetResourceVersion(),
+			"annotations":     map[string]any{l.params.TermAnnotation(): strconv.FormatUint(uint64(term), 10)},
+		}})
+		if err != nil {
+			return err
+		}
+		got, err := namespaces.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kshard-owner-labeler"})
+		if err == nil {
+			l.remember(got)
+		}
+		return err
+	})
 }
 
 // Deactivate stops all writes (leadership ended).

@@ -105,9 +105,14 @@ func TestLabelerActivate(t *testing.T) {
 		}, want: Claimed{Owners: map[partition.ID]string{}}},
 		{name: "terms above the leader's", term: 2, objs: []runtime.Object{
 			namespaceMeta("a", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "3"}),
-			namespaceMeta("b", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "4000000000"}),
+			namespaceMeta("b", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "900"}),
 			namespaceMeta("c", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "2"}),
-		}, want: Claimed{Owners: map[partition.ID]string{0: "shard-a"}, HighestTerm: 4000000000, HighestIn: "b", Above: 2}},
+		}, want: Claimed{Owners: map[partition.ID]string{0: "shard-a"}, HighestTerm: 900, HighestIn: "b", Above: 2}},
+		{name: "forged terms are counted apart", term: 2, objs: []runtime.Object{
+			namespaceMeta("a", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "4000000000"}),
+			namespaceMeta("b", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "7"}),
+			namespaceMeta("c", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "4294967295"}),
+		}, want: Claimed{Owners: map[partition.ID]string{0: "shard-a"}, HighestTerm: 7, HighestIn: "b", Above: 1, Forged: 2, ForgedIn: "a"}},
 		{name: "a term that is not a number", term: 2, objs: []runtime.Object{
 			namespaceMeta("a", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "x9"}),
 		}, want: Claimed{Owners: map[partition.ID]string{0: "shard-a"}}},
@@ -119,7 +124,8 @@ func TestLabelerActivate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Activate: %v", err)
 			}
-			if !maps.Equal(got.Owners, tt.want.Owners) || got.HighestTerm != tt.want.HighestTerm || got.HighestIn != tt.want.HighestIn || got.Above != tt.want.Above {
+			if !maps.Equal(got.Owners, tt.want.Owners) || got.HighestTerm != tt.want.HighestTerm || got.HighestIn != tt.want.HighestIn ||
+				got.Above != tt.want.Above || got.Forged != tt.want.Forged || got.ForgedIn != tt.want.ForgedIn {
 				t.Fatalf("Activate = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -127,14 +133,14 @@ func TestLabelerActivate(t *testing.T) {
 }
 
 // TestLabelerWritesOverNewerTerms: a namespace whose record carries a term above the
-// leader's (left by an earlier installation, or forged) does not stop the leader: Set
-// writes its owner and stamps the leader's term over it, and so does the background
-// loop. On main this failed: Activate refused to lead, and Set failed the batch forever.
+// leader's (forged near 2³² before it led, or any term written while it leads) does not
+// stop the leader: Set writes its owner and stamps the leader's term over it, and so does
+// the background loop. On main this failed: Activate refused to lead, and Set failed the batch forever.
 func TestLabelerWritesOverNewerTerms(t *testing.T) {
 	pm := partition.Map{Count: 1}
 	l, client := startLabeler(t, pm,
 		namespaceMeta("forged", map[string]string{DefaultOwnerLabel: "shard-x"}, map[string]string{DefaultOwnerLabel + "-term": "4294967295"}),
-		namespaceMeta("stale", nil, map[string]string{DefaultOwnerLabel + "-term": "900"}))
+		namespaceMeta("stale", nil, map[string]string{DefaultOwnerLabel + "-term": "5"}))
 	if _, err := l.Activate(7, certain); err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +157,9 @@ func TestLabelerWritesOverNewerTerms(t *testing.T) {
 			t.Errorf("%s: labels %v annotations %v, want owner shard-a at term 7", n, labels, annotations)
 		}
 	}
-	// Tampered again while leading: the loop puts it back.
-	patch := []byte(`{"metadata":{"labels":{"` + DefaultOwnerLabel + `":"shard-y"},"annotations":{"` + DefaultOwnerLabel + `-term":"3000000000"}}}`)
+	// Tampered while leading, with a term that could have been led: while the tenure is
+	// valid no other leader can have written it, and the loop puts the record back.
+	patch := []byte(`{"metadata":{"labels":{"` + DefaultOwnerLabel + `":"shard-y"},"annotations":{"` + DefaultOwnerLabel + `-term":"5000"}}}`)
 	if _, err := client.Resource(namespacesGVR).Patch(context.Background(), "forged", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +168,7 @@ func TestLabelerWritesOverNewerTerms(t *testing.T) {
 		return labels[DefaultOwnerLabel] == "shard-a" && annotations[DefaultOwnerLabel+"-term"] == "7", nil
 	}); err != nil {
 		labels, annotations := labelsOf(t, client, "forged")
-		t.Fatalf("the loop did not write over a forged newer term: labels %v annotations %v", labels, annotations)
+		t.Fatalf("the loop did not write over a newer term: labels %v annotations %v", labels, annotations)
 	}
 }
 
@@ -477,4 +484,45 @@ func versionedPatches(t *testing.T, client *metadatafake.FakeMetadataClient) {
 		obj.(metav1.Object).SetResourceVersion(strconv.FormatUint(rv, 10))
 		return true, obj, client.Tracker().Update(namespacesGVR, obj, "")
 	})
+}
+
+// TestLabelerStampTerm: a leader stamps its term on a namespace whose label it does not
+// change, never lowering a higher term, and not while its tenure is invalid; a missing
+// namespace is no error. A Labeler that found a plausible term above its own stays
+// inactive and stamps nothing.
+func TestLabelerStampTerm(t *testing.T) {
+	pm := partition.Map{Count: 1}
+	l, client := startLabeler(t, pm,
+		namespaceMeta("kube-system", map[string]string{DefaultOwnerLabel: "shard-a"}, map[string]string{DefaultOwnerLabel + "-term": "4"}),
+		namespaceMeta("ahead", nil, map[string]string{DefaultOwnerLabel + "-term": "9"}))
+	if c, err := l.Activate(8, certain); err != nil || c.HighestTerm != 9 {
+		t.Fatalf("Activate(8) = %+v, %v; want HighestTerm 9", c, err)
+	}
+	if err := l.StampTerm(context.Background(), "kube-system"); err == nil {
+		t.Fatal("StampTerm succeeded on a Labeler that found a term above its own")
+	}
+	var ten tenure
+	if _, err := l.Activate(10, &ten); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StampTerm(context.Background(), "kube-system"); !errors.Is(err, ErrNotCertain) {
+		t.Fatalf("StampTerm without a valid tenure: %v, want ErrNotCertain", err)
+	}
+	ten.valid.Store(true)
+	for _, n := range []string{"kube-system", "missing"} {
+		if err := l.StampTerm(context.Background(), n); err != nil {
+			t.Fatalf("StampTerm(%s): %v", n, err)
+		}
+	}
+	labels, annotations := labelsOf(t, client, "kube-system")
+	if labels[DefaultOwnerLabel] != "shard-a" || annotations[DefaultOwnerLabel+"-term"] != "10" {
+		t.Errorf("kube-system: labels %v annotations %v, want owner shard-a kept at term 10", labels, annotations)
+	}
+	if _, err := l.Activate(5, certain); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.StampTerm(context.Background(), "kube-system")
+	if _, annotations := labelsOf(t, client, "kube-system"); annotations[DefaultOwnerLabel+"-term"] != "10" {
+		t.Errorf("a stamp of term 5 lowered kube-system's term to %s", annotations[DefaultOwnerLabel+"-term"])
+	}
 }

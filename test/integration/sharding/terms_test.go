@@ -1,0 +1,200 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kshard/kshard/pkg/sharding/leader"
+	"github.com/kshard/kshard/test/framework"
+)
+
+// TestTermsOutliveTheirRecord: terms that outlive their record never stop kshard. One
+// set of coordinators and shards (fence on) goes through four faults, and after each every
+// test namespace must carry a live shard's owner label and be worked (a Deployment's scale
+// change acted on) within the bound:
+//
+//   - at start, one namespace carries a forged term near 2³² with a wrong owner, another a
+//     stale term above the recorded one (the term Lease says 500: an earlier election
+//     Lease was deleted);
+//   - while leading, somebody writes a forged term and owner onto a namespace;
+//   - the term Lease is deleted while the shards run, then the leader is killed: its
+//     successor's election Lease count is far below the terms on the namespaces and in
+//     the shards' epochs;
+//   - everything is uninstalled (processes gone, the election and term Leases deleted with
+//     the release namespace) and installed again with the namespaces kept.
+//
+// On main each of them wedged the leader: it found a namespace of a newer term, refused
+// to lead (ErrDeposed) and held the Lease without serving.
+func TestTermsOutliveTheirRecord(t *testing.T) {
+	f := framework.Get(t)
+	ctx := context.Background()
+	k := f.NewKShard(t, framework.KShardOptions{PodIdentity: true, Fence: true, SessionTTL: ttl, Margin: margin})
+	fence := k.FenceParams()
+	leases := f.Client.CoordinationV1().Leases("kube-system")
+	termLease := leader.TermLeaseName(k.LeaseName())
+
+	const count = 8
+	nss := make([]string, count)
+	uids := make([]types.UID, count)
+	for i := range nss {
+		nss[i] = f.Namespace(t, nil).Name
+		d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1", nil)
+		d, err := f.Client.AppsV1().Deployments(nss[i]).Create(ctx, d, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[i] = d.UID
+	}
+	forge := func(ns, owner, term string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, fence.OwnerLabel, owner, fence.TermAnnotation(), term)
+		if _, err := f.Client.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("forging the owner record of %s: %v", ns, err)
+		}
+	}
+	replicas := int32(1)
+	// worked waits until a leader of a term above the last one serves every partition to
+	// the live shards, then until a scale change in every namespace was acted on, all
+	// within bound of since, and checks that every namespace is owned by a live shard. It
+	// returns the leader's term. (Shards keep working while no coordinator leads, until
+	// their leases run out: only a leader that serves shows that kshard goes on.)
+	worked := func(t *testing.T, step string, since time.Time, after uint64) uint64 {
+		t.Helper()
+		var (
+			l    *framework.Coordinator
+			term float64
+		)
+		framework.Eventually(t, bound-time.Since(since), step+": a leader above term "+strconv.FormatUint(after, 10)+" serves the live shards", func(ctx context.Context) (bool, error) {
+			var err error
+			if l, err = k.Leader(ctx); err != nil {
+				return false, err
+			}
+			if term, err = framework.Metric(ctx, l.HTTPURL, "kshard_coordinator_term"); err != nil || uint64(term) <= after {
+				return false, fmt.Errorf("leader %s at term %v (%v)", l.Name, term, err)
+			}
+			a, err := l.Assignments(ctx)
+			if err != nil {
+				return false, err
+			}
+			live, owners := k.Live(), framework.Owners(a)
+			for _, s := range owners {
+				if !live[s] {
+					return false, fmt.Errorf("partitions owned by %s, not a live shard", s)
+				}
+			}
+			if len(owners) != a.PartitionCount {
+				return false, fmt.Errorf("%d of %d partitions owned", len(owners), a.PartitionCount)
+			}
+			return true, nil
+		})
+		replicas++
+		patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+		var wg sync.WaitGroup
+		for i, ns := range nss {
+			if _, err := f.Client.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); waitReplicas(t, f.Client, ns, uids[i], replicas, bound-time.Since(since)) }()
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.Fatalf("%s: not every namespace was worked within %s", step, bound)
+		}
+		live := k.Live()
+		for _, ns := range nss {
+			got, err := f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if owner := got.Labels[fence.OwnerLabel]; !live[owner] {
+				t.Fatalf("%s: namespace %s is owned by %q, not a live shard (%v)", step, ns, owner, live)
+			}
+		}
+		t.Logf("%s: every namespace owned by a live shard and worked %s after the fault; leader %s at term %v",
+			step, time.Since(since).Round(time.Millisecond), l.Name, term)
+		return uint64(term)
+	}
+	termOf := func(ns string) uint64 {
+		t.Helper()
+		got, err := f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := strconv.ParseUint(got.Annotations[fence.TermAnnotation()], 10, 64)
+		return v
+	}
+
+	// An earlier election Lease was deleted: the term record is far ahead of its count.
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: termLease,
+		Annotations: map[string]string{leader.TermAnnotation: "500"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = leases.Delete(context.Background(), termLease, metav1.DeleteOptions{})
+		_ = leases.Delete(context.Background(), k.LeaseName(), metav1.DeleteOptions{})
+	})
+	forge(nss[0], "mallory", "4294967295")
+	forge(nss[1], "shard-1", "1000")
+
+	var term uint64
+	ok := t.Run("forged and stale terms at start", func(t *testing.T) {
+		start := time.Now()
+		k.StartCoordinator("coordinator-a")
+		k.StartCoordinator("coordinator-b")
+		k.StartShard("shard-1")
+		k.StartShard("shard-2")
+		term = worked(t, "forged and stale terms at start", start, 1000) // above the stale term on nss[1]
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	t.Run("forged term while leading", func(t *testing.T) {
+		at := time.Now()
+		forge(nss[2], "mallory", "4294967295")
+		framework.Eventually(t, bound, "the forged owner record of "+nss[2]+" written over", func(context.Context) (bool, error) {
+			return termOf(nss[2]) == term, nil
+		})
+		worked(t, "forged term while leading", at, term-1)
+	})
+
+	t.Run("term Lease deleted while the shards run", func(t *testing.T) {
+		if err := leases.Delete(ctx, termLease, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := k.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		l.Kill()
+		// Above the term on the namespaces and in the shards' epochs.
+		term = worked(t, "term Lease deleted, then the leader killed", at, term)
+	})
+
+	t.Run("uninstall and install again with the namespaces kept", func(t *testing.T) {
+		k.KillAll()
+		for _, name := range []string{k.LeaseName(), termLease} {
+			if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+		at := time.Now()
+		k.StartCoordinator("coordinator-c")
+		k.StartCoordinator("coordinator-d")
+		k.StartShard("shard-3")
+		k.StartShard("shard-4")
+		worked(t, "installed again", at, term) // above the term found on the namespaces
+	})
+}

@@ -14,6 +14,12 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kshard/kshard/pkg/sharding/leader"
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -30,17 +36,27 @@ const (
 	adversaryFlood   = "adversary"
 	apiserverRestart = "apiserver-restart"
 	etcdStop         = "etcd-stop"
+	// The faults that leave terms above the next leader's, or switch the server-side
+	// fence off: a forged owner record on a namespace, the term Lease deleted (and the
+	// leader killed), an uninstall and install with the namespaces kept, the fence's
+	// binding deleted (and put back, as an operator's helm upgrade would).
+	termForge          = "term-forge"
+	termLeaseDelete    = "term-lease-delete"
+	reinstall          = "reinstall"
+	fenceBindingDelete = "fence-binding-delete"
 )
 
 // weights are how often each fault kind is drawn, once every allowed kind has happened.
 var weights = map[string]int{
 	shardKill: 3, shardStop: 3, coordinatorKill: 2, coordinatorStop: 2, scaleOut: 2, scaleIn: 2,
 	leaseDelete: 1, adversaryFlood: 2, apiserverRestart: 1, etcdStop: 1,
+	termForge: 1, termLeaseDelete: 1, reinstall: 1, fenceBindingDelete: 1,
 }
 
 var (
 	safeFaults = []string{shardKill, shardStop, coordinatorKill, coordinatorStop, scaleOut, scaleIn, leaseDelete, adversaryFlood}
-	allFaults  = append(append([]string(nil), safeFaults...), apiserverRestart, etcdStop)
+	allFaults  = append(append([]string(nil), safeFaults...), apiserverRestart, etcdStop,
+		termForge, termLeaseDelete, reinstall, fenceBindingDelete)
 )
 
 const (
@@ -371,10 +387,19 @@ func (c *chaos) ready(kind string) (bool, string) {
 		if c.advRunning {
 			return false, "the adversary is still at it"
 		}
-	case apiserverRestart, etcdStop:
-		// Alone: nothing pending may need the API while it is down.
+	case apiserverRestart, etcdStop, reinstall:
+		// Alone: nothing pending may need the API while it is down, or a process the
+		// reinstall replaces.
 		if len(c.pending) > 0 || c.advRunning {
 			return false, fmt.Sprintf("%d faults still in progress", len(c.pending))
+		}
+	case termLeaseDelete:
+		if len(c.idleCoordinators()) == 0 {
+			return false, "no idle coordinator"
+		}
+	case fenceBindingDelete:
+		if c.mon.isFenceOff() {
+			return false, "the fence's binding is deleted already"
 		}
 	}
 	return true, ""
@@ -477,7 +502,105 @@ func (c *chaos) inject(kind string) {
 		c.restartAPIServer(kind)
 	case etcdStop:
 		c.stopEtcd(kind)
+	case termForge:
+		c.forgeTerm(kind)
+	case termLeaseDelete:
+		c.deleteTermLease(kind)
+	case reinstall:
+		c.reinstall(kind)
+	case fenceBindingDelete:
+		c.deleteFenceBinding(kind)
 	}
+}
+
+// forgeTerm writes a forged owner record onto a workload namespace: a shard that does not
+// run as owner, and a term either near 2³² (no coordinator can have led it) or just
+// above the leader's (one could have). The leader must write over both.
+func (c *chaos) forgeTerm(kind string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ns := c.w.nss[c.rng.IntN(len(c.w.nss))]
+	term := uint64(4294967295)
+	if c.rng.IntN(2) == 0 {
+		term = uint64(c.mon.term()) + 1000
+	}
+	fence := c.k.FenceParams()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"mallory"},"annotations":{%q:"%d"}}}`, fence.OwnerLabel, fence.TermAnnotation(), term)
+	_, err := c.f.Client.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	c.logf("fault %s: namespace %s given owner mallory at term %d (%v)", kind, ns, term, errOrOK(err))
+}
+
+// deleteTermLease deletes the term record, and half the time kills the leader right
+// after: its successor's election count is then below the terms on the namespaces.
+func (c *chaos) deleteTermLease(kind string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	name := leader.TermLeaseName(c.k.LeaseName())
+	err := c.f.Client.CoordinationV1().Leases("kube-system").Delete(ctx, name, metavOptions())
+	variant := "under the live leader"
+	if l := c.leaderSlot(); l != nil && !c.busy[l.slot] && c.rng.IntN(2) == 0 {
+		variant = "then the leader " + l.cur.Name + " killed"
+		c.killCoordinator(kind, l, c.between(time.Second, 8*time.Second))
+	}
+	c.logf("fault %s: Lease kube-system/%s deleted %s (%v)", kind, name, variant, errOrOK(err))
+}
+
+// reinstall is helm uninstall and install with the namespaces kept: every coordinator and
+// shard ends, the election and term Leases go with the release namespace, and new
+// processes (new shard pods) start.
+func (c *chaos) reinstall(kind string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shards := len(c.liveShards())
+	for _, s := range c.k.Shards {
+		c.expected[s.Process] = true
+	}
+	for _, s := range c.coords {
+		c.expected[s.cur.Process] = true
+	}
+	c.k.KillAll()
+	for _, s := range c.leaving {
+		_, _ = s.Wait(5 * time.Second)
+	}
+	c.leaving = map[string]*framework.Shard{}
+	var errs []string
+	for _, name := range []string{c.k.LeaseName(), leader.TermLeaseName(c.k.LeaseName())} {
+		if err := c.f.Client.CoordinationV1().Leases("kube-system").Delete(ctx, name, metavOptions()); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err.Error())
+		}
+	}
+	for _, s := range c.coords {
+		c.restartCoordinator(s)
+	}
+	for range max(shards, c.cfg.minShards) {
+		c.startNewShard()
+	}
+	c.logf("fault %s: every process killed, both Leases deleted (%v), %d coordinators and %d new shards started",
+		kind, strings.Join(errs, "; "), len(c.coords), max(shards, c.cfg.minShards))
+}
+
+// deleteFenceBinding deletes the fence's ValidatingAdmissionPolicyBinding and puts it
+// back after a while, as an operator's helm upgrade would. Meanwhile the fence is off:
+// the coordinator must not move partitions it cannot show enforced.
+func (c *chaos) deleteFenceBinding(kind string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fence := *c.k.FenceParams()
+	c.mon.setFenceOff(true)
+	err := c.f.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, fence.Name, metavOptions())
+	d := c.between(5*time.Second, 20*time.Second)
+	c.logf("fault %s: binding %s deleted (%v), put back in %s", kind, fence.Name, errOrOK(err), d.Round(100*time.Millisecond))
+	c.schedule(d, "restore the fence's binding", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := ownerrecord.Install(ctx, c.f.Client, fence)
+		if err == nil {
+			// The probe's verdicts count again once the API server enforces it.
+			err = c.k.WaitFenceEnforced(ctx)
+		}
+		c.mon.setFenceOff(false)
+		c.logf("fence binding %s put back (%v)", fence.Name, errOrOK(err))
+	})
 }
 
 func (c *chaos) startNewShard() string {

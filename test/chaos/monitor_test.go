@@ -56,6 +56,10 @@ type monitor struct {
 
 	denialPaused           bool
 	denialBase, denialLast float64
+
+	// fenceOff is set while the chaos run has deleted the fence's binding: a non-owner's
+	// write accepted then is what the fault does, counted apart, not a violation.
+	fenceOff bool
 }
 
 type nsObs struct {
@@ -199,6 +203,8 @@ func (m *monitor) probe(ctx context.Context) {
 		switch {
 		case ownerrecord.IsRefusal(err, m.fence.Name):
 			m.count("non-owner refused by the fence")
+		case err == nil && m.isFenceOff():
+			m.count("non-owner accepted: the fence's binding is deleted (fault)")
 		case err == nil:
 			after, aerr := m.observe(ctx, ns)
 			if aerr == nil && after.owner == as {
@@ -285,6 +291,19 @@ func (m *monitor) sampleDenials() {
 		m.denialBase += m.denialLast
 	}
 	m.denialLast = v
+}
+
+// setFenceOff records whether the fence's binding is deleted (see monitor.fenceOff).
+func (m *monitor) setFenceOff(off bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fenceOff = off
+}
+
+func (m *monitor) isFenceOff() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fenceOff
 }
 
 // pauseDenials is called before the API server is killed: the last sample is kept as a

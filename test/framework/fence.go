@@ -86,3 +86,18 @@ type CertainTenure struct{}
 
 // Valid reports true.
 func (CertainTenure) Valid() bool { return true }
+
+// WaitFenceEnforced waits until the API server enforces the fence again (after its
+// binding was put back): a dry-run write as the sentinel shard, which no owner record
+// names, is refused in the shards' own namespace.
+func (k *KShard) WaitFenceEnforced(ctx context.Context) error {
+	if k.fence == nil {
+		return fmt.Errorf("no fence: KShardOptions.Fence is off")
+	}
+	sentinel, err := ownerrecord.ShardClient(k.f.Config, *k.fence, ownerrecord.SentinelShard)
+	if err != nil {
+		return err
+	}
+	_, _, err = ownerrecord.Prober{PolicyName: k.fence.Name}.WaitEnforced(ctx, nil, sentinel, k.pods.namespace)
+	return err
+}

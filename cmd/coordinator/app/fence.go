@@ -71,8 +71,11 @@ func (o FenceOptions) validate(auth ShardAuthOptions, reconnect time.Duration) e
 	if o.SeizeAfter > 0 && o.SeizeAfter <= reconnect {
 		errs = append(errs, fmt.Errorf("--seize-after=%s must exceed --shard-reconnect-backoff=%s, or a shard whose stream merely broke loses its partitions", o.SeizeAfter, reconnect))
 	}
-	if o.ProbeTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--shard-fence-probe-timeout=%s must be positive", o.ProbeTimeout))
+	if o.ProbeTimeout < MinFenceProbeTimeout {
+		errs = append(errs, fmt.Errorf("--shard-fence-probe-timeout=%s must be at least %s: enforcement takes the API server's policy informer and two probes", o.ProbeTimeout, MinFenceProbeTimeout))
+	}
+	if err := validateOwnerLabel(o.OwnerLabel); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Policy == "" {
 		errs = append(errs, errors.New("--shard-fence-policy must not be empty"))

@@ -32,7 +32,20 @@ func TestFenceOptions(t *testing.T) {
 			wantErr: []string{"--shard-fence-owner-label"}},
 		{name: "owner label of a second release", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=blue.kshard.io/owner"}},
 		{name: "zero probe timeout", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-probe-timeout=0"},
-			wantErr: []string{"--shard-fence-probe-timeout=0s must be positive"}},
+			wantErr: []string{"--shard-fence-probe-timeout=0s must be at least 1s"}},
+		{name: "probe timeout of a nanosecond", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-probe-timeout=1ns"},
+			wantErr: []string{"--shard-fence-probe-timeout=1ns must be at least 1s"}},
+		{name: "probe timeout of a second", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-probe-timeout=1s"}},
+		{name: "owner label in kubernetes.io", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=kubernetes.io/owner"},
+			wantErr: []string{`--shard-fence-owner-label="kubernetes.io/owner": the prefix "kubernetes.io" is reserved`}},
+		{name: "owner label in k8s.io", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=k8s.io/owner"},
+			wantErr: []string{`--shard-fence-owner-label="k8s.io/owner": the prefix "k8s.io" is reserved`}},
+		{name: "owner label in Pod Security's prefix", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=pod-security.kubernetes.io/enforce"},
+			wantErr: []string{`--shard-fence-owner-label="pod-security.kubernetes.io/enforce": the prefix "pod-security.kubernetes.io" is reserved`}},
+		{name: "owner label in another subdomain of k8s.io", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=shard.x-k8s.io/owner"}},
+		{name: "owner label in a subdomain of k8s.io", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=cluster.k8s.io/owner"},
+			wantErr: []string{`--shard-fence-owner-label="cluster.k8s.io/owner"`}},
+		{name: "owner label in a domain that only ends like kubernetes.io", args: []string{"--shard-service-account=kshard/kshard-shard", "--shard-fence-owner-label=notkubernetes.io/owner"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -137,8 +137,8 @@ func (o *Options) Validate() error {
 	}
 	if o.AdvertiseAddress == "" {
 		errs = append(errs, errors.New("--advertise-address is required (or set $POD_IP)"))
-	} else if _, _, err := net.SplitHostPort(o.AdvertiseAddress); err != nil {
-		errs = append(errs, fmt.Errorf("--advertise-address: %w", err))
+	} else if err := componentopts.ValidateHostPort("advertise-address", o.AdvertiseAddress); err != nil {
+		errs = append(errs, err)
 	}
 	if err := o.TLS.Validate(true, "grpc-"); err != nil {
 		errs = append(errs, err)
@@ -215,6 +215,10 @@ func (o *Options) validateHandoffFlags() []error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("--%s=%s must be positive", d.flag, d.v))
 		}
+	}
+	if h.HeartbeatInterval > 0 && h.HeartbeatInterval < MinHeartbeatInterval {
+		errs = append(errs, fmt.Errorf("--heartbeat-interval=%s must be at least %s: every shard's heartbeat is handled under the coordinator's lock",
+			h.HeartbeatInterval, MinHeartbeatInterval))
 	}
 	if h.SessionTTL > 0 && h.HeartbeatInterval > h.SessionTTL/2 {
 		errs = append(errs, fmt.Errorf("--heartbeat-interval=%s must be at most --session-ttl/2 (%s): one lost heartbeat must not fence a healthy shard",
@@ -309,6 +313,8 @@ func (o ShardAuthOptions) Validate() error {
 		}
 		if o.Audience == "" {
 			errs = append(errs, errors.New("--shard-token-audience must not be empty with --shard-auth=token"))
+		} else if err := validateAudience(o.Audience); err != nil {
+			errs = append(errs, err)
 		}
 	case ShardAuthNone:
 	default:
@@ -335,6 +341,9 @@ func (o ShardAuthOptions) serviceAccount() (namespace, name string, err error) {
 func (o ShardAuthOptions) Authenticator(cfg *rest.Config, log logr.Logger) (shardauth.Authenticator, error) {
 	if o.Mode == ShardAuthNone {
 		return o.authenticator(nil, log)
+	}
+	if err := checkAPIAudience(cfg, o.Audience); err != nil {
+		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = -1

@@ -266,6 +266,35 @@ func jwtExpiry(tok string) (time.Time, bool) {
 	return time.Unix(sec, 0), true
 }
 
+// Audiences reads the aud claim of a JWT (a string or a list) without verifying it: the
+// coordinator uses it on its own ServiceAccount token to learn the API server's
+// audiences, which the shards' audience must not be. ok is false for a token that is not
+// a JWT with an aud claim.
+func Audiences(tok string) (auds []string, ok bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return nil, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil, false
+	}
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || len(claims.Aud) == 0 {
+		return nil, false
+	}
+	var one string
+	if err := json.Unmarshal(claims.Aud, &one); err == nil {
+		return []string{one}, true
+	}
+	if err := json.Unmarshal(claims.Aud, &auds); err == nil {
+		return auds, true
+	}
+	return nil, false
+}
+
 // String names the mode for logs.
 func (a *TokenReview) String() string {
 	return fmt.Sprintf("TokenReview(user %s, audience %s)", a.user, a.opts.Audience)

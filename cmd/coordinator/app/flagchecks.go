@@ -70,7 +70,9 @@ var wellKnownAPIAudiences = []string{
 }
 
 // normalAudience compares audiences as the same URL or name.
-func normalAudience(a string) string { return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), "/") }
+func normalAudience(a string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), "/")
+}
 
 // validateAudience refuses a --shard-token-audience the API server accepts by default.
 func validateAudience(audience string) error {

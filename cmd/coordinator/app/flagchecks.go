@@ -20,7 +20,8 @@ const (
 	// 100ms a fleet of 1000 shards already sends 10,000 a second. 1ns would make each
 	// shard send as fast as it can.
 	MinHeartbeatInterval = 100 * time.Millisecond
-	// MinFenceProbeTimeout is the least --shard-fence-probe-timeout. Enforcement takes
+	// MinFenceProbeTimeout is the least --shard-fence-probe-timeout and
+	// --shard-fence-write-timeout. Enforcement takes
 	// the API server's admission informer seeing the new label, then two dry-run probes:
 	// below a second every batch would time out and be retried forever, and no partition
 	// would be granted.

@@ -95,8 +95,8 @@ type Server struct {
 	heldSince  time.Time
 	term       uint32
 	streams    map[string]*stream // current stream of each shard
-	stats      map[string]protocol.Stats
-	versions   map[string]string
+	stats      map[string]protocol.Stats // of current members only (pruneLocked)
+	versions   map[string]string         // of current members only (pruneLocked)
 	leaderAddr string
 	stepDownAt time.Time // when StepDown was last called; guarded by mu
 	claimedBy  string    // the first shard that reported a newer term, for StepDown's reason
@@ -264,6 +264,9 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 		st.cancel(errors.New("leadership lost"))
 		delete(s.streams, id)
 	}
+	// What shards reported is of this leadership's members; the next one starts empty.
+	clear(s.stats)
+	clear(s.versions)
 	s.mu.Unlock()
 	s.opts.Metrics.Leader.Set(0)
 	s.log.Info("stopped serving shard sessions: leadership ended", "term", term)
@@ -637,6 +640,7 @@ func (s *Server) recordEvent(e handoff.Event) {
 		log.Info("membership changed", "event", e.Kind.String())
 		if e.Kind == handoff.EventMemberLeft || e.Kind == handoff.EventMemberExpired || e.Kind == handoff.EventMemberSeized {
 			delete(s.stats, e.Shard)
+			delete(s.versions, e.Shard)
 		}
 	case handoff.EventTargetChanged:
 		log.Info("target assignment recomputed", "members", e.Members)
@@ -684,8 +688,32 @@ func (s *Server) updateGauges() {
 	}
 	m.Partitions.Reset()
 	m.Namespaces.Reset()
-	for _, mi := range s.core.Members() {
+	members := s.core.Members()
+	for _, mi := range members {
 		m.Partitions.WithLabelValues(mi.ID).Set(float64(mi.Owned))
 		m.Namespaces.WithLabelValues(mi.ID).Set(float64(s.stats[mi.ID].Namespaces))
+	}
+	s.pruneLocked(members)
+}
+
+// pruneLocked drops the stats and build versions of shards that are no longer members.
+// The membership events drop them as members go; this also catches a member that left
+// the state machine any other way, so that the tables, keyed by shard IDs (pod names,
+// new with every rollout), hold at most the members (bounded by --max-shards) and never
+// every ID ever seen. s.mu must be held.
+func (s *Server) pruneLocked(members []handoff.MemberInfo) {
+	current := make(map[string]bool, len(members))
+	for _, mi := range members {
+		current[mi.ID] = true
+	}
+	for id := range s.stats {
+		if !current[id] {
+			delete(s.stats, id)
+		}
+	}
+	for id := range s.versions {
+		if !current[id] {
+			delete(s.versions, id)
+		}
 	}
 }

@@ -94,7 +94,7 @@ type Server struct {
 	held       []handoff.Command    // commands held while the tenure was not valid
 	heldSince  time.Time
 	term       uint32
-	streams    map[string]*stream // current stream of each shard
+	streams    map[string]*stream        // current stream of each shard
 	stats      map[string]protocol.Stats // of current members only (pruneLocked)
 	versions   map[string]string         // of current members only (pruneLocked)
 	leaderAddr string

@@ -286,12 +286,19 @@ type ShardAuthOptions struct {
 	Audience string
 	// MaxShards sizes the cap on open session streams (coordinatorrpc.SessionsForShards).
 	MaxShards int
+	// MaxShardsPerAddress is how many shards may connect from one client address at
+	// once: it caps one address's unauthenticated streams
+	// (coordinatorrpc.Options.MaxPendingPerPeer) and its burst of token reviews
+	// (shardauth.TokenReviewOptions.PeerReviewBurst), so that one client, even one holding
+	// the shards' client certificate, cannot take what the other shards need.
+	MaxShardsPerAddress int
 }
 
 // NewShardAuthOptions returns the defaults: token authentication, no ServiceAccount yet
 // (it must be given).
 func NewShardAuthOptions() ShardAuthOptions {
-	return ShardAuthOptions{Mode: ShardAuthToken, Audience: shardauth.DefaultAudience, MaxShards: coordinatorrpc.DefaultMaxShards}
+	return ShardAuthOptions{Mode: ShardAuthToken, Audience: shardauth.DefaultAudience, MaxShards: coordinatorrpc.DefaultMaxShards,
+		MaxShardsPerAddress: coordinatorrpc.DefaultMaxPendingPerPeer}
 }
 
 // AddFlags registers the flags.
@@ -301,6 +308,8 @@ func (o *ShardAuthOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServiceAccount, "shard-service-account", o.ServiceAccount, "namespace/name of the shards' ServiceAccount; with --shard-auth=token only its tokens open sessions")
 	fs.StringVar(&o.Audience, "shard-token-audience", o.Audience, "audience the shards' projected tokens are issued for")
 	fs.IntVar(&o.MaxShards, "max-shards", o.MaxShards, "most shards this coordinator serves: open session streams are capped at twice this plus 16 (a reconnecting shard may briefly hold two)")
+	fs.IntVar(&o.MaxShardsPerAddress, "max-shards-per-address", o.MaxShardsPerAddress, "most shards connecting from one client IP address at once: caps that address's session streams not yet authenticated "+
+		"and its burst of token reviews (then one a second), so that one client cannot shut the others out; raise it only when many shards share an address (SNAT)")
 }
 
 // Validate reports every bad flag of the block.
@@ -322,6 +331,8 @@ func (o ShardAuthOptions) Validate() error {
 	}
 	if o.MaxShards < 1 {
 		errs = append(errs, fmt.Errorf("--max-shards=%d must be at least 1", o.MaxShards))
+	} else if o.MaxShardsPerAddress < 1 || o.MaxShardsPerAddress > o.MaxShards {
+		errs = append(errs, fmt.Errorf("--max-shards-per-address=%d must be from 1 to --max-shards=%d", o.MaxShardsPerAddress, o.MaxShards))
 	}
 	return errors.Join(errs...)
 }
@@ -368,7 +379,7 @@ func (o ShardAuthOptions) authenticator(client authenticationv1client.TokenRevie
 		return nil, err
 	}
 	a, err := shardauth.NewTokenReview(shardauth.TokenReviewOptions{
-		Client: client, Audience: o.Audience, Namespace: namespace, Name: name, ReviewBurst: o.MaxShards,
+		Client: client, Audience: o.Audience, Namespace: namespace, Name: name, ReviewBurst: o.MaxShards, PeerReviewBurst: o.MaxShardsPerAddress,
 	})
 	if err != nil {
 		return nil, err

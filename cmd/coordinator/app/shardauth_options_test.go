@@ -36,6 +36,9 @@ func TestShardAuthOptions(t *testing.T) {
 		{name: "none, explicitly", args: []string{"--shard-auth=none"}, wantAuth: shardauth.Insecure{}},
 		{name: "unknown mode", args: []string{"--shard-auth=mtls"}, wantErr: `want "token" or "none"`},
 		{name: "no shards", args: []string{"--shard-auth=none", "--max-shards=0"}, wantErr: "--max-shards"},
+		{name: "no shard per address", args: []string{"--shard-auth=none", "--max-shards-per-address=0"}, wantErr: "--max-shards-per-address=0 must be from 1 to --max-shards=1000"},
+		{name: "more shards per address than shards", args: []string{"--shard-auth=none", "--max-shards=10", "--max-shards-per-address=11"}, wantErr: "--max-shards-per-address=11 must be from 1 to --max-shards=10"},
+		{name: "many shards behind one address", args: []string{"--shard-auth=none", "--max-shards-per-address=200"}, wantAuth: shardauth.Insecure{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

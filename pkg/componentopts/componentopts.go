@@ -98,11 +98,11 @@ func ValidateHostPort(flag, value string) error {
 }
 
 // MaxWorkers bounds every worker-count flag (--concurrent-…-syncs, --warmup-concurrency).
-// kube-controller-manager's largest default is 50 (--concurrent-gc-syncs is 20, most are
-// 5 or fewer), and a shard's requests are capped by --kube-api-qps anyway, so workers far
-// beyond it only queue behind the rate limiter while each holds a goroutine and its
-// objects; 1000 leaves 20 times the largest default and refuses a slipped digit (10000,
-// 100000) that would start that many goroutines per controller.
+// kube-controller-manager's defaults are 1 to 20 (--concurrent-gc-syncs; most are 5, the
+// namespace controller's 10), and a shard's requests are capped by --kube-api-qps anyway,
+// so workers far beyond that only queue behind the rate limiter while each holds a
+// goroutine and its objects; 1000 leaves 50 times the largest default and refuses a
+// slipped digit (10000, 100000) that would start that many goroutines per controller.
 const MaxWorkers = 1000
 
 // ValidateWorkers checks that n, the value of --flag, is from 1 to MaxWorkers.

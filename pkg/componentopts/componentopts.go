@@ -2,10 +2,14 @@ package componentopts
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/pkg/kubeclient"
@@ -65,4 +69,46 @@ func (c *Common) RESTConfig(userAgent string) (*rest.Config, error) {
 	}
 	kubeclient.SetContentType(cfg, c.KubeAPIContentType)
 	return cfg, nil
+}
+
+// ValidateHostPort checks that value, the value of --flag, is host:port as a peer dials
+// it: the host an IP address or a DNS name (RFC 1123), the port a number from 1 to
+// 65535. net.SplitHostPort alone takes "a b:99999", which only fails when the address is
+// first dialled, far from the flag that caused it (or, advertised, at every shard).
+func ValidateHostPort(flag, value string) error {
+	host, port, err := net.SplitHostPort(value)
+	if err != nil {
+		return fmt.Errorf("--%s=%q: want host:port: %w", flag, value, err)
+	}
+	var errs []string
+	if host == "" {
+		errs = append(errs, "the host is empty")
+	} else if net.ParseIP(host) == nil {
+		if msgs := validation.IsDNS1123Subdomain(strings.ToLower(host)); len(msgs) > 0 {
+			errs = append(errs, fmt.Sprintf("the host %q is neither an IP address nor a DNS name: %s", host, strings.Join(msgs, "; ")))
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		errs = append(errs, fmt.Sprintf("the port %q is not a number from 1 to 65535", port))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("--%s=%q: %s", flag, value, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// MaxWorkers bounds every worker-count flag (--concurrent-…-syncs, --warmup-concurrency).
+// kube-controller-manager's defaults are 1 to 20 (--concurrent-gc-syncs; most are 5, the
+// namespace controller's 10), and a shard's requests are capped by --kube-api-qps anyway,
+// so workers far beyond that only queue behind the rate limiter while each holds a
+// goroutine and its objects; 1000 leaves 50 times the largest default and refuses a
+// slipped digit (10000, 100000) that would start that many goroutines per controller.
+const MaxWorkers = 1000
+
+// ValidateWorkers checks that n, the value of --flag, is from 1 to MaxWorkers.
+func ValidateWorkers(flag string, n int) error {
+	if n < 1 || n > MaxWorkers {
+		return fmt.Errorf("--%s=%d must be from 1 to %d", flag, n, MaxWorkers)
+	}
+	return nil
 }

@@ -16,6 +16,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kshard/kshard/pkg/componentopts"
 )
 
 // Resource names an informer a controller reads: a built-in type, typed (Typed), or any
@@ -330,17 +332,21 @@ func (r *Registry) AddFlags(fs *pflag.FlagSet) {
 	}
 }
 
-// Validate checks the selection and the worker counts.
+// Validate checks the selection and the worker counts (componentopts.ValidateWorkers),
+// reporting every bad flag at once.
 func (r *Registry) Validate(sel Selection) error {
 	if err := sel.Validate(r.Names()); err != nil {
 		return err
 	}
+	var errs []error
 	for _, n := range r.Names() {
-		if w := *r.workers[n]; w < 1 {
-			return fmt.Errorf("--%s=%d: must be at least 1", r.byName[n].WorkersFlag, w)
+		if d := r.byName[n]; d.WorkersFlag != "" {
+			if err := componentopts.ValidateWorkers(d.WorkersFlag, *r.workers[n]); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Enabled returns the descriptors selected by sel, sorted by name.

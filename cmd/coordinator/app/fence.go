@@ -33,12 +33,14 @@ type FenceOptions struct {
 	SeizeAfter time.Duration
 	// ProbeTimeout bounds the wait for the API server to enforce a record write.
 	ProbeTimeout time.Duration
+	// WriteTimeout bounds each owner-label request (ownerrecord.LabelerOptions.RequestTimeout).
+	WriteTimeout time.Duration
 }
 
 // NewFenceOptions returns the defaults: the fence on.
 func NewFenceOptions() FenceOptions {
 	return FenceOptions{Enabled: true, OwnerLabel: ownerrecord.DefaultOwnerLabel, Policy: ownerrecord.DefaultPolicyName,
-		SeizeAfter: DefaultSeizeAfter, ProbeTimeout: 10 * time.Second}
+		SeizeAfter: DefaultSeizeAfter, ProbeTimeout: 10 * time.Second, WriteTimeout: ownerrecord.DefaultRequestTimeout}
 }
 
 // AddFlags registers the flags.
@@ -51,6 +53,7 @@ func (o *FenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SeizeAfter, "seize-after", o.SeizeAfter, "with --shard-fence: a shard whose session stream stayed closed this long loses its partitions at once "+
 		"(its late writes are refused), instead of after --session-ttl + --fencing-margin; 0 waits for the lease")
 	fs.DurationVar(&o.ProbeTimeout, "shard-fence-probe-timeout", o.ProbeTimeout, "how long to wait for the API server to enforce an owner record write before retrying it")
+	fs.DurationVar(&o.WriteTimeout, "shard-fence-write-timeout", o.WriteTimeout, "how long one owner-label write (a Namespace PATCH, or its re-read after a conflict) may take before the batch fails and is retried")
 }
 
 // validate reports every bad flag of the block; reconnect is --shard-reconnect-backoff.
@@ -71,8 +74,14 @@ func (o FenceOptions) validate(auth ShardAuthOptions, reconnect time.Duration) e
 	if o.SeizeAfter > 0 && o.SeizeAfter <= reconnect {
 		errs = append(errs, fmt.Errorf("--seize-after=%s must exceed --shard-reconnect-backoff=%s, or a shard whose stream merely broke loses its partitions", o.SeizeAfter, reconnect))
 	}
-	if o.ProbeTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--shard-fence-probe-timeout=%s must be positive", o.ProbeTimeout))
+	if o.ProbeTimeout < MinFenceProbeTimeout {
+		errs = append(errs, fmt.Errorf("--shard-fence-probe-timeout=%s must be at least %s: enforcement takes the API server's policy informer and two probes", o.ProbeTimeout, MinFenceProbeTimeout))
+	}
+	if o.WriteTimeout < MinFenceProbeTimeout {
+		errs = append(errs, fmt.Errorf("--shard-fence-write-timeout=%s must be at least %s: below it writes fail on an ordinary busy API server and are retried forever", o.WriteTimeout, MinFenceProbeTimeout))
+	}
+	if err := validateOwnerLabel(o.OwnerLabel); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Policy == "" {
 		errs = append(errs, errors.New("--shard-fence-policy must not be empty"))
@@ -115,7 +124,7 @@ func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAut
 	if err != nil {
 		return nil, err
 	}
-	labeler, err := ownerrecord.NewLabeler(meta, pm, params, ownerrecord.LabelerOptions{})
+	labeler, err := ownerrecord.NewLabeler(meta, pm, params, ownerrecord.LabelerOptions{RequestTimeout: o.WriteTimeout})
 	if err != nil {
 		return nil, err
 	}

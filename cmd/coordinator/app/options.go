@@ -137,8 +137,8 @@ func (o *Options) Validate() error {
 	}
 	if o.AdvertiseAddress == "" {
 		errs = append(errs, errors.New("--advertise-address is required (or set $POD_IP)"))
-	} else if _, _, err := net.SplitHostPort(o.AdvertiseAddress); err != nil {
-		errs = append(errs, fmt.Errorf("--advertise-address: %w", err))
+	} else if err := componentopts.ValidateHostPort("advertise-address", o.AdvertiseAddress); err != nil {
+		errs = append(errs, err)
 	}
 	if err := o.TLS.Validate(true, "grpc-"); err != nil {
 		errs = append(errs, err)
@@ -216,6 +216,10 @@ func (o *Options) validateHandoffFlags() []error {
 			errs = append(errs, fmt.Errorf("--%s=%s must be positive", d.flag, d.v))
 		}
 	}
+	if h.HeartbeatInterval > 0 && h.HeartbeatInterval < MinHeartbeatInterval {
+		errs = append(errs, fmt.Errorf("--heartbeat-interval=%s must be at least %s: every shard's heartbeat is handled under the coordinator's lock",
+			h.HeartbeatInterval, MinHeartbeatInterval))
+	}
 	if h.SessionTTL > 0 && h.HeartbeatInterval > h.SessionTTL/2 {
 		errs = append(errs, fmt.Errorf("--heartbeat-interval=%s must be at most --session-ttl/2 (%s): one lost heartbeat must not fence a healthy shard",
 			h.HeartbeatInterval, h.SessionTTL/2))
@@ -282,12 +286,19 @@ type ShardAuthOptions struct {
 	Audience string
 	// MaxShards sizes the cap on open session streams (coordinatorrpc.SessionsForShards).
 	MaxShards int
+	// MaxShardsPerAddress is how many shards may connect from one client address at
+	// once: it caps one address's unauthenticated streams
+	// (coordinatorrpc.Options.MaxPendingPerPeer) and its burst of token reviews
+	// (shardauth.TokenReviewOptions.PeerReviewBurst), so that one client, even one holding
+	// the shards' client certificate, cannot take what the other shards need.
+	MaxShardsPerAddress int
 }
 
 // NewShardAuthOptions returns the defaults: token authentication, no ServiceAccount yet
 // (it must be given).
 func NewShardAuthOptions() ShardAuthOptions {
-	return ShardAuthOptions{Mode: ShardAuthToken, Audience: shardauth.DefaultAudience, MaxShards: coordinatorrpc.DefaultMaxShards}
+	return ShardAuthOptions{Mode: ShardAuthToken, Audience: shardauth.DefaultAudience, MaxShards: coordinatorrpc.DefaultMaxShards,
+		MaxShardsPerAddress: coordinatorrpc.DefaultMaxPendingPerPeer}
 }
 
 // AddFlags registers the flags.
@@ -297,6 +308,8 @@ func (o *ShardAuthOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServiceAccount, "shard-service-account", o.ServiceAccount, "namespace/name of the shards' ServiceAccount; with --shard-auth=token only its tokens open sessions")
 	fs.StringVar(&o.Audience, "shard-token-audience", o.Audience, "audience the shards' projected tokens are issued for")
 	fs.IntVar(&o.MaxShards, "max-shards", o.MaxShards, "most shards this coordinator serves: open session streams are capped at twice this plus 16 (a reconnecting shard may briefly hold two)")
+	fs.IntVar(&o.MaxShardsPerAddress, "max-shards-per-address", o.MaxShardsPerAddress, "most shards connecting from one client IP address at once: caps that address's session streams not yet authenticated "+
+		"and its burst of token reviews (then one a second), so that one client cannot shut the others out; raise it only when many shards share an address (SNAT)")
 }
 
 // Validate reports every bad flag of the block.
@@ -309,6 +322,8 @@ func (o ShardAuthOptions) Validate() error {
 		}
 		if o.Audience == "" {
 			errs = append(errs, errors.New("--shard-token-audience must not be empty with --shard-auth=token"))
+		} else if err := validateAudience(o.Audience); err != nil {
+			errs = append(errs, err)
 		}
 	case ShardAuthNone:
 	default:
@@ -316,6 +331,8 @@ func (o ShardAuthOptions) Validate() error {
 	}
 	if o.MaxShards < 1 {
 		errs = append(errs, fmt.Errorf("--max-shards=%d must be at least 1", o.MaxShards))
+	} else if o.MaxShardsPerAddress < 1 || o.MaxShardsPerAddress > o.MaxShards {
+		errs = append(errs, fmt.Errorf("--max-shards-per-address=%d must be from 1 to --max-shards=%d", o.MaxShardsPerAddress, o.MaxShards))
 	}
 	return errors.Join(errs...)
 }
@@ -335,6 +352,9 @@ func (o ShardAuthOptions) serviceAccount() (namespace, name string, err error) {
 func (o ShardAuthOptions) Authenticator(cfg *rest.Config, log logr.Logger) (shardauth.Authenticator, error) {
 	if o.Mode == ShardAuthNone {
 		return o.authenticator(nil, log)
+	}
+	if err := checkAPIAudience(cfg, o.Audience); err != nil {
+		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = -1
@@ -359,7 +379,7 @@ func (o ShardAuthOptions) authenticator(client authenticationv1client.TokenRevie
 		return nil, err
 	}
 	a, err := shardauth.NewTokenReview(shardauth.TokenReviewOptions{
-		Client: client, Audience: o.Audience, Namespace: namespace, Name: name, ReviewBurst: o.MaxShards,
+		Client: client, Audience: o.Audience, Namespace: namespace, Name: name, ReviewBurst: o.MaxShards, PeerReviewBurst: o.MaxShardsPerAddress,
 	})
 	if err != nil {
 		return nil, err

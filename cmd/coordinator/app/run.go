@@ -132,8 +132,9 @@ func run(ctx context.Context, o *Options) (int, error) {
 			shard, claim := lead.srv.NewerTermClaim()
 			lead.skipPast(shard, claim, time.Now())
 		},
-		Authenticator: auth,
-		MaxSessions:   coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards),
+		Authenticator:     auth,
+		MaxSessions:       coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards),
+		MaxPendingPerPeer: o.ShardAuth.MaxShardsPerAddress,
 	}, log)
 	if err != nil {
 		return 2, err
@@ -163,7 +164,7 @@ func run(ctx context.Context, o *Options) (int, error) {
 	defer g.Stop()
 	log.Info("gRPC session service listening", "addr", l.Addr().String(), "advertise", o.AdvertiseAddress,
 		"tls", !o.TLS.Insecure, "mutualTLS", o.TLS.CAFile != "", "shardAuth", o.ShardAuth.Mode,
-		"maxSessions", coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards), "maxMessageBytes", coordinatorrpc.MaxMessageSize(o.Handoff.PartitionCount))
+		"maxSessions", coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards), "maxShardsPerAddress", o.ShardAuth.MaxShardsPerAddress, "maxMessageBytes", coordinatorrpc.MaxMessageSize(o.Handoff.PartitionCount))
 
 	hsrv := httpserver.New(httpserver.Options{Addr: o.HTTPBindAddress, Gatherer: registry, EnablePprof: o.EnablePprof})
 	hsrv.AddLivez("ping", func() error { return nil })

@@ -101,6 +101,11 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	if len(o.Coordinators) == 0 {
 		errs = append(errs, errors.New("--coordinator-address is required"))
 	}
+	for _, a := range o.Coordinators {
+		if err := componentopts.ValidateHostPort("coordinator-address", a); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := o.TLS.Validate(false, "grpc-"); err != nil {
 		errs = append(errs, err)
 	}
@@ -113,8 +118,8 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	if o.LeaveTimeout < 0 {
 		errs = append(errs, errors.New("--leave-timeout must not be negative"))
 	}
-	if o.WarmupLists < 1 {
-		errs = append(errs, errors.New("--warmup-concurrency must be at least 1"))
+	if err := componentopts.ValidateWorkers("warmup-concurrency", o.WarmupLists); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ClusterListThreshold < 0 {
 		errs = append(errs, fmt.Errorf("--warmup-cluster-list-threshold=%d must not be negative (0 turns cluster-wide warm-up lists off)", o.ClusterListThreshold))

@@ -1,12 +1,17 @@
 package coordinatorrpc
 
 import (
+	"context"
 	"math"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kshard/kshard/pkg/sharding/peerlimit"
 )
 
 // The gRPC edge's resource caps. Everything a client can make the coordinator hold is
@@ -44,6 +49,11 @@ const (
 	// after that is plenty; more is a loop or an attack.
 	DefaultHelloRate  = 1.0
 	DefaultHelloBurst = 5
+	// DefaultMaxPendingPerPeer bounds the unauthenticated streams of one peer. A shard
+	// opens one stream at a time and sends its hello at once, so it needs one, two while a
+	// broken stream is not yet noticed; the rest is room for a few shards behind one
+	// address (a node's SNAT, a development machine running every shard on 127.0.0.1).
+	DefaultMaxPendingPerPeer = 16
 )
 
 // SessionsForShards is the session cap for a member cap: every shard may have a second
@@ -79,6 +89,33 @@ func (s *Server) tryOpen() bool {
 func (s *Server) closeSlot() {
 	<-s.slots
 	s.opts.Metrics.OpenStreams.Dec()
+}
+
+// openPending counts a new stream against its peer's unauthenticated streams and the
+// pool of them all, or refuses it with ResourceExhausted. The returned func ends the
+// count (authenticated, or the stream ended); calling it again does nothing.
+func (s *Server) openPending(ctx context.Context) (func(), error) {
+	key := peerlimit.Key(ctx)
+	release, reason := s.pending.Acquire(key)
+	if release == nil {
+		addr, cert := peerlimit.Describe(ctx)
+		if reason == peerlimit.ReasonPerKey {
+			s.opts.Metrics.Refused.WithLabelValues("pending_per_peer").Inc()
+			s.log.V(1).Info("refused a session stream: too many unauthenticated streams from one peer", "peer", addr, "cert", cert, "max", s.opts.MaxPendingPerPeer)
+			return nil, status.Errorf(codes.ResourceExhausted, "too many unauthenticated session streams (%d) from %s", s.opts.MaxPendingPerPeer, key)
+		}
+		s.opts.Metrics.Refused.WithLabelValues("pending_limit").Inc()
+		s.log.V(1).Info("refused a session stream: too many unauthenticated streams", "peer", addr, "cert", cert, "max", s.opts.MaxPending)
+		return nil, status.Errorf(codes.ResourceExhausted, "too many unauthenticated session streams (%d) at this coordinator", s.opts.MaxPending)
+	}
+	s.opts.Metrics.PendingStreams.Inc()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			release()
+			s.opts.Metrics.PendingStreams.Dec()
+		})
+	}, nil
 }
 
 // helloLimiter is a token bucket per verified shard identity. The map is bounded: a

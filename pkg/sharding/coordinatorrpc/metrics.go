@@ -28,9 +28,13 @@ type Metrics struct {
 	// verified, or a message claimed another identity than the verified one.
 	AuthRejected *prometheus.CounterVec // by reason
 	// Refused counts sessions and hellos refused by the resource caps.
-	Refused *prometheus.CounterVec // by reason: session_limit, hello_rate, hello_rate_table_full
-	// OpenStreams is the number of Session streams open now (authenticated or not yet).
+	Refused *prometheus.CounterVec // by reason: session_limit, pending_per_peer, pending_limit, hello_rate, hello_rate_table_full
+	// OpenStreams is the number of authenticated Session streams open now (each holds a
+	// session slot).
 	OpenStreams prometheus.Gauge
+	// PendingStreams is the number of Session streams open now whose hello has not yet
+	// been authenticated (bounded per peer and in all).
+	PendingStreams prometheus.Gauge
 	// HeldCommands counts commands held because the leader's Lease was not renewed in
 	// time (Tenure); non-zero only while a resumed leader waits to learn its fate.
 	HeldCommands prometheus.Gauge
@@ -84,9 +88,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		AuthRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_auth_rejected_total",
 			Help: "Sessions refused because the shard's identity could not be verified (or a message claimed another shard than the stream's verified one), by reason."}, []string{"reason"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_refused_total",
-			Help: "Sessions and hellos refused by the coordinator's caps, by reason (session_limit, hello_rate, hello_rate_table_full)."}, []string{"reason"}),
+			Help: "Sessions and hellos refused by the coordinator's caps, by reason (session_limit, pending_per_peer, pending_limit, hello_rate, hello_rate_table_full)."}, []string{"reason"}),
 		OpenStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_open_session_streams",
-			Help: "Session streams open now, including those not yet authenticated."}),
+			Help: "Authenticated session streams open now (each holds a session slot)."}),
+		PendingStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_pending_session_streams",
+			Help: "Session streams open now whose hello is not yet authenticated."}),
 		HeldCommands: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_held_commands",
 			Help: "Commands to shards held because the leader's Lease was not renewed within the renew deadline (a resumed leader waiting to learn whether it still leads)."}),
 		RecordWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_batches_total",
@@ -102,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		RecordPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_batch_partitions",
 			Help: "Partitions whose owner one record write changed.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
 	}
-	if err := promutil.Register(reg, m.RecordWrites, m.RecordNamespaceWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.HeldCommands, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+	if err := promutil.Register(reg, m.RecordWrites, m.RecordNamespaceWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.PendingStreams, m.HeldCommands, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
 		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents); err != nil {
 		return nil, err
 	}

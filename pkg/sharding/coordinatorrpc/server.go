@@ -16,6 +16,7 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/peerlimit"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/shardauth"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
@@ -53,10 +54,19 @@ type Options struct {
 	// claim on trust (shardauth.Insecure) and New logs a warning: only for tests and local
 	// development.
 	Authenticator shardauth.Authenticator
-	// MaxSessions caps Session streams open at once, counted from the moment a stream
-	// opens (before its hello), over all connections; beyond it a stream is refused with
-	// ResourceExhausted. Default SessionsForShards(DefaultMaxShards).
+	// MaxSessions caps authenticated Session streams open at once, over all connections;
+	// beyond it a stream is refused with ResourceExhausted. A stream takes its slot only
+	// once its hello is authenticated and allowed: silent or unauthenticated streams never
+	// hold one (they are bounded by MaxPendingPerPeer and MaxPending instead). Default
+	// SessionsForShards(DefaultMaxShards).
 	MaxSessions int
+	// MaxPendingPerPeer caps the streams of one peer (its IP address, peerlimit.Key) that
+	// have not yet been authenticated: from the moment a stream opens until its hello is
+	// verified or it ends (at most HelloTimeout plus one review). MaxPending caps them over
+	// all peers, in a pool apart from MaxSessions. Defaults DefaultMaxPendingPerPeer and
+	// MaxSessions.
+	MaxPendingPerPeer int
+	MaxPending        int
 	// HelloRate (per second) and HelloBurst bound the hellos of one verified identity;
 	// beyond them a hello is refused with ResourceExhausted before it reaches the state
 	// machine. Defaults DefaultHelloRate and DefaultHelloBurst.
@@ -113,16 +123,17 @@ type Server struct {
 	held       []handoff.Command    // commands held while the tenure was not valid
 	heldSince  time.Time
 	term       uint32
-	streams    map[string]*stream // current stream of each shard
-	stats      map[string]protocol.Stats
-	versions   map[string]string
+	streams    map[string]*stream        // current stream of each shard
+	stats      map[string]protocol.Stats // of current members only (pruneLocked)
+	versions   map[string]string         // of current members only (pruneLocked)
 	leaderAddr string
 	stepDownAt time.Time // when StepDown was last called; guarded by mu
 	claimedBy  string    // the first shard that reported a newer term, for StepDown's reason
 	claimed    uint32    // the highest newer term a shard reported
 
-	slots  chan struct{} // one token per open Session stream, MaxSessions in all
-	hellos *helloLimiter
+	slots   chan struct{} // one token per authenticated Session stream, MaxSessions in all
+	pending *peerlimit.Gate
+	hellos  *helloLimiter
 }
 
 type stream struct {
@@ -170,6 +181,12 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = SessionsForShards(DefaultMaxShards)
 	}
+	if opts.MaxPendingPerPeer <= 0 {
+		opts.MaxPendingPerPeer = DefaultMaxPendingPerPeer
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = opts.MaxSessions
+	}
 	if opts.HelloRate <= 0 {
 		opts.HelloRate = DefaultHelloRate
 	}
@@ -185,7 +202,10 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 	}
 	return &Server{opts: opts, pmap: pmap, log: log, streams: map[string]*stream{},
 		stats: map[string]protocol.Stats{}, versions: map[string]string{},
-		slots: make(chan struct{}, opts.MaxSessions), hellos: newHelloLimiter(opts.HelloRate, opts.HelloBurst, opts.MaxSessions)}, nil
+		slots: make(chan struct{}, opts.MaxSessions), pending: peerlimit.NewGate(opts.MaxPendingPerPeer, opts.MaxPending),
+		// Room for every identity holding a slot and as many being authenticated, so a
+		// new shard is not turned away while a departed one's bucket refills.
+		hellos: newHelloLimiter(opts.HelloRate, opts.HelloBurst, opts.MaxSessions+opts.MaxPending)}, nil
 }
 
 // NewerTermClaim returns the shard that first reported, in this leadership, an epoch of a
@@ -305,6 +325,9 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 		st.cancel(errors.New("leadership lost"))
 		delete(s.streams, id)
 	}
+	// What shards reported is of this leadership's members; the next one starts empty.
+	clear(s.stats)
+	clear(s.versions)
 	s.mu.Unlock()
 	s.opts.Metrics.Leader.Set(0)
 	s.log.Info("stopped serving shard sessions: leadership ended", "term", term)
@@ -328,12 +351,14 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 	if !s.Leading() {
 		return s.notLeader(ss)
 	}
-	// Counted before the hello: a stream that never says it holds a goroutine as well.
-	if !s.tryOpen() {
-		s.opts.Metrics.Refused.WithLabelValues("session_limit").Inc()
-		return status.Errorf(codes.ResourceExhausted, "too many session streams (%d) open at this coordinator", s.opts.MaxSessions)
+	// Until it is authenticated a stream counts against its peer's pending streams, not
+	// against the session slots: a silent stream holds a goroutine for HelloTimeout, and
+	// one peer must not be able to hold what the other shards need (see peerlimit).
+	endPending, err := s.openPending(ss.Context())
+	if err != nil {
+		return err
 	}
-	defer s.closeSlot()
+	defer endPending()
 	ctx, cancel := context.WithCancelCause(ss.Context())
 	defer cancel(nil)
 
@@ -345,6 +370,12 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 	if err != nil {
 		return err
 	}
+	endPending()
+	if !s.tryOpen() {
+		s.opts.Metrics.Refused.WithLabelValues("session_limit").Inc()
+		return status.Errorf(codes.ResourceExhausted, "too many session streams (%d) open at this coordinator", s.opts.MaxSessions)
+	}
+	defer s.closeSlot()
 	// Rate limited by the verified identity, not the claimed one: keyed by a claim, an
 	// impostor could spend a real shard's hellos.
 	if err := s.allowHello(id.Shard); err != nil {
@@ -675,6 +706,7 @@ func (s *Server) recordEvent(e handoff.Event) {
 		log.Info("membership changed", "event", e.Kind.String())
 		if e.Kind == handoff.EventMemberLeft || e.Kind == handoff.EventMemberExpired || e.Kind == handoff.EventMemberSeized {
 			delete(s.stats, e.Shard)
+			delete(s.versions, e.Shard)
 		}
 	case handoff.EventTargetChanged:
 		log.Info("target assignment recomputed", "members", e.Members)
@@ -722,8 +754,32 @@ func (s *Server) updateGauges() {
 	}
 	m.Partitions.Reset()
 	m.Namespaces.Reset()
-	for _, mi := range s.core.Members() {
+	members := s.core.Members()
+	for _, mi := range members {
 		m.Partitions.WithLabelValues(mi.ID).Set(float64(mi.Owned))
 		m.Namespaces.WithLabelValues(mi.ID).Set(float64(s.stats[mi.ID].Namespaces))
+	}
+	s.pruneLocked(members)
+}
+
+// pruneLocked drops the stats and build versions of shards that are no longer members.
+// The membership events drop them as members go; this also catches a member that left
+// the state machine any other way, so that the tables, keyed by shard IDs (pod names,
+// new with every rollout), hold at most the members (bounded by --max-shards) and never
+// every ID ever seen. s.mu must be held.
+func (s *Server) pruneLocked(members []handoff.MemberInfo) {
+	current := make(map[string]bool, len(members))
+	for _, mi := range members {
+		current[mi.ID] = true
+	}
+	for id := range s.stats {
+		if !current[id] {
+			delete(s.stats, id)
+		}
+	}
+	for id := range s.versions {
+		if !current[id] {
+			delete(s.versions, id)
+		}
 	}
 }

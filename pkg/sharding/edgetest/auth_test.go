@@ -292,42 +292,39 @@ func TestShardToken(t *testing.T) {
 	})
 }
 
-// TestSessionStreamCap: streams are counted from the moment they open, before any hello,
-// so silent streams cannot pile up; one beyond MaxSessions is refused with
-// ResourceExhausted and counted; a freed slot can be used again.
+// TestSessionStreamCap: authenticated sessions are capped; one beyond MaxSessions is
+// refused with ResourceExhausted and counted, and a freed slot can be used again.
 func TestSessionStreamCap(t *testing.T) {
 	w := newWorld(t)
 	const max = 3
 	co := startCoordinator(t, w, "coordinator", insecureServer(t), func(o *coordinatorrpc.Options) { o.MaxSessions = max })
 	co.lead(t, 1)
-	var silent []context.CancelFunc
+	var open []context.CancelFunc
 	for i := range max {
-		// A client that opens streams and never says hello.
-		_, cancel := rawStream(t, co.addr, insecureClient(t), "")
-		silent = append(silent, cancel)
-		waitFor(t, 5*time.Second, fmt.Sprintf("%d open streams", i+1), func() (bool, string) {
-			n := testutil.ToFloat64(co.metrics.OpenStreams)
-			return n == float64(i+1), fmt.Sprintf("%v open", n)
-		})
+		stream, cancel := rawStream(t, co.addr, insecureClient(t), "")
+		if m, err := firstReply(t, stream, hello(fmt.Sprintf("raw-held-%d", i), 1)); err != nil || m.GetWelcome() == nil {
+			t.Fatalf("session %d: got %v, %v; want a Welcome", i, m, err)
+		}
+		open = append(open, cancel)
 	}
 	steps := []struct {
 		name     string
-		free     int // silent streams to close first
+		free     int // sessions to close first
 		wantCode codes.Code
 	}{
-		{name: "one stream beyond the cap", wantCode: codes.ResourceExhausted},
+		{name: "one session beyond the cap", wantCode: codes.ResourceExhausted},
 		{name: "again: nothing was freed", wantCode: codes.ResourceExhausted},
-		{name: "after one silent stream closed", free: 1, wantCode: codes.OK},
+		{name: "after one session closed", free: 1, wantCode: codes.OK},
 	}
 	for i, tc := range steps {
 		t.Run(tc.name, func(t *testing.T) {
 			for range tc.free {
-				silent[0]()
-				silent = silent[1:]
+				open[0]()
+				open = open[1:]
 			}
 			waitFor(t, 5*time.Second, "freed slots", func() (bool, string) {
 				n := testutil.ToFloat64(co.metrics.OpenStreams)
-				return n == float64(len(silent)), fmt.Sprintf("%v open, want %d", n, len(silent))
+				return n == float64(len(open)), fmt.Sprintf("%v open, want %d", n, len(open))
 			})
 			refused := testutil.ToFloat64(co.metrics.Refused.WithLabelValues("session_limit"))
 			stream, _ := rawStream(t, co.addr, insecureClient(t), "")
@@ -345,6 +342,84 @@ func TestSessionStreamCap(t *testing.T) {
 				t.Errorf("refused{reason=session_limit} went from %v to %v", refused, n)
 			}
 		})
+	}
+}
+
+// rawStreamFrom is rawStream from the local address ip (any of 127.0.0.0/8 on Linux):
+// the coordinator tells peers apart by their address.
+func rawStreamFrom(t testing.TB, ip, addr string, creds credentials.TransportCredentials, tok string) (kshardv1.Coordinator_SessionClient, context.CancelFunc) {
+	t.Helper()
+	dial := func(ctx context.Context, target string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return d.DialContext(ctx, "tcp", target)
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if tok != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, shardauth.MetadataKey, shardauth.BearerPrefix+tok)
+	}
+	stop := func() {
+		cancel()
+		_ = cc.Close()
+	}
+	t.Cleanup(stop)
+	stream, err := kshardv1.NewCoordinatorClient(cc).Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream, stop
+}
+
+// TestSilentStreamsPerPeer: a client holding the shards' valid client certificate opens
+// many streams from one address and never says hello. They count against its address's
+// unauthenticated streams, not the session slots: those beyond MaxPendingPerPeer are
+// refused with ResourceExhausted, and a real shard at another address still opens its
+// session although the attacker opened more streams than there are slots.
+func TestSilentStreamsPerPeer(t *testing.T) {
+	w := newWorld(t)
+	const slots, perPeer = 3, 2
+	serverCreds, clientCreds := mtls(t)
+	co := startCoordinator(t, w, "coordinator", serverCreds, func(o *coordinatorrpc.Options) {
+		o.MaxSessions, o.MaxPendingPerPeer = slots, perPeer
+	})
+	co.lead(t, 1)
+	const attacker = "127.0.0.2"
+	for i := range 2 * slots {
+		stream, _ := rawStreamFrom(t, attacker, co.addr, clientCreds, "")
+		if i < perPeer {
+			waitFor(t, 5*time.Second, fmt.Sprintf("%d pending streams", i+1), func() (bool, string) {
+				n := testutil.ToFloat64(co.metrics.PendingStreams)
+				return n == float64(i+1), fmt.Sprintf("%v pending", n)
+			})
+			continue
+		}
+		if _, err := stream.Recv(); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("silent stream %d of one address: %v, want ResourceExhausted", i+1, err)
+		}
+	}
+	if n := testutil.ToFloat64(co.metrics.Refused.WithLabelValues("pending_per_peer")); n != 2*slots-perPeer {
+		t.Errorf("refused{reason=pending_per_peer} = %v, want %d", n, 2*slots-perPeer)
+	}
+	tests := []struct {
+		name, from, shard string
+	}{
+		{name: "a shard at another address", from: "127.0.0.3", shard: "shard-a"},
+		{name: "a second shard at a third address", from: "127.0.0.4", shard: "shard-b"},
+	}
+	outer := t // the sessions stay open after their subtests
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stream, _ := rawStreamFrom(outer, tc.from, co.addr, clientCreds, "")
+			if m, err := firstReply(t, stream, hello(tc.shard, 1)); err != nil || m.GetWelcome() == nil {
+				t.Fatalf("got %v, %v; want a Welcome", m, err)
+			}
+		})
+	}
+	if n := testutil.ToFloat64(co.metrics.OpenStreams); n != 2 {
+		t.Errorf("%v sessions hold slots, want the 2 shards'", n)
 	}
 }
 

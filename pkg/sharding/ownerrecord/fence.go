@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/lru"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
@@ -23,7 +24,17 @@ type FenceOptions struct {
 	// ProbeTimeout bounds the wait for the API server to enforce a batch (default 10s);
 	// a batch not enforced by then is reported as failed and retried.
 	ProbeTimeout time.Duration
+	// MaxClients bounds the impersonating probe clients kept for reuse, one per shard ID
+	// (default DefaultMaxProbeClients); the least recently used is dropped beyond it.
+	// Shard IDs are pod names, new with every rollout, so a table of every ID ever seen
+	// would grow for the coordinator's whole life.
+	MaxClients int
 }
+
+// DefaultMaxProbeClients is FenceOptions.MaxClients. A batch probes as one shard and the
+// sentinel, and a client is cheap to make again (client-go shares the transport), so this
+// only saves rebuilding the clients of the shards that receive partitions most often.
+const DefaultMaxProbeClients = 256
 
 // Fence is the coordinator leader's side of the server-side fence: it claims the owner
 // record (the namespaces' owner labels) for the leader's term, writes each batch of new
@@ -35,7 +46,7 @@ type Fence struct {
 	prober  Prober
 
 	mu      sync.Mutex
-	clients map[string]kubernetes.Interface // per shard ID, impersonating it
+	clients *lru.Cache // shard ID → kubernetes.Interface impersonating it; at most MaxClients
 }
 
 // Applied describes one enforced batch: how long the writes and the wait for enforcement
@@ -61,9 +72,12 @@ func NewFence(labeler *Labeler, opts FenceOptions) (*Fence, error) {
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = 10 * time.Second
 	}
+	if opts.MaxClients <= 0 {
+		opts.MaxClients = DefaultMaxProbeClients
+	}
 	return &Fence{opts: opts, labeler: labeler,
 		prober:  Prober{PolicyName: opts.Params.withDefaults().Name},
-		clients: map[string]kubernetes.Interface{}}, nil
+		clients: lru.New(opts.MaxClients)}, nil
 }
 
 // TermBeaconNamespace is the namespace a new leader stamps its term on before it serves
@@ -149,17 +163,18 @@ func (f *Fence) waitEnforced(ctx context.Context, shard, namespace string) (int,
 	return n, nil
 }
 
-// client returns the impersonating client of shard, made once per shard ID.
+// client returns the impersonating client of shard, reused while it is among the
+// MaxClients most recently used.
 func (f *Fence) client(shard string) (kubernetes.Interface, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if c, ok := f.clients[shard]; ok {
-		return c, nil
+	if c, ok := f.clients.Get(shard); ok {
+		return c.(kubernetes.Interface), nil
 	}
 	c, err := ShardClient(f.opts.Base, f.opts.Params.withDefaults(), shard)
 	if err != nil {
 		return nil, err
 	}
-	f.clients[shard] = c
+	f.clients.Add(shard, c)
 	return c, nil
 }

@@ -53,7 +53,16 @@ type LabelerOptions struct {
 	// Resync re-examines every namespace this often (default 10 minutes), a safety net
 	// for a write lost in a way the workqueue's retries did not catch.
 	Resync time.Duration
+	// RequestTimeout bounds each label PATCH and each re-read after a conflict (default
+	// DefaultRequestTimeout). Without it one request the API server never answers holds
+	// its Set, and with it every Acquire of the batch, until the leadership ends; timed
+	// out, the batch fails and the coordinator retries it.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is LabelerOptions.RequestTimeout: a label patch is one small
+// write that takes milliseconds; ten seconds is an API server in trouble.
+const DefaultRequestTimeout = 10 * time.Second
 
 // Labeler is the owner record: it keeps the owner label (PolicyParams.OwnerLabel) of every
 // Namespace equal to the coordinator leader's owner table, partition → shard, so that the
@@ -114,6 +123,9 @@ func NewLabeler(client metadata.Interface, pm partition.Map, params PolicyParams
 	}
 	if opts.Resync <= 0 {
 		opts.Resync = 10 * time.Minute
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
 	}
 	l := &Labeler{
 		client: client,
@@ -572,8 +584,10 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 		if err != nil {
 			return "", false, err
 		}
-		got, err := l.client.Resource(namespacesGVR).Patch(ctx, name, types.MergePatchType, patch,
+		rctx, cancel := context.WithTimeout(ctx, l.opts.RequestTimeout)
+		got, err := l.client.Resource(namespacesGVR).Patch(rctx, name, types.MergePatchType, patch,
 			metav1.PatchOptions{FieldManager: "kshard-owner-labeler"})
+		cancel()
 		switch {
 		case err == nil:
 			l.remember(got)
@@ -581,7 +595,9 @@ func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) 
 		case apierrors.IsNotFound(err):
 			return "", false, nil
 		case apierrors.IsConflict(err) && attempt < 5:
-			fresh, err := l.client.Resource(namespacesGVR).Get(ctx, name, metav1.GetOptions{})
+			rctx, cancel := context.WithTimeout(ctx, l.opts.RequestTimeout)
+			fresh, err := l.client.Resource(namespacesGVR).Get(rctx, name, metav1.GetOptions{})
+			cancel()
 			if apierrors.IsNotFound(err) {
 				return "", false, nil
 			}

@@ -60,6 +60,7 @@ const (
 	ReasonPodNameMismatch     = "pod_name_mismatch"
 	ReasonReviewFailed        = "review_failed"
 	ReasonReviewThrottled     = "review_throttled"
+	ReasonPeerReviewThrottled = "peer_review_throttled"
 )
 
 // Error is a refused authentication: the gRPC code the stream ends with, a short reason

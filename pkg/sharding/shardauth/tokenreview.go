@@ -19,6 +19,8 @@ import (
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/kshard/kshard/pkg/sharding/peerlimit"
 )
 
 // Defaults of TokenReviewOptions.
@@ -38,6 +40,18 @@ const (
 	// a second, and a shard throttled here waits out a backoff while its lease runs.
 	DefaultReviewRate  = 50.0
 	DefaultReviewBurst = 1000
+	// DefaultPeerReviewRate and DefaultPeerReviewBurst bound the uncached TokenReviews
+	// one peer (its IP address, peerlimit.Key) may spend of that budget, before it is
+	// spent: a shard needs one review per token (reused for CacheTTL), so a burst of 16 is
+	// room for a few shards behind one address, and one a second for them to reconnect.
+	// A client holding a valid client certificate and sending well-formed junk tokens from
+	// one address spends at most that, far below DefaultReviewRate: it takes some 50
+	// addresses to starve the real shards after a failover.
+	DefaultPeerReviewRate  = 1.0
+	DefaultPeerReviewBurst = 16
+	// DefaultMaxPeers bounds the peers whose review budget is remembered; a peer's entry
+	// is dropped once its budget has refilled, when room is needed.
+	DefaultMaxPeers = 4096
 )
 
 // TokenReviewOptions configure TokenReview.
@@ -56,6 +70,11 @@ type TokenReviewOptions struct {
 	ReviewTimeout time.Duration
 	ReviewRate    float64
 	ReviewBurst   int
+	// PeerReviewRate, PeerReviewBurst and MaxPeers bound one peer's share of the review
+	// budget; they default to the constants above.
+	PeerReviewRate  float64
+	PeerReviewBurst int
+	MaxPeers        int
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 }
@@ -67,6 +86,7 @@ type TokenReview struct {
 
 	cache   *utilcache.LRUExpireCache // sha256 of the token → reviewed, until min(CacheTTL, its expiry)
 	limiter *rate.Limiter
+	peers   *peerlimit.Buckets // each peer's share of limiter, taken first
 }
 
 // reviewed is the part of a positive review the checks need.
@@ -107,12 +127,22 @@ func NewTokenReview(opts TokenReviewOptions) (*TokenReview, error) {
 	if opts.ReviewBurst <= 0 {
 		opts.ReviewBurst = DefaultReviewBurst
 	}
+	if opts.PeerReviewRate <= 0 {
+		opts.PeerReviewRate = DefaultPeerReviewRate
+	}
+	if opts.PeerReviewBurst <= 0 {
+		opts.PeerReviewBurst = DefaultPeerReviewBurst
+	}
+	if opts.MaxPeers <= 0 {
+		opts.MaxPeers = DefaultMaxPeers
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	return &TokenReview{opts: opts, user: ServiceAccountUser(opts.Namespace, opts.Name),
 		cache:   utilcache.NewLRUExpireCacheWithClock(opts.CacheSize, clockFunc(opts.Now)),
-		limiter: rate.NewLimiter(rate.Limit(opts.ReviewRate), opts.ReviewBurst)}, nil
+		limiter: rate.NewLimiter(rate.Limit(opts.ReviewRate), opts.ReviewBurst),
+		peers:   peerlimit.NewBuckets(opts.PeerReviewRate, opts.PeerReviewBurst, opts.MaxPeers)}, nil
 }
 
 // ServiceAccountUser is the user name the API server gives a ServiceAccount's tokens.
@@ -161,6 +191,15 @@ func (a *TokenReview) review(ctx context.Context, tok string) (reviewed, error) 
 	if !ok || !now.Before(exp) {
 		return reviewed{}, refuse(codes.Unauthenticated, ReasonInvalidToken,
 			"the shard's token is not an unexpired JWT (a projected ServiceAccount token is)")
+	}
+	// The peer's share first: one peer must not spend what every shard shares.
+	if ok, full := a.peers.Allow(peerlimit.Key(ctx), now); !ok {
+		if full {
+			return reviewed{}, refuse(codes.ResourceExhausted, ReasonPeerReviewThrottled,
+				"too many peers (%d) spending token reviews at once: try again later", a.opts.MaxPeers)
+		}
+		return reviewed{}, refuse(codes.ResourceExhausted, ReasonPeerReviewThrottled,
+			"too many token reviews from this address (more than %d at once, then %g/s): try again later", a.opts.PeerReviewBurst, a.opts.PeerReviewRate)
 	}
 	if !a.limiter.AllowN(now, 1) {
 		return reviewed{}, refuse(codes.ResourceExhausted, ReasonReviewThrottled,
@@ -225,6 +264,35 @@ func jwtExpiry(tok string) (time.Time, bool) {
 		sec = int64(f)
 	}
 	return time.Unix(sec, 0), true
+}
+
+// Audiences reads the aud claim of a JWT (a string or a list) without verifying it: the
+// coordinator uses it on its own ServiceAccount token to learn the API server's
+// audiences, which the shards' audience must not be. ok is false for a token that is not
+// a JWT with an aud claim.
+func Audiences(tok string) (auds []string, ok bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return nil, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil, false
+	}
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || len(claims.Aud) == 0 {
+		return nil, false
+	}
+	var one string
+	if err := json.Unmarshal(claims.Aud, &one); err == nil {
+		return []string{one}, true
+	}
+	if err := json.Unmarshal(claims.Aud, &auds); err == nil {
+		return auds, true
+	}
+	return nil, false
 }
 
 // String names the mode for logs.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -332,7 +334,7 @@ func TestTokenReviewRateLimit(t *testing.T) {
 	good := jwt("good", now.Add(time.Hour))
 	api.statuses[good] = podToken(shardUser, shardID)
 	a, err := NewTokenReview(TokenReviewOptions{Client: cs.AuthenticationV1(), Namespace: ns, Name: saName,
-		ReviewRate: 1, ReviewBurst: 3, Now: func() time.Time { return now }})
+		ReviewRate: 1, ReviewBurst: 3, PeerReviewBurst: 100, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,6 +357,71 @@ func TestTokenReviewRateLimit(t *testing.T) {
 	}
 	if _, err := a.Authenticate(withToken(good), shardID); err != nil {
 		t.Errorf("the cached token while reviews are throttled: %v", err)
+	}
+}
+
+// fromPeer is ctx as the stream of a client at ip.
+func fromPeer(ctx context.Context, ip string) context.Context {
+	return peer.NewContext(ctx, &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}})
+}
+
+// TestTokenReviewPerPeer: well-formed junk tokens from one address (a client holding a
+// valid client certificate) spend only that address's share of the review budget, before
+// the shared budget: the real shards, each at its own address, are still reviewed after
+// a failover. The table of addresses stays bounded.
+func TestTokenReviewPerPeer(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tests := []struct {
+		name        string
+		junk        int    // junk tokens sent from the attacker's address first
+		shardFrom   string // the real shard's address
+		maxPeers    int
+		wantShardOK bool
+		wantReason  string // the real shard's refusal
+		wantReviews int    // reviews of junk tokens
+	}{
+		{name: "junk from one address leaves the shared budget to the others", junk: 200, shardFrom: "10.0.0.2", wantShardOK: true, wantReviews: 4},
+		{name: "the attacker's own address is throttled", junk: 200, shardFrom: "10.0.0.66", wantReason: ReasonPeerReviewThrottled, wantReviews: 4},
+		{name: "no junk", shardFrom: "10.0.0.2", wantShardOK: true},
+		{name: "more addresses than remembered", junk: 200, shardFrom: "10.0.0.2", maxPeers: 1, wantReason: ReasonPeerReviewThrottled, wantReviews: 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			api, cs := newFakeAPI()
+			a, err := NewTokenReview(TokenReviewOptions{Client: cs.AuthenticationV1(), Namespace: ns, Name: saName,
+				ReviewRate: 1, ReviewBurst: 20, PeerReviewRate: 0.01, PeerReviewBurst: 4, MaxPeers: tc.maxPeers,
+				Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.junk {
+				_, err := a.Authenticate(fromPeer(withToken(jwt(fmt.Sprint("junk", i), now.Add(time.Hour))), "10.0.0.66"), shardID)
+				if status.Code(err) == codes.OK {
+					t.Fatal("a junk token was accepted")
+				}
+			}
+			if n := api.callCount(); n != tc.wantReviews {
+				t.Errorf("%d junk tokens cost %d reviews, want %d", tc.junk, n, tc.wantReviews)
+			}
+			good := jwt("good", now.Add(time.Hour))
+			api.mu.Lock()
+			api.statuses[good] = podToken(shardUser, shardID)
+			api.mu.Unlock()
+			_, err = a.Authenticate(fromPeer(withToken(good), tc.shardFrom), shardID)
+			if tc.wantShardOK {
+				if err != nil {
+					t.Errorf("the real shard after the junk: %v", err)
+				}
+			} else {
+				var ae *Error
+				if !errors.As(err, &ae) || ae.Reason != tc.wantReason || status.Code(err) != codes.ResourceExhausted {
+					t.Errorf("the real shard: %v, want ResourceExhausted/%s", err, tc.wantReason)
+				}
+			}
+			if n, max := a.peers.Len(), max(tc.maxPeers, 0); max > 0 && n > max {
+				t.Errorf("%d addresses remembered, bound %d", n, max)
+			}
+		})
 	}
 }
 

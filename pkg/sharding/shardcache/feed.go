@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -49,6 +50,9 @@ type feed struct {
 	hooks       *testHooks
 	// filter is the server-side filter (ModeServerFilter); nil in ModeClientFilter.
 	filter *serverFilter
+	// restartBackoff spaces the restarts of a paged list whose continue token expired
+	// (listRestartBackoff; shorter in tests).
+	restartBackoff wait.Backoff
 
 	counters feedCounters
 
@@ -133,6 +137,8 @@ func newFeed(rt ResourceType, client kubernetes.Interface, adm *admission, disab
 		shadow:      map[string]map[string]runtime.Object{},
 		syncs:       map[string]*nsSync{},
 		floors:      map[string]uint64{},
+
+		restartBackoff: listRestartBackoff,
 	}
 }
 

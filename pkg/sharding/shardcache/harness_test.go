@@ -110,6 +110,9 @@ type fakeAPI struct {
 	serverFilter bool
 	// beforeList, if set, runs before every list, outside the lock: it may block.
 	beforeList func(namespace string, opts metav1.ListOptions)
+	// failList, if set, is asked (under the lock) before every list: a non-nil error
+	// fails the list request (which is still recorded).
+	failList func(namespace string, opts metav1.ListOptions) error
 	// failWatch, if set, is asked (under the lock) before every watch: a non-nil error
 	// fails the watch request, which is then not recorded.
 	failWatch func(opts metav1.ListOptions) error
@@ -138,6 +141,11 @@ func (a *fakeAPI) resourceType() ResourceType {
 			a.listCalls = append(a.listCalls, ns)
 			a.listOpts = append(a.listOpts, opts)
 			a.calls = append(a.calls, "list "+cmp.Or(ns, "*"))
+			if a.failList != nil {
+				if err := a.failList(ns, opts); err != nil {
+					return nil, err
+				}
+			}
 			key := ns
 			if opts.Continue != "" {
 				key += "|" + opts.Continue

@@ -3,6 +3,7 @@ package shardcache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -297,12 +298,50 @@ func (f *feed) list(ctx context.Context, namespace, selector string, pageSize in
 	return f.listPages(ctx, namespace, metav1.ListOptions{Limit: pageSize, ShardSelector: selector}, keep, calls, nil)
 }
 
+// listRestartBackoff spaces the restarts of a paged list whose continue token expired
+// (410 Gone): the list starts again from its first page, and what made the token expire
+// (a list slower than the API server's compaction, an API server under load) is still
+// there, so restarting at once only loads it more, in a loop for as long as that lasts.
+// After its steps the 410 is returned and the caller's own retry takes over, with its
+// own backoff (listInto, runBulk, the reflector).
+var listRestartBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 4, Cap: 10 * time.Second}
+
 // listPages lists with opts page by page at one consistent resourceVersion (the first
-// page's; an expired continue token restarts the list), keeping only the objects whose
-// namespace keep accepts (all with a nil keep), stripped of managedFields. It counts its
-// calls in calls and hands every page to onPage, if not nil.
+// page's; an expired continue token restarts the list, after f.restartBackoff), keeping
+// only the objects whose namespace keep accepts (all with a nil keep), stripped of
+// managedFields. It counts its calls in calls and hands every page to onPage, if not nil.
 func (f *feed) listPages(ctx context.Context, namespace string, opts metav1.ListOptions, keep func(namespace string) bool, calls *atomic.Uint64, onPage func(runtime.Object)) ([]runtime.Object, string, error) {
-	first := opts
+	var (
+		items   []runtime.Object
+		rv      string
+		expired error
+	)
+	err := wait.ExponentialBackoffWithContext(ctx, f.restartBackoff, func(ctx context.Context) (bool, error) {
+		var err error
+		items, rv, err = f.listPagesOnce(ctx, namespace, opts, keep, calls, onPage)
+		if errors.Is(err, errContinueExpired) {
+			expired = err
+			f.logger.V(2).Info("Continue token of a paged list expired; listing again from the first page after a backoff",
+				"resource", f.rt.Name(), "namespace", namespace, "err", err.Error())
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if wait.Interrupted(err) && expired != nil && ctx.Err() == nil {
+		return nil, "", expired
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return items, rv, nil
+}
+
+// errContinueExpired marks a 410 Gone on a page after the first: the list is restarted.
+var errContinueExpired = errors.New("continue token expired")
+
+// listPagesOnce is one attempt of listPages; a 410 Gone on a continue page comes back
+// wrapped in errContinueExpired (apierrors.IsResourceExpired still holds).
+func (f *feed) listPagesOnce(ctx context.Context, namespace string, opts metav1.ListOptions, keep func(namespace string) bool, calls *atomic.Uint64, onPage func(runtime.Object)) ([]runtime.Object, string, error) {
 	var items []runtime.Object
 	rv := ""
 	for {
@@ -310,8 +349,7 @@ func (f *feed) listPages(ctx context.Context, namespace string, opts metav1.List
 		calls.Add(1)
 		if err != nil {
 			if apierrors.IsResourceExpired(err) && opts.Continue != "" {
-				opts, items, rv = first, nil, ""
-				continue
+				return nil, "", fmt.Errorf("%w: %w", errContinueExpired, err)
 			}
 			return nil, "", err
 		}

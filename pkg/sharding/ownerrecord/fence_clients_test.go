@@ -1,0 +1,54 @@
+package ownerrecord
+
+import (
+	"fmt"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+)
+
+// TestFenceClientsBounded: the probe clients, one per shard ID, are kept for at most
+// MaxClients IDs however many shard IDs (pod names, new with every rollout) the fence
+// has probed as; the most recently used, the sentinel among them, stay.
+func TestFenceClientsBounded(t *testing.T) {
+	tests := []struct {
+		name       string
+		maxClients int
+		shards     int
+		wantLen    int
+	}{
+		{name: "fewer shards than the bound", maxClients: 8, shards: 3, wantLen: 4},
+		{name: "many rollouts' worth of shard IDs", maxClients: 8, shards: 1000, wantLen: 8},
+		{name: "the default bound", shards: 2 * DefaultMaxProbeClients, wantLen: DefaultMaxProbeClients},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewLabeler(fakeClient(t), partition.Map{Count: 1}, PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"}, LabelerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := NewFence(l, FenceOptions{Params: PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"},
+				Base: &rest.Config{Host: "https://127.0.0.1:6443"}, MaxClients: tc.maxClients})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.shards {
+				// As Apply does: the new owner, then the sentinel.
+				if _, err := f.client(fmt.Sprintf("kshard-shard-%d", i)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.client(SentinelShard); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := f.clients.Len(); n != tc.wantLen {
+				t.Errorf("%d probe clients kept after %d shard IDs, want %d", n, tc.shards, tc.wantLen)
+			}
+			if _, ok := f.clients.Get(SentinelShard); !ok {
+				t.Error("the sentinel's client, used by every probe, was dropped")
+			}
+		})
+	}
+}

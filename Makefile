@@ -80,10 +80,10 @@ failover: build ## coordinator leader failovers with the chart's timings: SIGKIL
 .PHONY: chaos
 CHAOS_DURATION ?= 30m
 CHAOS_TIMEOUT ?= 60m
-chaos: build ## chaos on the real control plane (test/chaos): random faults while Deployments roll out, CHAOS_DURATION (default 30m); CHAOS_SEED=n replays a run
+chaos: build ## chaos on the real control plane (test/chaos): random faults while Deployments roll out, CHAOS_DURATION (default 30m); CHAOS_SEED=n replays a run; CHAOS_FAULTS=a,b picks fault kinds
 	$(TOOLS) cluster
 	$(CLUSTER) up
-	KSHARD_CHAOS=1 KSHARD_CHAOS_DURATION=$(CHAOS_DURATION) $(if $(CHAOS_SEED),KSHARD_CHAOS_SEED=$(CHAOS_SEED)) KSHARD_BIN_DIR=$(BIN) \
+	KSHARD_CHAOS=1 KSHARD_CHAOS_DURATION=$(CHAOS_DURATION) $(if $(CHAOS_SEED),KSHARD_CHAOS_SEED=$(CHAOS_SEED)) $(if $(CHAOS_FAULTS),KSHARD_CHAOS_FAULTS=$(CHAOS_FAULTS)) KSHARD_BIN_DIR=$(BIN) \
 	  $(GO) test -p 1 -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./test/chaos
 
 .PHONY: batch-stress

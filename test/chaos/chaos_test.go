@@ -86,7 +86,8 @@ type config struct {
 }
 
 // TestChaos is `make chaos`: KSHARD_CHAOS=1, KSHARD_CHAOS_DURATION (default 30m),
-// KSHARD_CHAOS_SEED (default time-based; logged, so a failure can be replayed).
+// KSHARD_CHAOS_SEED (default time-based; logged, so a failure can be replayed),
+// KSHARD_CHAOS_FAULTS (a comma-separated subset of the fault kinds; default all).
 func TestChaos(t *testing.T) {
 	if os.Getenv("KSHARD_CHAOS") != "1" {
 		t.Skip("the long chaos run disturbs the whole control plane: run it with `make chaos` (KSHARD_CHAOS=1)")
@@ -107,6 +108,15 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("KSHARD_CHAOS_SEED=%q: %v", v, err)
 		}
 		cfg.seed = s
+	}
+	if v := os.Getenv("KSHARD_CHAOS_FAULTS"); v != "" {
+		cfg.faults = nil
+		for _, kind := range strings.Split(v, ",") {
+			if _, ok := weights[kind]; !ok {
+				t.Fatalf("KSHARD_CHAOS_FAULTS: unknown fault %q (known: %v)", kind, allFaults)
+			}
+			cfg.faults = append(cfg.faults, kind)
+		}
 	}
 	run(t, cfg)
 }

@@ -82,7 +82,7 @@ func TestLabelerRequestTimeout(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.Activate(1); err != nil {
+			if _, err := l.Activate(1, certain); err != nil {
 				t.Fatal(err)
 			}
 			set := make(chan error, 1)

@@ -17,8 +17,8 @@ import (
 type FenceOptions struct {
 	// Params name the policy, the shard ServiceAccount and the owner label.
 	Params PolicyParams
-	// Base is the coordinator's own client configuration; probes impersonate a shard
-	// with it (see ShardClient).
+	// Base is the coordinator's own client configuration; probes impersonate the probe
+	// user with it (see ProbeClient).
 	Base *rest.Config
 	// ProbeTimeout bounds the wait for the API server to enforce a batch (default 10s);
 	// a batch not enforced by then is reported as failed and retried.
@@ -134,14 +134,14 @@ func (f *Fence) waitEnforced(ctx context.Context, shard, namespace string) (int,
 	return n, nil
 }
 
-// client returns the impersonating client of shard, made once per shard ID.
+// client returns the probe client of shard (ProbeClient), made once per shard ID.
 func (f *Fence) client(shard string) (kubernetes.Interface, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c, ok := f.clients[shard]; ok {
 		return c, nil
 	}
-	c, err := ShardClient(f.opts.Base, f.opts.Params.withDefaults(), shard)
+	c, err := ProbeClient(f.opts.Base, f.opts.Params.withDefaults(), shard)
 	if err != nil {
 		return nil, err
 	}

@@ -44,10 +44,11 @@ type KShardOptions struct {
 	// (--shard-auth=token). Off, shards use the admin kubeconfig and the coordinators take
 	// every claimed shard ID on trust (--shard-auth=none).
 	PodIdentity bool
-	// Fence turns on the server-side fence (needs PodIdentity): the framework installs a
-	// ValidatingAdmissionPolicy and binding of its own for this KShard's shard
-	// ServiceAccount (ownerrecord.Install) and the coordinators write the owner record
-	// (--shard-fence). Off, coordinators run with --shard-fence=false.
+	// Fence turns on the server-side fence (needs PodIdentity): the framework installs the
+	// fence's ValidatingAdmissionPolicies and bindings of its own for this KShard's shard
+	// ServiceAccount (ownerrecord.Install) and the coordinators, acting as
+	// CoordinatorServiceAccount, write the owner record (--shard-fence). Off, coordinators
+	// run with the admin kubeconfig and --shard-fence=false.
 	Fence bool
 	// NoHousekeeping keeps the shards' --controllers exactly as ShardArgs give it, without
 	// the HousekeepingControllers the framework otherwise adds (see there).
@@ -68,17 +69,20 @@ type KShardOptions struct {
 // KShard runs coordinators and shards as real processes against the local control
 // plane, with mutual TLS between them, and kills them all when the test ends.
 type KShard struct {
-	t            testing.TB
-	f            *Framework
-	opts         KShardOptions
-	pki          PKI
-	leaseName    string
-	shardArgs    func(name string) []string
-	pods         *podIdentity              // nil without PodIdentity
-	fence        *ownerrecord.PolicyParams // nil without Fence
-	mu           sync.Mutex
-	Coordinators []*Coordinator
-	Shards       map[string]*Shard
+	t         testing.TB
+	f         *Framework
+	opts      KShardOptions
+	pki       PKI
+	leaseName string
+	shardArgs func(name string) []string
+	pods      *podIdentity              // nil without PodIdentity
+	fence     *ownerrecord.PolicyParams // nil without Fence
+	// coordinatorKubeconfig is the coordinators' kubeconfig with Fence (as
+	// CoordinatorServiceAccount); the admin's without.
+	coordinatorKubeconfig string
+	mu                    sync.Mutex
+	Coordinators          []*Coordinator
+	Shards                map[string]*Shard
 }
 
 // Coordinator is one coordinator replica.
@@ -194,8 +198,12 @@ func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
 	if k.opts.KCMTimings {
 		lease, renew, retry = "15s", "10s", "2s"
 	}
+	kubeconfig := k.f.Kubeconfig
+	if k.coordinatorKubeconfig != "" {
+		kubeconfig = k.coordinatorKubeconfig
+	}
 	args := []string{
-		"--kubeconfig", k.f.Kubeconfig, "--id", name,
+		"--kubeconfig", kubeconfig, "--id", name,
 		"--grpc-bind-address", grpcAddr, "--advertise-address", grpcAddr, "--http-bind-address", httpAddr,
 		"--grpc-tls-cert-file", k.pki.ServerCert, "--grpc-tls-private-key-file", k.pki.ServerKey, "--grpc-tls-client-ca-file", k.pki.CA,
 		"--leader-elect-resource-namespace", "kube-system", "--leader-elect-resource-name", k.leaseName,
@@ -206,7 +214,8 @@ func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
 	}
 	if k.pods != nil {
 		// Each shard's coordinator token is bound to its pod, named after the shard ID. The
-		// coordinator keeps the admin kubeconfig, which may create TokenReviews.
+		// coordinator's kubeconfig may create TokenReviews (admin, or with Fence
+		// CoordinatorServiceAccount bound to cluster-admin).
 		args = append(args, "--shard-auth", "token",
 			"--shard-service-account", k.pods.namespace+"/"+ShardServiceAccount,
 			"--shard-token-audience", k.pods.audience)

@@ -67,6 +67,9 @@ func celSameMapExcept(field, key string) string {
 // celSubresource is request.subResource with a leading slash, or "" for the resource itself.
 const celSubresource = `(has(request.subResource) && request.subResource != '' ? '/' + request.subResource : '')`
 
+// celName is request.name, or "" when the request has none (a lookup of it would fail).
+const celName = `(has(request.name) ? request.name : '')`
+
 // RecordPolicy returns the record guard: the ValidatingAdmissionPolicy that keeps the
 // owner record (a Namespace's owner label and term annotation) the coordinator's alone.
 //
@@ -103,7 +106,7 @@ func RecordPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 	onlyRecord := `object != null && oldObject != null && ` + celSameField("spec") + ` && ` + celSameField("status") + ` && ` +
 		celSameField("metadata.finalizers") + ` && ` + celSameField("metadata.ownerReferences") + ` && ` +
 		celSameMapExcept("labels", label) + ` && ` + celSameMapExcept("annotations", term)
-	what := `request.operation + ' namespaces' + ` + celSubresource + ` + ' ' + request.name`
+	what := `request.operation + ' namespaces' + ` + celSubresource + ` + ' ' + ` + celName
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: p.RecordPolicyName()},
@@ -172,12 +175,13 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 	equivalent := admissionregistrationv1.Equivalent
 	forbidden := metav1.StatusReasonForbidden
 	shard, probe := `request.userInfo.username == '`+p.Username()+`'`, `request.userInfo.username == '`+p.ProbeUser()+`'`
-	// A Namespace's own requests carry its name as request.namespace.
-	clusterScoped := `(request.namespace == '' || (request.resource.group == '' && request.resource.resource == 'namespaces'))`
+	// A cluster-scoped request has no request.namespace (a lookup of it fails); a
+	// Namespace's own requests carry its name there.
+	clusterScoped := `(!has(request.namespace) || request.namespace == '' || (request.resource.group == '' && request.resource.resource == 'namespaces'))`
 	dryRunEventCreate := `request.operation == 'CREATE' && request.resource.group == '' && request.resource.resource == 'events' && ` +
 		`!(has(request.subResource) && request.subResource != '') && has(request.dryRun) && request.dryRun == true`
-	what := `request.operation + ' ' + request.resource.resource + ` + celSubresource + ` + ' ' + request.name + ` +
-		`(request.namespace != '' ? ' in namespace ' + request.namespace : '')`
+	what := `request.operation + ' ' + request.resource.resource + ` + celSubresource + ` + ' ' + ` + celName + ` + ` +
+		`(has(request.namespace) && request.namespace != '' && request.resource.resource != 'namespaces' ? ' in namespace ' + request.namespace : '')`
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: p.LimitsPolicyName()},

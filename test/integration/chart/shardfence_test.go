@@ -43,7 +43,7 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "kshard-shard",
 				CoordinatorUser: "system:serviceaccount:kshard-system:kshard-coordinator"}},
 		{name: "other release and namespace", release: "blue", namespace: "tenants", enabled: true,
-			set:    []string{"shardFence.ownerLabel=blue.kshard.io/owner"},
+			set: []string{"shardFence.ownerLabel=blue.kshard.io/owner"},
 			params: ownerrecord.PolicyParams{Name: "blue-kshard-shard-fence-tenants", Namespace: "tenants", ServiceAccount: "blue-kshard-shard", OwnerLabel: "blue.kshard.io/owner",
 				CoordinatorUser: "system:serviceaccount:tenants:blue-kshard-coordinator"}},
 		{name: "named ServiceAccounts", release: "kshard", namespace: "kshard-system", enabled: true,

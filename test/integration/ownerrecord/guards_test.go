@@ -20,11 +20,11 @@ import (
 type outcome int
 
 const (
-	allowed      outcome = iota
-	byRecord             // refused by the record guard
-	byLimits             // refused by the shard limits
-	byFence              // refused by the fence
-	byRBAC               // refused by RBAC, before any policy
+	allowed  outcome = iota
+	byRecord         // refused by the record guard
+	byLimits         // refused by the shard limits
+	byFence          // refused by the fence
+	byRBAC           // refused by RBAC, before any policy
 )
 
 // guardCase is one request and the answer it must get.

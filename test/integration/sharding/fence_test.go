@@ -234,12 +234,18 @@ func TestServerSideFence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = f.Client.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = f.Client.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+		})
 		scratch := f.Namespace(t, nil).Name
 		for what, del := range map[string]func() error{
-			"ClusterRole " + role.Name: func() error { return clients[live].RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{}) },
-			"Namespace " + scratch:     func() error { return clients[live].CoreV1().Namespaces().Delete(ctx, scratch, metav1.DeleteOptions{}) },
-			"the fence's ClusterRole":  func() error { return clients[live].RbacV1().ClusterRoles().Delete(ctx, fence.Name+ownerrecord.ProbeRoleSuffix, metav1.DeleteOptions{}) },
+			"ClusterRole " + role.Name: func() error {
+				return clients[live].RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+			},
+			"Namespace " + scratch: func() error { return clients[live].CoreV1().Namespaces().Delete(ctx, scratch, metav1.DeleteOptions{}) },
+			"the fence's ClusterRole": func() error {
+				return clients[live].RbacV1().ClusterRoles().Delete(ctx, fence.Name+ownerrecord.ProbeRoleSuffix, metav1.DeleteOptions{})
+			},
 		} {
 			if err := del(); !ownerrecord.IsRefusal(err, fence.LimitsPolicyName()) {
 				t.Errorf("%s deleting %s: %v; want a refusal of %s", live, what, err, fence.LimitsPolicyName())

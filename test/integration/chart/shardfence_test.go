@@ -329,3 +329,69 @@ func toYAML(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestFencePrometheusRule renders the optional PrometheusRule: off by default and without
+// the fence; on, it alerts per fence object that is not as built (kshard_fence_check) and
+// when no coordinator reports the check, both scoped to the release's namespace.
+func TestFencePrometheusRule(t *testing.T) {
+	tests := []struct {
+		name string
+		set  []string
+		want bool
+	}{
+		{name: "default off"},
+		{name: "on", set: []string{"metrics.prometheusRule.enabled=true", "metrics.prometheusRule.fenceFor=2m"}, want: true},
+		{name: "on without the fence", set: []string{"metrics.prometheusRule.enabled=true", "shardFence.enabled=false"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, _ := Render(t, "kshard", "kshard-system", nil, tc.set...)
+			rules := objs.Kind("PrometheusRule")
+			if (len(rules) == 1) != tc.want || len(rules) > 1 {
+				t.Fatalf("%d PrometheusRules rendered, want it: %t", len(rules), tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			var rule struct {
+				metav1.TypeMeta   `json:",inline"`
+				metav1.ObjectMeta `json:"metadata"`
+				Spec              struct {
+					Groups []struct {
+						Name  string `json:"name"`
+						Rules []struct {
+							Alert       string            `json:"alert"`
+							Expr        string            `json:"expr"`
+							For         string            `json:"for"`
+							Labels      map[string]string `json:"labels"`
+							Annotations map[string]string `json:"annotations"`
+						} `json:"rules"`
+					} `json:"groups"`
+				} `json:"spec"`
+			}
+			Into(t, rules[0], &rule)
+			alerts := map[string]string{}
+			for _, g := range rule.Spec.Groups {
+				for _, r := range g.Rules {
+					alerts[r.Alert] = r.Expr
+					if r.Alert == "KShardFenceNotEnforced" && r.For != "2m" {
+						t.Errorf("KShardFenceNotEnforced for %q, want metrics.prometheusRule.fenceFor 2m", r.For)
+					}
+					if r.Labels["severity"] == "" || !strings.Contains(r.Annotations["summary"], "kshard") {
+						t.Errorf("alert %s: labels %v annotations %v", r.Alert, r.Labels, r.Annotations)
+					}
+				}
+			}
+			for alert, want := range map[string][]string{
+				"KShardFenceNotEnforced": {"kshard_fence_check", `namespace="kshard-system"`, `state!="ok"`},
+				"KShardFenceCheckAbsent": {"absent(kshard_fence_enforced", `namespace="kshard-system"`},
+			} {
+				for _, w := range want {
+					if !strings.Contains(alerts[alert], w) {
+						t.Errorf("alert %s expr %q lacks %q", alert, alerts[alert], w)
+					}
+				}
+			}
+		})
+	}
+}

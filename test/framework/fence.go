@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
@@ -124,6 +125,19 @@ func (f *Framework) ImpersonatingKubeconfig(t testing.TB, namespace, sa, cluster
 		t.Fatal(err)
 	}
 	return path
+}
+
+// CoordinatorRESTConfig returns the administrator's client configuration acting as the
+// coordinators' identity (CoordinatorServiceAccount), nil without Fence: the only user the
+// fence's record guard lets change a namespace's owner label or term annotation, so a test
+// that forges a term or a label (a deposed leader's late write, say) must write as it.
+func (k *KShard) CoordinatorRESTConfig() *rest.Config {
+	if k.fence == nil {
+		return nil
+	}
+	cfg := rest.CopyConfig(k.f.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: k.fence.CoordinatorUser}
+	return cfg
 }
 
 // DeleteFenceBinding deletes the binding of the fence policy (Binding), the fault a shard

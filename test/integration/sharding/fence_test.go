@@ -255,6 +255,20 @@ func TestServerSideFence(t *testing.T) {
 		}
 	})
 
+	t.Run("the coordinator's identity may change the owner record only", func(t *testing.T) {
+		coord, err := kubernetes.NewForConfig(k.CoordinatorRESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns := nss[0]
+		patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`)
+		_, err = coord.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
+		if !ownerrecord.IsRefusal(err, fence.RecordPolicyName()) {
+			t.Fatalf("the coordinator's Pod Security label patch of %s: %v; want a refusal of %s", ns, err, fence.RecordPolicyName())
+		}
+		t.Logf("refused as expected: %v", err)
+	})
+
 	// Last: the fence switched off. A policy cannot guard its own binding, so this is
 	// detected, not prevented: kshard_fence_enforced drops to 0, the object says why, and
 	// a Warning Event lands on the election Lease; restoring the binding undoes both.

@@ -69,20 +69,21 @@ type KShardOptions struct {
 // KShard runs coordinators and shards as real processes against the local control
 // plane, with mutual TLS between them, and kills them all when the test ends.
 type KShard struct {
-	t         testing.TB
-	f         *Framework
-	opts      KShardOptions
-	pki       PKI
-	leaseName string
-	shardArgs func(name string) []string
-	pods      *podIdentity              // nil without PodIdentity
-	fence     *ownerrecord.PolicyParams // nil without Fence
+	t            testing.TB
+	f            *Framework
+	opts         KShardOptions
+	pki          PKI
+	leaseName    string
+	shardArgs    func(name string) []string
+	pods         *podIdentity              // nil without PodIdentity
+	fence        *ownerrecord.PolicyParams // nil without Fence
+	mu           sync.Mutex
+	Coordinators []*Coordinator
+	Shards       map[string]*Shard
+
 	// coordinatorKubeconfig is the coordinators' kubeconfig with Fence (as
-	// CoordinatorServiceAccount); the admin's without.
+	// CoordinatorServiceAccount); empty without: the admin's.
 	coordinatorKubeconfig string
-	mu                    sync.Mutex
-	Coordinators          []*Coordinator
-	Shards                map[string]*Shard
 }
 
 // Coordinator is one coordinator replica.

@@ -12,9 +12,11 @@
 # cannot drift) are applied in namespace kshard-system; each shard has a pod of its own
 # name there (on a fake kwok node) and authenticates with two tokens bound to that pod,
 # one for the API server (its kubeconfig) and one for the coordinator
-# (--coordinator-token-file); the coordinators (admin kubeconfig: TokenReviews,
-# impersonation for the fence probe) run with the identity and fence flags the chart's
-# coordinator Deployment renders (--shard-auth=token, --shard-fence=true, ...).
+# (--coordinator-token-file); the coordinators run as the chart's coordinator
+# ServiceAccount (a 24h token of it in their kubeconfig: the fence's record guard lets only
+# that identity change the owner labels, and the chart's RBAC is all it has) with the
+# identity and fence flags the chart's coordinator Deployment renders (--shard-auth=token,
+# --shard-fence=true, ...).
 #
 # DEMO_NAMESPACES (default 20), DEMO_DEPLOYMENTS (per namespace, default 2),
 # DEMO_REPLICAS (default 2) and DEMO_SHARDS (default 3) size it; DEMO_MAX_SHARDS (default
@@ -212,6 +214,44 @@ coordinator_flag() {
   echo "$v"
 }
 shard_sa() { coordinator_flag shard-service-account | cut -d/ -f2; }
+
+# coordinator_identity: a kubeconfig for the coordinators, with a 24h token of the chart's
+# coordinator ServiceAccount (the server and CA of the admin kubeconfig), as a coordinator
+# pod would authenticate; and waits until the chart's RBAC lets that ServiceAccount keep
+# the owner record.
+coordinator_identity() {
+  local sa server ca token user deadline=$((SECONDS + 60))
+  sa=$(kubectl create --dry-run=client -f "$chart/coordinator-deployment.yaml" -o jsonpath='{.spec.template.spec.serviceAccountName}')
+  [ -n "$sa" ] || die "the chart's coordinator Deployment names no ServiceAccount ($chart/coordinator-deployment.yaml)"
+  user=system:serviceaccount:$system_ns:$sa
+  # One verb of the fence's ClusterRole suffices: a role arrives with all its rules.
+  until kubectl auth can-i patch namespaces --as "$user" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || die "$user still may not patch namespaces after 60s"
+    sleep 0.5
+  done
+  mkdir -p "$identity"
+  server=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$(kubectl config view --raw --minify --flatten -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+  token=$(kubectl -n "$system_ns" create token "$sa" --duration 24h)
+  write_file "$identity/coordinator.kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+  - name: kshard-local
+    cluster:
+      server: $server
+      certificate-authority-data: $ca
+users:
+  - name: $sa
+    user:
+      token: $token
+contexts:
+  - name: $sa
+    context: {cluster: kshard-local, user: $sa}
+current-context: $sa
+YAML
+  log "coordinators authenticate as $user ($identity/coordinator.kubeconfig)"
+}
 
 # wait_shard_rbac: the RBAC authorizer sees new (Cluster)Roles and bindings through its
 # informers, a moment after they are written; a shard started before would fail its
@@ -434,11 +474,12 @@ up() {
   start_prometheus
   install_chart
   wait_shard_rbac
+  coordinator_identity
   local i fence_flags
   mapfile -t fence_flags <"$chart/coordinator-flags"
   log "coordinators run the chart's identity and fence flags: ${fence_flags[*]}"
   for i in 0 1; do
-    start "coordinator-$i" "$bin/coordinator" --kubeconfig "$kubeconfig" --id "coordinator-$i" \
+    start "coordinator-$i" "$bin/coordinator" --kubeconfig "$identity/coordinator.kubeconfig" --id "coordinator-$i" \
       --grpc-bind-address "127.0.0.1:$(coord_grpc $i)" --advertise-address "127.0.0.1:$(coord_grpc $i)" \
       --http-bind-address "127.0.0.1:$(coord_http $i)" \
       --grpc-tls-cert-file "$pki/server.crt" --grpc-tls-private-key-file "$pki/server.key" --grpc-tls-client-ca-file "$pki/ca.crt" \

@@ -44,10 +44,11 @@ type KShardOptions struct {
 	// (--shard-auth=token). Off, shards use the admin kubeconfig and the coordinators take
 	// every claimed shard ID on trust (--shard-auth=none).
 	PodIdentity bool
-	// Fence turns on the server-side fence (needs PodIdentity): the framework installs a
-	// ValidatingAdmissionPolicy and binding of its own for this KShard's shard
-	// ServiceAccount (ownerrecord.Install) and the coordinators write the owner record
-	// (--shard-fence). Off, coordinators run with --shard-fence=false.
+	// Fence turns on the server-side fence (needs PodIdentity): the framework installs the
+	// fence's ValidatingAdmissionPolicies and bindings of its own for this KShard's shard
+	// ServiceAccount (ownerrecord.Install) and the coordinators, acting as
+	// CoordinatorServiceAccount, write the owner record (--shard-fence). Off, coordinators
+	// run with the admin kubeconfig and --shard-fence=false.
 	Fence bool
 	// NoHousekeeping keeps the shards' --controllers exactly as ShardArgs give it, without
 	// the HousekeepingControllers the framework otherwise adds (see there).
@@ -79,6 +80,10 @@ type KShard struct {
 	mu           sync.Mutex
 	Coordinators []*Coordinator
 	Shards       map[string]*Shard
+
+	// coordinatorKubeconfig is the coordinators' kubeconfig with Fence (as
+	// CoordinatorServiceAccount); empty without: the admin's.
+	coordinatorKubeconfig string
 }
 
 // Coordinator is one coordinator replica.
@@ -194,8 +199,12 @@ func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
 	if k.opts.KCMTimings {
 		lease, renew, retry = "15s", "10s", "2s"
 	}
+	kubeconfig := k.f.Kubeconfig
+	if k.coordinatorKubeconfig != "" {
+		kubeconfig = k.coordinatorKubeconfig
+	}
 	args := []string{
-		"--kubeconfig", k.f.Kubeconfig, "--id", name,
+		"--kubeconfig", kubeconfig, "--id", name,
 		"--grpc-bind-address", grpcAddr, "--advertise-address", grpcAddr, "--http-bind-address", httpAddr,
 		"--grpc-tls-cert-file", k.pki.ServerCert, "--grpc-tls-private-key-file", k.pki.ServerKey, "--grpc-tls-client-ca-file", k.pki.CA,
 		"--leader-elect-resource-namespace", "kube-system", "--leader-elect-resource-name", k.leaseName,
@@ -206,7 +215,8 @@ func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
 	}
 	if k.pods != nil {
 		// Each shard's coordinator token is bound to its pod, named after the shard ID. The
-		// coordinator keeps the admin kubeconfig, which may create TokenReviews.
+		// coordinator's kubeconfig may create TokenReviews (admin, or with Fence
+		// CoordinatorServiceAccount bound to cluster-admin).
 		args = append(args, "--shard-auth", "token",
 			"--shard-service-account", k.pods.namespace+"/"+ShardServiceAccount,
 			"--shard-token-audience", k.pods.audience)

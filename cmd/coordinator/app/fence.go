@@ -7,9 +7,17 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -103,10 +111,20 @@ func (o FenceOptions) seizeAfter() time.Duration {
 	return o.SeizeAfter
 }
 
+// fenceCheck is what the fence's Checker needs of the coordinator: its client and
+// registry, its replica ID, and the election Lease its Events go on.
+type fenceCheck struct {
+	client                    kubernetes.Interface
+	registry                  prometheus.Registerer
+	id                        string
+	leaseNamespace, leaseName string
+}
+
 // start builds the fence and starts its owner labeler, which runs until ctx ends in every
 // replica: a follower's informer is warm when it takes over, and it writes nothing until
-// its Claim. It returns nil when the fence is off.
-func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAuthOptions, pm partition.Map, log logr.Logger) (*ownerrecord.Fence, error) {
+// its Claim. Every replica also runs the fence's Checker (startChecker). It returns nil
+// when the fence is off.
+func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAuthOptions, pm partition.Map, check fenceCheck, log logr.Logger) (*ownerrecord.Fence, error) {
 	if !o.Enabled {
 		log.Info("WARNING: --shard-fence=false: the API server does not refuse a paused or partitioned shard's late writes")
 		return nil, nil
@@ -137,6 +155,41 @@ func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAut
 	if err != nil {
 		return nil, err
 	}
+	if err := startChecker(ctx, params, check, log); err != nil {
+		return nil, err
+	}
 	log.Info("server-side fence on", "ownerLabel", o.OwnerLabel, "policy", o.Policy, "seizeAfter", o.SeizeAfter.String())
 	return fence, nil
+}
+
+// startChecker runs the fence's Checker until ctx ends: kshard_fence_enforced and
+// kshard_fence_check, a warning in the log and a FenceNotEnforced Event on the election
+// Lease when a policy or binding of the fence is missing or changed (nothing the
+// coordinator does stops that: the API server lets a policy guard neither itself nor its
+// binding), FenceRestored when it is back. While the fence policy itself is not enforced
+// partition moves wait, handoffs and seizures alike: Fence.Apply needs the probe to see
+// the sentinel refused. The coordinator's own user name, which the record guard names,
+// is asked of the API server (SelfSubjectReview).
+func startChecker(ctx context.Context, params ownerrecord.PolicyParams, check fenceCheck, log logr.Logger) error {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartStructuredLogging(3)
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: check.client.CoreV1().Events(check.leaseNamespace)})
+	recorder := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kshard-coordinator", Host: check.id})
+	checker, err := ownerrecord.NewChecker(ownerrecord.CheckerOptions{
+		Params: params, Client: check.client, Registerer: check.registry, Recorder: recorder,
+		EventObject: func(ctx context.Context) (runtime.Object, error) {
+			return check.client.CoordinationV1().Leases(check.leaseNamespace).Get(ctx, check.leaseName, metav1.GetOptions{})
+		},
+	}, log)
+	if err != nil {
+		b.Shutdown()
+		return err
+	}
+	go func() {
+		defer b.Shutdown()
+		if err := checker.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error(err, "fence checker stopped")
+		}
+	}()
+	return nil
 }

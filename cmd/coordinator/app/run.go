@@ -105,7 +105,8 @@ func run(ctx context.Context, o *Options) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	fence, err := o.Fence.start(ctx, cfg, o.ShardAuth, pm, log)
+	fence, err := o.Fence.start(ctx, cfg, o.ShardAuth, pm, fenceCheck{client: client, registry: registry, id: o.ID,
+		leaseNamespace: o.Leader.ResourceNamespace, leaseName: o.Leader.ResourceName}, log)
 	if err != nil {
 		return 2, err
 	}

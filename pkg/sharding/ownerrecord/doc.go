@@ -28,11 +28,25 @@
 //
 //   - The wait. A new owner must not act before the API server enforces its label, and
 //     the coordinator must not tell it to act before the old owner is refused. Fence.Apply
-//     writes a batch and then probes (Prober: a server-side dry-run Event created as a
-//     shard, by impersonation) the namespace with the newest write until the new owner is
-//     let through and a sentinel shard that no record names is refused: the API server's
+//     writes a batch and then probes (Prober: a server-side dry-run Event created as the
+//     probe user, PolicyParams.ProbeUser, with the shard's pod-name extra, by
+//     impersonation) the namespace with the newest write until the new owner is let
+//     through and a sentinel shard that no record names is refused: the API server's
 //     Namespace informer applies events in resourceVersion order, so it then has every
 //     write of the batch, and the policy is in force.
+//
+//   - The guards (guards.go). RecordPolicy keeps the owner label and term annotation of
+//     every Namespace the coordinator's alone, on every path (namespaces/status and
+//     namespaces/finalize included), and the coordinator to those two keys. LimitsPolicy
+//     refuses the shard ServiceAccount's deletes of cluster-scoped objects and everything
+//     of the probe user but a dry-run Event create: the coordinator impersonates that
+//     user, never the shards.
+//
+//   - The check (check.go). No policy can guard the admission configuration itself, so a
+//     deleted or changed binding switches the fence off silently. Checker, run by every
+//     coordinator replica, watches the fence's policies and bindings, exports
+//     kshard_fence_enforced and kshard_fence_check, and records FenceNotEnforced /
+//     FenceRestored Events on the coordinators' election Lease.
 //
 // Why the owner is on the Namespace and not in a params object: a first version kept a
 // partition → owner ConfigMap as the policy's params. The API server (1.37) resolves a
@@ -54,9 +68,14 @@
 //     workload. Dry-run events are fenced because they are the probe.
 //   - Cluster-scoped requests (the match is Namespaced). Namespaces, Nodes and the like
 //     are worked through partition.ClusterKey's partition, which a namespace's label
-//     cannot express.
+//     cannot express. A shard may not delete them at all (LimitsPolicy), nor change a
+//     Namespace's owner record (RecordPolicy); it may update namespaces/status and
+//     namespaces/finalize of any Namespace otherwise.
 //   - Requests of every other user, including the coordinator (which writes the labels)
 //     and the namespace controller.
+//
+// docs/architecture.md lists what a shard's credentials can still do: the fence promises
+// that no stale owner's write lands, not that a compromised shard is contained.
 //
 // A namespace without the label (created a moment ago, before the Labeler saw it) refuses
 // every shard write until it is labelled.

@@ -18,8 +18,8 @@ import (
 type FenceOptions struct {
 	// Params name the policy, the shard ServiceAccount and the owner label.
 	Params PolicyParams
-	// Base is the coordinator's own client configuration; probes impersonate a shard
-	// with it (see ShardClient).
+	// Base is the coordinator's own client configuration; probes impersonate the probe
+	// user with it (see ProbeClient).
 	Base *rest.Config
 	// ProbeTimeout bounds the wait for the API server to enforce a batch (default 10s);
 	// a batch not enforced by then is reported as failed and retried.
@@ -163,7 +163,7 @@ func (f *Fence) waitEnforced(ctx context.Context, shard, namespace string) (int,
 	return n, nil
 }
 
-// client returns the impersonating client of shard, reused while it is among the
+// client returns the probe client of shard (ProbeClient), reused while it is among the
 // MaxClients most recently used.
 func (f *Fence) client(shard string) (kubernetes.Interface, error) {
 	f.mu.Lock()
@@ -171,7 +171,7 @@ func (f *Fence) client(shard string) (kubernetes.Interface, error) {
 	if c, ok := f.clients.Get(shard); ok {
 		return c.(kubernetes.Interface), nil
 	}
-	c, err := ShardClient(f.opts.Base, f.opts.Params.withDefaults(), shard)
+	c, err := ProbeClient(f.opts.Base, f.opts.Params.withDefaults(), shard)
 	if err != nil {
 		return nil, err
 	}

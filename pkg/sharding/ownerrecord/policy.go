@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 )
@@ -57,6 +59,17 @@ type PolicyParams struct {
 	// OwnerLabel is the Namespace label naming the owner shard (DefaultOwnerLabel when
 	// empty); its term annotation is OwnerLabel + "-term".
 	OwnerLabel string
+	// CoordinatorUser is the user name the coordinator authenticates as (in a cluster,
+	// ServiceAccountUser of the coordinator's ServiceAccount). The record guard
+	// (RecordPolicy) lets only this user change the owner label and the term annotation of
+	// a Namespace, and this user change nothing else on a Namespace. Install needs it; the
+	// fence policy and the Labeler do not read it.
+	CoordinatorUser string
+}
+
+// ServiceAccountUser is the user name a ServiceAccount's tokens authenticate as.
+func ServiceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
 }
 
 // withDefaults fills the optional names.
@@ -82,6 +95,9 @@ func (p PolicyParams) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %q: %s", c.what, c.v, strings.Join(msgs, "; ")))
 		}
 	}
+	if strings.ContainsAny(p.CoordinatorUser, `'\`) {
+		errs = append(errs, fmt.Errorf("coordinator user %q: must not contain quotes or backslashes", p.CoordinatorUser))
+	}
 	for _, k := range []string{p.OwnerLabel, p.TermAnnotation()} {
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 || strings.ContainsAny(k, `'\`) {
 			errs = append(errs, fmt.Errorf("owner label %q: %s", k, strings.Join(msgs, "; ")))
@@ -99,7 +115,19 @@ func (p PolicyParams) TermAnnotation() string {
 // Username is the user name of the shard ServiceAccount, the only user the policy
 // fences.
 func (p PolicyParams) Username() string {
-	return "system:serviceaccount:" + p.Namespace + ":" + p.ServiceAccount
+	return ServiceAccountUser(p.Namespace, p.ServiceAccount)
+}
+
+// ProbeUser is the user the coordinator's enforcement probe impersonates (with the
+// pod-name extra of the shard it probes for): the fence policy treats it exactly as the
+// shard ServiceAccount, and it may do nothing else. It is not a ServiceAccount and has no
+// credentials: only impersonation reaches it. Its RBAC (ProbeClusterRole) is the creation
+// of Events, and LimitsPolicy refuses every request of it but a dry-run Event create.
+// Probing as this user instead of the shard ServiceAccount is what keeps the coordinator
+// from acting as a shard: it may impersonate this user, never the shards' identity, whose
+// RBAC reads every object of the cluster and deletes namespaced content.
+func (p PolicyParams) ProbeUser() string {
+	return "kshard:fence-probe:" + p.Namespace + ":" + p.ServiceAccount
 }
 
 // CEL pieces of the policy. Every lookup is guarded, so a missing label or extra
@@ -136,9 +164,9 @@ const (
 // Policy returns the ValidatingAdmissionPolicy of the fence.
 //
 // It matches CREATE, UPDATE and DELETE of every namespaced resource and subresource
-// (status updates are writes too) by the shard ServiceAccount only (matchConditions):
-// another client's namespaced write costs a params cache lookup and one string
-// comparison, nothing more. Events are left out by a match condition
+// (status updates are writes too) by the shard ServiceAccount and by the probe user
+// (ProbeUser, which the coordinator's Prober impersonates) only (matchConditions):
+// another client's namespaced write costs two string comparisons, nothing more. Events are left out by a match condition
 // rather than by excludeResourceRules: real event writes are not fenced, dry-run ones
 // are, which gives Prober a probe every shard is allowed by RBAC to send.
 // The owner is the namespace's own label, read through namespaceObject from the API
@@ -174,7 +202,7 @@ func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 				}},
 			},
 			MatchConditions: []admissionregistrationv1.MatchCondition{
-				{Name: "shard-serviceaccount", Expression: "request.userInfo.username == '" + p.Username() + "'"},
+				{Name: "shard-serviceaccount", Expression: "request.userInfo.username == '" + p.Username() + "' || request.userInfo.username == '" + p.ProbeUser() + "'"},
 				{Name: "events-only-dry-run", Expression: celEventsOnlyDryRun},
 			},
 			Variables: []admissionregistrationv1.Variable{
@@ -197,67 +225,110 @@ func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 
 // Binding returns the fence's ValidatingAdmissionPolicyBinding, enforced with Deny.
 func Binding(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
-	p = p.withDefaults()
+	return bindingFor(p.withDefaults().Name)
+}
+
+// bindingFor returns the Deny binding of the policy name, named like it.
+func bindingFor(name string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        p.Name,
+			PolicyName:        name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
 }
 
-// Install creates or updates the policy and its binding (policy first, so the binding
-// never refers to a missing policy). From then on a shard may write only in namespaces
-// whose owner label names it.
+// Install creates or updates the fence's policies and bindings (Policies, Bindings; each
+// policy before its binding, so that no binding refers to a missing policy) and the probe
+// user's RBAC (ProbeClusterRole), as the chart does. From then on a shard may write only
+// in namespaces whose owner label names it, only p.CoordinatorUser may change that label,
+// and shards may not delete cluster-scoped objects. p.CoordinatorUser is required.
 func Install(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	want := Policy(p)
-	if _, err := policies.Create(ctx, want, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		got, err := policies.Get(ctx, want.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		got.Spec = want.Spec
-		if _, err := policies.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("updating ValidatingAdmissionPolicy %s: %w", want.Name, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("creating ValidatingAdmissionPolicy %s: %w", want.Name, err)
+	if p.CoordinatorUser == "" {
+		return errors.New("installing the fence: PolicyParams.CoordinatorUser is required (only that user may change the owner record)")
 	}
-	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	wantB := Binding(p)
-	if _, err := bindings.Create(ctx, wantB, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		got, err := bindings.Get(ctx, wantB.Name, metav1.GetOptions{})
-		if err != nil {
+	role, binding := ProbeClusterRole(p), ProbeClusterRoleBinding(p)
+	if err := apply(ctx, client.RbacV1().ClusterRoles(), role, func(got, want *rbacv1.ClusterRole) { got.Rules = want.Rules }); err != nil {
+		return err
+	}
+	if err := apply(ctx, client.RbacV1().ClusterRoleBindings(), binding, func(got, want *rbacv1.ClusterRoleBinding) {
+		got.Subjects = want.Subjects // the roleRef is immutable, and always the same
+	}); err != nil {
+		return err
+	}
+	policies, bindings := Policies(p), Bindings(p)
+	for i := range policies {
+		if err := apply(ctx, client.AdmissionregistrationV1().ValidatingAdmissionPolicies(), policies[i],
+			func(got, want *admissionregistrationv1.ValidatingAdmissionPolicy) { got.Spec = want.Spec }); err != nil {
 			return err
 		}
-		got.Spec = wantB.Spec
-		if _, err := bindings.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("updating ValidatingAdmissionPolicyBinding %s: %w", wantB.Name, err)
+		if err := apply(ctx, client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings(), bindings[i],
+			func(got, want *admissionregistrationv1.ValidatingAdmissionPolicyBinding) { got.Spec = want.Spec }); err != nil {
+			return err
 		}
-	} else if err != nil {
-		return fmt.Errorf("creating ValidatingAdmissionPolicyBinding %s: %w", wantB.Name, err)
 	}
 	return nil
 }
 
-// Uninstall deletes the binding and the policy (missing ones are fine).
-func Uninstall(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {
-	p = p.withDefaults()
-	err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, p.Name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+// object is what apply needs of a typed object.
+type object interface {
+	*admissionregistrationv1.ValidatingAdmissionPolicy | *admissionregistrationv1.ValidatingAdmissionPolicyBinding |
+		*rbacv1.ClusterRole | *rbacv1.ClusterRoleBinding
+	GetName() string
+	GetObjectKind() schema.ObjectKind
+}
+
+// createGetUpdater is the part of a typed cluster-scoped client apply uses.
+type createGetUpdater[T object] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// apply creates want, or updates the object of its name with set.
+func apply[T object](ctx context.Context, c createGetUpdater[T], want T, set func(got, want T)) error {
+	kind := want.GetObjectKind().GroupVersionKind().Kind
+	_, err := c.Create(ctx, want, metav1.CreateOptions{})
+	if err == nil {
+		return nil
 	}
-	err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, p.Name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating %s %s: %w", kind, want.GetName(), err)
+	}
+	got, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading %s %s: %w", kind, want.GetName(), err)
+	}
+	set(got, want)
+	if _, err := c.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating %s %s: %w", kind, want.GetName(), err)
 	}
 	return nil
+}
+
+// Uninstall deletes what Install creates, bindings first (missing objects are fine).
+func Uninstall(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {
+	ar := client.AdmissionregistrationV1()
+	var errs []error
+	keep := func(err error) {
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	for _, b := range Bindings(p) {
+		keep(ar.ValidatingAdmissionPolicyBindings().Delete(ctx, b.Name, metav1.DeleteOptions{}))
+	}
+	for _, pol := range Policies(p) {
+		keep(ar.ValidatingAdmissionPolicies().Delete(ctx, pol.Name, metav1.DeleteOptions{}))
+	}
+	keep(client.RbacV1().ClusterRoleBindings().Delete(ctx, ProbeClusterRoleBinding(p).Name, metav1.DeleteOptions{}))
+	keep(client.RbacV1().ClusterRoles().Delete(ctx, ProbeClusterRole(p).Name, metav1.DeleteOptions{}))
+	return errors.Join(errs...)
 }
 
 // IsRefusal reports whether err is the API server refusing a request through the fence

@@ -22,10 +22,10 @@ const ProbeEventReason = "KShardFenceProbe"
 // move is safe only once the new label is enforced: Fence.Apply probes before the
 // coordinator sends Acquire.
 //
-// The probe is a dry-run create of a core/v1 Event: every shard may create events (its
-// base RBAC), a dry run stores nothing, and the policy matches events of dry-run
-// requests only (real events are not fenced), so the probe needs no permission a shard
-// does not already have. Admission is per API server: with several kube-apiservers
+// The probe is a dry-run create of a core/v1 Event sent as the probe user
+// (ProbeClient): a dry run stores nothing, the policy matches events of dry-run requests
+// only (real events are not fenced) and judges the probe user as the shard it names, and
+// the probe user may create nothing else. Admission is per API server: with several kube-apiservers
 // behind a load balancer a probe shows what the one it reached enforces.
 type Prober struct {
 	// PolicyName is the fence policy's name (DefaultPolicyName when empty), used to tell
@@ -36,20 +36,37 @@ type Prober struct {
 	Interval time.Duration
 }
 
+// ProbeClient returns the client the enforcement probe sends its dry runs with for shard
+// ID shard: it impersonates the probe user (PolicyParams.ProbeUser) with the pod-name
+// extra shard, which the fence policy judges exactly as it judges that shard's own
+// pod-bound token, and which may do nothing but a dry-run Event create (its RBAC,
+// ProbeClusterRole, and LimitsPolicy). base must be allowed to impersonate that user
+// (impersonate on users, resourceName the probe user) and the extra (impersonate on
+// userextras/authentication.kubernetes.io/pod-name); it need not, and in the chart may
+// not, impersonate the shard ServiceAccount. The client is not rate limited: probes are
+// few, short and bounded by their context.
+func ProbeClient(base *rest.Config, params PolicyParams, shard string) (kubernetes.Interface, error) {
+	return impersonating(base, params.ProbeUser(), shard, "kshard-fence-probe")
+}
+
 // ShardClient returns a client that acts as shard ID shard of the ServiceAccount named
 // by params, by impersonation: user system:serviceaccount:<ns>:<sa> with the pod-name
-// extra, exactly what the shard's own pod-bound token authenticates as. base must be
-// allowed to impersonate that user (impersonate on serviceaccounts, resourceName <sa>)
-// and that extra (impersonate on userextras/authentication.kubernetes.io/pod-name). The
-// client is not rate limited: probes are few, short and bounded by their context.
+// extra, what the shard's own pod-bound token authenticates as (without the token's
+// other extras). For tests and tools run by an administrator: the coordinator probes with
+// ProbeClient and may not impersonate the shards.
 func ShardClient(base *rest.Config, params PolicyParams, shard string) (kubernetes.Interface, error) {
+	return impersonating(base, params.Username(), shard, "kshard-shard-impersonation")
+}
+
+// impersonating returns a client of base acting as user with the pod-name extra shard.
+func impersonating(base *rest.Config, user, shard, agent string) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: params.Username(),
+		UserName: user,
 		Extra:    map[string][]string{PodNameExtra: {shard}},
 	}
 	cfg.QPS, cfg.Burst = -1, 0
-	cfg.UserAgent = "kshard-fence-probe"
+	cfg.UserAgent = agent
 	return kubernetes.NewForConfig(cfg)
 }
 

@@ -70,6 +70,7 @@ func TestTemplate(t *testing.T) {
 		tls            bool
 		generatedCerts bool
 		serviceMonitor bool
+		prometheusRule bool
 		dashboards     bool
 		pdbs           bool
 		shardReplicas  int32
@@ -77,7 +78,7 @@ func TestTemplate(t *testing.T) {
 	}{
 		{name: "defaults", file: "default-values.yaml", tls: true, generatedCerts: true, dashboards: true, pdbs: true, shardReplicas: 3, controllers: "*"},
 		{name: "mTLS off", file: "mtls-off-values.yaml", dashboards: true, pdbs: true, shardReplicas: 3, controllers: "*"},
-		{name: "ServiceMonitor on", file: "servicemonitor-values.yaml", tls: true, generatedCerts: true, serviceMonitor: true, dashboards: true, pdbs: true, shardReplicas: 3, controllers: "*"},
+		{name: "ServiceMonitor on", file: "servicemonitor-values.yaml", tls: true, generatedCerts: true, serviceMonitor: true, prometheusRule: true, dashboards: true, pdbs: true, shardReplicas: 3, controllers: "*"},
 		{name: "controllers subset", file: "controllers-subset-values.yaml", tls: true, generatedCerts: true, dashboards: true, pdbs: true, shardReplicas: 5, controllers: "kshard-audit"},
 		{name: "existing Secrets", file: "existing-secrets-values.yaml", tls: true, shardReplicas: 3, controllers: "*"},
 	}
@@ -153,6 +154,9 @@ func TestTemplate(t *testing.T) {
 			}
 			if got := len(objs.Kind("ServiceMonitor")) == 1; got != tc.serviceMonitor {
 				t.Errorf("ServiceMonitor rendered: %t, want %t", got, tc.serviceMonitor)
+			}
+			if got := len(objs.Kind("PrometheusRule")) == 1; got != tc.prometheusRule {
+				t.Errorf("PrometheusRule rendered: %t, want %t", got, tc.prometheusRule)
 			}
 			checkDashboards(t, objs, tc.dashboards, dashboards)
 			checkShardAuth(t, objs, "kshard", "kshard-system", &coord, &shard)
@@ -302,21 +306,24 @@ func TestShardClusterRoleFollowsControllers(t *testing.T) {
 }
 
 // TestServerSideDryRun applies every rendered values set to the local control plane with
-// `kubectl apply --dry-run=server` (with the ServiceMonitor CRD installed).
+// `kubectl apply --dry-run=server` (with the ServiceMonitor and PrometheusRule CRDs
+// installed).
 func TestServerSideDryRun(t *testing.T) {
 	f := framework.Get(t)
-	const crd = "crd/servicemonitors.monitoring.coreos.com"
-	if _, err := runKubectl(t, f, "get", crd); err != nil {
-		t.Cleanup(func() { kubectl(t, f, "delete", crd, "--ignore-not-found") })
+	for _, name := range []string{"servicemonitors", "prometheusrules"} {
+		crd := "crd/" + name + ".monitoring.coreos.com"
+		if _, err := runKubectl(t, f, "get", crd); err != nil {
+			t.Cleanup(func() { kubectl(t, f, "delete", crd, "--ignore-not-found") })
+		}
+		kubectl(t, f, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join("testdata", "monitoring.coreos.com_"+name+".yaml"))
+		// Not `kubectl wait --for=condition=Established`: right after the create the CRD may
+		// have no status.conditions yet, and kubectl wait then fails at once ("accessor
+		// error: <nil>") instead of waiting; it failed make test so once.
+		framework.Eventually(t, 60*time.Second, crd+" Established", func(context.Context) (bool, error) {
+			out, err := runKubectl(t, f, "get", crd, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+			return err == nil && strings.TrimSpace(out) == "True", nil
+		})
 	}
-	kubectl(t, f, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml"))
-	// Not `kubectl wait --for=condition=Established`: right after the create the CRD may
-	// have no status.conditions yet, and kubectl wait then fails at once ("accessor
-	// error: <nil>") instead of waiting; it failed make test so once.
-	framework.Eventually(t, 60*time.Second, crd+" Established", func(context.Context) (bool, error) {
-		out, err := runKubectl(t, f, "get", crd, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
-		return err == nil && strings.TrimSpace(out) == "True", nil
-	})
 	for _, file := range CIValuesFiles(t) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			ns := f.Namespace(t, nil).Name

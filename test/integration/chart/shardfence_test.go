@@ -2,15 +2,19 @@ package chart
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -36,13 +40,17 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 		params    ownerrecord.PolicyParams
 	}{
 		{name: "defaults", release: "kshard", namespace: "kshard-system", enabled: true,
-			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "kshard-shard"}},
+			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "kshard-shard",
+				CoordinatorUser: "system:serviceaccount:kshard-system:kshard-coordinator"}},
 		{name: "other release and namespace", release: "blue", namespace: "tenants", enabled: true,
-			set:    []string{"shardFence.ownerLabel=blue.kshard.io/owner"},
-			params: ownerrecord.PolicyParams{Name: "blue-kshard-shard-fence-tenants", Namespace: "tenants", ServiceAccount: "blue-kshard-shard", OwnerLabel: "blue.kshard.io/owner"}},
-		{name: "named shard ServiceAccount", release: "kshard", namespace: "kshard-system", enabled: true,
-			set:    []string{"serviceAccount.shard.create=false", "serviceAccount.shard.name=my-shards"},
-			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "my-shards"}},
+			set: []string{"shardFence.ownerLabel=blue.kshard.io/owner"},
+			params: ownerrecord.PolicyParams{Name: "blue-kshard-shard-fence-tenants", Namespace: "tenants", ServiceAccount: "blue-kshard-shard", OwnerLabel: "blue.kshard.io/owner",
+				CoordinatorUser: "system:serviceaccount:tenants:blue-kshard-coordinator"}},
+		{name: "named ServiceAccounts", release: "kshard", namespace: "kshard-system", enabled: true,
+			set: []string{"serviceAccount.shard.create=false", "serviceAccount.shard.name=my-shards",
+				"serviceAccount.coordinator.create=false", "serviceAccount.coordinator.name=my-coordinators"},
+			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "my-shards",
+				CoordinatorUser: "system:serviceaccount:kshard-system:my-coordinators"}},
 		{name: "disabled", release: "kshard", namespace: "kshard-system", set: []string{"shardFence.enabled=false"}},
 	}
 	for _, tc := range tests {
@@ -69,28 +77,41 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 				}
 				return
 			}
-			if len(policies) != 1 || len(bindings) != 1 {
-				t.Fatalf("%d policies and %d bindings rendered, want 1 and 1", len(policies), len(bindings))
+			wantPolicies, wantBindings := ownerrecord.Policies(tc.params), ownerrecord.Bindings(tc.params)
+			if len(policies) != len(wantPolicies) || len(bindings) != len(wantBindings) {
+				t.Fatalf("%d policies and %d bindings rendered, want %d and %d", len(policies), len(bindings), len(wantPolicies), len(wantBindings))
 			}
-			var policy admissionregistrationv1.ValidatingAdmissionPolicy
-			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-			Into(t, policies[0], &policy)
-			Into(t, bindings[0], &binding)
-			wantPolicy, wantBinding := ownerrecord.Policy(tc.params), ownerrecord.Binding(tc.params)
-			if policy.Name != wantPolicy.Name || binding.Name != wantBinding.Name {
-				t.Errorf("names: policy %q binding %q, want %q", policy.Name, binding.Name, wantPolicy.Name)
+			for i, wantPolicy := range wantPolicies {
+				var policy admissionregistrationv1.ValidatingAdmissionPolicy
+				var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+				Into(t, objs.Get(t, "ValidatingAdmissionPolicy", wantPolicy.Name), &policy)
+				Into(t, objs.Get(t, "ValidatingAdmissionPolicyBinding", wantBindings[i].Name), &binding)
+				gotSpec, wantSpec := normalizeCEL(policy.Spec), normalizeCEL(wantPolicy.Spec)
+				if !apiequality.Semantic.DeepEqual(gotSpec, wantSpec) {
+					t.Errorf("the chart's policy %s differs from ownerrecord's (%+v):\nchart:\n%s\ncode:\n%s", policy.Name, tc.params, toYAML(t, gotSpec), toYAML(t, wantSpec))
+				}
+				if !apiequality.Semantic.DeepEqual(binding.Spec, wantBindings[i].Spec) {
+					t.Errorf("the chart's binding %s differs from ownerrecord's (%+v):\nchart:\n%s\ncode:\n%s", binding.Name, tc.params, toYAML(t, binding.Spec), toYAML(t, wantBindings[i].Spec))
+				}
+				// What the coordinator's Checker compares: the chart's objects are "ok".
+				if d := ownerrecord.PolicySpecDiff(policy.Spec, wantPolicy.Spec); d != "" {
+					t.Errorf("the Checker would find the chart's policy %s modified at %s", policy.Name, d)
+				}
 			}
-			gotSpec, wantSpec := normalizeCEL(policy.Spec), normalizeCEL(wantPolicy.Spec)
-			if !apiequality.Semantic.DeepEqual(gotSpec, wantSpec) {
-				t.Errorf("the chart's policy differs from ownerrecord.Policy(%+v):\nchart:\n%s\ncode:\n%s", tc.params, toYAML(t, gotSpec), toYAML(t, wantSpec))
+			var probeRole rbacv1.ClusterRole
+			var probeBinding rbacv1.ClusterRoleBinding
+			wantRole, wantRB := ownerrecord.ProbeClusterRole(tc.params), ownerrecord.ProbeClusterRoleBinding(tc.params)
+			Into(t, objs.Get(t, "ClusterRole", wantRole.Name), &probeRole)
+			Into(t, objs.Get(t, "ClusterRoleBinding", wantRB.Name), &probeBinding)
+			if !apiequality.Semantic.DeepEqual(probeRole.Rules, wantRole.Rules) {
+				t.Errorf("the chart's probe ClusterRole rules %+v, want %+v", probeRole.Rules, wantRole.Rules)
 			}
-			if !apiequality.Semantic.DeepEqual(binding.Spec, wantBinding.Spec) {
-				t.Errorf("the chart's binding differs from ownerrecord.Binding(%+v):\nchart:\n%s\ncode:\n%s", tc.params, toYAML(t, binding.Spec), toYAML(t, wantBinding.Spec))
+			if !apiequality.Semantic.DeepEqual(probeBinding.RoleRef, wantRB.RoleRef) || !apiequality.Semantic.DeepEqual(probeBinding.Subjects, wantRB.Subjects) {
+				t.Errorf("the chart's probe ClusterRoleBinding %+v %+v, want %+v %+v", probeBinding.RoleRef, probeBinding.Subjects, wantRB.RoleRef, wantRB.Subjects)
 			}
 
-			// The coordinator may keep the record and probe it: namespaces list/watch/patch
-			// cluster-wide, impersonation of the shard ServiceAccount and its pod-name extra,
-			// nothing more.
+			// The coordinator may keep the record, probe it as the probe user, and read the
+			// fence's objects by name; it may not impersonate the shards.
 			var cr rbacv1.ClusterRole
 			Into(t, objs.Get(t, "ClusterRole", coordinator+"-"+tc.namespace), &cr)
 			for _, v := range []string{"get", "list", "watch", "patch"} {
@@ -101,10 +122,29 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 			if !hasRule(cr.Rules, "authentication.k8s.io", "userextras/"+ownerrecord.PodNameExtra, "impersonate") {
 				t.Errorf("coordinator ClusterRole %s lacks impersonation of the pod-name extra: %+v", cr.Name, cr.Rules)
 			}
+			if !hasNamedRule(cr.Rules, "", "users", "impersonate", tc.params.ProbeUser()) {
+				t.Errorf("coordinator ClusterRole %s lacks impersonation of the probe user %s: %+v", cr.Name, tc.params.ProbeUser(), cr.Rules)
+			}
+			for _, p := range wantPolicies {
+				for _, res := range []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"} {
+					for _, v := range []string{"get", "list", "watch"} {
+						if !hasNamedRule(cr.Rules, "admissionregistration.k8s.io", res, v, p.Name) {
+							t.Errorf("coordinator ClusterRole %s lacks %s of %s %s", cr.Name, v, res, p.Name)
+						}
+					}
+				}
+			}
 			var role rbacv1.Role
 			Into(t, objs.Get(t, "Role", coordinator), &role)
-			if !hasNamedRule(role.Rules, "", "serviceaccounts", "impersonate", tc.params.ServiceAccount) {
-				t.Errorf("coordinator Role lacks impersonation of ServiceAccount %s: %+v", tc.params.ServiceAccount, role.Rules)
+			for _, rules := range [][]rbacv1.PolicyRule{role.Rules, cr.Rules} {
+				for _, r := range rules {
+					if slices.Contains(r.Resources, "serviceaccounts") && slices.Contains(r.Verbs, "impersonate") {
+						t.Errorf("the coordinator may impersonate ServiceAccounts %v: it must probe as the probe user only", r.ResourceNames)
+					}
+				}
+			}
+			if !hasRule(role.Rules, "", "events", "create") {
+				t.Errorf("coordinator Role lacks creating Events (the fence check's): %+v", role.Rules)
 			}
 			if hasRule(role.Rules, "", "configmaps", "create") {
 				t.Errorf("coordinator Role may create ConfigMaps: the record is on the namespaces now")
@@ -113,23 +153,32 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 	}
 }
 
-// TestShardFenceCoordinatorRBAC is the RBAC proof of the fence's record keeping: with only
-// the chart's RBAC, the coordinator's ServiceAccount can claim the owner record, write a
-// namespace's owner label, and probe admission as a shard (impersonating the shard
-// ServiceAccount with its pod-name extra).
+// TestShardFenceCoordinatorRBAC is the RBAC proof of the fence's record keeping: with the
+// chart's RBAC and its fence installed, the coordinator's ServiceAccount can claim the
+// owner record, write a namespace's owner label, probe admission as the probe user, and
+// check the fence (its Checker finds every policy and binding as built); it cannot act
+// as a shard.
 func TestShardFenceCoordinatorRBAC(t *testing.T) {
 	f := framework.Get(t)
 	ns := f.Namespace(t, nil).Name
-	r := installRBAC(t, f, "fence", ns, nil)
+	// An owner label of this test's own, so that nothing else in the shared cluster reads
+	// it (the record guard refuses everyone but this release's coordinator on it).
+	label := "rbac-" + f.RunID + ".kshard.io/owner"
+	r := installRBAC(t, f, "fence", ns, nil, "shardFence.ownerLabel="+label)
 	coordSA, shardSA := r.coordinator.Spec.Template.Spec.ServiceAccountName, r.shard.Spec.Template.Spec.ServiceAccountName
+	params := ownerrecord.PolicyParams{Namespace: ns, ServiceAccount: shardSA, OwnerLabel: label}
+	for _, u := range r.objs.Kind("ValidatingAdmissionPolicy") {
+		if n := u.GetName(); !strings.HasSuffix(n, ownerrecord.RecordPolicySuffix) && !strings.HasSuffix(n, ownerrecord.LimitsPolicySuffix) {
+			params.Name = n
+		}
+	}
+	applyFence(t, f, r)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, f, ns, coordSA))
 	if err != nil {
 		t.Fatal(err)
 	}
 	meta := metadata.NewForConfigOrDie(cfg)
 	pm := partition.Map{Count: partition.DefaultCount}
-	// An owner label of this test's own, so that nothing else in the shared cluster reads it.
-	params := ownerrecord.PolicyParams{Name: "fence-rbac-" + f.RunID, Namespace: ns, ServiceAccount: shardSA, OwnerLabel: "rbac-" + f.RunID + ".kshard.io/owner"}
 	target := f.Namespace(t, nil).Name
 	framework.Eventually(t, 30*time.Second, "the coordinator's RBAC is in force", func(ctx context.Context) (bool, error) {
 		_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
@@ -166,15 +215,72 @@ func TestShardFenceCoordinatorRBAC(t *testing.T) {
 	if got.Labels[params.OwnerLabel] != "shard-a" || got.Annotations[params.TermAnnotation()] != "1" {
 		t.Errorf("namespace %s: labels %v annotations %v", target, got.Labels, got.Annotations)
 	}
-	// The probe: a dry-run Event as shard-a. Without this test's policy installed it is let
-	// through; what matters is that the impersonation is allowed.
-	shard, err := ownerrecord.ShardClient(cfg, params, "shard-a")
+	// The probe: a dry-run Event as the probe user for shard-a, let through once the
+	// API server enforces the new label; and refused for another shard.
+	probe, err := ownerrecord.ProbeClient(cfg, params, "shard-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (ownerrecord.Prober{PolicyName: params.Name}).Allowed(context.Background(), shard, target); err != nil {
-		t.Errorf("probing as shard-a with the coordinator's RBAC: %v", err)
+	other, err := ownerrecord.ProbeClient(cfg, params, "shard-b")
+	if err != nil {
+		t.Fatal(err)
 	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if _, _, err := (ownerrecord.Prober{PolicyName: params.Name}).WaitEnforced(wctx, probe, other, target); err != nil {
+		t.Errorf("probing as shard-a (let through) and shard-b (refused) with the coordinator's RBAC: %v", err)
+	}
+	// The coordinator may not act as a shard (it did before issue 25: impersonate on the
+	// shard ServiceAccount, whose rights read every Secret of the cluster).
+	asShard, err := ownerrecord.ShardClient(cfg, params, "shard-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := asShard.CoreV1().Secrets(target).List(context.Background(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the coordinator listing Secrets as the shard ServiceAccount: %v; want Forbidden", err)
+	} else {
+		t.Logf("impersonating the shard refused as expected: %v", err)
+	}
+	// The fence check with the coordinator's RBAC: it learns its own user name and finds
+	// the chart's objects as built.
+	checker, err := ownerrecord.NewChecker(ownerrecord.CheckerOptions{Params: params, Client: kubernetes.NewForConfigOrDie(cfg)}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = checker.Run(ctx) }()
+	framework.Eventually(t, 30*time.Second, "the fence check with the coordinator's RBAC finds the chart's fence enforced", func(context.Context) (bool, error) {
+		if !checker.Enforced() {
+			return false, fmt.Errorf("%v", checker.Status())
+		}
+		return true, nil
+	})
+}
+
+// applyFence applies the release's rendered fence policies and bindings, and deletes them
+// when the test ends.
+func applyFence(t *testing.T, f *framework.Framework, r *release) {
+	t.Helper()
+	var docs []string
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		for _, u := range r.objs.Kind(kind) {
+			b, err := yaml.Marshal(u.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, string(b))
+			k, n := strings.ToLower(kind), u.GetName()
+			t.Cleanup(func() {
+				if out, err := runKubectl(t, f, "delete", k, n, "--ignore-not-found"); err != nil {
+					t.Errorf("deleting %s %s: %v\n%s", k, n, err, out)
+				}
+			})
+		}
+	}
+	path := filepath.Join(t.TempDir(), r.name+"-fence.yaml")
+	if err := os.WriteFile(path, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubectl apply (release %s fence):\n%s", r.name, kubectl(t, f, "apply", "-f", path))
 }
 
 func hasRule(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
@@ -222,4 +328,70 @@ func toYAML(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestFencePrometheusRule renders the optional PrometheusRule: off by default and without
+// the fence; on, it alerts per fence object that is not as built (kshard_fence_check) and
+// when no coordinator reports the check, both scoped to the release's namespace.
+func TestFencePrometheusRule(t *testing.T) {
+	tests := []struct {
+		name string
+		set  []string
+		want bool
+	}{
+		{name: "default off"},
+		{name: "on", set: []string{"metrics.prometheusRule.enabled=true", "metrics.prometheusRule.fenceFor=2m"}, want: true},
+		{name: "on without the fence", set: []string{"metrics.prometheusRule.enabled=true", "shardFence.enabled=false"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, _ := Render(t, "kshard", "kshard-system", nil, tc.set...)
+			rules := objs.Kind("PrometheusRule")
+			if (len(rules) == 1) != tc.want || len(rules) > 1 {
+				t.Fatalf("%d PrometheusRules rendered, want it: %t", len(rules), tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			var rule struct {
+				metav1.TypeMeta   `json:",inline"`
+				metav1.ObjectMeta `json:"metadata"`
+				Spec              struct {
+					Groups []struct {
+						Name  string `json:"name"`
+						Rules []struct {
+							Alert       string            `json:"alert"`
+							Expr        string            `json:"expr"`
+							For         string            `json:"for"`
+							Labels      map[string]string `json:"labels"`
+							Annotations map[string]string `json:"annotations"`
+						} `json:"rules"`
+					} `json:"groups"`
+				} `json:"spec"`
+			}
+			Into(t, rules[0], &rule)
+			alerts := map[string]string{}
+			for _, g := range rule.Spec.Groups {
+				for _, r := range g.Rules {
+					alerts[r.Alert] = r.Expr
+					if r.Alert == "KShardFenceNotEnforced" && r.For != "2m" {
+						t.Errorf("KShardFenceNotEnforced for %q, want metrics.prometheusRule.fenceFor 2m", r.For)
+					}
+					if r.Labels["severity"] == "" || !strings.Contains(r.Annotations["summary"], "kshard") {
+						t.Errorf("alert %s: labels %v annotations %v", r.Alert, r.Labels, r.Annotations)
+					}
+				}
+			}
+			for alert, want := range map[string][]string{
+				"KShardFenceNotEnforced": {"kshard_fence_check", `namespace="kshard-system"`, `state!="ok"`},
+				"KShardFenceCheckAbsent": {"absent(kshard_fence_enforced", `namespace="kshard-system"`},
+			} {
+				for _, w := range want {
+					if !strings.Contains(alerts[alert], w) {
+						t.Errorf("alert %s expr %q lacks %q", alert, alerts[alert], w)
+					}
+				}
+			}
+		})
+	}
 }

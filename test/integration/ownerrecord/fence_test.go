@@ -39,7 +39,9 @@ type env struct {
 	prober  ownerrecord.Prober
 	// as: "shard-a", "shard-b" (the shard ServiceAccount with that pod name),
 	// "no-pod-name" (the shard ServiceAccount without the extra), "other-sa" (another
-	// ServiceAccount with a pod-name extra), "admin".
+	// ServiceAccount with a pod-name extra), "coordinator" (the coordinator's
+	// ServiceAccount, CoordinatorUser), "probe-a" (the probe user as shard-a, as the
+	// coordinator's Prober sends it), "admin".
 	as map[string]kubernetes.Interface
 	// Namespaces in three different partitions: a owned by shard-a, b by shard-b, and
 	// unlabelled in a partition the record does not name.
@@ -58,9 +60,10 @@ func setup(t *testing.T) *env {
 		f:  f,
 		pm: partition.Map{Count: partition.DefaultCount},
 		params: ownerrecord.PolicyParams{
-			Name:           fmt.Sprintf("kshard-shard-fence-e2e-%s-%d", f.RunID, fences.Add(1)),
-			Namespace:      home,
-			ServiceAccount: "kshard-shard",
+			Name:            fmt.Sprintf("kshard-shard-fence-e2e-%s-%d", f.RunID, fences.Add(1)),
+			Namespace:       home,
+			ServiceAccount:  "kshard-shard",
+			CoordinatorUser: ownerrecord.ServiceAccountUser(home, "kshard-coordinator"),
 		},
 		as: map[string]kubernetes.Interface{"admin": f.Client},
 	}
@@ -69,8 +72,12 @@ func setup(t *testing.T) *env {
 	e.prober = ownerrecord.Prober{PolicyName: e.params.Name, Interval: time.Millisecond}
 
 	// ServiceAccounts, and what a shard's controllers might do in any namespace: write
-	// ConfigMaps (standing in for workload objects) and create events (the probe).
-	for _, sa := range []string{e.params.ServiceAccount, "other"} {
+	// ConfigMaps (standing in for workload objects) and create events; what the
+	// namespace controller may do (update namespaces/status and namespaces/finalize,
+	// delete anything); and what the coordinator does (patch namespaces). Every one of
+	// them also gets what the record guard and the shard limits must refuse although
+	// RBAC allows it: updates of Namespaces and deletes of cluster-scoped objects.
+	for _, sa := range []string{e.params.ServiceAccount, "other", "kshard-coordinator"} {
 		if _, err := f.Client.CoreV1().ServiceAccounts(home).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -81,6 +88,9 @@ func setup(t *testing.T) *env {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces/status", "namespaces/finalize"}, Verbs: []string{"update", "patch"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"delete"}},
 		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
@@ -89,6 +99,7 @@ func setup(t *testing.T) *env {
 		Subjects: []rbacv1.Subject{
 			{Kind: rbacv1.ServiceAccountKind, Namespace: home, Name: e.params.ServiceAccount},
 			{Kind: rbacv1.ServiceAccountKind, Namespace: home, Name: "other"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: home, Name: "kshard-coordinator"},
 		},
 	}
 	if _, err := f.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
@@ -109,6 +120,12 @@ func setup(t *testing.T) *env {
 		}
 		e.as[shard] = c
 	}
+	probe, err := ownerrecord.ProbeClient(f.Config, e.params, "shard-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.as["probe-a"] = probe
+	e.as["coordinator"] = impersonate(t, f.Config, rest.ImpersonationConfig{UserName: e.params.CoordinatorUser})
 	e.as["no-pod-name"] = impersonate(t, f.Config, rest.ImpersonationConfig{UserName: e.params.Username()})
 	e.as["other-sa"] = impersonate(t, f.Config, rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:" + home + ":other",
@@ -124,7 +141,9 @@ func setup(t *testing.T) *env {
 			t.Errorf("uninstalling the fence: %v", err)
 		}
 	})
-	checkTypeChecking(t, f, e.params.Name)
+	for _, p := range ownerrecord.Policies(e.params) {
+		checkTypeChecking(t, f, p.Name)
+	}
 
 	// Namespaces in three different partitions.
 	seen := map[partition.ID]bool{}
@@ -138,8 +157,11 @@ func setup(t *testing.T) *env {
 	}
 	e.nsA, e.nsB, e.nsUnlabelled = nss[0], nss[1], nss[2]
 
-	var err error
-	e.labeler, err = ownerrecord.NewLabeler(metadata.NewForConfigOrDie(f.Config), e.pm, e.params, ownerrecord.LabelerOptions{})
+	// The Labeler writes as the coordinator's ServiceAccount: the record guard lets no
+	// one else change the owner label.
+	coordinator := rest.CopyConfig(f.Config)
+	coordinator.Impersonate = rest.ImpersonationConfig{UserName: e.params.CoordinatorUser}
+	e.labeler, err = ownerrecord.NewLabeler(metadata.NewForConfigOrDie(coordinator), e.pm, e.params, ownerrecord.LabelerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +559,7 @@ func pct(ds []time.Duration, p int) time.Duration {
 	return s[i].Round(10 * time.Microsecond)
 }
 
-// TestLabelTampered removes a namespace's owner label behind the coordinator's back and
+// TestLabelTampered removes a namespace's owner label behind the Labeler's back and
 // checks that the Labeler, which keeps the labels equal to its table, puts it back, after
 // which the owner writes again, the non-owner is refused and other users are untouched.
 // (While the label is gone the fence refuses every shard there; TestFence checks that
@@ -545,8 +567,10 @@ func pct(ds []time.Duration, p int) time.Duration {
 func TestLabelTampered(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
+	// Only the coordinator's identity may still change the label (the record guard): a
+	// stale replica's write, say.
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, e.params.OwnerLabel)
-	if _, err := e.f.Client.CoreV1().Namespaces().Patch(ctx, e.nsA, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := e.as["coordinator"].CoreV1().Namespaces().Patch(ctx, e.nsA, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The Labeler puts the label back (etcd shows it), then admission follows. A probe

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -184,6 +187,132 @@ func TestServerSideFence(t *testing.T) {
 	if want := float64(len(owned[victim])); refused < want {
 		t.Errorf("apiserver_validating_admission_policy_check_total counted %v denials, want ≥ %v", refused, want)
 	}
+
+	// A live shard's own pod-bound token, with the namespace controller's rights
+	// (namespaces/status and namespaces/finalize updates, delete on */*).
+	live := ""
+	for _, id := range shards {
+		if id != victim {
+			live = id
+			break
+		}
+	}
+	t.Run("a shard cannot change the owner record", func(t *testing.T) {
+		ns := nss[owned[victim][0]] // owned by another shard now, or by live itself
+		for _, path := range []string{"update", "status", "finalize"} {
+			t.Run(path, func(t *testing.T) {
+				n, err := f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := n.Labels[fence.OwnerLabel]
+				n.Labels[fence.OwnerLabel] = live + "-forged"
+				n.Annotations[fence.TermAnnotation()] = "4294967295"
+				switch path {
+				case "update":
+					_, err = clients[live].CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
+				case "status":
+					_, err = clients[live].CoreV1().Namespaces().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+				case "finalize":
+					_, err = clients[live].CoreV1().Namespaces().Finalize(ctx, n, metav1.UpdateOptions{})
+				}
+				// A plain update is refused by RBAC already (shards may not update
+				// Namespaces); the subresources, which the namespace controller may
+				// update, by the record guard.
+				if path != "update" && !ownerrecord.IsRefusal(err, fence.RecordPolicyName()) || !apierrors.IsForbidden(err) {
+					t.Fatalf("%s's %s of namespace %s forging its owner label: %v; want Forbidden (by the record guard for subresources)", live, path, ns, err)
+				}
+				t.Logf("refused as expected: %v", err)
+				if got := fenceState(ctx, f, fence, ns); !strings.Contains(got, fmt.Sprintf("owner label %q", before)) {
+					t.Errorf("namespace %s after the refused %s: %s, want owner %q", ns, path, got, before)
+				}
+			})
+		}
+	})
+	t.Run("a shard cannot delete cluster-scoped objects", func(t *testing.T) {
+		role, err := f.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{GenerateName: "kshard-e2e-limits-"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = f.Client.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+		})
+		scratch := f.Namespace(t, nil).Name
+		for what, del := range map[string]func() error{
+			"ClusterRole " + role.Name: func() error {
+				return clients[live].RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+			},
+			"Namespace " + scratch: func() error { return clients[live].CoreV1().Namespaces().Delete(ctx, scratch, metav1.DeleteOptions{}) },
+			"the fence's ClusterRole": func() error {
+				return clients[live].RbacV1().ClusterRoles().Delete(ctx, fence.Name+ownerrecord.ProbeRoleSuffix, metav1.DeleteOptions{})
+			},
+		} {
+			if err := del(); !ownerrecord.IsRefusal(err, fence.LimitsPolicyName()) {
+				t.Errorf("%s deleting %s: %v; want a refusal of %s", live, what, err, fence.LimitsPolicyName())
+			} else {
+				t.Logf("refused as expected: %v", err)
+			}
+		}
+	})
+
+	t.Run("the coordinator's identity may change the owner record only", func(t *testing.T) {
+		coord, err := kubernetes.NewForConfig(k.CoordinatorRESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns := nss[0]
+		patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`)
+		_, err = coord.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
+		if !ownerrecord.IsRefusal(err, fence.RecordPolicyName()) {
+			t.Fatalf("the coordinator's Pod Security label patch of %s: %v; want a refusal of %s", ns, err, fence.RecordPolicyName())
+		}
+		t.Logf("refused as expected: %v", err)
+	})
+
+	// Last: the fence switched off. A policy cannot guard its own binding, so this is
+	// detected, not prevented: kshard_fence_enforced drops to 0, the object says why, and
+	// a Warning Event lands on the election Lease; restoring the binding undoes both.
+	t.Run("a deleted fence binding is reported, and its return", func(t *testing.T) {
+		binding := "ValidatingAdmissionPolicyBinding/" + fence.Name
+		waitMetric := func(what string, want float64, name string, match ...string) {
+			t.Helper()
+			framework.Eventually(t, 30*time.Second, what, func(ctx context.Context) (bool, error) {
+				v, err := framework.Metric(ctx, leader.HTTPURL, name, match...)
+				if err == nil && v != want {
+					err = fmt.Errorf("%s%v = %v, want %v", name, match, v, want)
+				}
+				return err == nil, err
+			})
+		}
+		waitEvent := func(reason string) {
+			t.Helper()
+			framework.Eventually(t, 30*time.Second, reason+" Event on the election Lease", func(ctx context.Context) (bool, error) {
+				evs, err := f.Client.CoreV1().Events("kube-system").List(ctx, metav1.ListOptions{
+					FieldSelector: "involvedObject.kind=Lease,involvedObject.name=" + k.LeaseName() + ",reason=" + reason})
+				if err != nil || len(evs.Items) == 0 {
+					return false, err
+				}
+				t.Logf("%s %s: %s", evs.Items[0].Type, reason, evs.Items[0].Message)
+				return true, nil
+			})
+		}
+		waitMetric("the fence enforced", 1, "kshard_fence_enforced")
+		restore, err := k.DeleteFenceBinding(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted := time.Now()
+		waitMetric("kshard_fence_enforced 0", 0, "kshard_fence_enforced")
+		t.Logf("kshard_fence_enforced fell to 0 %s after the binding was deleted", time.Since(deleted).Round(time.Millisecond))
+		waitMetric("the binding reported missing", 1, "kshard_fence_check", `object="`+binding+`"`, `state="missing"`)
+		waitEvent(ownerrecord.EventReasonNotEnforced)
+		if err := restore(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitMetric("kshard_fence_enforced back to 1", 1, "kshard_fence_enforced")
+		waitMetric("the binding reported ok", 1, "kshard_fence_check", `object="`+binding+`"`, `state="ok"`)
+		waitEvent(ownerrecord.EventReasonRestored)
+	})
 }
 
 // fenceState describes what the fence should decide in namespace: its owner label and

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/pkg/sharding/leader"
 	"github.com/kshard/kshard/test/framework"
@@ -26,7 +27,8 @@ import (
 //   - at start, one namespace carries a forged term near 2³² with a wrong owner, another a
 //     stale term above the recorded one (the term Lease says 500: an earlier election
 //     Lease was deleted);
-//   - while leading, somebody writes a forged term and owner onto a namespace;
+//   - while leading, a forged term and owner are written onto a namespace (as the
+//     coordinators' identity: the record guard refuses everybody else);
 //   - the term Lease is deleted while the shards run, then the leader is killed: its
 //     successor's election Lease count is far below the terms on the namespaces and in
 //     the shards' epochs;
@@ -55,10 +57,16 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 		}
 		uids[i] = d.UID
 	}
+	// The record guard lets only the coordinators' identity change the owner record: the
+	// forger (a deposed leader's late write, a restored backup) writes as it.
+	forger, err := kubernetes.NewForConfig(k.CoordinatorRESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
 	forge := func(ns, owner, term string) {
 		t.Helper()
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, fence.OwnerLabel, owner, fence.TermAnnotation(), term)
-		if _, err := f.Client.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := forger.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatalf("forging the owner record of %s: %v", ns, err)
 		}
 	}

@@ -134,7 +134,14 @@ func writeToken(t testing.TB, path, tok string) {
 // none); cancel ends it.
 func rawStream(t testing.TB, addr string, creds credentials.TransportCredentials, tok string) (kshardv1.Coordinator_SessionClient, context.CancelFunc) {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	return dialStream(t, addr, tok, grpc.WithTransportCredentials(creds))
+}
+
+// dialStream opens a Session stream to target with opts, sending tok as the bearer token
+// ("" for none); cancel ends it.
+func dialStream(t testing.TB, target, tok string, opts ...grpc.DialOption) (kshardv1.Coordinator_SessionClient, context.CancelFunc) {
+	t.Helper()
+	cc, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,30 +354,15 @@ func TestSessionStreamCap(t *testing.T) {
 
 // rawStreamFrom is rawStream from the local address ip (any of 127.0.0.0/8 on Linux):
 // the coordinator tells peers apart by their address.
+// rawStreamFrom is rawStream from local address ip: a peer of its own to the
+// coordinator's per-address limits.
 func rawStreamFrom(t testing.TB, ip, addr string, creds credentials.TransportCredentials, tok string) (kshardv1.Coordinator_SessionClient, context.CancelFunc) {
 	t.Helper()
 	dial := func(ctx context.Context, target string) (net.Conn, error) {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 		return d.DialContext(ctx, "tcp", target)
 	}
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	if tok != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, shardauth.MetadataKey, shardauth.BearerPrefix+tok)
-	}
-	stop := func() {
-		cancel()
-		_ = cc.Close()
-	}
-	t.Cleanup(stop)
-	stream, err := kshardv1.NewCoordinatorClient(cc).Session(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stream, stop
+	return dialStream(t, "passthrough:///"+addr, tok, grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial))
 }
 
 // TestSilentStreamsPerPeer: a client holding the shards' valid client certificate opens

@@ -56,17 +56,7 @@ func TestServerSideFence(t *testing.T) {
 
 	// Test namespaces, each with a one-replica Deployment, all rolled out.
 	const count = 24
-	nss := make([]string, count)
-	uids := make([]types.UID, count)
-	for i := range nss {
-		nss[i] = f.Namespace(t, nil).Name
-		d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1", nil)
-		d, err := f.Client.AppsV1().Deployments(nss[i]).Create(ctx, d, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[i] = d.UID
-	}
+	nss, uids := webNamespaces(t, f, count)
 	for i, ns := range nss {
 		waitReplicas(t, f.Client, ns, uids[i], 1, 60*time.Second)
 	}
@@ -351,4 +341,22 @@ func waitReplicas(t *testing.T, client kubernetes.Interface, namespace string, u
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// webNamespaces creates count namespaces, each with a one-replica Deployment "web", and
+// returns them with the Deployments' UIDs (for waitReplicas).
+func webNamespaces(t *testing.T, f *framework.Framework, count int) ([]string, []types.UID) {
+	t.Helper()
+	nss := make([]string, count)
+	uids := make([]types.UID, count)
+	for i := range nss {
+		nss[i] = f.Namespace(t, nil).Name
+		d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1", nil)
+		d, err := f.Client.AppsV1().Deployments(nss[i]).Create(context.Background(), d, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[i] = d.UID
+	}
+	return nss, uids
 }

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/pkg/sharding/leader"
@@ -45,18 +44,7 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 	leases := f.Client.CoordinationV1().Leases("kube-system")
 	termLease := leader.TermLeaseName(k.LeaseName())
 
-	const count = 8
-	nss := make([]string, count)
-	uids := make([]types.UID, count)
-	for i := range nss {
-		nss[i] = f.Namespace(t, nil).Name
-		d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1", nil)
-		d, err := f.Client.AppsV1().Deployments(nss[i]).Create(ctx, d, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[i] = d.UID
-	}
+	nss, uids := webNamespaces(t, f, 8)
 	// The record guard lets only the coordinators' identity change the owner record: the
 	// forger (a deposed leader's late write, a restored backup) writes as it.
 	forger, err := kubernetes.NewForConfig(k.CoordinatorRESTConfig())

@@ -75,6 +75,7 @@ type KShard struct {
 	pki          PKI
 	leaseName    string
 	shardArgs    func(name string) []string
+	coordAddrs   func(name string, addrs []string) []string
 	pods         *podIdentity              // nil without PodIdentity
 	fence        *ownerrecord.PolicyParams // nil without Fence
 	mu           sync.Mutex
@@ -183,6 +184,13 @@ func (f *Framework) missingHousekeeping() []string {
 // SetShardArgs adds per-shard flags (e.g. a file named after the shard).
 func (k *KShard) SetShardArgs(fn func(name string) []string) { k.shardArgs = fn }
 
+// SetShardCoordinators changes the coordinator addresses a shard is given (every replica
+// started so far, by default): e.g. a proxy a test can cut, to leave one shard alive but
+// unable to reach any coordinator. fn gets the shard's name and the default addresses.
+func (k *KShard) SetShardCoordinators(fn func(name string, addrs []string) []string) {
+	k.coordAddrs = fn
+}
+
 // StartCoordinator starts a coordinator replica with leader election on.
 func (k *KShard) StartCoordinator(name string) *Coordinator {
 	k.t.Helper()
@@ -265,6 +273,9 @@ func (k *KShard) StartShardAs(name string, creds ShardCredentials) *Shard {
 		addrs = append(addrs, c.GRPCAddr)
 	}
 	k.mu.Unlock()
+	if k.coordAddrs != nil {
+		addrs = k.coordAddrs(name, addrs)
+	}
 	args := []string{
 		"--kubeconfig", kubeconfig, "--shard-id", name, "--http-bind-address", httpAddr,
 		"--coordinator-address", strings.Join(addrs, ","),

@@ -116,6 +116,9 @@ type env struct {
 	// fence runs the clusters with pod identities and the server-side fence
 	// (KShardOptions.Fence); set by the *Fenced sub-benchmarks.
 	fence bool
+	// chart runs the coordinator as the chart does (see chartDefaults): its leader
+	// election timings and --expected-shards; set by the *Chart sub-benchmarks.
+	chart bool
 }
 
 // BenchmarkSharding runs the scenarios over one set of namespaces; select one with e.g.
@@ -135,8 +138,10 @@ func BenchmarkSharding(b *testing.B) {
 	b.Run("Watches", e.benchWatches)
 	b.Run("ScaleOut3to4", e.benchScaleOut)
 	b.Run("ScaleOut3to4Fenced", e.fenced(e.benchScaleOut))
-	b.Run("KillShard", e.benchKillShard)
-	b.Run("KillShardFenced", e.fenced(e.benchKillShard))
+	b.Run("KillShard", e.killShard(3))
+	b.Run("KillShardFenced", e.fenced(e.killShard(3)))
+	b.Run("KillShard4Chart", e.chartDefaults(e.killShard(4)))
+	b.Run("StopShard4Chart", e.chartDefaults(e.benchStopShard))
 	b.Run("RSS", e.benchRSS)
 }
 
@@ -329,16 +334,20 @@ func (e *env) benchScaleOut(b *testing.B) {
 	}
 }
 
-// benchKillShard SIGKILLs one of 3 shards and measures how soon each of its namespaces
-// is reconciled by a live shard.
-func (e *env) benchKillShard(b *testing.B) {
+// killShard SIGKILLs one of n shards and measures how soon each of its namespaces is
+// reconciled by a live shard.
+func (e *env) killShard(n int) func(*testing.B) {
+	return func(b *testing.B) { e.benchKillShard(b, n) }
+}
+
+func (e *env) benchKillShard(b *testing.B, n int) {
 	e.ensure(b, namespaces)
 	nss := e.namespaces()
 	for i := 0; i < b.N; i++ {
 		ctx := context.Background()
-		c := e.newCluster(b, fmt.Sprintf("k%d", i), 3)
-		c.settle("3 shards", len(nss))
-		c.waitAllReconciled("3 shards", c.started, nss)
+		c := e.newCluster(b, fmt.Sprintf("k%d-%d", i, n), n)
+		c.settle(fmt.Sprintf("%d shards", n), len(nss))
+		c.waitAllReconciled(fmt.Sprintf("%d shards", n), c.started, nss)
 		a, err := c.coord.Assignments(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -358,13 +367,21 @@ func (e *env) benchKillShard(b *testing.B) {
 			listsBefore[j] = scrape(b, s.HTTPURL)
 		}
 		logOffset := fileSize(b, c.coord.LogPath)
+		mCoordBefore := scrape(b, c.coord.HTTPURL)
+		tail := newAuditTail(c.audit)
+		tail.skip(b)
+		load := startLoad(b, e, c)
 		at := time.Now()
 		if err := victim.Signal(syscall.SIGKILL); err != nil {
 			b.Fatal(err)
 		}
 		_, _ = victim.Wait(10 * time.Second)
-		took := c.waitAllReconciled("after SIGKILL", at, victimNS)
-		c.settle("2 shards after SIGKILL", len(nss))
+		// Polled from the audit logs' new lines only: re-reading whole logs every 200ms
+		// would take the CPU the shards being measured need.
+		took := tail.waitAllReconciled(b, "after SIGKILL", at, victimNS, c.k.Live())
+		usage := load.stop(b)
+		mCoordAfter := scrape(b, c.coord.HTTPURL)
+		c.settle(fmt.Sprintf("%d shards after SIGKILL", n-1), len(nss))
 		recs, err := auditlog.ReadDir(c.audit)
 		if err != nil {
 			b.Fatal(err)
@@ -393,13 +410,15 @@ func (e *env) benchKillShard(b *testing.B) {
 		if !expired.IsZero() {
 			detect = expired.Sub(at).Seconds()
 		}
-		b.Logf("SIGKILL of %s (%d of %d namespaces), session TTL %s + fencing margin %s, heartbeat every 1s (the coordinator default):",
-			victim.Name, len(victimNS), len(nss), ttl, margin)
+		b.Logf("SIGKILL of %s, one of %d shards (%d of %d namespaces), session TTL %s + fencing margin %s, heartbeat every 1s (the coordinator default), fence %v, chart timings %v:",
+			victim.Name, n, len(victimNS), len(nss), ttl, margin, e.fence, e.chart)
 		b.Logf("  coordinator expired (or, fenced, seized) it %.3fs after the kill; regrant gap (expiry -> Acquired) p50 %.3fs max %.3fs over %d partitions",
 			detect, exact(gaps, 0.5), exact(gaps, 1), len(gaps))
 		b.Logf("  its namespaces reconciled by a live shard after: p50 %.3fs, max %.3fs; %d overlaps in %d audit records",
 			exact(per, 0.5), took.Seconds(), overlaps, len(recs))
 		b.Logf("  the survivors' warm-up lists (calls, i.e. pages, by resource and kind) for the victim's partitions: %s", strings.Join(warmups, "; "))
+		reportCoordinatorWindow(b, mCoordBefore, mCoordAfter)
+		usage.log(b, "from the SIGKILL until the last namespace was reconciled")
 		b.ReportMetric(took.Seconds(), "recovery-max-s")
 		b.ReportMetric(exact(per, 0.5), "recovery-p50-s")
 		b.ReportMetric(detect, "expiry-s")
@@ -651,18 +670,38 @@ type cluster struct {
 	started time.Time
 }
 
+// clusterOptions change a cluster of a scenario.
+type clusterOptions struct {
+	// shardArgs are added to every shard's flags.
+	shardArgs []string
+	// beforeShards runs once the coordinator is ready, before the shards start.
+	beforeShards func(*cluster)
+}
+
 // newCluster starts a coordinator and n shards with the audit controller.
 func (e *env) newCluster(b *testing.B, prefix string, n int) *cluster {
+	return e.newClusterWith(b, prefix, n, clusterOptions{})
+}
+
+// newClusterWith is newCluster with options.
+func (e *env) newClusterWith(b *testing.B, prefix string, n int, o clusterOptions) *cluster {
 	b.Helper()
 	dir := filepath.Join(framework.AuditDir(b), prefix)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
+	coordArgs := []string{"--membership-debounce", debounce.String(), "--membership-max-debounce", maxDebounce.String()}
+	if e.chart {
+		// The chart passes the shard Deployment's replicas (here n).
+		coordArgs = append(coordArgs, "--expected-shards", strconv.Itoa(n))
+	}
+	shardArgs := []string{"--controllers", "*,kshard-audit", "--audit-resync-interval", auditResync.String(),
+		"--audit-work-duration", auditWork.String()}
+	shardArgs = append(append(shardArgs, o.shardArgs...), append(profileArgs(), extraShardArgs...)...)
 	k := e.f.NewKShard(b, framework.KShardOptions{
-		Partitions: partitions, SessionTTL: ttl, Margin: margin, PodIdentity: e.fence, Fence: e.fence,
-		CoordinatorArgs: append([]string{"--membership-debounce", debounce.String(), "--membership-max-debounce", maxDebounce.String()}, extraCoordinatorArgs...),
-		ShardArgs: append([]string{"--controllers", "*,kshard-audit", "--audit-resync-interval", auditResync.String(),
-			"--audit-work-duration", auditWork.String()}, append(profileArgs(), extraShardArgs...)...),
+		Partitions: partitions, SessionTTL: ttl, Margin: margin, PodIdentity: e.fence, Fence: e.fence, KCMTimings: e.chart,
+		CoordinatorArgs: append(coordArgs, extraCoordinatorArgs...),
+		ShardArgs:       shardArgs,
 	})
 	k.SetShardArgs(func(name string) []string {
 		return []string{"--audit-log-file", filepath.Join(dir, name+".jsonl")}
@@ -670,6 +709,9 @@ func (e *env) newCluster(b *testing.B, prefix string, n int) *cluster {
 	c := &cluster{b: b, e: e, k: k, prefix: prefix, audit: dir, started: time.Now()}
 	c.coord = k.StartCoordinator(prefix + "-coordinator")
 	framework.WaitHTTP(b, c.coord.HTTPURL+"/readyz", 60*time.Second)
+	if o.beforeShards != nil {
+		o.beforeShards(c)
+	}
 	for i := 0; i < n; i++ {
 		c.startShard()
 	}

@@ -6,18 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/sharding/gate"
 )
 
 // Name is the controller's registry name.
@@ -26,10 +31,15 @@ const Name = "kshard-audit"
 // Label selects the ConfigMaps the controller reconciles.
 const Label = "kshard.io/audit"
 
+// WriteAnnotation is the annotation a reconcile writes on its namespace's
+// --audit-write-configmap: "<shard> <Unix nanoseconds when the write was sent>".
+const WriteAnnotation = "kshard.io/audit-write"
+
 var opts = struct {
 	file     string
 	interval time.Duration
 	work     time.Duration
+	writeCM  string
 }{interval: time.Second, work: 20 * time.Millisecond}
 
 // configMaps are the controller's primary objects (only those labelled Label are audited).
@@ -44,10 +54,15 @@ func Descriptor() controllers.Descriptor {
 			fs.StringVar(&opts.file, "audit-log-file", opts.file, "kshard-audit: file to append one JSON line per reconcile to")
 			fs.DurationVar(&opts.interval, "audit-resync-interval", opts.interval, "kshard-audit: how often each ConfigMap is reconciled again")
 			fs.DurationVar(&opts.work, "audit-work-duration", opts.work, "kshard-audit: how long one reconcile pretends to work")
+			fs.StringVar(&opts.writeCM, "audit-write-configmap", opts.writeCM, "kshard-audit: where a ConfigMap of this name exists in the namespace, "+
+				"each reconcile also writes its annotation "+WriteAnnotation+" through the API (so that the server-side fence can be seen refusing a stale shard's writes), "+
+				"and records the reconcile only if the API server accepted the write")
 		},
-		Primary:  []controllers.Resource{configMaps},
-		TestOnly: true,
-		New:      New,
+		Primary: []controllers.Resource{configMaps},
+		// For --audit-write-configmap.
+		Permissions: []controllers.Permission{{Resource: "configmaps", Verbs: []string{"patch"}}},
+		TestOnly:    true,
+		New:         New,
 	}
 }
 
@@ -70,7 +85,21 @@ type Controller struct {
 	mu  sync.Mutex
 	out *os.File
 	enc *json.Encoder
+
+	// writes counts the API writes of --audit-write-configmap by result.
+	writes *prometheus.CounterVec
 }
+
+// Results of an API write (the result label of kshard_audit_writes_total).
+const (
+	WriteAccepted = "accepted"
+	// WriteRefusedByShard: the shard's own write fence (its gate) stopped it.
+	WriteRefusedByShard = "refused_by_shard"
+	// WriteRefusedByAPIServer: a ValidatingAdmissionPolicy (the server-side fence) of the
+	// API server denied it (Forbidden, or Invalid when the policy names that reason).
+	WriteRefusedByAPIServer = "refused_by_apiserver"
+	WriteError              = "error"
+)
 
 // New builds the controller.
 func New(c controllers.Context) (controllers.Controller, error) {
@@ -86,7 +115,15 @@ func New(c controllers.Context) (controllers.Controller, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	ctrl := &Controller{shard: c.Shard, lister: corelisters.NewConfigMapLister(inf.GetIndexer()), queue: c.Queue, ctx: c, out: f, enc: json.NewEncoder(f)}
+	ctrl := &Controller{shard: c.Shard, lister: corelisters.NewConfigMapLister(inf.GetIndexer()), queue: c.Queue, ctx: c, out: f, enc: json.NewEncoder(f),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_audit_writes_total",
+			Help: "API writes of kshard-audit (--audit-write-configmap) by result: accepted, refused_by_shard, refused_by_apiserver, error."}, []string{"result"})}
+	if c.Registerer != nil {
+		if err := c.Registerer.Register(ctrl.writes); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("kshard-audit: %w", err)
+		}
+	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    ctrl.enqueue,
 		UpdateFunc: func(_, obj any) { ctrl.enqueue(obj) },
@@ -132,6 +169,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err := c.ctx.WriteAllowed(key); err != nil {
 		return err
 	}
+	if wrote, err := c.write(ctx, ns); err != nil {
+		return err
+	} else if !wrote {
+		// Refused: the reconcile had no effect, so it leaves no record. Try again at the
+		// next resync rather than at the queue's backoff, to keep the write rate the
+		// benchmarks set.
+		c.queue.AddAfter(key, opts.interval)
+		return nil
+	}
 	end := time.Now()
 	c.mu.Lock()
 	err = c.enc.Encode(Record{Shard: c.shard, Namespace: ns, Name: name, Start: start.UnixNano(), End: end.UnixNano()})
@@ -141,4 +187,53 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	c.queue.AddAfter(key, opts.interval)
 	return nil
+}
+
+// write writes WriteAnnotation on the namespace's --audit-write-configmap, if there is
+// one, and reports whether the reconcile may be recorded: true when there is nothing to
+// write or the API server accepted the write, false when a fence refused it. The write
+// makes the reconcile an API effect that the server-side fence guards: a shard cut off
+// from the coordinator keeps its lease, and passes its own gate, for up to a session TTL
+// after its partitions were seized and granted to others; only the API server stops it.
+func (c *Controller) write(ctx context.Context, ns string) (bool, error) {
+	if opts.writeCM == "" {
+		return true, nil
+	}
+	if _, err := c.lister.ConfigMaps(ns).Get(opts.writeCM); apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	value := c.shard + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{WriteAnnotation: value}}})
+	if err != nil {
+		return false, err
+	}
+	_, err = c.ctx.Client.CoreV1().ConfigMaps(ns).Patch(ctx, opts.writeCM, types.MergePatchType, patch, metav1.PatchOptions{})
+	result := WriteResult(err)
+	c.writes.WithLabelValues(result).Inc()
+	switch result {
+	case WriteAccepted:
+		return true, nil
+	case WriteRefusedByShard, WriteRefusedByAPIServer:
+		c.ctx.Logger.V(4).Info("audit write refused", "namespace", ns, "result", result, "err", err)
+		return false, nil
+	default:
+		return false, fmt.Errorf("writing %s/%s: %w", ns, opts.writeCM, err)
+	}
+}
+
+// WriteResult classifies the error of an API write by who refused it.
+func WriteResult(err error) string {
+	var fenced gate.ErrFenced
+	var notHeld gate.ErrNotHeld
+	switch {
+	case err == nil:
+		return WriteAccepted
+	case errors.As(err, &fenced), errors.As(err, &notHeld):
+		return WriteRefusedByShard
+	case (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"):
+		// Not RBAC's Forbidden, which says nothing of a policy.
+		return WriteRefusedByAPIServer
+	default:
+		return WriteError
+	}
 }

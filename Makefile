@@ -38,7 +38,7 @@ test-integration: ## integration tests against the local control plane (started 
 bench: build ## Go benchmarks: the packages', the sharding measurements, throughput vs shards and the capacity curve at kcm's limits, workloads and namespace life vs upstream (hours)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(TOOLS) cluster
-	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/sharding -run '^$$' -bench . -benchtime=1x -timeout 30m -v
+	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/sharding -run '^$$' -bench . -benchtime=1x -timeout 45m -v
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/scaleout -run '^$$' -bench . -benchtime=1x -timeout 300m -v
 	$(CURDIR)/hack/cluster-upstream.sh up
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/workloads -run '^$$' -bench . -benchtime=1x -timeout 60m -v

@@ -293,6 +293,9 @@ func watchWrites(b *testing.B, e *env) *writesWatch {
 			}
 			for ev := range wi.ResultChan() {
 				if ev.Type == watch.Error {
+					if ctx.Err() != nil {
+						break // stopped by stop(): the stream ends with the cancellation
+					}
 					w.fail(fmt.Errorf("watch from %s: %v", rv, apierrors.FromObject(ev.Object)))
 					wi.Stop()
 					return

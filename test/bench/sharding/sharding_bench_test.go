@@ -11,6 +11,9 @@
 //     identities, owner labels written and enforced before every Acquire, a killed
 //     shard seized once its stream stayed closed for --seize-after), plus the fence's
 //     owner-label writes and its write and enforcement times.
+//   - KillShard4Chart, StopShard4Chart: failover at the chart's defaults with 4 shards: a
+//     SIGKILLed shard, and a SIGSTOPped shard cut off from the coordinator whose late
+//     writes the API server must refuse (failover_bench_test.go).
 //   - RSS: shard resident memory with 1, 2 and 4 shards over the same objects.
 //
 // Run it with

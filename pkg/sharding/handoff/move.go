@@ -30,6 +30,10 @@ func (c *Coordinator) progress(now time.Time, r Report) *Rejection {
 	switch r.Kind {
 	case ReportPrepared:
 		mv := pr.move
+		if mv == nil && !pr.acked && pr.owner == m.id && pr.ownerInc == m.session.Incarnation && r.Epoch == pr.epoch {
+			// The warm-up of a grant whose Acquire waited for the owner record (grant).
+			return nil
+		}
 		if mv == nil || mv.to != m.id || mv.toInc != m.session.Incarnation {
 			return rej(ReasonNotHolder)
 		}
@@ -139,7 +143,8 @@ func (c *Coordinator) plan(now time.Time) {
 }
 
 // grant gives an unowned partition to t: Acquire straight away (the shard
-// warms caches first). Nobody can be working it: its last owner released
+// warms caches first), or, while the owner record does not name t yet, a
+// Prepare now and the Acquire once it does. Nobody can be working it: its last owner released
 // or expired, or it was not reported to a new leader within the grace.
 func (c *Coordinator) grant(p int, t string, now time.Time) {
 	e, ok := c.nextEpoch()
@@ -154,6 +159,14 @@ func (c *Coordinator) grant(p int, t string, now time.Time) {
 	pr.holdUntil = time.Time{}
 	c.stats.Grants++
 	c.sendAcquire(p, now)
+	if !c.recordReady(p) {
+		// The Acquire waits for the owner record (a seized or expired shard's partition:
+		// thousands of namespace labels to write). Warm the new owner's caches meanwhile,
+		// which needs no fence, so that the Acquire finds them synced instead of starting
+		// the warm-up only once the record is enforced. The Prepared it answers is
+		// expected (see progress); a Release or another grant supersedes it as for a move.
+		c.sendPart(m, CmdPrepare, p, e)
+	}
 }
 
 // startMove begins a handoff of p from its owner to t with a Prepare.

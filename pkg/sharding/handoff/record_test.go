@@ -330,3 +330,63 @@ func TestRecordAfterUnconfirmed(t *testing.T) {
 		})
 	}
 }
+
+// TestSeizeWarmsWhileRecording: the partitions of a seized shard are granted to the
+// survivors at once, but their Acquire waits until the owner record names them, which
+// at 10,000 namespaces means thousands of label writes. Meanwhile the survivors are told
+// to warm their caches (Prepare, same epoch as the Acquire to come), so that the Acquire
+// finds them synced; their Prepared answers are expected, not rejected; and nothing is
+// worked before the record is enforced.
+func TestSeizeWarmsWhileRecording(t *testing.T) {
+	const seizeAfter = 2 * time.Second
+	k := convergedRecord(t, 32, seizeAfter, "a", "b", "c")
+	var seized []partition.ID
+	for _, a := range k.c.Assignments() {
+		if a.Owner == "c" {
+			seized = append(seized, a.Partition)
+		}
+	}
+	rejectsBefore := len(k.rejects)
+	k.holdRecord = true
+	k.down["c"] = true
+	k.c.Disconnected(k.now, "c", k.shards["c"].Session())
+	k.run(seizeAfter+time.Second, 250*time.Millisecond)
+	if k.c.Stats().Seizures != 1 || k.recordOut == nil {
+		t.Fatalf("want c seized and its record write out: %+v, request %+v", k.c.Stats(), k.recordOut)
+	}
+	prepared := map[partition.ID]Command{}
+	for _, cmd := range k.sent {
+		switch cmd.Kind {
+		case CmdPrepare:
+			prepared[cmd.Partition] = cmd
+		case CmdAcquire:
+			t.Fatalf("Acquire of partition %d sent to %s before the record was enforced", cmd.Partition, cmd.To)
+		}
+	}
+	for _, p := range seized {
+		if cmd, ok := prepared[p]; !ok || cmd.To == "c" {
+			t.Fatalf("partition %d of the seized shard: no Prepare to a survivor while its record was written (%+v)", p, cmd)
+		}
+	}
+	if len(k.rejects) != rejectsBefore {
+		t.Fatalf("the survivors' Prepared answers were rejected: %v", k.rejects[rejectsBefore:])
+	}
+	if n := k.acceptedWorkers(); n != 32-len(seized) {
+		t.Fatalf("%d partitions worked before the record was enforced, want the %d the survivors had", n, 32-len(seized))
+	}
+	k.sent = nil
+	k.holdRecord = false
+	k.pump()
+	for _, cmd := range k.sent {
+		if cmd.Kind == CmdAcquire && prepared[cmd.Partition].Epoch != cmd.Epoch {
+			t.Fatalf("partition %d: Acquire at epoch %v, Prepare was at %v", cmd.Partition, cmd.Epoch, prepared[cmd.Partition].Epoch)
+		}
+	}
+	if n := k.acceptedWorkers(); n != 32 {
+		t.Fatalf("%d of 32 partitions worked after the record was enforced", n)
+	}
+	if len(k.rejects) != rejectsBefore || len(k.acquiredUnrecorded) != 0 {
+		t.Fatalf("rejects %v, Acquires before the record %v", k.rejects[rejectsBefore:], k.acquiredUnrecorded)
+	}
+	k.checkFenced()
+}

@@ -624,6 +624,6 @@ func reportCoordinatorWindow(b testing.TB, before, after framework.Samples) {
 	b.Logf("  coordinator in the window: owner record %.0f batches, %.0f namespace writes, %.0f errors; batch write %s; enforce %s",
 		d("kshard_coordinator_owner_record_batches_total"), d("kshard_coordinator_owner_record_namespace_writes_total"), d("kshard_coordinator_owner_record_errors_total"),
 		hist("kshard_coordinator_owner_record_write_seconds"), hist("kshard_coordinator_owner_record_enforce_seconds"))
-	b.Logf("  coordinator in the window: handoff %s; ownership gap %s",
-		hist("kshard_coordinator_handoff_duration_seconds"), hist("kshard_coordinator_ownership_gap_seconds"))
+	b.Logf("  coordinator in the window: handoff %s; ownership gap %s; %.0f shard messages rejected",
+		hist("kshard_coordinator_handoff_duration_seconds"), hist("kshard_coordinator_ownership_gap_seconds"), d("kshard_coordinator_rejected_messages_total"))
 }

@@ -179,6 +179,28 @@ func (e *env) benchStopShard(b *testing.B) {
 			return mVictim1.Value("kshard_audit_writes_total", `result="`+result+`"`) - mVictim0.Value("kshard_audit_writes_total", `result="`+result+`"`)
 		}
 		gateRefused := mVictim1.Value("kshard_shard_refused_writes_total") - mVictim0.Value("kshard_shard_refused_writes_total")
+		// Every controller's API writes after the stop (it sends none while stopped), by
+		// response code: an accepted one (2xx) would be a late write that landed.
+		writesByCode := map[string]float64{}
+		for _, m := range []struct {
+			s    framework.Samples
+			sign float64
+		}{{mVictim1, 1}, {mVictim0, -1}} {
+			for _, x := range m.s {
+				switch x.Labels["method"] {
+				case "POST", "PUT", "PATCH", "DELETE":
+					if x.Name == "kshard_rest_client_requests_total" {
+						writesByCode[x.Labels["code"]] += m.sign * x.Value
+					}
+				}
+			}
+		}
+		var anyAccepted float64
+		for code, v := range writesByCode {
+			if strings.HasPrefix(code, "2") {
+				anyAccepted += v
+			}
+		}
 		// Accepted late writes: any write of the victim the watch saw stored that the
 		// victim sent after the stop (it can send only once resumed).
 		lateAccepted, landedAfterStop, werr := w.byShard(victim.Name, at)
@@ -224,6 +246,8 @@ func (e *env) benchStopShard(b *testing.B) {
 			writes(audit.WriteRefusedByAPIServer), writes(audit.WriteRefusedByShard), writes(audit.WriteAccepted), writes(audit.WriteError))
 		b.Logf("  API server: %.0f requests denied by the fence policy %s meanwhile (apiserver_validating_admission_policy_check_total, all clients: the coordinator's probes count too); "+
 			"its gate refused %.0f writes of any controller (kshard_shard_refused_writes_total)", denied1-denied0, policy, gateRefused)
+		b.Logf("  every controller of the victim, API writes after the stop by response code (kshard_rest_client_requests_total): %v; accepted (2xx): %.0f",
+			writesByCode, anyAccepted)
 		b.Logf("  stored writes of the victim (watch on %s): %d sent after the stop (late, accepted: must be 0), %d landed after the stop in all",
 			writeConfigMap, lateAccepted, landedAfterStop)
 		b.Logf("  audit records of the victim after the stop: %d in writer namespaces (written only for accepted writes: must be 0), %d local-only elsewhere (no API effect)",
@@ -238,9 +262,11 @@ func (e *env) benchStopShard(b *testing.B) {
 		b.ReportMetric(writes(audit.WriteRefusedByAPIServer), "late-writes-refused-apiserver")
 		b.ReportMetric(writes(audit.WriteRefusedByShard), "late-writes-refused-shard")
 		b.ReportMetric(float64(lateAccepted), "late-writes-accepted")
+		b.ReportMetric(writesByCode["403"], "late-writes-403-all-controllers")
+		b.ReportMetric(anyAccepted, "late-writes-2xx-all-controllers")
 		b.ReportMetric(denied1-denied0, "fence-denials")
 		b.ReportMetric(float64(overlapsOthers+overlapsWriters), "overlaps")
-		if lateAccepted > 0 || victimWriterRecs > 0 || overlapsOthers+overlapsWriters > 0 {
+		if lateAccepted > 0 || anyAccepted > 0 || victimWriterRecs > 0 || overlapsOthers+overlapsWriters > 0 {
 			b.Errorf("the API server accepted late writes of %s: %d stored, %d audit records, %d overlaps", victim.Name, lateAccepted, victimWriterRecs, overlapsOthers+overlapsWriters)
 		}
 	}

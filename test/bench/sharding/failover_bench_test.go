@@ -125,13 +125,15 @@ func (e *env) benchStopShard(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mVictim0 := scrape(b, victim.HTTPURL)
 		logOffset := fileSize(b, c.coord.LogPath)
 		mCoordBefore := scrape(b, c.coord.HTTPURL)
 		tail := newAuditTail(c.audit)
 		tail.skip(b)
 		load := startLoad(b, e, c)
 
+		// The victim's counters last, right before the stop: what it sends after them
+		// counts as sent after the stop.
+		mVictim0 := scrape(b, victim.HTTPURL)
 		at := time.Now()
 		if err := victim.Signal(syscall.SIGSTOP); err != nil {
 			b.Fatal(err)
@@ -246,7 +248,7 @@ func (e *env) benchStopShard(b *testing.B) {
 			writes(audit.WriteRefusedByAPIServer), writes(audit.WriteRefusedByShard), writes(audit.WriteAccepted), writes(audit.WriteError))
 		b.Logf("  API server: %.0f requests denied by the fence policy %s meanwhile (apiserver_validating_admission_policy_check_total, all clients: the coordinator's probes count too); "+
 			"its gate refused %.0f writes of any controller (kshard_shard_refused_writes_total)", denied1-denied0, policy, gateRefused)
-		b.Logf("  every controller of the victim, API writes after the stop by response code (kshard_rest_client_requests_total): %v; accepted (2xx): %.0f",
+		b.Logf("  every controller of the victim, API writes after its last scrape (ms before the stop) by response code (kshard_rest_client_requests_total): %v; accepted (2xx): %.0f",
 			writesByCode, anyAccepted)
 		b.Logf("  stored writes of the victim (watch on %s): %d sent after the stop (late, accepted: must be 0), %d landed after the stop in all",
 			writeConfigMap, lateAccepted, landedAfterStop)
@@ -266,7 +268,9 @@ func (e *env) benchStopShard(b *testing.B) {
 		b.ReportMetric(anyAccepted, "late-writes-2xx-all-controllers")
 		b.ReportMetric(denied1-denied0, "fence-denials")
 		b.ReportMetric(float64(overlapsOthers+overlapsWriters), "overlaps")
-		if lateAccepted > 0 || anyAccepted > 0 || victimWriterRecs > 0 || overlapsOthers+overlapsWriters > 0 {
+		// anyAccepted is not a failure by itself: a write answered between the last scrape
+		// and the stop (milliseconds) counts there too.
+		if lateAccepted > 0 || victimWriterRecs > 0 || overlapsOthers+overlapsWriters > 0 {
 			b.Errorf("the API server accepted late writes of %s: %d stored, %d audit records, %d overlaps", victim.Name, lateAccepted, victimWriterRecs, overlapsOthers+overlapsWriters)
 		}
 	}

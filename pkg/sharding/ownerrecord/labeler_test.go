@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -47,10 +48,15 @@ func fakeClient(t *testing.T, objs ...runtime.Object) *metadatafake.FakeMetadata
 	return metadatafake.NewSimpleMetadataClient(scheme, objs...)
 }
 
-// runLabeler runs a Labeler over client until the test ends and waits for its informer.
-func runLabeler(t *testing.T, pm partition.Map, client *metadatafake.FakeMetadataClient) *Labeler {
+// runLabeler runs a Labeler over client (with opts, if given) until the test ends and
+// waits for its informer.
+func runLabeler(t *testing.T, pm partition.Map, client metadata.Interface, opts ...LabelerOptions) *Labeler {
 	t.Helper()
-	l, err := NewLabeler(client, pm, PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"}, LabelerOptions{})
+	var o LabelerOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	l, err := NewLabeler(client, pm, PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -68,20 +67,7 @@ func TestLabelerRequestTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pm := partition.Map{Count: 1}
 			client := hangingClient{Interface: fakeClient(t, namespaceMeta("team-a", nil, nil)), conflictFirst: tc.conflictFirst}
-			l, err := NewLabeler(client, pm, PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"},
-				LabelerOptions{RequestTimeout: 50 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error)
-			go func() { done <- l.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-			if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-				return l.HasSynced(), nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			l := runLabeler(t, pm, client, LabelerOptions{RequestTimeout: 50 * time.Millisecond})
 			if _, err := l.Activate(1, certain); err != nil {
 				t.Fatal(err)
 			}

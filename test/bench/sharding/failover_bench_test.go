@@ -88,14 +88,8 @@ func (e *env) benchStopShard(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		owners := framework.Owners(a)
 		victim := c.shards[0]
-		var victimNS []string
-		for _, ns := range nss {
-			if owners[uint32(e.pmap.For(ns))] == victim.Name {
-				victimNS = append(victimNS, ns)
-			}
-		}
+		victimNS := e.ownedBy(a, nss, victim.Name)
 		writers := victimNS[:min(len(victimNS), maxWriters)]
 		isWriter := map[string]bool{}
 		for _, ns := range writers {

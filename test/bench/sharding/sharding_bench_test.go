@@ -355,14 +355,8 @@ func (e *env) benchKillShard(b *testing.B, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		owners := framework.Owners(a)
 		victim := c.shards[0]
-		var victimNS []string
-		for _, ns := range nss {
-			if owners[uint32(e.pmap.For(ns))] == victim.Name {
-				victimNS = append(victimNS, ns)
-			}
-		}
+		victimNS := e.ownedBy(a, nss, victim.Name)
 		// The survivors' warm-up lists before the kill, to count the kill's.
 		survivors := c.shards[1:]
 		listsBefore := make([]framework.Samples, len(survivors))
@@ -1275,4 +1269,16 @@ func listsSince(before, after framework.Samples) map[string]float64 {
 // warmupLists summarises a shard's warm-up lists from kshard_shard_cache_lists_total.
 func warmupLists(m framework.Samples) string {
 	return fmt.Sprint(byLabel(m, "kshard_shard_cache_lists_total", "kind"))
+}
+
+// ownedBy returns the namespaces of nss whose partition the assignment a gives to shard.
+func (e *env) ownedBy(a coordinatorrpc.Assignments, nss []string, shard string) []string {
+	owners := framework.Owners(a)
+	var out []string
+	for _, ns := range nss {
+		if owners[uint32(e.pmap.For(ns))] == shard {
+			out = append(out, ns)
+		}
+	}
+	return out
 }

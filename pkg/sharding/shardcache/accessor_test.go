@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -297,7 +298,10 @@ func TestWarmupWaitsForClusterScopedInformers(t *testing.T) {
 func TestPrepareReleasedBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := New(fake.NewClientset(ns("p1-a")), testPartition, Options{PollInterval: 5 * time.Millisecond, StartWindow: 200 * time.Millisecond})
+	// The start window is long enough that Release, sent as soon as the Prepare is
+	// registered, lands while it waits (a fixed sleep raced a loaded machine: make test
+	// saw Prepare succeed).
+	c, err := New(fake.NewClientset(ns("p1-a")), testPartition, Options{PollInterval: 5 * time.Millisecond, StartWindow: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +309,13 @@ func TestPrepareReleasedBeforeStart(t *testing.T) {
 	c.Run(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- c.Prepare(ctx, []uint32{1}) }()
-	time.Sleep(50 * time.Millisecond) // Prepare is waiting for the start window
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.parts[1] != nil, nil // Prepare registered, now waiting for the start window
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Release(ctx, []uint32{1}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,12 +28,13 @@ import (
 const CoordinatorServiceAccount = "kshard-coordinator"
 
 // installFence installs the server-side fence for this KShard's shard ServiceAccount, as
-// the chart does (the policies and bindings named after the KShard, reading an owner label
-// of its own, and the probe user's RBAC), and removes it when the test ends (first the
-// bindings, so that no moment refuses writes the test does not expect), then the label
-// from every namespace. The coordinators act as CoordinatorServiceAccount (an
-// administrator's kubeconfig impersonating it; bound to cluster-admin, the record guard
-// limits it on Namespaces all the same).
+// the chart does (the policies and bindings named after the KShard, reading a partition
+// label of its own, and the probe user's RBAC), and removes it when the test ends (first
+// the bindings, so that no moment refuses writes the test does not expect), then the
+// label from every namespace. The owner Roles live in the KShard's namespace and go with
+// it. The coordinators act as CoordinatorServiceAccount (an administrator's kubeconfig
+// impersonating it; bound to cluster-admin, the record guard limits it on Namespaces and
+// on RBAC in its namespace all the same).
 func (k *KShard) installFence(suffix string) {
 	k.t.Helper()
 	ns := k.pods.namespace
@@ -41,9 +42,9 @@ func (k *KShard) installFence(suffix string) {
 		Name:           "kshard-e2e-fence-" + k.f.RunID + "-" + suffix,
 		Namespace:      ns,
 		ServiceAccount: ShardServiceAccount,
-		// A label of this KShard's own: another test's coordinator (of another term
-		// sequence) must not find it on the namespaces.
-		OwnerLabel:      "e2e-" + k.f.RunID + "-" + suffix + ".kshard.io/owner",
+		// A label of this KShard's own: another test's KShard may have another partition
+		// count.
+		PartitionLabel:  "e2e-" + k.f.RunID + "-" + suffix + ".kshard.io/partition",
 		CoordinatorUser: ownerrecord.ServiceAccountUser(ns, CoordinatorServiceAccount),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -58,14 +59,14 @@ func (k *KShard) installFence(suffix string) {
 		if err := ownerrecord.Uninstall(ctx, k.f.Client, p); err != nil {
 			k.t.Errorf("removing the shard fence: %v", err)
 		}
-		nss, err := k.f.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: p.OwnerLabel})
+		nss, err := k.f.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: p.PartitionLabel})
 		if err != nil {
-			k.t.Errorf("listing namespaces with %s: %v", p.OwnerLabel, err)
+			k.t.Errorf("listing namespaces with %s: %v", p.PartitionLabel, err)
 			return
 		}
 		// The API server applies the record guard until its informer has seen the
 		// binding go: a removal refused by the guard a moment after Uninstall is retried.
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:null}}}`, p.OwnerLabel, p.TermAnnotation())
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, p.PartitionLabel)
 		for _, ns := range nss.Items {
 			var last error
 			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -73,7 +74,7 @@ func (k *KShard) installFence(suffix string) {
 				return last == nil || apierrors.IsNotFound(last), nil
 			})
 			if err != nil {
-				k.t.Errorf("removing %s from namespace %s: %v", p.OwnerLabel, ns.Name, last)
+				k.t.Errorf("removing %s from namespace %s: %v", p.PartitionLabel, ns.Name, last)
 			}
 		}
 	})

@@ -234,7 +234,7 @@ func (k *KShard) StartCoordinatorAt(name, grpcAddr string) *Coordinator {
 		args = append(args, "--shard-auth", "none")
 	}
 	if k.fence != nil {
-		args = append(args, "--shard-fence=true", "--shard-fence-owner-label", k.fence.OwnerLabel, "--shard-fence-policy", k.fence.Name)
+		args = append(args, "--shard-fence=true", "--shard-fence-partition-label", k.fence.PartitionLabel, "--shard-fence-policy", k.fence.Name)
 	} else {
 		args = append(args, "--shard-fence=false")
 	}

@@ -27,13 +27,14 @@ import (
 // its stream broke (its reconnect backoff, 1s, plus a hello), far shorter than a TTL.
 const DefaultSeizeAfter = 2 * time.Second
 
-// FenceOptions configure the server-side fence: the owner label the coordinator keeps on
-// every Namespace, which the chart's ValidatingAdmissionPolicy reads to refuse a shard's
-// writes to namespaces it does not own.
+// FenceOptions configure the server-side fence: the owner record the coordinator keeps
+// (owner Roles in its namespace, the partition label on every Namespace), which the
+// chart's ValidatingAdmissionPolicy reads to refuse a shard's writes to namespaces it does
+// not own.
 type FenceOptions struct {
 	Enabled bool
-	// OwnerLabel is the Namespace label naming the owner shard.
-	OwnerLabel string
+	// PartitionLabel is the Namespace label holding the namespace's partition.
+	PartitionLabel string
 	// Policy is the ValidatingAdmissionPolicy's name (for telling its refusals apart).
 	Policy string
 	// SeizeAfter: a shard whose stream stayed closed this long loses its partitions at
@@ -41,27 +42,28 @@ type FenceOptions struct {
 	SeizeAfter time.Duration
 	// ProbeTimeout bounds the wait for the API server to enforce a record write.
 	ProbeTimeout time.Duration
-	// WriteTimeout bounds each owner-label request (ownerrecord.LabelerOptions.RequestTimeout).
+	// WriteTimeout bounds each owner record request (ownerrecord.LabelerOptions.RequestTimeout).
 	WriteTimeout time.Duration
 }
 
 // NewFenceOptions returns the defaults: the fence on.
 func NewFenceOptions() FenceOptions {
-	return FenceOptions{Enabled: true, OwnerLabel: ownerrecord.DefaultOwnerLabel, Policy: ownerrecord.DefaultPolicyName,
+	return FenceOptions{Enabled: true, PartitionLabel: ownerrecord.DefaultPartitionLabel, Policy: ownerrecord.DefaultPolicyName,
 		SeizeAfter: DefaultSeizeAfter, ProbeTimeout: 10 * time.Second, WriteTimeout: ownerrecord.DefaultRequestTimeout}
 }
 
 // AddFlags registers the flags.
 func (o *FenceOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.Enabled, "shard-fence", o.Enabled, "keep the owner label on every Namespace that the server-side fence (the chart's ValidatingAdmissionPolicy) enforces, "+
+	fs.BoolVar(&o.Enabled, "shard-fence", o.Enabled, "keep the owner record that the server-side fence (the chart's ValidatingAdmissionPolicy) enforces "+
+		"(an owner Role per shard in the shard ServiceAccount's namespace, the partition label on every Namespace), "+
 		"and send a partition's Acquire only once the API server refuses its previous owner; needs --shard-service-account")
-	fs.StringVar(&o.OwnerLabel, "shard-fence-owner-label", o.OwnerLabel, "Namespace label naming the owner shard (its term goes into the annotation <label>-term); "+
+	fs.StringVar(&o.PartitionLabel, "shard-fence-partition-label", o.PartitionLabel, "Namespace label holding the namespace's partition, which the fence policy reads; "+
 		"two kshard deployments in one cluster need two labels")
 	fs.StringVar(&o.Policy, "shard-fence-policy", o.Policy, "name of the fence's ValidatingAdmissionPolicy (its refusals are told apart by it)")
 	fs.DurationVar(&o.SeizeAfter, "seize-after", o.SeizeAfter, "with --shard-fence: a shard whose session stream stayed closed this long loses its partitions at once "+
 		"(its late writes are refused), instead of after --session-ttl + --fencing-margin; 0 waits for the lease")
 	fs.DurationVar(&o.ProbeTimeout, "shard-fence-probe-timeout", o.ProbeTimeout, "how long to wait for the API server to enforce an owner record write before retrying it")
-	fs.DurationVar(&o.WriteTimeout, "shard-fence-write-timeout", o.WriteTimeout, "how long one owner-label write (a Namespace PATCH, or its re-read after a conflict) may take before the batch fails and is retried")
+	fs.DurationVar(&o.WriteTimeout, "shard-fence-write-timeout", o.WriteTimeout, "how long one owner record request (an owner Role write, a partition label PATCH, a re-read) may take before the batch fails and is retried")
 }
 
 // validate reports every bad flag of the block; reconnect is --shard-reconnect-backoff.
@@ -88,16 +90,16 @@ func (o FenceOptions) validate(auth ShardAuthOptions, reconnect time.Duration) e
 	if o.WriteTimeout < MinFenceProbeTimeout {
 		errs = append(errs, fmt.Errorf("--shard-fence-write-timeout=%s must be at least %s: below it writes fail on an ordinary busy API server and are retried forever", o.WriteTimeout, MinFenceProbeTimeout))
 	}
-	if err := validateOwnerLabel(o.OwnerLabel); err != nil {
+	if err := validatePartitionLabel(o.PartitionLabel); err != nil {
 		errs = append(errs, err)
 	}
 	if o.Policy == "" {
 		errs = append(errs, errors.New("--shard-fence-policy must not be empty"))
 	}
 	if namespace, sa, err := auth.serviceAccount(); err == nil {
-		p := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, OwnerLabel: o.OwnerLabel}
+		p := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, PartitionLabel: o.PartitionLabel}
 		if err := p.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("--shard-fence-owner-label/--shard-fence-policy: %w", err))
+			errs = append(errs, fmt.Errorf("--shard-fence-partition-label/--shard-fence-policy: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -133,16 +135,20 @@ func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAut
 	if err != nil {
 		return nil, err
 	}
-	params := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, OwnerLabel: o.OwnerLabel}
-	// Label writes of a handoff batch are many small patches that must not queue behind
-	// the client's rate limiter (they are bounded by the labeler's write concurrency).
+	params := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, PartitionLabel: o.PartitionLabel}
+	// The record's writes and the enforcement reviews of a handoff batch must not queue
+	// behind the client's rate limiter: they hold the batch's Acquires.
 	wcfg := rest.CopyConfig(cfg)
 	wcfg.QPS = -1
 	meta, err := metadata.NewForConfig(wcfg)
 	if err != nil {
 		return nil, err
 	}
-	labeler, err := ownerrecord.NewLabeler(meta, pm, params, ownerrecord.LabelerOptions{RequestTimeout: o.WriteTimeout})
+	kube, err := kubernetes.NewForConfig(wcfg)
+	if err != nil {
+		return nil, err
+	}
+	labeler, err := ownerrecord.NewLabeler(meta, kube, pm, params, ownerrecord.LabelerOptions{RequestTimeout: o.WriteTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +164,7 @@ func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAut
 	if err := startChecker(ctx, params, check, log); err != nil {
 		return nil, err
 	}
-	log.Info("server-side fence on", "ownerLabel", o.OwnerLabel, "policy", o.Policy, "seizeAfter", o.SeizeAfter.String())
+	log.Info("server-side fence on", "partitionLabel", o.PartitionLabel, "ownerRoles", namespace+"/"+ownerrecord.OwnerRolePrefix+"<shard>", "policy", o.Policy, "seizeAfter", o.SeizeAfter.String())
 	return fence, nil
 }
 

@@ -31,13 +31,13 @@ const (
 // reservedLabelDomains are the label prefixes Kubernetes reserves for its own components
 // (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set):
 // kubernetes.io/ and k8s.io/ and every subdomain of them (pod-security.kubernetes.io,
-// node-role.kubernetes.io, ...). An owner label there can collide with what Kubernetes
+// node-role.kubernetes.io, ...). A partition label there can collide with what Kubernetes
 // itself writes or enforces (Pod Security's labels decide which pods a namespace admits),
 // and a policy that lets the coordinator patch it lets it patch theirs.
 var reservedLabelDomains = []string{"kubernetes.io", "k8s.io"}
 
-// validateOwnerLabel refuses an owner label key in a reserved prefix.
-func validateOwnerLabel(key string) error {
+// validatePartitionLabel refuses a partition label key in a reserved prefix.
+func validatePartitionLabel(key string) error {
 	prefix, _, ok := strings.Cut(key, "/")
 	if !ok {
 		return nil // no prefix: the API server's own syntax check applies (PolicyParams.Validate)
@@ -45,8 +45,8 @@ func validateOwnerLabel(key string) error {
 	prefix = strings.ToLower(prefix)
 	for _, d := range reservedLabelDomains {
 		if prefix == d || strings.HasSuffix(prefix, "."+d) {
-			return fmt.Errorf("--shard-fence-owner-label=%q: the prefix %q is reserved for Kubernetes (%s/ and *.%s/): use a domain of your own, e.g. the default %q",
-				key, prefix, d, d, NewFenceOptions().OwnerLabel)
+			return fmt.Errorf("--shard-fence-partition-label=%q: the prefix %q is reserved for Kubernetes (%s/ and *.%s/): use a domain of your own, e.g. the default %q",
+				key, prefix, d, d, NewFenceOptions().PartitionLabel)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -37,9 +38,9 @@ type FenceOptions struct {
 const DefaultMaxProbeClients = 256
 
 // Fence is the coordinator leader's side of the server-side fence: it claims the owner
-// record (the namespaces' owner labels) for the leader's term, writes each batch of new
-// owners, and returns only once the API server enforces it, proven by dry-run probes. It
-// is what coordinatorrpc's OwnerRecord edge runs outside the state machine.
+// record for the leader's term, writes each batch of new owners, and returns only once
+// the API server enforces it, proven by access reviews and dry-run probes. It is what
+// coordinatorrpc's OwnerRecord edge runs outside the state machine.
 type Fence struct {
 	opts    FenceOptions
 	labeler *Labeler
@@ -50,12 +51,12 @@ type Fence struct {
 }
 
 // Applied describes one enforced batch: how long the writes and the wait for enforcement
-// took, how many namespaces were written and how many probe rounds the wait took (a
-// round is a dry run as the new owner and one as the sentinel; 0 when the batch had no
-// namespace).
+// took, how many record writes it made, and how many access reviews and probe rounds the
+// wait took (a round is a dry run as the new owner and one as the sentinel).
 type Applied struct {
 	Write, Enforce time.Duration
 	Writes         int
+	Reviews        int
 	Probes         int
 	// ProbeNamespace is where the probe ran ("" when none did).
 	ProbeNamespace string
@@ -80,25 +81,21 @@ func NewFence(labeler *Labeler, opts FenceOptions) (*Fence, error) {
 		clients: lru.New(opts.MaxClients)}, nil
 }
 
-// TermBeaconNamespace is the namespace a new leader stamps its term on before it serves
-// (Labeler.StampTerm): every cluster has it, and nobody deletes it.
-const TermBeaconNamespace = "kube-system"
-
 // Claim makes this process the record's writer for term, writing while tenure is valid,
-// and returns what the namespaces say: the owners a new leader may take as enforced (they
-// were written before its term began, and it grants nothing before its grace has passed),
-// and the highest term found on them. Unless that is above term (then the record stays
-// unclaimed: the leader must take a term above it first), it stamps term on
-// TermBeaconNamespace, so that the record keeps this term even if the leadership writes
-// no label.
+// and returns what the owner Roles say: the owners a new leader may take as enforced
+// (they were written before its term began, and it grants nothing before its grace has
+// passed), and the highest term found on them. Unless that is above term (then the record
+// stays unclaimed: the leader must take a term above it first), it stamps term on the
+// term beacon (TermRoleName), so that the record keeps this term even if the leadership
+// writes no owner Role.
 func (f *Fence) Claim(ctx context.Context, term uint32, tenure Tenure) (Claimed, error) {
-	c, err := f.labeler.Activate(term, tenure)
+	c, err := f.labeler.Activate(ctx, term, tenure)
 	if err != nil || c.HighestTerm > term {
 		return c, err
 	}
-	if err := f.labeler.StampTerm(ctx, TermBeaconNamespace); err != nil {
+	if err := f.labeler.StampTerm(ctx); err != nil {
 		f.labeler.Deactivate()
-		return c, fmt.Errorf("stamping term %d on namespace %s: %w", term, TermBeaconNamespace, err)
+		return c, err
 	}
 	return c, nil
 }
@@ -106,13 +103,20 @@ func (f *Fence) Claim(ctx context.Context, term uint32, tenure Tenure) (Claimed,
 // Release stops all writes: leadership ended.
 func (f *Fence) Release() { f.labeler.Deactivate() }
 
-// Apply writes owners (partition → shard, "" for none) onto every namespace of those
-// partitions and waits until the API server enforces them: a probe in the namespace with
-// the newest write (the API server's Namespace informer applies events in order, so it
-// then has every write of the batch) must let the new owner through and refuse a
-// sentinel shard. A batch whose partitions have no namespace needs no wait: there is
-// nothing to write to. A failed probe fails the batch; the coordinator retries it, and
-// the retry, finding the labels written, probes the newest of them again.
+// Apply writes owners (partition → shard, "" for none) into the owner Roles and waits
+// until the API server enforces them, before any of the batch's Acquires leaves:
+//
+//   - for every new owner of the batch, a LocalSubjectAccessReview must find its owner
+//     subject allowed one of its new partitions, and the sentinel's refused. The API
+//     server's authorizer sees Role changes in resourceVersion order, and Set writes every
+//     removal of the batch before any grant, so once a grant is seen every removal is:
+//     the previous owners are refused;
+//   - where one of those partitions has a labelled namespace, a dry-run probe there must
+//     let the new owner through and refuse the sentinel: the policy is in force.
+//
+// A batch that grants nothing needs no wait: no Acquire follows it. A failed wait fails
+// the batch; the coordinator retries it, and the retry, finding the Roles written,
+// waits again.
 func (f *Fence) Apply(ctx context.Context, owners map[partition.ID]string) (Applied, error) {
 	var a Applied
 	start := time.Now()
@@ -121,36 +125,56 @@ func (f *Fence) Apply(ctx context.Context, owners map[partition.ID]string) (Appl
 	if err != nil {
 		return a, err
 	}
-	if res.Last == "" {
-		return a, nil // no namespace in the batch's partitions: nothing to fence
+	if len(res.Gained) == 0 {
+		return a, nil
 	}
 	start = time.Now()
 	ctx, cancel := context.WithTimeout(ctx, f.opts.ProbeTimeout)
 	defer cancel()
-	shard := owners[f.labeler.pm.For(res.Last)]
-	n, err := f.waitEnforced(ctx, shard, res.Last)
-	a.Probes, a.Enforce, a.ProbeNamespace = n, time.Since(start), res.Last
-	if err != nil {
-		return a, fmt.Errorf("owner labels written but not shown enforced: %w", err)
+	defer func() { a.Enforce = time.Since(start) }()
+	shards := make([]string, 0, len(res.Gained))
+	for s := range res.Gained {
+		shards = append(shards, s)
+	}
+	sort.Strings(shards)
+	reviews := f.labeler.reviewer()
+	for _, s := range shards {
+		n, err := reviews.waitOwns(ctx, s, res.Gained[s][0])
+		a.Reviews += n
+		if err != nil {
+			return a, fmt.Errorf("owner Roles written but not shown enforced: %w", err)
+		}
+	}
+	for _, s := range shards {
+		for _, p := range res.Gained[s] {
+			ns := f.labeler.Probeable(p)
+			if ns == "" {
+				continue
+			}
+			n, err := f.waitEnforced(ctx, s, ns)
+			a.Probes, a.ProbeNamespace = n, ns
+			if err != nil {
+				return a, fmt.Errorf("owner Roles written but not shown enforced: %w", err)
+			}
+			return a, nil
+		}
 	}
 	return a, nil
 }
 
 // SentinelShard is the pod name of the shard no record ever names (the coordinator
 // refuses it as a shard ID). A probe as this shard must be refused: an allowed one means
-// the policy is not in force (not installed, or not yet loaded), so an allowed probe of
-// the new owner proves nothing by itself.
+// the policy is not in force (not installed, or not yet loaded), or that a binding grants
+// every owner subject every partition (a group binding of system:serviceaccounts), so an
+// allowed probe of the new owner proves nothing by itself.
 const SentinelShard = "kshard-fence-sentinel"
 
-// waitEnforced waits until the API server lets shard write in namespace (no owner when
-// shard is "") and refuses the sentinel: it evaluates the policy with the new label.
+// waitEnforced waits until the API server lets shard write in namespace and refuses the
+// sentinel: it evaluates the policy with the new owner Role.
 func (f *Fence) waitEnforced(ctx context.Context, shard, namespace string) (int, error) {
-	var owner kubernetes.Interface
-	if shard != "" {
-		var err error
-		if owner, err = f.client(shard); err != nil {
-			return 0, err
-		}
+	owner, err := f.client(shard)
+	if err != nil {
+		return 0, err
 	}
 	sentinel, err := f.client(SentinelShard)
 	if err != nil {

@@ -71,42 +71,75 @@ const celSubresource = `(has(request.subResource) && request.subResource != '' ?
 const celName = `(has(request.name) ? request.name : '')`
 
 // RecordPolicy returns the record guard: the ValidatingAdmissionPolicy that keeps the
-// owner record (a Namespace's owner label and term annotation) the coordinator's alone.
+// owner record (the owner Roles and RoleBindings in kshard's namespace, the term beacon,
+// and every Namespace's partition label) the coordinator's alone, and the coordinator to
+// the record.
 //
-// The fence policy (Policy) is scope Namespaced and never sees a Namespace, so without
-// this guard a shard (whose namespace controller may update namespaces/status and
-// namespaces/finalize), or anyone allowed to update Namespaces, could name any shard the
-// owner of any namespace, or forge a term. It matches CREATE and UPDATE (PATCH and apply
-// are updates) of namespaces and of every subresource of them, by every user, and refuses:
+// The fence policy (Policy) is scope Namespaced and never sees a Namespace, and RBAC lets
+// the shards' namespace controller update namespaces/status and namespaces/finalize of
+// every Namespace and delete any namespaced object; without this guard a shard, or anyone
+// allowed to update Namespaces or RBAC in kshard's namespace, could move a namespace into
+// another partition, grant a shard a partition or forge a term. It matches, by every user:
 //
-//   - a change of the owner label or of the term annotation (set, changed or removed;
-//     on CREATE, present) by anyone but p.CoordinatorUser;
-//   - any request of p.CoordinatorUser on a Namespace that is not an UPDATE of the
-//     Namespace itself changing those two keys only: not a label or annotation beside
-//     them (Pod Security labels included), not its spec, status, finalizers or owner
-//     references, not a subresource, not a CREATE.
+//   - CREATE and UPDATE (PATCH and apply are updates) of namespaces and every subresource
+//     of them, and refuses a change of the partition label (set, changed or removed; on
+//     CREATE, present) by anyone but p.CoordinatorUser, and any request of the coordinator
+//     on a Namespace but an UPDATE of the Namespace itself changing that label only;
+//   - CREATE, UPDATE and DELETE of Roles and RoleBindings in kshard's namespace that are
+//     record objects (named OwnerRolePrefix+…, or TermRoleName), or of any RoleBinding
+//     there or ClusterRoleBinding that binds an owner subject (a ServiceAccount named
+//     OwnerRolePrefix+…), and refuses them to anyone but p.CoordinatorUser, except a
+//     DELETE while kshard's namespace is terminating (the namespace controller empties
+//     it); and refuses the coordinator any Role or RoleBinding there that is not a record
+//     object of the record's shape (an owner rule with resourceNames, never without: that
+//     would grant every partition).
 //
-// failurePolicy is Fail, and it cannot break other users' namespace writes: the one
-// match condition every namespace write meets is built of null checks, has() and `in`
-// before each lookup, so it cannot fail; requests that touch neither key (and are not
-// the coordinator's) stop there. What is evaluated further is a refusal either way (or
-// the coordinator's own write). The admission attributes' object is the Namespace as it
-// would be stored (after the subresource's strategy dropped what it ignores), so a
-// status or finalize request is judged by what it would really change.
+// failurePolicy is Fail, and it cannot break other users' writes: the one match condition
+// is built of null checks, has() and `in` before each lookup, so it cannot fail; requests
+// that touch none of the above stop there. The admission attributes' object is the
+// Namespace as it would be stored (after the subresource's strategy dropped what it
+// ignores), so a status or finalize request is judged by what it would really change.
 func RecordPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p = p.withDefaults()
 	fail := admissionregistrationv1.Fail
+	all := admissionregistrationv1.AllScopes
 	cluster := admissionregistrationv1.ClusterScope
 	equivalent := admissionregistrationv1.Equivalent
 	forbidden := metav1.StatusReasonForbidden
-	label, term := p.OwnerLabel, p.TermAnnotation()
+	label := p.PartitionLabel
 	coordinator := `request.userInfo.username == '` + p.CoordinatorUser + `'`
-	changed := celKey("object", "labels", label) + ` != ` + celKey("oldObject", "labels", label) + ` || ` +
-		celKey("object", "annotations", term) + ` != ` + celKey("oldObject", "annotations", term)
-	onlyRecord := `object != null && oldObject != null && ` + celSameField("spec") + ` && ` + celSameField("status") + ` && ` +
+	isNamespace := `(request.resource.group == '' && request.resource.resource == 'namespaces')`
+	labelChanged := celKey("object", "labels", label) + ` != ` + celKey("oldObject", "labels", label)
+	onlyLabel := `object != null && oldObject != null && ` + celSameField("spec") + ` && ` + celSameField("status") + ` && ` +
 		celSameField("metadata.finalizers") + ` && ` + celSameField("metadata.ownerReferences") + ` && ` +
-		celSameMapExcept("labels", label) + ` && ` + celSameMapExcept("annotations", term)
-	what := `request.operation + ' namespaces' + ` + celSubresource + ` + ' ' + ` + celName
+		celSameMapExcept("labels", label) + ` && ` + celSameMapExcept("annotations", "")
+	inRecordNamespace := `(has(request.namespace) && request.namespace == '` + p.Namespace + `')`
+	isRBAC := `request.resource.group == 'rbac.authorization.k8s.io'`
+	recordName := `(` + celName + `.startsWith('` + OwnerRolePrefix + `') || (request.resource.resource == 'roles' && ` + celName + ` == '` + TermRoleName + `'))`
+	// An owner subject is a ServiceAccount of kshard's namespace named OwnerRolePrefix+…;
+	// the policy asks about permissions in kshard's namespace, which RoleBindings there
+	// and ClusterRoleBindings grant (another release's owner subjects are its own).
+	bindsOwnerIn := func(obj string) string {
+		return `(` + obj + ` != null && has(` + obj + `.subjects) && ` + obj + `.subjects.exists(s, s.kind == 'ServiceAccount' && ` +
+			`s.name.startsWith('` + OwnerRolePrefix + `') && has(s.namespace) && s.namespace == '` + p.Namespace + `'))`
+	}
+	isBinding := `((request.resource.resource == 'rolebindings' && ` + inRecordNamespace + `) || request.resource.resource == 'clusterrolebindings')`
+	bindsOwner := `(` + isBinding + ` && (` + bindsOwnerIn("object") + ` || ` + bindsOwnerIn("oldObject") + `))`
+	isRecordRBAC := `(` + isRBAC + ` && ((` + inRecordNamespace + ` && (request.resource.resource == 'roles' || request.resource.resource == 'rolebindings') && ` +
+		`(` + recordName + ` || ` + coordinator + `)) || ` + bindsOwner + `))`
+	terminating := `(request.operation == 'DELETE' && namespaceObject != null && has(namespaceObject.metadata.deletionTimestamp))`
+	ownerRule := `r.apiGroups == ['` + PartitionsGroup + `'] && has(r.resources) && r.resources == ['` + PartitionsResource + `'] && ` +
+		`r.verbs == ['` + OwnVerb + `'] && has(r.resourceNames) && size(r.resourceNames) > 0 && !has(r.nonResourceURLs)`
+	recordShape := recordName + ` && (request.operation == 'DELETE' || ` +
+		`(request.resource.resource == 'roles' && (!has(object.rules) || object.rules.all(r, has(r.apiGroups) && ` + ownerRule + `)) && ` +
+		`(` + celName + ` != '` + TermRoleName + `' || !has(object.rules) || size(object.rules) == 0)) || ` +
+		`(request.resource.resource == 'rolebindings' && object.roleRef.kind == 'Role' && object.roleRef.name == object.metadata.name && ` +
+		`has(object.subjects) && size(object.subjects) == 1 && object.subjects[0].kind == 'ServiceAccount' && ` +
+		`object.subjects[0].name == object.metadata.name && has(object.subjects[0].namespace) && object.subjects[0].namespace == '` + p.Namespace + `'))`
+	whatNamespace := `request.operation + ' namespaces' + ` + celSubresource + ` + ' ' + ` + celName
+	whatRBAC := `request.operation + ' ' + request.resource.resource + ' ' + ` + celName + ` + ` +
+		`(has(request.namespace) && request.namespace != '' ? ' in namespace ' + request.namespace : '')`
+	writes := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: p.RecordPolicyName()},
@@ -114,37 +147,52 @@ func RecordPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 			FailurePolicy: &fail,
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				MatchPolicy: &equivalent,
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
+					{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: writes,
 						Rule: admissionregistrationv1.Rule{
 							APIGroups: []string{""}, APIVersions: []string{"*"},
 							Resources: []string{"namespaces", "namespaces/*"}, Scope: &cluster, // status, finalize, any other
 						},
-					},
-				}},
+					}},
+					{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: append(writes, admissionregistrationv1.Delete),
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{rbacv1.GroupName}, APIVersions: []string{"*"},
+							Resources: []string{"roles", "rolebindings", "clusterrolebindings"}, Scope: &all,
+						},
+					}},
+				},
 			},
 			MatchConditions: []admissionregistrationv1.MatchCondition{
-				{Name: "coordinator-or-owner-record-changed", Expression: coordinator + ` || ` + changed},
+				{Name: "owner-record", Expression: `(` + isNamespace + ` && (` + coordinator + ` || ` + labelChanged + `)) || ` + isRecordRBAC},
 			},
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "coordinator", Expression: coordinator},
-				{Name: "what", Expression: what},
-				{Name: "onlyRecordChanged", Expression: onlyRecord},
+				{Name: "isNamespace", Expression: isNamespace},
+				{Name: "what", Expression: `` + isNamespace + ` ? ` + whatNamespace + ` : ` + whatRBAC},
 			},
 			Validations: []admissionregistrationv1.Validation{
 				{
-					Expression: `variables.coordinator`,
+					Expression: `variables.coordinator || (!variables.isNamespace && ` + terminating + `)`,
 					MessageExpression: `'` + RecordMessagePrefix + ` only ` + p.CoordinatorUser + ` may change the Namespace label ` + label +
-						` and annotation ` + term + `; ' + request.userInfo.username + ' may not (' + variables.what + ')'`,
-					Message: RecordMessagePrefix + " only the kshard coordinator may change the owner label and term annotation of a Namespace",
+						`, the owner Roles and RoleBindings (` + OwnerRolePrefix + `*) and the term beacon in namespace ` + p.Namespace +
+						`, or bind an owner subject; ' + request.userInfo.username + ' may not (' + variables.what + ')'`,
+					Message: RecordMessagePrefix + " only the kshard coordinator may change the owner record",
 					Reason:  &forbidden,
 				},
 				{
-					Expression: `!variables.coordinator || (request.operation == 'UPDATE' && !(has(request.subResource) && request.subResource != '') && variables.onlyRecordChanged)`,
-					MessageExpression: `'` + RecordMessagePrefix + ` the coordinator may change only the label ` + label + ` and the annotation ` + term +
+					Expression: `!variables.coordinator || !variables.isNamespace || (request.operation == 'UPDATE' && !(has(request.subResource) && request.subResource != '') && ` + onlyLabel + `)`,
+					MessageExpression: `'` + RecordMessagePrefix + ` the coordinator may change only the label ` + label +
 						` of an existing Namespace, nothing else (' + variables.what + ')'`,
-					Message: RecordMessagePrefix + " the coordinator may change only the owner label and term annotation of an existing Namespace",
+					Message: RecordMessagePrefix + " the coordinator may change only the partition label of an existing Namespace",
+					Reason:  &forbidden,
+				},
+				{
+					Expression: `!variables.coordinator || variables.isNamespace || (` + recordShape + `)`,
+					MessageExpression: `'` + RecordMessagePrefix + ` the coordinator may write only owner Roles (one rule: ` + OwnVerb + ` ` +
+						PartitionsResource + `.` + PartitionsGroup + ` with resourceNames), their RoleBindings (to the subject of their name) and the term beacon (no rules) (' + variables.what + ')'`,
+					Message: RecordMessagePrefix + " the coordinator may write only owner Roles, their RoleBindings and the term beacon",
 					Reason:  &forbidden,
 				},
 			},

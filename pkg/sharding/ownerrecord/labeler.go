@@ -2,7 +2,6 @@ package ownerrecord
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,15 +11,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -46,46 +43,56 @@ var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
 
 // LabelerOptions tune a Labeler.
 type LabelerOptions struct {
-	// Workers is the number of concurrent label writers of the background loop (default
-	// 2) and WriteConcurrency those of one Set (default 16): a handoff batch of a
-	// partition with many namespaces must not wait for one patch after another.
-	Workers, WriteConcurrency int
+	// Workers is the number of concurrent partition-label writers of the namespace loop
+	// (default 2).
+	Workers int
 	// Resync re-examines every namespace this often (default 10 minutes), a safety net
 	// for a write lost in a way the workqueue's retries did not catch.
 	Resync time.Duration
-	// RequestTimeout bounds each label PATCH and each re-read after a conflict (default
+	// RoleResync is how often the active Labeler compares the owner Roles with its table
+	// and repairs them (default 1 minute): nobody but the coordinator may write them (the
+	// record guard), so this only puts back what an administrator removed.
+	RoleResync time.Duration
+	// RequestTimeout bounds each request of a record write (default
 	// DefaultRequestTimeout). Without it one request the API server never answers holds
 	// its Set, and with it every Acquire of the batch, until the leadership ends; timed
 	// out, the batch fails and the coordinator retries it.
 	RequestTimeout time.Duration
 }
 
-// DefaultRequestTimeout is LabelerOptions.RequestTimeout: a label patch is one small
-// write that takes milliseconds; ten seconds is an API server in trouble.
+// DefaultRequestTimeout is LabelerOptions.RequestTimeout: a record write is one small
+// request that takes milliseconds; ten seconds is an API server in trouble.
 const DefaultRequestTimeout = 10 * time.Second
 
-// Labeler is the owner record: it keeps the owner label (PolicyParams.OwnerLabel) of every
-// Namespace equal to the coordinator leader's owner table, partition → shard, so that the
-// fence policy lets only that shard write there. Each label write carries the writer's
-// term in the term annotation and the namespace's resourceVersion as precondition, and is
-// sent only while the writer's Tenure is valid: a deposed leader writes nothing once its
-// Lease may have run out, and a write of it still in flight when a successor writes the
-// namespace fails on the precondition, so it can neither land over the successor's
-// write nor undo it.
+// Labeler keeps the owner record equal to the coordinator leader's owner table,
+// partition → shard: one owner Role per shard in kshard's namespace (record.go), read by
+// the fence policy through the API server's authorizer, and on every Namespace the
+// partition its name hashes to (PolicyParams.PartitionLabel), which the policy needs to
+// ask about the right partition.
 //
-// What a namespace says is never a reason to stop writing. A term annotation above the
-// writer's own cannot come from a live leader while the writer's tenure is valid: it is
-// what an earlier installation left (the term Lease deleted, a reinstall, an etcd restore,
-// leader election switched off and on) or a forgery, and it is written over. Activate
-// reports the highest plausible such term, so that a new leader can take a term above it
+// Every Role write carries the writer's term (TermAnnotation) and the Role's
+// resourceVersion as precondition, and is sent only while the writer's Tenure is valid:
+// a deposed leader writes nothing once its Lease may have run out, and a write of it still
+// in flight when a successor writes the Role fails on the precondition, so it can neither
+// land over the successor's write nor undo it. Partition labels never change (a name's
+// partition is fixed by the partition count), so who writes them matters less; they are
+// written under the same tenure all the same.
+//
+// What the record says is never a reason to stop writing. A term above the writer's own
+// cannot come from a live leader while the writer's tenure is valid: it is what an
+// earlier installation left (the term Lease deleted, an etcd restore, leader election
+// switched off and on) or a forgery, and it is written over. Activate reports the highest
+// plausible such term, so that a new leader can take a term above it
 // (coordinatorrpc.TermBehindError), and counts the forged ones.
 //
-// Set writes the namespaces of a batch of partitions at once, for a handoff; a
-// sample-controller-style loop (a metadata-only Namespace informer, a typed rate-limited
-// queue) labels namespaces created later and puts back a label somebody changed. Until
-// Activate (a follower, or a leader before it claimed its term) it writes nothing.
+// Set writes the Roles of a batch of moved partitions: one write per shard whose
+// partitions change, whatever the number of namespaces. A sample-controller-style loop (a
+// metadata-only Namespace informer, a typed rate-limited queue) labels namespaces with
+// their partition as they appear. Until Activate (a follower, or a leader before it
+// claimed its term) it writes nothing.
 type Labeler struct {
-	client   metadata.Interface
+	meta     metadata.Interface
+	kube     kubernetes.Interface
 	pm       partition.Map
 	params   PolicyParams
 	opts     LabelerOptions
@@ -96,75 +103,75 @@ type Labeler struct {
 	active bool
 	term   uint32
 	tenure Tenure
-	owners map[partition.ID]string // known owners; a partition absent is left as it is
+	owners map[partition.ID]string // the owner table; a partition absent has no owner
 
-	// wroteMu guards wrote: what each of this Labeler's own writes returned (the fields
-	// write reads), kept until the informer's copy of that namespace is as new. The
-	// informer lags the API server; without it a namespace moved A → B → A and back to B
-	// before the informer saw the second write would look labelled B already, and Set
-	// would skip it while the API server still names A. At most one entry per namespace
-	// the informer holds.
-	wroteMu sync.Mutex
-	wrote   map[string]metav1.Object
+	// roleMu serializes the Role writes of Set and of the resync: each compares the
+	// Roles with the table and writes the difference in a fixed order.
+	roleMu sync.Mutex
 }
 
-// NewLabeler returns a Labeler of the namespaces client sees, for the partitions of pm.
-// Call Run to start it.
-func NewLabeler(client metadata.Interface, pm partition.Map, params PolicyParams, opts LabelerOptions) (*Labeler, error) {
+// NewLabeler returns a Labeler of the namespaces meta sees, for the partitions of pm,
+// writing owner Roles with kube. Call Run to start it.
+func NewLabeler(meta metadata.Interface, kube kubernetes.Interface, pm partition.Map, params PolicyParams, opts LabelerOptions) (*Labeler, error) {
 	if err := pm.Validate(); err != nil {
+		return nil, err
+	}
+	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	params = params.withDefaults()
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
-	if opts.WriteConcurrency <= 0 {
-		opts.WriteConcurrency = 16
-	}
 	if opts.Resync <= 0 {
 		opts.Resync = 10 * time.Minute
+	}
+	if opts.RoleResync <= 0 {
+		opts.RoleResync = time.Minute
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
 	l := &Labeler{
-		client: client,
+		meta:   meta,
+		kube:   kube,
 		pm:     pm,
 		params: params,
 		opts:   opts,
 		owners: map[partition.ID]string{},
-		wrote:  map[string]metav1.Object{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "kshard_owner_labeler"},
 		),
 	}
-	l.informer = metadatainformer.NewFilteredMetadataInformer(client, namespacesGVR, metav1.NamespaceAll, opts.Resync,
+	l.informer = metadatainformer.NewFilteredMetadataInformer(meta, namespacesGVR, metav1.NamespaceAll, opts.Resync,
 		cache.Indexers{partitionIndex: l.indexByPartition}, nil).Informer()
 	if _, err := l.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    l.enqueue,
 		UpdateFunc: func(_, obj any) { l.enqueue(obj) },
-		DeleteFunc: l.forget,
 	}); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// Run starts the informer and the workers and blocks until ctx is done. It returns an
-// error only when the informer cannot sync.
+// Run starts the informer, the namespace workers and the Role resync, and blocks until
+// ctx is done. It returns an error only when the informer cannot sync.
 func (l *Labeler) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer l.queue.ShutDown()
 	logger := klog.FromContext(ctx).WithName("owner-labeler")
+	ctx = klog.NewContext(ctx, logger)
 	go l.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), l.informer.HasSynced) {
 		return fmt.Errorf("owner labeler: namespace informer did not sync: %w", context.Cause(ctx))
 	}
-	logger.Info("owner labeler started", "namespaces", len(l.informer.GetStore().ListKeys()), "workers", l.opts.Workers, "label", l.params.OwnerLabel)
+	logger.Info("owner labeler started", "namespaces", len(l.informer.GetStore().ListKeys()), "workers", l.opts.Workers,
+		"partitionLabel", l.params.PartitionLabel, "roleNamespace", l.params.Namespace)
 	for range l.opts.Workers {
 		go wait.UntilWithContext(ctx, l.runWorker, time.Second)
 	}
+	go wait.UntilWithContext(ctx, l.resyncRoles, l.opts.RoleResync)
 	<-ctx.Done()
 	return nil
 }
@@ -172,72 +179,75 @@ func (l *Labeler) Run(ctx context.Context) error {
 // HasSynced reports whether the informer has listed every namespace once.
 func (l *Labeler) HasSynced() bool { return l.informer.HasSynced() }
 
-// Claimed is what the namespaces say when a leader activates the record.
+// Claimed is what the owner record says when a leader activates it.
 type Claimed struct {
-	// Owners holds the owner of each partition whose namespaces all agree on one (a
-	// partition with no namespaces, or with disagreeing ones, is absent).
+	// Owners holds the owner of each partition exactly one owner Role grants.
 	Owners map[partition.ID]string
-	// HighestTerm is the highest plausible term (leader.PlausibleTerm) annotated on any
-	// namespace, and HighestIn a namespace that carries it ("" when none carries one).
+	// HighestTerm is the highest plausible term (leader.PlausibleTerm) on any owner Role
+	// or the term beacon, and HighestIn the Role that carries it ("" when none does).
 	HighestTerm uint32
 	HighestIn   string
-	// Above counts the namespaces whose plausible term annotation is above the
-	// activating term.
+	// Above counts the Roles whose plausible term is above the activating term.
 	Above int
-	// Forged counts the namespaces whose term annotation no coordinator can have led
-	// yet, and ForgedIn names one of them: a leader must not advance past such a term
-	// (see leader.PlausibleTerm); the Labeler writes over it.
+	// Forged counts the Roles whose term no coordinator can have led yet, and ForgedIn
+	// names one of them: a leader must not advance past such a term (see
+	// leader.PlausibleTerm); the Labeler writes over it.
 	Forged   int
 	ForgedIn string
 }
 
 // Activate makes the Labeler the record of term, written while tenure is valid: it reads
-// what the namespaces say, takes that as its owner table, and from then on writes. A
-// namespace term above term is not an error (see Labeler): Claimed reports the highest,
-// and when a plausible one is above term the Labeler stays inactive (the leader must take
-// a term above it first, and write nothing at this one).
-func (l *Labeler) Activate(term uint32, tenure Tenure) (Claimed, error) {
+// the owner Roles (from the API server, not a cache: a leader again must see its own last
+// writes), takes what they grant as its owner table, and from then on writes. A term above
+// term is not an error (see Labeler): Claimed reports the highest, and when a plausible
+// one is above term the Labeler stays inactive (the leader must take a term above it
+// first, and write nothing at this one).
+func (l *Labeler) Activate(ctx context.Context, term uint32, tenure Tenure) (Claimed, error) {
 	if !l.HasSynced() {
 		return Claimed{}, errors.New("owner labeler: the namespace informer has not synced")
 	}
 	if tenure == nil {
 		return Claimed{}, errors.New("owner labeler: Activate needs the leadership's tenure")
 	}
+	roles, err := l.listRoles(ctx)
+	if err != nil {
+		return Claimed{}, err
+	}
 	c := Claimed{Owners: map[partition.ID]string{}}
 	split := map[partition.ID]bool{}
 	now := time.Now()
-	for _, o := range l.informer.GetStore().List() {
-		m, err := metaOf(o)
-		if err != nil {
-			continue
-		}
-		m = l.newest(m) // a leader again: its own last writes may be ahead of the informer
-		switch t := l.termOf(m); {
+	names := make([]string, 0, len(roles.roles)+1)
+	for name := range roles.roles {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		r := roles.roles[name]
+		switch t := termOf(r); {
 		case !leader.PlausibleTerm(uint64(t), now):
 			c.Forged++
-			if c.ForgedIn == "" || m.GetName() < c.ForgedIn {
-				c.ForgedIn = m.GetName()
+			if c.ForgedIn == "" {
+				c.ForgedIn = name
 			}
-		case t > c.HighestTerm || (t > 0 && t == c.HighestTerm && m.GetName() < c.HighestIn):
-			c.HighestTerm, c.HighestIn = t, m.GetName()
+		case t > c.HighestTerm:
+			c.HighestTerm, c.HighestIn = t, name
 			fallthrough
 		default:
 			if t > term {
 				c.Above++
 			}
 		}
-		p := l.pm.For(m.GetName())
-		owner := m.GetLabels()[l.params.OwnerLabel]
-		if prev, ok := c.Owners[p]; (ok && prev != owner) || split[p] {
-			split[p] = true
-			delete(c.Owners, p)
+		shard, ok := shardOf(name)
+		if !ok {
 			continue
 		}
-		c.Owners[p] = owner
-	}
-	for p, s := range c.Owners {
-		if s == "" {
-			delete(c.Owners, p)
+		for _, p := range partitionsOf(r, l.pm) {
+			if _, dup := c.Owners[p]; dup || split[p] {
+				split[p] = true
+				delete(c.Owners, p)
+				continue
+			}
+			c.Owners[p] = shard
 		}
 	}
 	if c.HighestTerm > term {
@@ -247,49 +257,8 @@ func (l *Labeler) Activate(term uint32, tenure Tenure) (Claimed, error) {
 	l.active, l.term, l.tenure = true, term, tenure
 	l.owners = maps.Clone(c.Owners)
 	l.mu.Unlock()
+	l.requeueAll()
 	return c, nil
-}
-
-// StampTerm writes the active term into the term annotation of namespace name, whatever
-// its owner label, unless it already carries that term or a higher one. Only the owner
-// record's terms outlive the term Lease (which a reinstall or an operator deletes), and a
-// leadership that moves nothing writes no label: without a stamp a later leader could
-// take this very term again while shards hold its epochs. A leader stamps a namespace
-// every cluster has (TermBeaconNamespace) before it serves. A namespace that does not
-// exist is not an error.
-func (l *Labeler) StampTerm(ctx context.Context, name string) error {
-	l.mu.RLock()
-	active, term, tenure := l.active, l.term, l.tenure
-	l.mu.RUnlock()
-	if !active {
-		return errors.New("owner labeler: not active (not the leader)")
-	}
-	namespaces := l.client.Resource(namespacesGVR)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		m, err := namespaces.Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		case l.termOf(m) >= term:
-			return nil
-		case !tenure.Valid():
-			return fmt.Errorf("namespace %s: %w", name, ErrNotCertain)
-		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": m.GetResourceVersion(),
-			"annotations":     map[string]any{l.params.TermAnnotation(): strconv.FormatUint(uint64(term), 10)},
-		}})
-		if err != nil {
-			return err
-		}
-		got, err := namespaces.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kshard-owner-labeler"})
-		if err == nil {
-			l.remember(got)
-		}
-		return err
-	})
 }
 
 // Deactivate stops all writes (leadership ended).
@@ -301,83 +270,52 @@ func (l *Labeler) Deactivate() {
 
 // SetResult says what one Set wrote.
 type SetResult struct {
-	// Writes is the number of namespaces whose label changed.
+	// Writes counts the requests that changed the record (Role and RoleBinding creates,
+	// updates and deletes).
 	Writes int
-	// Last is the namespace with the highest resourceVersion among the batch's
-	// namespaces that carry their owner after Set and are not terminating (their
-	// labels are written first), written by it or already in place (""
-	// when there is none): once the API server's admission sees it, it sees every write of the
-	// batch, since its Namespace informer applies events in resourceVersion order.
-	Last string
+	// Gained holds, for each shard the batch names as a new owner, the batch's
+	// partitions it owns, sorted: what the fence probes before any Acquire.
+	Gained map[string][]partition.ID
 }
 
 // Set records owners (partition → shard; "" for no owner) in the owner table and writes
-// the owner label of every namespace of those partitions, concurrently; it returns when
-// all are written. Namespaces of those partitions created meanwhile are labelled by the
-// background loop from the table.
+// the owner Roles to match: first every Role that loses a partition (so that, in the API
+// server's stream of Role changes, every removal comes before every grant of the batch),
+// then every Role that gains one, then its RoleBinding if it has none. It returns once all
+// are written.
 func (l *Labeler) Set(ctx context.Context, owners map[partition.ID]string) (SetResult, error) {
+	res := SetResult{Gained: map[string][]partition.ID{}}
+	for p, s := range owners {
+		if !l.pm.Contains(p) {
+			return res, fmt.Errorf("owner labeler: partition %d is not one of the %d partitions", p, l.pm.Count)
+		}
+		if s == "" {
+			continue
+		}
+		if err := ValidateShardID(s); err != nil {
+			return res, err
+		}
+		res.Gained[s] = append(res.Gained[s], p)
+	}
+	for _, ps := range res.Gained {
+		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	}
 	l.mu.Lock()
 	if !l.active {
 		l.mu.Unlock()
-		return SetResult{}, errors.New("owner labeler: not active (not the leader)")
+		return res, errors.New("owner labeler: not active (not the leader)")
 	}
 	for p, s := range owners {
-		l.owners[p] = s
+		if s == "" {
+			delete(l.owners, p)
+		} else {
+			l.owners[p] = s
+		}
 	}
 	l.mu.Unlock()
-
-	// Terminating namespaces are written first, as a round of their own, so that the
-	// namespace probed afterwards (never a terminating one: see write) was written after
-	// them whenever the batch writes any other.
-	var terminating, active []string
-	for p := range owners {
-		for _, name := range l.NamespacesOf(p) {
-			if l.terminating(name) {
-				terminating = append(terminating, name)
-			} else {
-				active = append(active, name)
-			}
-		}
-	}
-	var (
-		mu      sync.Mutex
-		res     SetResult
-		highest uint64
-		errs    []error
-		sem     = make(chan struct{}, l.opts.WriteConcurrency)
-	)
-	for _, names := range [][]string{terminating, active} {
-		var wg sync.WaitGroup
-		for _, name := range names {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				rv, wrote, err := l.write(ctx, name)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				if wrote {
-					res.Writes++
-				}
-				if rv == "" {
-					return
-				}
-				if n, err := strconv.ParseUint(rv, 10, 64); err == nil && (res.Last == "" || n > highest) {
-					highest, res.Last = n, name
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	if err := errors.Join(errs...); err != nil {
-		return res, err
-	}
-	return res, nil
+	n, err := l.writeRoles(ctx)
+	res.Writes = n
+	return res, err
 }
 
 // NamespacesOf returns the names of the namespaces (known to the informer) whose name
@@ -397,24 +335,28 @@ func (l *Labeler) NamespacesOf(p partition.ID) []string {
 	return out
 }
 
-// want returns the owner label namespace name should carry, and whether the table says,
-// with the term and tenure of the leadership that writes it.
-func (l *Labeler) want(name string) (string, uint32, Tenure, bool) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if !l.active {
-		return "", 0, nil, false
+// Probeable returns a namespace of partition p whose partition label is in place and
+// that is not terminating (a dry-run create there reaches the policy), "" when none is.
+func (l *Labeler) Probeable(p partition.ID) string {
+	want := strconv.FormatUint(uint64(p), 10)
+	for _, name := range l.NamespacesOf(p) {
+		o, ok, err := l.informer.GetStore().GetByKey(name)
+		if err != nil || !ok {
+			continue
+		}
+		m, err := metaOf(o)
+		if err == nil && m.GetDeletionTimestamp() == nil && m.GetLabels()[l.params.PartitionLabel] == want {
+			return name
+		}
 	}
-	owner, ok := l.owners[l.pm.For(name)]
-	return owner, l.term, l.tenure, ok
+	return ""
 }
 
-func (l *Labeler) termOf(m metav1.Object) uint32 {
-	t, err := strconv.ParseUint(m.GetAnnotations()[l.params.TermAnnotation()], 10, 32)
-	if err != nil {
-		return 0
-	}
-	return uint32(t)
+// snapshot returns whether the Labeler is active, and its term, tenure and owner table.
+func (l *Labeler) snapshot() (bool, uint32, Tenure, map[partition.ID]string) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active, l.term, l.tenure, maps.Clone(l.owners)
 }
 
 func (l *Labeler) indexByPartition(obj any) ([]string, error) {
@@ -423,210 +365,6 @@ func (l *Labeler) indexByPartition(obj any) ([]string, error) {
 		return nil, err
 	}
 	return []string{strconv.FormatUint(uint64(l.pm.For(m.GetName())), 10)}, nil
-}
-
-// enqueue queues a namespace whose owner label is not what the table says.
-func (l *Labeler) enqueue(obj any) {
-	m, err := metaOf(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	m = l.newest(m)
-	if owner, _, _, ok := l.want(m.GetName()); ok && m.GetLabels()[l.params.OwnerLabel] != owner {
-		l.queue.Add(m.GetName())
-	}
-}
-
-// forget drops what this Labeler remembers of a deleted namespace, unless it remembers a
-// namespace of that name created again since.
-func (l *Labeler) forget(obj any) {
-	m, err := metaOf(obj)
-	if err != nil {
-		return
-	}
-	l.wroteMu.Lock()
-	defer l.wroteMu.Unlock()
-	if w, ok := l.wrote[m.GetName()]; ok && (w.GetUID() == m.GetUID() || !newer(w, m)) {
-		delete(l.wrote, m.GetName())
-	}
-}
-
-// remember keeps what a write of this Labeler returned, unless a newer copy is kept or
-// the informer no longer has the namespace (its deletion came before this write
-// returned: forget has run, and would never run again for it).
-func (l *Labeler) remember(m metav1.Object) {
-	l.wroteMu.Lock()
-	defer l.wroteMu.Unlock()
-	if _, ok, err := l.informer.GetStore().GetByKey(m.GetName()); err != nil || !ok {
-		return
-	}
-	if w, ok := l.wrote[m.GetName()]; !ok || newer(m, w) {
-		l.wrote[m.GetName()] = l.slim(m)
-	}
-}
-
-// slim returns what write, enqueue and Activate read of m: its identity, the owner label
-// and the term annotation.
-func (l *Labeler) slim(m metav1.Object) metav1.Object {
-	s := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Name: m.GetName(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
-		DeletionTimestamp: m.GetDeletionTimestamp(),
-	}}
-	if v, ok := m.GetLabels()[l.params.OwnerLabel]; ok {
-		s.Labels = map[string]string{l.params.OwnerLabel: v}
-	}
-	if v, ok := m.GetAnnotations()[l.params.TermAnnotation()]; ok {
-		s.Annotations = map[string]string{l.params.TermAnnotation(): v}
-	}
-	return s
-}
-
-// newest returns the newer of the informer's copy m and the copy this Labeler's last
-// write of that namespace returned, and forgets the latter once the informer has caught
-// up with it.
-func (l *Labeler) newest(m metav1.Object) metav1.Object {
-	l.wroteMu.Lock()
-	defer l.wroteMu.Unlock()
-	w, ok := l.wrote[m.GetName()]
-	switch {
-	case !ok:
-		return m
-	case newer(w, m):
-		return w
-	default:
-		delete(l.wrote, m.GetName())
-		return m
-	}
-}
-
-// newer reports whether a is a later copy of the namespace of that name than b, whether
-// or not it is the same object (one deleted and created again has a new UID and a
-// higher resourceVersion). Namespaces' resourceVersions are etcd revisions, compared as
-// numbers as Set does; one that does not parse is never newer.
-func newer(a, b metav1.Object) bool {
-	ra, err := strconv.ParseUint(a.GetResourceVersion(), 10, 64)
-	if err != nil {
-		return false
-	}
-	rb, err := strconv.ParseUint(b.GetResourceVersion(), 10, 64)
-	return err == nil && ra > rb
-}
-
-func (l *Labeler) runWorker(ctx context.Context) {
-	for l.processNext(ctx) {
-	}
-}
-
-func (l *Labeler) processNext(ctx context.Context) bool {
-	name, shutdown := l.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer l.queue.Done(name)
-	if _, _, err := l.write(ctx, name); err != nil {
-		klog.FromContext(ctx).V(2).Info("writing the owner label failed; retrying", "namespace", name, "err", err.Error())
-		l.queue.AddRateLimited(name)
-		return true
-	}
-	l.queue.Forget(name)
-	return true
-}
-
-// write makes namespace name's owner label what the table says, with the namespace's
-// resourceVersion as precondition (re-read on a conflict) and the term stamped, only
-// while the tenure is valid (ErrNotCertain otherwise). It returns whether it wrote and the resourceVersion of a copy that carries
-// the owner ("" when the namespace is deleted or not known).
-func (l *Labeler) write(ctx context.Context, name string) (string, bool, error) {
-	var m metav1.Object
-	if o, ok, err := l.informer.GetStore().GetByKey(name); err == nil && ok {
-		if m, err = metaOf(o); err != nil {
-			return "", false, err
-		}
-		// The informer may not have seen this Labeler's last write of it yet.
-		m = l.newest(m)
-	}
-	for attempt := 0; ; attempt++ {
-		owner, term, tenure, ok := l.want(name)
-		if !ok {
-			return "", false, nil
-		}
-		if m == nil {
-			return "", false, nil // deleted, or not seen yet: its add event brings it back
-		}
-		// A terminating namespace is labelled too: its owner's namespace controller
-		// deletes its content, and the policy refuses a shard whose name the label does not
-		// carry. It is never the one Set probes (NamespaceLifecycle refuses the probe's
-		// dry-run create there before the policy decides), so its resourceVersion is not
-		// returned.
-		probeable := m.GetDeletionTimestamp() == nil
-		if m.GetLabels()[l.params.OwnerLabel] == owner {
-			// Already in place (written by the loop, or a retried batch): its
-			// resourceVersion still tells Set which namespace to probe.
-			return rvIf(probeable, m.GetResourceVersion()), false, nil
-		}
-		if !tenure.Valid() {
-			return "", false, fmt.Errorf("namespace %s: %w", name, ErrNotCertain)
-		}
-		if t := l.termOf(m); t > term {
-			// Not a live leader's while the tenure is valid (see Labeler): written over.
-			klog.FromContext(ctx).V(2).Info("writing over an owner record of a term above this leader's", "namespace", name, "recordTerm", t, "term", term)
-		}
-		var label any = owner
-		if owner == "" {
-			label = nil // a JSON merge patch removes a key set to null
-		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": m.GetResourceVersion(),
-			"labels":          map[string]any{l.params.OwnerLabel: label},
-			"annotations":     map[string]any{l.params.TermAnnotation(): strconv.FormatUint(uint64(term), 10)},
-		}})
-		if err != nil {
-			return "", false, err
-		}
-		rctx, cancel := context.WithTimeout(ctx, l.opts.RequestTimeout)
-		got, err := l.client.Resource(namespacesGVR).Patch(rctx, name, types.MergePatchType, patch,
-			metav1.PatchOptions{FieldManager: "kshard-owner-labeler"})
-		cancel()
-		switch {
-		case err == nil:
-			l.remember(got)
-			return rvIf(probeable && got.GetDeletionTimestamp() == nil, got.GetResourceVersion()), true, nil
-		case apierrors.IsNotFound(err):
-			return "", false, nil
-		case apierrors.IsConflict(err) && attempt < 5:
-			rctx, cancel := context.WithTimeout(ctx, l.opts.RequestTimeout)
-			fresh, err := l.client.Resource(namespacesGVR).Get(rctx, name, metav1.GetOptions{})
-			cancel()
-			if apierrors.IsNotFound(err) {
-				return "", false, nil
-			}
-			if err != nil {
-				return "", false, err
-			}
-			m = fresh
-		default:
-			return "", false, fmt.Errorf("namespace %s: %w", name, err)
-		}
-	}
-}
-
-// rvIf returns rv when ok, else "".
-func rvIf(ok bool, rv string) string {
-	if ok {
-		return rv
-	}
-	return ""
-}
-
-// terminating reports whether the informer has namespace name with a deletionTimestamp.
-func (l *Labeler) terminating(name string) bool {
-	o, ok, err := l.informer.GetStore().GetByKey(name)
-	if err != nil || !ok {
-		return false
-	}
-	m, err := metaOf(o)
-	return err == nil && m.GetDeletionTimestamp() != nil
 }
 
 func metaOf(obj any) (metav1.Object, error) {

@@ -16,11 +16,11 @@ import (
 )
 
 const (
-	// DefaultOwnerLabel is the Namespace label that names the shard owning the namespace
-	// (its pod name); the coordinator's leader keeps it equal to its owner table, and the
-	// policy compares it with the pod-name extra of a shard's token. Two kshard releases
-	// in one cluster need two labels (PolicyParams.OwnerLabel).
-	DefaultOwnerLabel = "kshard.io/owner"
+	// DefaultPartitionLabel is the Namespace label that holds the partition the
+	// namespace's name hashes to; the coordinator's leader writes it on every Namespace,
+	// and the policy asks the authorizer whether the requesting shard owns that partition.
+	// Two kshard releases in one cluster need two labels (PolicyParams.PartitionLabel).
+	DefaultPartitionLabel = "kshard.io/partition"
 
 	// PodNameExtra is the user-info extra the API server adds for a pod-bound
 	// (projected) ServiceAccount token: the name of the pod the token was issued to. A
@@ -35,8 +35,8 @@ const (
 
 	// AuditAnnotationKey is the key of the audit annotation the policy adds to every
 	// request it checks (the audit log shows it as "<policy name>/kshard_fence_decision"):
-	// "refused shard=... namespace=... owner=..." or "allowed ...", so late writes stopped
-	// by the fence can be found and counted in the audit log. The API server's
+	// "shard=... namespace=... partition=...", so the fence's requests can be found in the
+	// audit log; refused ones also carry the API server's validation_failure annotation. The API server's
 	// apiserver_validating_admission_policy_check_total{policy=...,
 	// enforcement_action="deny"} counts them too, without an audit log.
 	AuditAnnotationKey = "kshard_fence_decision"
@@ -51,19 +51,18 @@ type PolicyParams struct {
 	// Name of the ValidatingAdmissionPolicy and of its binding (DefaultPolicyName when
 	// empty).
 	Name string
-	// Namespace is kshard's namespace: the shard ServiceAccount's and the owner
-	// ConfigMap's.
+	// Namespace is kshard's namespace: the shard ServiceAccount's and the owner Roles'.
 	Namespace string
 	// ServiceAccount is the shard ServiceAccount's name; only its requests are fenced.
 	ServiceAccount string
-	// OwnerLabel is the Namespace label naming the owner shard (DefaultOwnerLabel when
-	// empty); its term annotation is OwnerLabel + "-term".
-	OwnerLabel string
+	// PartitionLabel is the Namespace label holding the namespace's partition
+	// (DefaultPartitionLabel when empty).
+	PartitionLabel string
 	// CoordinatorUser is the user name the coordinator authenticates as (in a cluster,
 	// ServiceAccountUser of the coordinator's ServiceAccount). The record guard
-	// (RecordPolicy) lets only this user change the owner label and the term annotation of
-	// a Namespace, and this user change nothing else on a Namespace. Install needs it; the
-	// fence policy and the Labeler do not read it.
+	// (RecordPolicy) lets only this user change the partition label of a Namespace (and
+	// this user change nothing else on a Namespace) and write the owner Roles and their
+	// RoleBindings. Install needs it; the fence policy and the Labeler do not read it.
 	CoordinatorUser string
 }
 
@@ -77,8 +76,8 @@ func (p PolicyParams) withDefaults() PolicyParams {
 	if p.Name == "" {
 		p.Name = DefaultPolicyName
 	}
-	if p.OwnerLabel == "" {
-		p.OwnerLabel = DefaultOwnerLabel
+	if p.PartitionLabel == "" {
+		p.PartitionLabel = DefaultPartitionLabel
 	}
 	return p
 }
@@ -98,18 +97,10 @@ func (p PolicyParams) Validate() error {
 	if strings.ContainsAny(p.CoordinatorUser, `'\`) {
 		errs = append(errs, fmt.Errorf("coordinator user %q: must not contain quotes or backslashes", p.CoordinatorUser))
 	}
-	for _, k := range []string{p.OwnerLabel, p.TermAnnotation()} {
-		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 || strings.ContainsAny(k, `'\`) {
-			errs = append(errs, fmt.Errorf("owner label %q: %s", k, strings.Join(msgs, "; ")))
-		}
+	if msgs := validation.IsQualifiedName(p.PartitionLabel); len(msgs) > 0 || strings.ContainsAny(p.PartitionLabel, `'\`) {
+		errs = append(errs, fmt.Errorf("partition label %q: %s", p.PartitionLabel, strings.Join(msgs, "; ")))
 	}
 	return errors.Join(errs...)
-}
-
-// TermAnnotation is the Namespace annotation holding the coordinator term that last
-// wrote the owner label: a writer of an older term refuses to write over it.
-func (p PolicyParams) TermAnnotation() string {
-	return p.withDefaults().OwnerLabel + "-term"
 }
 
 // Username is the user name of the shard ServiceAccount, the only user the policy
@@ -132,33 +123,40 @@ func (p PolicyParams) ProbeUser() string {
 
 // CEL pieces of the policy. Every lookup is guarded, so a missing label or extra
 // evaluates to the empty string (and a refusal with a message that says which) rather
-// than to an evaluation error. The owner label's key is spliced in (Validate keeps quotes
-// and backslashes out of it).
+// than to an evaluation error. The partition label's key and kshard's namespace are
+// spliced in (Validate keeps quotes and backslashes out of them).
 const (
 	celShard = `has(request.userInfo.extra) && '` + PodNameExtra + `' in request.userInfo.extra && ` +
 		`size(request.userInfo.extra['` + PodNameExtra + `']) > 0 ? request.userInfo.extra['` + PodNameExtra + `'][0] : ''`
-	celOwnerFmt = `namespaceObject != null && has(namespaceObject.metadata.labels) && ` +
+	celPartitionFmt = `namespaceObject != null && has(namespaceObject.metadata.labels) && ` +
 		`'%[1]s' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['%[1]s'] : ''`
+	// The owner record, asked of the API server's authorizer: may the shard's owner
+	// subject (record.go) own the namespace's partition. An authorizer error is a
+	// refusal (allowed() is false).
+	celOwnsFmt = `variables.shard != '' && variables.partition != '' && ` +
+		`authorizer.serviceAccount('%[1]s', '` + OwnerRolePrefix + `' + variables.shard).group('` + PartitionsGroup + `')` +
+		`.resource('` + PartitionsResource + `').namespace('%[1]s').name(variables.partition).check('` + OwnVerb + `').allowed()`
 	// Events are not fenced: the event recorder writes asynchronously and may write
 	// after the reconcile (and the ownership) ended, harmlessly. Dry-run events are, so
 	// that Prober can probe with an Event, which every shard may create.
 	celEventsOnlyDryRun = `!(request.resource.resource == 'events' && ` +
 		`(request.resource.group == '' || request.resource.group == 'events.k8s.io')) || ` +
 		`(has(request.dryRun) && request.dryRun == true)`
-	celAllowed = `variables.shard != '' && variables.owner == variables.shard`
-	celWhat    = `request.operation + ' ' + request.resource.resource + ` +
+	celWhat = `request.operation + ' ' + request.resource.resource + ` +
 		`(has(request.subResource) && request.subResource != '' ? '/' + request.subResource : '') + ` +
 		`' in namespace ' + request.namespace`
-	celWhyFmt = `(variables.owner == '' ? 'the namespace has no %[1]s label, so no shard owns it' : ` +
-		`'it is owned by shard ' + variables.owner)`
+	celWhyFmt = `(variables.partition == '' ? 'the namespace has no %[1]s label yet, so no shard owns it' : ` +
+		`'it does not own the namespace\'s partition ' + variables.partition + ' (owner Roles ` + OwnerRolePrefix + `<shard> in namespace %[2]s)')`
 	celMessageFmt = `'` + MessagePrefix + ` shard ' + (variables.shard != '' ? variables.shard : '<unknown: no ` + PodNameExtra + ` extra>') + ` +
 		`' may not ' + ` + celWhat + ` + ': ' + ` + celWhyFmt
 	// An audit annotation's value must be a string or null, and CEL cannot type a
-	// conditional of null and a string, so the annotation is on every fenced request and
-	// says which way it went.
-	celAudit = `(variables.shard != '' && variables.owner == variables.shard ? 'allowed' : 'refused') + ` +
-		`' shard=' + variables.shard + ' namespace=' + request.namespace + ` +
-		`' owner=' + variables.owner + ' operation=' + request.operation + ' resource=' + request.resource.resource`
+	// conditional of null and a string, so the annotation is on every fenced request.
+	// It cannot say which way it went: the API server evaluates audit annotations without
+	// the authorizer ("no such attribute(s): authorizer"), so it names what the decision
+	// was about; a refusal also carries the API server's own
+	// validation.policy.admission.k8s.io/validation_failure annotation.
+	celAudit = `'shard=' + variables.shard + ' namespace=' + request.namespace + ` +
+		`' partition=' + variables.partition + ' operation=' + request.operation + ' resource=' + request.resource.resource`
 )
 
 // Policy returns the ValidatingAdmissionPolicy of the fence.
@@ -169,14 +167,17 @@ const (
 // another client's namespaced write costs two string comparisons, nothing more. Events are left out by a match condition
 // rather than by excludeResourceRules: real event writes are not fenced, dry-run ones
 // are, which gives Prober a probe every shard is allowed by RBAC to send.
-// The owner is the namespace's own label, read through namespaceObject from the API
-// server's Namespace informer: the policy has no params. That matters twice. With
-// params, the API server resolves them before it evaluates matchConditions, for every
-// matched request of every user (a missing param object costs a GET per request, and a
-// param informer not synced within its second fails the request); and its param
-// informers can freeze (kubernetes#130887). Without params, another user's write stops at
-// the match conditions, which cannot fail, so failurePolicy Fail is safe for the cluster:
-// a shard request the policy cannot evaluate is refused, never let through.
+// A request passes when the API server's authorizer lets the shard's owner subject own
+// the partition in the namespace's label (namespaceObject, from the API server's
+// Namespace informer): the owner record is RBAC (record.go), read by the authorizer from
+// the API server's own RBAC informers, which are synced before it serves. The policy has
+// no params, which matters twice: with params, the API server resolves them before it
+// evaluates matchConditions, for every matched request of every user (a missing param
+// object costs a GET per request, and a param informer not synced within its second
+// fails the request); and its param informers can freeze (kubernetes#130887). Without
+// params, another user's write stops at the match conditions, which cannot fail, so
+// failurePolicy Fail is safe for the cluster: a shard request the policy cannot evaluate
+// is refused, never let through.
 func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p = p.withDefaults()
 	fail := admissionregistrationv1.Fail
@@ -207,11 +208,12 @@ func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 			},
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "shard", Expression: celShard},
-				{Name: "owner", Expression: fmt.Sprintf(celOwnerFmt, p.OwnerLabel)},
+				{Name: "partition", Expression: fmt.Sprintf(celPartitionFmt, p.PartitionLabel)},
+				{Name: "owns", Expression: fmt.Sprintf(celOwnsFmt, p.Namespace)},
 			},
 			Validations: []admissionregistrationv1.Validation{{
-				Expression:        celAllowed,
-				MessageExpression: fmt.Sprintf(celMessageFmt, p.OwnerLabel),
+				Expression:        `variables.owns`,
+				MessageExpression: fmt.Sprintf(celMessageFmt, p.PartitionLabel, p.Namespace),
 				Message:           MessagePrefix + " the shard does not own this namespace",
 				Reason:            &forbidden,
 			}},

@@ -41,7 +41,7 @@ type Metrics struct {
 	// The owner record (server-side fence): batches written and enforced, failures,
 	// the time to write and to see it enforced, and partitions per batch.
 	RecordWrites          prometheus.Counter
-	RecordNamespaceWrites prometheus.Counter
+	RecordObjectWrites prometheus.Counter
 	RecordErrors          prometheus.Counter
 	RecordWrite           prometheus.Histogram
 	RecordEnforce         prometheus.Histogram
@@ -97,8 +97,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Commands to shards held because the leader's Lease was not renewed within the renew deadline (a resumed leader waiting to learn whether it still leads)."}),
 		RecordWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_batches_total",
 			Help: "Owner record batches written and seen enforced by the API server."}),
-		RecordNamespaceWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_namespace_writes_total",
-			Help: "Namespace owner-label writes the owner record made (the server-side fence's cost in API writes)."}),
+		RecordObjectWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_object_writes_total",
+			Help: "Owner record writes (owner Role and RoleBinding creates, updates and deletes): the server-side fence's cost in API writes, a few per batch whatever the namespaces."}),
 		RecordErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_errors_total",
 			Help: "Owner record batches that failed to be written or to be seen enforced; retried."}),
 		RecordWrite: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_write_seconds",
@@ -108,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		RecordPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_batch_partitions",
 			Help: "Partitions whose owner one record write changed.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
 	}
-	if err := promutil.Register(reg, m.RecordWrites, m.RecordNamespaceWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.PendingStreams, m.HeldCommands, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+	if err := promutil.Register(reg, m.RecordWrites, m.RecordObjectWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.PendingStreams, m.HeldCommands, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
 		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents); err != nil {
 		return nil, err
 	}

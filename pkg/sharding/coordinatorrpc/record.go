@@ -53,7 +53,7 @@ func (s *Server) claimRecord(ctx context.Context, term uint32, tenure Tenure) (o
 		return claimed, fmt.Errorf("claiming the owner record for term %d within %s: %w (last error: %v)", term, s.opts.ClaimTimeout, err, last)
 	}
 	s.log.Info("claimed the owner record", "term", term, "entries", len(claimed.Owners),
-		"highestTerm", claimed.HighestTerm, "namespacesAboveTerm", claimed.Above)
+		"highestTerm", claimed.HighestTerm, "highestIn", claimed.HighestIn, "rolesAboveTerm", claimed.Above)
 	return claimed, nil
 }
 
@@ -76,7 +76,7 @@ func (s *Server) startRecordLocked() {
 			m.RecordErrors.Inc()
 		} else {
 			m.RecordWrites.Inc()
-			m.RecordNamespaceWrites.Add(float64(a.Writes))
+			m.RecordObjectWrites.Add(float64(a.Writes))
 			m.RecordWrite.Observe(a.Write.Seconds())
 			m.RecordEnforce.Observe(a.Enforce.Seconds())
 			m.RecordPartitions.Observe(float64(len(req.Owners)))
@@ -90,8 +90,8 @@ func (s *Server) startRecordLocked() {
 			s.log.Info("owner record write failed; the partitions it moves wait for the retry",
 				"generation", req.Gen, "partitions", len(req.Owners), "err", err.Error())
 		} else {
-			s.log.V(1).Info("owner record enforced", "generation", req.Gen, "partitions", len(req.Owners), "namespaces", a.Writes,
-				"write", a.Write.String(), "enforce", a.Enforce.String(), "probeRounds", a.Probes, "namespace", a.ProbeNamespace)
+			s.log.V(1).Info("owner record enforced", "generation", req.Gen, "partitions", len(req.Owners), "writes", a.Writes,
+				"write", a.Write.String(), "enforce", a.Enforce.String(), "reviews", a.Reviews, "probeRounds", a.Probes, "namespace", a.ProbeNamespace)
 		}
 		core.RecordApplied(s.opts.Now(), req.Gen, err)
 		s.flushLocked()

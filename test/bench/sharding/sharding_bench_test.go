@@ -172,7 +172,7 @@ func (c *cluster) reportFence(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	writes := m.Value("kshard_coordinator_owner_record_namespace_writes_total")
+	writes := m.Value("kshard_coordinator_owner_record_object_writes_total")
 	batches := m.Value("kshard_coordinator_owner_record_batches_total")
 	mean := func(name string) float64 {
 		return 1000 * m.Value(name+"_sum") / max(m.Value(name+"_count"), 1)

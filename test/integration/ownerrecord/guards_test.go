@@ -3,6 +3,7 @@ package ownerrecord
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -71,14 +72,14 @@ func runGuardCases(t *testing.T, e *env, cases []guardCase) {
 	}
 }
 
-// withOwner returns namespace ns (read as admin) with its owner label set to owner.
-func withOwner(ctx context.Context, t *testing.T, e *env, ns, owner string) *corev1.Namespace {
+// withPartition returns namespace ns (read as admin) with its partition label set to v.
+func withPartition(ctx context.Context, t *testing.T, e *env, ns, v string) *corev1.Namespace {
 	t.Helper()
 	n, err := e.f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Labels[e.params.OwnerLabel] = owner
+	n.Labels[e.params.PartitionLabel] = v
 	return n
 }
 
@@ -87,33 +88,77 @@ func mergePatch(ctx context.Context, c kubernetes.Interface, ns, patch string) e
 	return err
 }
 
-// TestRecordGuard checks that nobody but the coordinator's ServiceAccount may change a
-// Namespace's owner label or term annotation, through any path (the namespace
-// controller's status and finalize subresources included), and that the coordinator may
-// change nothing else on a Namespace.
+// dryRun is the create option of the RBAC cases: admission runs, nothing is stored.
+var dryRun = metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+
+// ownerRole is an owner Role of shard in namespace ns granting rules.
+func ownerRole(ns, shard string, rules ...rbacv1.PolicyRule) *rbacv1.Role {
+	return &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: ownerrecord.OwnerRoleName(shard), Namespace: ns}, Rules: rules}
+}
+
+// ownRule grants partitions.
+func ownRule(partitions ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{ownerrecord.PartitionsGroup}, Resources: []string{ownerrecord.PartitionsResource},
+		Verbs: []string{ownerrecord.OwnVerb}, ResourceNames: partitions}
+}
+
+// ownerBinding binds role (kind Role or ClusterRole) to the owner subject of shard in
+// namespace subjectNS, named name.
+func ownerBinding(ns, name, kind, role, subjectNS, shard string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ownerrecord.OwnerRoleName(shard), Namespace: subjectNS}},
+	}
+}
+
+// updateBinding sends a dry-run update of RoleBinding ns/name as c, changed by change.
+func updateBinding(ctx context.Context, c kubernetes.Interface, ns, name string, change func(*rbacv1.RoleBinding)) error {
+	b, err := c.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	change(b)
+	_, err = c.RbacV1().RoleBindings(ns).Update(ctx, b, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+// TestRecordGuard checks that nobody but the coordinator's ServiceAccount may change the
+// owner record — a Namespace's partition label (through any path, the namespace
+// controller's status and finalize subresources included), the owner Roles and
+// RoleBindings and the term beacon, or any binding of an owner subject — and that the
+// coordinator may change nothing else on a Namespace, and write only record objects of
+// the record's shape in its namespace.
 func TestRecordGuard(t *testing.T) {
 	e := setup(t)
-	label, term := e.params.OwnerLabel, e.params.TermAnnotation()
-	setOwner := fmt.Sprintf(`{"metadata":{"labels":{%q:"shard-b"}}}`, label)
+	label := e.params.PartitionLabel
+	home := e.params.Namespace
+	other := strconv.FormatUint(uint64(e.partitionOf(e.nsB)), 10) // a partition shard-b owns
+	setPartition := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, label, other)
+	rbac := func(c kubernetes.Interface) (func(*rbacv1.Role) error, func(*rbacv1.RoleBinding) error) {
+		return func(r *rbacv1.Role) error {
+				_, err := c.RbacV1().Roles(r.Namespace).Create(context.Background(), r, dryRun)
+				return err
+			}, func(b *rbacv1.RoleBinding) error {
+				_, err := c.RbacV1().RoleBindings(b.Namespace).Create(context.Background(), b, dryRun)
+				return err
+			}
+	}
 	cases := []guardCase{
-		{name: "shard status update naming itself owner", as: "shard-b", want: byRecord,
+		{name: "shard status update moving a namespace into its partition", as: "shard-b", want: byRecord,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
-				_, err := c.CoreV1().Namespaces().UpdateStatus(ctx, withOwner(ctx, t, e, e.nsA, "shard-b"), metav1.UpdateOptions{})
+				_, err := c.CoreV1().Namespaces().UpdateStatus(ctx, withPartition(ctx, t, e, e.nsA, other), metav1.UpdateOptions{})
 				return err
 			}},
-		{name: "shard finalize naming itself owner", as: "shard-b", want: byRecord,
+		{name: "shard finalize moving a namespace into its partition", as: "shard-b", want: byRecord,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
-				_, err := c.CoreV1().Namespaces().Finalize(ctx, withOwner(ctx, t, e, e.nsA, "shard-b"), metav1.UpdateOptions{})
+				_, err := c.CoreV1().Namespaces().Finalize(ctx, withPartition(ctx, t, e, e.nsA, other), metav1.UpdateOptions{})
 				return err
 			}},
-		{name: "shard update naming itself owner", as: "shard-b", want: byRecord,
+		{name: "shard update moving a namespace into its partition", as: "shard-b", want: byRecord,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
-				_, err := c.CoreV1().Namespaces().Update(ctx, withOwner(ctx, t, e, e.nsA, "shard-b"), metav1.UpdateOptions{})
+				_, err := c.CoreV1().Namespaces().Update(ctx, withPartition(ctx, t, e, e.nsA, other), metav1.UpdateOptions{})
 				return err
-			}},
-		{name: "shard patch forging a term", as: "shard-a", want: byRecord,
-			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
-				return mergePatch(ctx, c, e.nsA, fmt.Sprintf(`{"metadata":{"annotations":{%q:"4294967295"}}}`, term))
 			}},
 		{name: "shard status update leaving the record alone", as: "shard-a", want: allowed,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
@@ -124,45 +169,41 @@ func TestRecordGuard(t *testing.T) {
 				_, err = c.CoreV1().Namespaces().UpdateStatus(ctx, n, metav1.UpdateOptions{})
 				return err
 			}},
-		{name: "another user's patch of the owner label", as: "other-sa", want: byRecord,
+		{name: "another user's patch of the partition label", as: "other-sa", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
-				return mergePatch(ctx, c, e.nsA, setOwner)
+				return mergePatch(ctx, c, e.nsA, setPartition)
 			}},
-		{name: "another user's removal of the term", as: "other-sa", want: byRecord,
-			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
-				return mergePatch(ctx, c, e.nsA, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, term))
-			}},
-		{name: "the administrator's removal of the owner label", as: "admin", want: byRecord,
+		{name: "the administrator's removal of the partition label", as: "admin", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
 				return mergePatch(ctx, c, e.nsA, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, label))
 			}},
-		{name: "another user's namespace created with an owner label", as: "other-sa", want: byRecord,
+		{name: "another user's namespace created with a partition label", as: "other-sa", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
-				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "record-guard-", Labels: map[string]string{label: "shard-b"}}}
-				_, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "record-guard-", Labels: map[string]string{label: other}}}
+				_, err := c.CoreV1().Namespaces().Create(ctx, ns, dryRun)
 				return err
 			}},
 		{name: "another user's other labels untouched", as: "other-sa", want: allowed,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
 				return mergePatch(ctx, c, e.nsA, `{"metadata":{"labels":{"team":"blue"}}}`)
 			}},
-		{name: "the coordinator names an owner", as: "coordinator", want: allowed,
+		{name: "the coordinator writes the partition label", as: "coordinator", want: allowed,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
-				// In the namespace no record names: the Labeler leaves it alone.
-				if err := mergePatch(ctx, c, e.nsUnlabelled, fmt.Sprintf(`{"metadata":{"labels":{%q:"shard-b"},"annotations":{%q:"1"}}}`, label, term)); err != nil {
+				want := strconv.FormatUint(uint64(e.partitionOf(e.nsUnowned)), 10)
+				if err := mergePatch(ctx, c, e.nsUnowned, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, label)); err != nil {
 					return err
 				}
-				return mergePatch(ctx, c, e.nsUnlabelled, fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:null}}}`, label, term))
+				return mergePatch(ctx, c, e.nsUnowned, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, label, want))
 			}},
 		{name: "the coordinator changes a Pod Security label", as: "coordinator", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
 				return mergePatch(ctx, c, e.nsA, `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`)
 			}},
-		{name: "the coordinator changes the owner and a Pod Security label at once", as: "coordinator", want: byRecord,
+		{name: "the coordinator changes the partition and a Pod Security label at once", as: "coordinator", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
-				return mergePatch(ctx, c, e.nsA, fmt.Sprintf(`{"metadata":{"labels":{%q:"shard-a","pod-security.kubernetes.io/enforce":"privileged"}}}`, label))
+				return mergePatch(ctx, c, e.nsA, fmt.Sprintf(`{"metadata":{"labels":{%q:%q,"pod-security.kubernetes.io/enforce":"privileged"}}}`, label, other))
 			}},
-		{name: "the coordinator changes another annotation", as: "coordinator", want: byRecord,
+		{name: "the coordinator changes an annotation", as: "coordinator", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
 				return mergePatch(ctx, c, e.nsA, `{"metadata":{"annotations":{"note":"x"}}}`)
 			}},
@@ -182,8 +223,97 @@ func TestRecordGuard(t *testing.T) {
 		{name: "the coordinator creates a namespace", as: "coordinator", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, _ *env, c kubernetes.Interface) error {
 				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "record-guard-"}}
-				_, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				_, err := c.CoreV1().Namespaces().Create(ctx, ns, dryRun)
 				return err
+			}},
+
+		// The owner Roles and their bindings.
+		{name: "the administrator grants a shard a partition", as: "admin", want: byRecord,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				role, _ := rbac(e.as["admin"])
+				return role(ownerRole(home, "shard-b", ownRule("1")))
+			}},
+		{name: "the administrator edits an owner Role", as: "admin", want: byRecord,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				r, err := c.RbacV1().Roles(home).Get(ctx, ownerrecord.OwnerRoleName("shard-b"), metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Rules[0].ResourceNames = append(r.Rules[0].ResourceNames, "1")
+				_, err = c.RbacV1().Roles(home).Update(ctx, r, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}},
+		{name: "the administrator deletes an owner Role", as: "admin", want: byRecord,
+			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
+				return c.RbacV1().Roles(home).Delete(ctx, ownerrecord.OwnerRoleName("shard-a"), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			}},
+		{name: "the administrator forges the term beacon", as: "admin", want: byRecord,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				role, _ := rbac(e.as["admin"])
+				r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: ownerrecord.TermRoleName, Namespace: home,
+					Annotations: map[string]string{ownerrecord.TermAnnotation: "4294967295"}}}
+				return role(r)
+			}},
+		{name: "the administrator binds an owner subject under another name", as: "admin", want: byRecord,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				_, binding := rbac(e.as["admin"])
+				return binding(ownerBinding(home, "innocent", "ClusterRole", "admin", home, "shard-b"))
+			}},
+		{name: "the administrator binds an owner subject cluster-wide", as: "admin", want: byRecord,
+			do: func(ctx context.Context, _ *testing.T, _ *env, c kubernetes.Interface) error {
+				b := ownerBinding("", "kshard-e2e-guard-"+e.f.RunID, "ClusterRole", "admin", home, "shard-b")
+				_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: b.ObjectMeta, RoleRef: b.RoleRef, Subjects: b.Subjects}, dryRun)
+				return err
+			}},
+		{name: "another release's owner subjects are its own", as: "admin", want: allowed,
+			do: func(ctx context.Context, _ *testing.T, _ *env, c kubernetes.Interface) error {
+				b := ownerBinding("", "kshard-e2e-guard-other-"+e.f.RunID, "ClusterRole", "view", "elsewhere", "shard-b")
+				_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: b.ObjectMeta, RoleRef: b.RoleRef, Subjects: b.Subjects}, dryRun)
+				return err
+			}},
+		{name: "the administrator's other Roles untouched", as: "admin", want: allowed,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				role, _ := rbac(e.as["admin"])
+				return role(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: home},
+					Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}})
+			}},
+		{name: "the coordinator writes an owner Role", as: "coordinator", want: allowed,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				role, _ := rbac(e.as["coordinator"])
+				return role(ownerRole(home, "shard-c", ownRule("1", "2")))
+			}},
+		{name: "the coordinator writes an owner RoleBinding", as: "coordinator", want: allowed,
+			do: func(ctx context.Context, _ *testing.T, _ *env, c kubernetes.Interface) error {
+				return updateBinding(ctx, c, home, ownerrecord.OwnerRoleName("shard-a"), func(*rbacv1.RoleBinding) {})
+			}},
+		{name: "the coordinator grants every partition (a rule without resourceNames)", as: "coordinator", want: byRecord,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				role, _ := rbac(e.as["coordinator"])
+				return role(ownerRole(home, "shard-c", ownRule()))
+			}},
+		{name: "the coordinator adds another rule to an owner Role", as: "coordinator", want: byRecord,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				role, _ := rbac(e.as["coordinator"])
+				return role(ownerRole(home, "shard-c", ownRule("1"),
+					rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}, Verbs: []string{"get"}}))
+			}},
+		{name: "the coordinator writes a Role that is not the record's", as: "coordinator", want: byRecord,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				role, _ := rbac(e.as["coordinator"])
+				return role(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: home}, Rules: []rbacv1.PolicyRule{ownRule("1")}})
+			}},
+		{name: "the coordinator binds an owner Role to another subject", as: "coordinator", want: byRecord,
+			do: func(ctx context.Context, _ *testing.T, _ *env, c kubernetes.Interface) error {
+				return updateBinding(ctx, c, home, ownerrecord.OwnerRoleName("shard-a"), func(b *rbacv1.RoleBinding) {
+					b.Subjects[0].Name = ownerrecord.OwnerRoleName("shard-d")
+				})
+			}},
+		{name: "the coordinator binds another Role to an owner subject", as: "coordinator", want: byRecord,
+			do: func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+				_, binding := rbac(e.as["coordinator"])
+				// A Role the coordinator holds, so that RBAC's escalation check lets the
+				// request reach admission.
+				return binding(ownerBinding(home, ownerrecord.OwnerRoleName("shard-c"), "Role", "kshard-coordinator-record", home, "shard-c"))
 			}},
 	}
 	runGuardCases(t, e, cases)
@@ -191,7 +321,7 @@ func TestRecordGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Labels[label] != "shard-a" || got.Labels["pod-security.kubernetes.io/enforce"] != "" {
+	if got.Labels[label] != strconv.FormatUint(uint64(e.partitionOf(e.nsA)), 10) || got.Labels["pod-security.kubernetes.io/enforce"] != "" {
 		t.Errorf("namespace %s after the refused writes: labels %v", e.nsA, got.Labels)
 	}
 }

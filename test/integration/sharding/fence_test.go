@@ -169,7 +169,7 @@ func TestServerSideFence(t *testing.T) {
 	}
 	refused := refusedAfter - refusedBefore
 	batches, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_batches_total")
-	writes, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_namespace_writes_total")
+	writes, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_object_writes_total")
 	enforceSum, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_sum")
 	enforceCount, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_count")
 	t.Logf("the API server refused %v late writes of the killed shard through the fence; owner record: %v batches, %v namespace label writes, mean wait for enforcement %.1fms",

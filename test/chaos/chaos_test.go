@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/pkg/sharding/leader"
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -523,9 +524,9 @@ func (c *chaos) inject(kind string) {
 	}
 }
 
-// forgeTerm writes a forged owner record onto a workload namespace: a shard that does not
-// run as owner, and a term either near 2³² (no coordinator can have led it) or just
-// above the leader's (one could have). The leader must write over both.
+// forgeTerm writes a forged owner Role granting a workload namespace's partition to a
+// shard that does not run, at a term either near 2³² (no coordinator can have led it) or
+// just above the leader's (one could have). The leader must remove it.
 func (c *chaos) forgeTerm(kind string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -535,14 +536,27 @@ func (c *chaos) forgeTerm(kind string) {
 		term = uint64(c.mon.term()) + 1000
 	}
 	fence := c.k.FenceParams()
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"mallory"},"annotations":{%q:"%d"}}}`, fence.OwnerLabel, fence.TermAnnotation(), term)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: ownerrecord.OwnerRoleName("mallory"), Namespace: fence.Namespace,
+			Labels:      map[string]string{ownerrecord.RecordLabel: "true"},
+			Annotations: map[string]string{ownerrecord.TermAnnotation: strconv.FormatUint(term, 10)}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{ownerrecord.PartitionsGroup}, Resources: []string{ownerrecord.PartitionsResource},
+			Verbs: []string{ownerrecord.OwnVerb}, ResourceNames: []string{c.k.PartitionOf(ns)}}},
+	}
 	// As the coordinators' identity (a deposed leader's late write, a restored backup):
 	// the record guard refuses everybody else.
 	forger, err := kubernetes.NewForConfig(c.k.CoordinatorRESTConfig())
 	if err == nil {
-		_, err = forger.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		_, err = forger.RbacV1().Roles(fence.Namespace).Create(ctx, role, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			var got *rbacv1.Role
+			if got, err = forger.RbacV1().Roles(fence.Namespace).Get(ctx, role.Name, metav1.GetOptions{}); err == nil {
+				role.ResourceVersion = got.ResourceVersion
+				_, err = forger.RbacV1().Roles(fence.Namespace).Update(ctx, role, metav1.UpdateOptions{})
+			}
+		}
 	}
-	c.logf("fault %s: namespace %s given owner mallory at term %d (%v)", kind, ns, term, errOrOK(err))
+	c.logf("fault %s: namespace %s's partition granted to mallory at term %d (%v)", kind, ns, term, errOrOK(err))
 }
 
 // deleteTermLease deletes the term record, and half the time kills the leader right

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,16 +154,17 @@ func (m *monitor) pollAssignments(ctx context.Context) {
 func (m *monitor) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	// Every workload namespace's owner label, to know how long each has been stable.
-	list, err := m.f.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: framework.RunLabel + "=" + m.f.RunID})
+	// The owner record (the owner Roles and RoleBindings), to know each workload
+	// namespace's owner and how long the record has been stable.
+	rec, err := m.record(ctx)
 	if err != nil {
-		m.count("namespace list failed")
+		m.count("owner record list failed")
 		return
 	}
 	now := time.Now()
 	current := map[string]nsObs{}
-	for _, o := range list.Items {
-		current[o.Name] = nsObs{owner: o.Labels[m.fence.OwnerLabel], rv: o.ResourceVersion, since: now}
+	for _, ns := range m.w.nss {
+		current[ns] = nsObs{owner: rec.owners[m.k.PartitionOf(ns)], rv: rec.version, since: now}
 	}
 	var stable []string
 	m.mu.Lock()
@@ -181,7 +183,7 @@ func (m *monitor) probe(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	if len(stable) == 0 {
-		m.count("skipped: every owner label changed lately")
+		m.count("skipped: the owner record changed lately")
 		return
 	}
 	ns := stable[m.rng.IntN(len(stable))]
@@ -208,12 +210,12 @@ func (m *monitor) probe(ctx context.Context) {
 		case err == nil:
 			after, aerr := m.observe(ctx, ns)
 			if aerr == nil && after.owner == as {
-				m.count("non-owner accepted: the label moved to it meanwhile")
+				m.count("non-owner accepted: its partition moved to it meanwhile")
 				break
 			}
 			m.count("NON-OWNER ACCEPTED")
 			m.mu.Lock()
-			m.lateAccepted = append(m.lateAccepted, fmt.Sprintf("%s: a write of shard %s in %s was accepted; owner label %q (resourceVersion %s, unchanged since %s), after: %+v (%v)",
+			m.lateAccepted = append(m.lateAccepted, fmt.Sprintf("%s: a write of shard %s in %s was accepted; owner %q (record %s, unchanged since %s), after: %+v (%v)",
 				time.Now().Format("15:04:05.000"), as, ns, obs.owner, obs.rv, obs.since.Format("15:04:05.000"), after, aerr))
 			m.mu.Unlock()
 		default:
@@ -229,7 +231,7 @@ func (m *monitor) probe(ctx context.Context) {
 		case ownerrecord.IsRefusal(err, m.fence.Name):
 			m.count("owner refused by the fence")
 			m.mu.Lock()
-			m.ownerRefused = append(m.ownerRefused, fmt.Sprintf("%s: %s refused in %s, which its label names (%v)", time.Now().Format("15:04:05.000"), obs.owner, ns, err))
+			m.ownerRefused = append(m.ownerRefused, fmt.Sprintf("%s: %s refused in %s, whose partition its owner Role grants (%v)", time.Now().Format("15:04:05.000"), obs.owner, ns, err))
 			m.mu.Unlock()
 		default:
 			m.count("owner write failed otherwise")
@@ -238,11 +240,51 @@ func (m *monitor) probe(ctx context.Context) {
 }
 
 func (m *monitor) observe(ctx context.Context, ns string) (nsObs, error) {
-	o, err := m.f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	rec, err := m.record(ctx)
 	if err != nil {
 		return nsObs{}, err
 	}
-	return nsObs{owner: o.Labels[m.fence.OwnerLabel], rv: o.ResourceVersion, since: time.Now()}, nil
+	return nsObs{owner: rec.owners[m.k.PartitionOf(ns)], rv: rec.version, since: time.Now()}, nil
+}
+
+// ownerRecord is the fence's owner record as listed: partition → shard, and a version
+// that changes with any change of a record Role or RoleBinding.
+type ownerRecord struct {
+	owners  map[string]string
+	version string
+}
+
+// record lists the owner Roles and RoleBindings of the fence's namespace.
+func (m *monitor) record(ctx context.Context) (ownerRecord, error) {
+	opts := metav1.ListOptions{LabelSelector: ownerrecord.RecordLabel}
+	roles, err := m.f.Client.RbacV1().Roles(m.fence.Namespace).List(ctx, opts)
+	if err != nil {
+		return ownerRecord{}, err
+	}
+	bindings, err := m.f.Client.RbacV1().RoleBindings(m.fence.Namespace).List(ctx, opts)
+	if err != nil {
+		return ownerRecord{}, err
+	}
+	rec := ownerRecord{owners: map[string]string{}}
+	var versions []string
+	for _, r := range roles.Items {
+		versions = append(versions, "role/"+r.Name+"@"+r.ResourceVersion)
+		shard, ok := strings.CutPrefix(r.Name, ownerrecord.OwnerRolePrefix)
+		if !ok {
+			continue
+		}
+		for _, rule := range r.Rules {
+			for _, p := range rule.ResourceNames {
+				rec.owners[p] = shard
+			}
+		}
+	}
+	for _, b := range bindings.Items {
+		versions = append(versions, "binding/"+b.Name+"@"+b.ResourceVersion)
+	}
+	sort.Strings(versions)
+	rec.version = strings.Join(versions, ",")
+	return rec, nil
 }
 
 func (m *monitor) client(shard string) kubernetes.Interface {

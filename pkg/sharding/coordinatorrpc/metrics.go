@@ -40,12 +40,12 @@ type Metrics struct {
 	HeldCommands prometheus.Gauge
 	// The owner record (server-side fence): batches written and enforced, failures,
 	// the time to write and to see it enforced, and partitions per batch.
-	RecordWrites          prometheus.Counter
+	RecordWrites       prometheus.Counter
 	RecordObjectWrites prometheus.Counter
-	RecordErrors          prometheus.Counter
-	RecordWrite           prometheus.Histogram
-	RecordEnforce         prometheus.Histogram
-	RecordPartitions      prometheus.Histogram
+	RecordErrors       prometheus.Counter
+	RecordWrite        prometheus.Histogram
+	RecordEnforce      prometheus.Histogram
+	RecordPartitions   prometheus.Histogram
 }
 
 // NewMetrics registers the coordinator's metrics with reg.

@@ -270,11 +270,11 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 	if claimed.HighestTerm > term {
 		s.opts.Record.Release()
 		return &TermBehindError{Term: claimed.HighestTerm, Source: fmt.Sprintf(
-			"owner record term annotation of namespace %s; %d namespaces carry terms above %d", claimed.HighestIn, claimed.Above, term)}
+			"owner record term of Role %s; %d owner record Roles carry terms above %d", claimed.HighestIn, claimed.Above, term)}
 	}
 	if claimed.Forged > 0 {
-		s.log.Info("WARNING: namespaces carry owner record terms that no coordinator can have led yet (forged?); they are written over as the record is written",
-			"term", term, "namespace", claimed.ForgedIn, "namespaces", claimed.Forged)
+		s.log.Info("WARNING: owner record Roles carry terms that no coordinator can have led yet (forged?); they are written over as the record is written",
+			"term", term, "role", claimed.ForgedIn, "roles", claimed.Forged)
 	}
 	if s.opts.Config.OwnerRecord {
 		core.RecordKnown(claimed.Owners)

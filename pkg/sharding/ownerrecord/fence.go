@@ -117,8 +117,7 @@ func (f *Fence) Release() { f.labeler.Deactivate() }
 // A batch that grants nothing needs no wait: no Acquire follows it. A failed wait fails
 // the batch; the coordinator retries it, and the retry, finding the Roles written,
 // waits again.
-func (f *Fence) Apply(ctx context.Context, owners map[partition.ID]string) (Applied, error) {
-	var a Applied
+func (f *Fence) Apply(ctx context.Context, owners map[partition.ID]string) (a Applied, err error) {
 	start := time.Now()
 	res, err := f.labeler.Set(ctx, owners)
 	a.Write, a.Writes = time.Since(start), res.Writes
@@ -139,7 +138,8 @@ func (f *Fence) Apply(ctx context.Context, owners map[partition.ID]string) (Appl
 	sort.Strings(shards)
 	reviews := f.labeler.reviewer()
 	for _, s := range shards {
-		n, err := reviews.waitOwns(ctx, s, res.Gained[s][0])
+		var n int
+		n, err = reviews.waitOwns(ctx, s, res.Gained[s][0])
 		a.Reviews += n
 		if err != nil {
 			return a, fmt.Errorf("owner Roles written but not shown enforced: %w", err)

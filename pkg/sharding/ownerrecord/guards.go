@@ -130,9 +130,12 @@ func RecordPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 	terminating := `(request.operation == 'DELETE' && namespaceObject != null && has(namespaceObject.metadata.deletionTimestamp))`
 	ownerRule := `r.apiGroups == ['` + PartitionsGroup + `'] && has(r.resources) && r.resources == ['` + PartitionsResource + `'] && ` +
 		`r.verbs == ['` + OwnVerb + `'] && has(r.resourceNames) && size(r.resourceNames) > 0 && !has(r.nonResourceURLs)`
+	// A Role without rules may come with rules absent or null (the API server stores an
+	// empty list as null).
+	noRules := `(!has(object.rules) || object.rules == null)`
 	recordShape := recordName + ` && (request.operation == 'DELETE' || ` +
-		`(request.resource.resource == 'roles' && (!has(object.rules) || object.rules.all(r, has(r.apiGroups) && ` + ownerRule + `)) && ` +
-		`(` + celName + ` != '` + TermRoleName + `' || !has(object.rules) || size(object.rules) == 0)) || ` +
+		`(request.resource.resource == 'roles' && (` + noRules + ` || object.rules.all(r, has(r.apiGroups) && ` + ownerRule + `)) && ` +
+		`(` + celName + ` != '` + TermRoleName + `' || ` + noRules + ` || size(object.rules) == 0)) || ` +
 		`(request.resource.resource == 'rolebindings' && object.roleRef.kind == 'Role' && object.roleRef.name == object.metadata.name && ` +
 		`has(object.subjects) && size(object.subjects) == 1 && object.subjects[0].kind == 'ServiceAccount' && ` +
 		`object.subjects[0].name == object.metadata.name && has(object.subjects[0].namespace) && object.subjects[0].namespace == '` + p.Namespace + `'))`

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -50,8 +51,8 @@ type LabelerOptions struct {
 	// for a write lost in a way the workqueue's retries did not catch.
 	Resync time.Duration
 	// RoleResync is how often the active Labeler compares the owner Roles with its table
-	// and repairs them (default 1 minute): nobody but the coordinator may write them (the
-	// record guard), so this only puts back what an administrator removed.
+	// and repairs them even when no change of them was seen (default 1 minute); every
+	// change of a record Role or RoleBinding is repaired at once.
 	RoleResync time.Duration
 	// RequestTimeout bounds each request of a record write (default
 	// DefaultRequestTimeout). Without it one request the API server never answers holds
@@ -99,6 +100,11 @@ type Labeler struct {
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
 
+	// rbacInformers watch the record's Roles and RoleBindings in kshard's namespace;
+	// any change of them queues a repair (rolesKey in roleQueue) while active.
+	rbacInformers informers.SharedInformerFactory
+	roleQueue     workqueue.TypedRateLimitingInterface[string]
+
 	mu     sync.RWMutex
 	active bool
 	term   uint32
@@ -144,6 +150,22 @@ func NewLabeler(meta metadata.Interface, kube kubernetes.Interface, pm partition
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "kshard_owner_labeler"},
 		),
 	}
+	l.roleQueue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kshard_owner_roles"},
+	)
+	l.rbacInformers = informers.NewSharedInformerFactoryWithOptions(kube, opts.RoleResync, informers.WithNamespace(params.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = RecordLabel }))
+	repair := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { l.roleQueue.Add(rolesKey) },
+		UpdateFunc: func(any, any) { l.roleQueue.Add(rolesKey) },
+		DeleteFunc: func(any) { l.roleQueue.Add(rolesKey) },
+	}
+	for _, inf := range []cache.SharedIndexInformer{l.rbacInformers.Rbac().V1().Roles().Informer(), l.rbacInformers.Rbac().V1().RoleBindings().Informer()} {
+		if _, err := inf.AddEventHandler(repair); err != nil {
+			return nil, err
+		}
+	}
 	l.informer = metadatainformer.NewFilteredMetadataInformer(meta, namespacesGVR, metav1.NamespaceAll, opts.Resync,
 		cache.Indexers{partitionIndex: l.indexByPartition}, nil).Informer()
 	if _, err := l.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -155,23 +177,32 @@ func NewLabeler(meta metadata.Interface, kube kubernetes.Interface, pm partition
 	return l, nil
 }
 
-// Run starts the informer, the namespace workers and the Role resync, and blocks until
+// Run starts the informers, the namespace workers and the Role repair, and blocks until
 // ctx is done. It returns an error only when the informer cannot sync.
 func (l *Labeler) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer l.queue.ShutDown()
+	defer l.roleQueue.ShutDown()
 	logger := klog.FromContext(ctx).WithName("owner-labeler")
 	ctx = klog.NewContext(ctx, logger)
 	go l.informer.RunWithContext(ctx)
+	l.rbacInformers.Start(ctx.Done())
+	defer l.rbacInformers.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), l.informer.HasSynced) {
 		return fmt.Errorf("owner labeler: namespace informer did not sync: %w", context.Cause(ctx))
+	}
+	for typ, ok := range l.rbacInformers.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("owner labeler: %v informer in namespace %s did not sync: %w", typ, l.params.Namespace, context.Cause(ctx))
+		}
 	}
 	logger.Info("owner labeler started", "namespaces", len(l.informer.GetStore().ListKeys()), "workers", l.opts.Workers,
 		"partitionLabel", l.params.PartitionLabel, "roleNamespace", l.params.Namespace)
 	for range l.opts.Workers {
 		go wait.UntilWithContext(ctx, l.runWorker, time.Second)
 	}
-	go wait.UntilWithContext(ctx, l.resyncRoles, l.opts.RoleResync)
+	go wait.UntilWithContext(ctx, l.runRoleWorker, time.Second)
+	go wait.UntilWithContext(ctx, func(context.Context) { l.roleQueue.Add(rolesKey) }, l.opts.RoleResync)
 	<-ctx.Done()
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -52,16 +52,38 @@ func (l *Labeler) listRoles(ctx context.Context) (roleSet, error) {
 	return rs, nil
 }
 
-// resyncRoles repairs the owner Roles from the table while the Labeler is active.
-func (l *Labeler) resyncRoles(ctx context.Context) {
-	if active, _, _, _ := l.snapshot(); !active {
-		return
+// rolesKey is roleQueue's only key: a repair of every owner Role.
+const rolesKey = "owner-roles"
+
+func (l *Labeler) runRoleWorker(ctx context.Context) {
+	for l.processRoles(ctx) {
 	}
-	if n, err := l.writeRoles(ctx); err != nil {
-		klog.FromContext(ctx).Info("repairing the owner Roles failed; retrying at the next resync", "err", err.Error())
-	} else if n > 0 {
+}
+
+// processRoles repairs the owner Roles from the table while the Labeler is active: a
+// change somebody else made (a stale replica's late write, an administrator's), or a
+// batch Set could not finish.
+func (l *Labeler) processRoles(ctx context.Context) bool {
+	key, shutdown := l.roleQueue.Get()
+	if shutdown {
+		return false
+	}
+	defer l.roleQueue.Done(key)
+	if active, _, _, _ := l.snapshot(); !active {
+		l.roleQueue.Forget(key)
+		return true
+	}
+	n, err := l.writeRoles(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Info("repairing the owner Roles failed; retrying", "err", err.Error())
+		l.roleQueue.AddRateLimited(key)
+		return true
+	}
+	if n > 0 {
 		klog.FromContext(ctx).Info("repaired owner Roles that differed from the owner table", "writes", n)
 	}
+	l.roleQueue.Forget(key)
+	return true
 }
 
 // roleWriter writes one pass of owner Roles at one term and tenure.
@@ -314,9 +336,10 @@ func (l *Labeler) StampTerm(ctx context.Context) error {
 		if !tenure.Valid() {
 			return fmt.Errorf("%s: %w", what, ErrNotCertain)
 		}
+		// Rules empty, not null: the record guard's CEL iterates them.
 		_, err = roles.Create(rctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{
 			Name: TermRoleName, Namespace: l.params.Namespace, Labels: map[string]string{RecordLabel: "true"}, Annotations: stamp,
-		}}, metav1.CreateOptions{FieldManager: FieldManager})
+		}, Rules: []rbacv1.PolicyRule{}}, metav1.CreateOptions{FieldManager: FieldManager})
 	case err != nil:
 	case termOf(got) >= term:
 		return nil
@@ -326,6 +349,7 @@ func (l *Labeler) StampTerm(ctx context.Context) error {
 		upd := got.DeepCopy()
 		upd.Annotations = mergeMap(upd.Annotations, stamp)
 		upd.Labels = mergeMap(upd.Labels, map[string]string{RecordLabel: "true"})
+		upd.Rules = []rbacv1.PolicyRule{}
 		_, err = roles.Update(rctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
 	}
 	if err != nil {

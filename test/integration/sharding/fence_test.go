@@ -172,7 +172,7 @@ func TestServerSideFence(t *testing.T) {
 	writes, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_object_writes_total")
 	enforceSum, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_sum")
 	enforceCount, _ := framework.Metric(ctx, leader.HTTPURL, "kshard_coordinator_owner_record_enforce_seconds_count")
-	t.Logf("the API server refused %v late writes of the killed shard through the fence; owner record: %v batches, %v namespace label writes, mean wait for enforcement %.1fms",
+	t.Logf("the API server refused %v late writes of the killed shard through the fence; owner record: %v batches, %v Role writes, mean wait for enforcement %.1fms",
 		refused, batches, writes, 1000*enforceSum/max(enforceCount, 1))
 	if want := float64(len(owned[victim])); refused < want {
 		t.Errorf("apiserver_validating_admission_policy_check_total counted %v denials, want ≥ %v", refused, want)
@@ -195,9 +195,8 @@ func TestServerSideFence(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				before := n.Labels[fence.OwnerLabel]
-				n.Labels[fence.OwnerLabel] = live + "-forged"
-				n.Annotations[fence.TermAnnotation()] = "4294967295"
+				before := n.Labels[fence.PartitionLabel]
+				n.Labels[fence.PartitionLabel] = forged(before)
 				switch path {
 				case "update":
 					_, err = clients[live].CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
@@ -210,14 +209,29 @@ func TestServerSideFence(t *testing.T) {
 				// Namespaces); the subresources, which the namespace controller may
 				// update, by the record guard.
 				if path != "update" && !ownerrecord.IsRefusal(err, fence.RecordPolicyName()) || !apierrors.IsForbidden(err) {
-					t.Fatalf("%s's %s of namespace %s forging its owner label: %v; want Forbidden (by the record guard for subresources)", live, path, ns, err)
+					t.Fatalf("%s's %s of namespace %s moving it to another partition: %v; want Forbidden (by the record guard for subresources)", live, path, ns, err)
 				}
 				t.Logf("refused as expected: %v", err)
-				if got := fenceState(ctx, f, fence, ns); !strings.Contains(got, fmt.Sprintf("owner label %q", before)) {
-					t.Errorf("namespace %s after the refused %s: %s, want owner %q", ns, path, got, before)
+				if got := fenceState(ctx, f, fence, ns); !strings.Contains(got, fmt.Sprintf("partition label %q", before)) {
+					t.Errorf("namespace %s after the refused %s: %s, want partition %q", ns, path, got, before)
 				}
 			})
 		}
+		// The namespace controller's delete on */* reaches the owner Roles in kshard's
+		// namespace: the record guard refuses it.
+		t.Run("delete another shard's owner Role", func(t *testing.T) {
+			other := ""
+			for _, id := range shards {
+				if id != victim && id != live {
+					other = id
+				}
+			}
+			err := clients[live].RbacV1().Roles(fence.Namespace).Delete(ctx, ownerrecord.OwnerRoleName(other), metav1.DeleteOptions{})
+			if !ownerrecord.IsRefusal(err, fence.RecordPolicyName()) || !apierrors.IsForbidden(err) {
+				t.Fatalf("%s deleting %s's owner Role: %v; want Forbidden by the record guard", live, other, err)
+			}
+			t.Logf("refused as expected: %v", err)
+		})
 	})
 	t.Run("a shard cannot delete cluster-scoped objects", func(t *testing.T) {
 		role, err := f.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{GenerateName: "kshard-e2e-limits-"}}, metav1.CreateOptions{})
@@ -305,14 +319,35 @@ func TestServerSideFence(t *testing.T) {
 	})
 }
 
-// fenceState describes what the fence should decide in namespace: its owner label and
-// term, as the API server has them now.
+// fenceState describes what the fence reads of namespace: its partition label, as the
+// API server has it now, and the owner Roles that grant that partition.
 func fenceState(ctx context.Context, f *framework.Framework, p *ownerrecord.PolicyParams, namespace string) string {
 	ns, err := f.Client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if err != nil {
 		return err.Error()
 	}
-	return fmt.Sprintf("owner label %q, term %q, resourceVersion %s", ns.Labels[p.OwnerLabel], ns.Annotations[p.TermAnnotation()], ns.ResourceVersion)
+	part := ns.Labels[p.PartitionLabel]
+	var owners []string
+	roles, err := f.Client.RbacV1().Roles(p.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownerrecord.RecordLabel})
+	if err != nil {
+		return err.Error()
+	}
+	for _, r := range roles.Items {
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.ResourceNames, part) {
+				owners = append(owners, r.Name+"@"+r.ResourceVersion)
+			}
+		}
+	}
+	return fmt.Sprintf("partition label %q (resourceVersion %s), granted by %v", part, ns.ResourceVersion, owners)
+}
+
+// forged returns a partition label value other than v.
+func forged(v string) string {
+	if v == "0" {
+		return "1"
+	}
+	return "0"
 }
 
 // waitReplicas waits until the ReplicaSet of Deployment uid in namespace asks for want

@@ -3,39 +3,44 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/pkg/sharding/leader"
+	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/test/framework"
 )
 
 // TestTermsOutliveTheirRecord: terms that outlive their record never stop kshard. One
 // set of coordinators and shards (fence on) goes through four faults, and after each every
-// test namespace must carry a live shard's owner label and be worked (a Deployment's scale
-// change acted on) within the bound:
+// test namespace's partition must be granted to a live shard by the owner Roles and be
+// worked (a Deployment's scale change acted on) within the bound:
 //
-//   - at start, one namespace carries a forged term near 2³² with a wrong owner, another a
-//     stale term above the recorded one (the term Lease says 500: an earlier election
-//     Lease was deleted);
-//   - while leading, a forged term and owner are written onto a namespace (as the
-//     coordinators' identity: the record guard refuses everybody else);
+//   - at start, an owner Role of a shard that does not exist grants one namespace's
+//     partition with a forged term near 2³², and another a stale term above the recorded
+//     one (the term Lease says 500: an earlier election Lease was deleted);
+//   - while leading, a forged owner Role with a forged term grants a namespace's
+//     partition (written as the coordinators' identity: the record guard refuses
+//     everybody else);
 //   - the term Lease is deleted while the shards run, then the leader is killed: its
-//     successor's election Lease count is far below the terms on the namespaces and in
+//     successor's election Lease count is far below the terms on the owner Roles and in
 //     the shards' epochs;
 //   - everything is uninstalled (processes gone, the election and term Leases deleted with
 //     the release namespace) and installed again with the namespaces kept.
 //
-// On main each of them wedged the leader: it found a namespace of a newer term, refused
-// to lead (ErrDeposed) and held the Lease without serving.
+// Before the term fixes each of them wedged the leader: it found a record of a newer
+// term, refused to lead (ErrDeposed) and held the Lease without serving.
 func TestTermsOutliveTheirRecord(t *testing.T) {
 	f := framework.Get(t)
 	ctx := context.Background()
@@ -51,10 +56,25 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// forge writes an owner Role of owner granting ns's partition, at term.
 	forge := func(ns, owner, term string) {
 		t.Helper()
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, fence.OwnerLabel, owner, fence.TermAnnotation(), term)
-		if _, err := forger.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		role := &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: ownerrecord.OwnerRoleName(owner), Namespace: fence.Namespace,
+				Labels: map[string]string{ownerrecord.RecordLabel: "true"}, Annotations: map[string]string{ownerrecord.TermAnnotation: term}},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{ownerrecord.PartitionsGroup}, Resources: []string{ownerrecord.PartitionsResource},
+				Verbs: []string{ownerrecord.OwnVerb}, ResourceNames: []string{k.PartitionOf(ns)}}},
+		}
+		roles := forger.RbacV1().Roles(fence.Namespace)
+		_, err := roles.Create(ctx, role, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			var got *rbacv1.Role
+			if got, err = roles.Get(ctx, role.Name, metav1.GetOptions{}); err == nil {
+				role.ResourceVersion = got.ResourceVersion
+				_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
+			}
+		}
+		if err != nil {
 			t.Fatalf("forging the owner record of %s: %v", ns, err)
 		}
 	}
@@ -109,26 +129,13 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 		}
 		live := k.Live()
 		for _, ns := range nss {
-			got, err := f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if owner := got.Labels[fence.OwnerLabel]; !live[owner] {
-				t.Fatalf("%s: namespace %s is owned by %q, not a live shard (%v)", step, ns, owner, live)
+			if owners := recordOwners(ctx, t, f, fence, k.PartitionOf(ns)); len(owners) != 1 || !live[owners[0]] {
+				t.Fatalf("%s: the owner Roles grant namespace %s's partition to %v, not to one live shard (%v)", step, ns, owners, live)
 			}
 		}
 		t.Logf("%s: every namespace owned by a live shard and worked %s after the fault; leader %s at term %v",
 			step, time.Since(since).Round(time.Millisecond), l.Name, term)
 		return uint64(term)
-	}
-	termOf := func(ns string) uint64 {
-		t.Helper()
-		got, err := f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, _ := strconv.ParseUint(got.Annotations[fence.TermAnnotation()], 10, 64)
-		return v
 	}
 
 	// An earlier election Lease was deleted: the term record is far ahead of its count.
@@ -159,8 +166,9 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 	t.Run("forged term while leading", func(t *testing.T) {
 		at := time.Now()
 		forge(nss[2], "mallory", "4294967295")
-		framework.Eventually(t, bound, "the forged owner record of "+nss[2]+" written over", func(context.Context) (bool, error) {
-			return termOf(nss[2]) == term, nil
+		framework.Eventually(t, bound, "the forged owner Role removed", func(ctx context.Context) (bool, error) {
+			_, err := f.Client.RbacV1().Roles(fence.Namespace).Get(ctx, ownerrecord.OwnerRoleName("mallory"), metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
 		})
 		worked(t, "forged term while leading", at, term-1)
 	})
@@ -175,7 +183,7 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 		}
 		at := time.Now()
 		l.Kill()
-		// Above the term on the namespaces and in the shards' epochs.
+		// Above the term on the owner Roles and in the shards' epochs.
 		term = worked(t, "term Lease deleted, then the leader killed", at, term)
 	})
 
@@ -191,6 +199,30 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 		k.StartCoordinator("coordinator-d")
 		k.StartShard("shard-3")
 		k.StartShard("shard-4")
-		worked(t, "installed again", at, term) // above the term found on the namespaces
+		worked(t, "installed again", at, term) // above the term found on the owner Roles
 	})
+}
+
+// recordOwners returns the shards whose owner Roles (in fence's namespace) grant
+// partition, sorted.
+func recordOwners(ctx context.Context, t *testing.T, f *framework.Framework, fence *ownerrecord.PolicyParams, partition string) []string {
+	t.Helper()
+	roles, err := f.Client.RbacV1().Roles(fence.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownerrecord.RecordLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owners []string
+	for _, r := range roles.Items {
+		shard, ok := strings.CutPrefix(r.Name, ownerrecord.OwnerRolePrefix)
+		if !ok {
+			continue
+		}
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.ResourceNames, partition) {
+				owners = append(owners, shard)
+			}
+		}
+	}
+	slices.Sort(owners)
+	return owners
 }

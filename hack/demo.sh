@@ -14,7 +14,7 @@
 # one for the API server (its kubeconfig) and one for the coordinator
 # (--coordinator-token-file); the coordinators run as the chart's coordinator
 # ServiceAccount (a 24h token of it in their kubeconfig: the fence's record guard lets only
-# that identity change the owner labels, and the chart's RBAC is all it has) with the
+# that identity change the owner record, and the chart's RBAC is all it has) with the
 # identity and fence flags the chart's coordinator Deployment renders (--shard-auth=token,
 # --shard-fence=true, ...).
 #
@@ -372,13 +372,19 @@ YAML
 # show_fence: a dry-run write as one shard (its own kubeconfig) into a namespace another
 # shard owns: the API server must refuse it with the fence's message.
 show_fence() {
-  local ns=demo-tenant-000 label owner other="" i out
-  label=$(coordinator_flag shard-fence-owner-label)
-  owner=$(kubectl get ns "$ns" -o jsonpath="{.metadata.labels.${label//./\\.}}")
-  [ -n "$owner" ] || die "namespace $ns has no $label label: the coordinator does not keep the fence's owner record"
+  local ns=demo-tenant-000 label part owner other="" i out
+  label=$(coordinator_flag shard-fence-partition-label)
+  part=$(kubectl get ns "$ns" -o jsonpath="{.metadata.labels.${label//./\\.}}")
+  [ -n "$part" ] || die "namespace $ns has no $label label: the coordinator does not keep the fence's owner record"
+  # The owner Role (kshard-owner.<shard> in $system_ns) whose rule lists the partition.
+  owner=$(kubectl -n "$system_ns" get roles -l kshard.io/owner-record \
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.rules[*].resourceNames}{"\n"}{end}' |
+    grep -E "\"$part\"" | head -n 1 | cut -d' ' -f1)
+  owner=${owner#kshard-owner.}
+  [ -n "$owner" ] || die "no owner Role in $system_ns grants partition $part of namespace $ns"
   for ((i = 0; i < shards; i++)); do [ "shard-$i" = "$owner" ] || { other=shard-$i; break; }; done
   [ -n "$other" ] || return 0
-  log "namespace $ns is owned by $owner ($label); a dry-run write there as $other, with its own credentials:"
+  log "namespace $ns (partition $part, $label) is owned by $owner (Role kshard-owner.$owner in $system_ns); a dry-run write there as $other, with its own credentials:"
   if out=$("$(hack/tools.sh path kubectl)" --kubeconfig "$identity/$other.kubeconfig" -n "$ns" \
     annotate replicasets --all --overwrite --dry-run=server kshard.io/demo-fence=probe 2>&1); then
     die "the API server let $other write in $ns, owned by $owner: $out"
@@ -544,7 +550,8 @@ kshard demo is up.
   identity:      namespace $system_ns: the chart's ServiceAccounts and RBAC, one pod per shard; each shard's
                  pod-bound tokens (24h) in $identity/ (kubeconfig, coordinator token)
   fence:         ValidatingAdmissionPolicy $(coordinator_flag shard-fence-policy): a shard may write only in
-                 namespaces whose $(coordinator_flag shard-fence-owner-label) label names it, e.g.
+                 namespaces whose partition ($(coordinator_flag shard-fence-partition-label) label) its owner Role grants
+                 (kubectl -n $system_ns get roles -l kshard.io/owner-record), e.g.
                  kubectl --kubeconfig $identity/shard-0.kubeconfig -n NS annotate rs --all --dry-run=server a=b
   shards:        $(for ((i = 0; i < shards; i++)); do printf 'http://127.0.0.1:%s/metrics  ' "$(shard_http $i)"; done)
   kshard logs:   $logs/
@@ -574,21 +581,21 @@ stop_all() {
 }
 
 # uninstall: what the demo added to the cluster: the workload, the shards' pods and
-# $system_ns, the chart's cluster-scoped objects (RBAC, the fence policy) and the owner
-# record the coordinators kept on every Namespace. (hack/cluster.sh down wipes etcd anyway,
-# unless KSHARD_KEEP_DATA=1.)
+# $system_ns (with the owner Roles), the chart's cluster-scoped objects (RBAC, the fence
+# policies) and the partition label the coordinators wrote on every Namespace, removed once
+# the fence's record guard is gone. (hack/cluster.sh down wipes etcd anyway, unless
+# KSHARD_KEEP_DATA=1.)
 uninstall() {
   kubectl get --raw /readyz >/dev/null 2>&1 || { log "the API server is not answering: nothing to remove"; return 0; }
-  local label=kshard.io/owner
-  [ -f "$chart/coordinator-flags" ] && label=$(coordinator_flag shard-fence-owner-label)
+  local label=kshard.io/partition
+  [ -f "$chart/coordinator-flags" ] && label=$(coordinator_flag shard-fence-partition-label)
+  [ -f "$chart/identity.yaml" ] && kubectl delete -f "$chart/identity.yaml" --ignore-not-found --wait=true >/dev/null
   kubectl label namespace --all "$label-" >/dev/null || true
-  kubectl annotate namespace --all "$label-term-" >/dev/null || true
-  [ -f "$chart/identity.yaml" ] && kubectl delete -f "$chart/identity.yaml" --ignore-not-found --wait=false >/dev/null
   kubectl delete namespace -l kshard.io/demo=true --ignore-not-found --wait=false >/dev/null
   kubectl delete namespace -l kshard.io/demo-probe=true --ignore-not-found --wait=false >/dev/null
   kubectl delete namespace "$system_ns" --ignore-not-found --wait=false >/dev/null
   rm -rf "$identity"
-  log "removed the workload, $system_ns, the chart's RBAC and fence policy, and the $label labels"
+  log "removed the workload, $system_ns, the chart's RBAC and fence policies, and the $label labels"
 }
 
 down() {

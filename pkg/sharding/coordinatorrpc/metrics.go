@@ -102,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		RecordErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_coordinator_owner_record_errors_total",
 			Help: "Owner record batches that failed to be written or to be seen enforced; retried."}),
 		RecordWrite: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_write_seconds",
-			Help: "Time to write the owner labels of one owner record batch.", Buckets: fastBuckets}),
+			Help: "Time to write the owner Roles of one owner record batch.", Buckets: fastBuckets}),
 		RecordEnforce: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_enforce_seconds",
 			Help: "Time from an owner record write to the API server's admission enforcing it (dry-run probes).", Buckets: fastBuckets}),
 		RecordPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_batch_partitions",

@@ -169,7 +169,7 @@ func (c *Checker) wanted() []wantedObject {
 	p := c.opts.Params
 	roles := []string{
 		"the API server does not refuse a stale or foreign shard's writes, and partition moves (handoffs, and seizures after --seize-after) wait: each needs the enforcement probe to see this policy refuse",
-		"anyone allowed to update Namespaces (shards through namespaces/status and namespaces/finalize included) may change the owner label and term annotation, and the coordinator is not limited to them",
+		"anyone allowed to update Namespaces (shards through namespaces/status and namespaces/finalize included) may move a namespace into another partition, anyone allowed to write RBAC in the coordinator's namespace may grant, forge or delete owner Roles, and the coordinator is not limited to the record",
 		"shards may delete cluster-scoped objects, and the probe identity is not limited to dry runs",
 	}
 	policies, bindings := Policies(p), Bindings(p)

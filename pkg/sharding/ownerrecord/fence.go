@@ -17,7 +17,7 @@ import (
 
 // FenceOptions configure a Fence.
 type FenceOptions struct {
-	// Params name the policy, the shard ServiceAccount and the owner label.
+	// Params name the policy, the shard ServiceAccount and the partition label.
 	Params PolicyParams
 	// Base is the coordinator's own client configuration; probes impersonate the probe
 	// user with it (see ProbeClient).

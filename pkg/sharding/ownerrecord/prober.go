@@ -17,9 +17,9 @@ const ProbeEventReason = "KShardFenceProbe"
 
 // Prober finds out what the API server's admission currently decides for a shard in a
 // namespace, by sending a server-side dry-run write as that shard and reading the
-// answer. Writing an owner label (Labeler.Set) returns once etcd has it; the API server
-// enforces it only when its Namespace informer has seen the write, a moment later. A
-// move is safe only once the new label is enforced: Fence.Apply probes before the
+// answer. Writing an owner Role (Labeler.Set) returns once etcd has it; the API server
+// enforces it only when its RBAC informers have seen the write, a moment later. A move is
+// safe only once the new Role is enforced: Fence.Apply reviews and probes before the
 // coordinator sends Acquire.
 //
 // The probe is a dry-run create of a core/v1 Event sent as the probe user

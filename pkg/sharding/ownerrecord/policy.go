@@ -243,16 +243,23 @@ func bindingFor(name string) *admissionregistrationv1.ValidatingAdmissionPolicyB
 }
 
 // Install creates or updates the fence's policies and bindings (Policies, Bindings; each
-// policy before its binding, so that no binding refers to a missing policy) and the probe
-// user's RBAC (ProbeClusterRole), as the chart does. From then on a shard may write only
-// in namespaces whose owner label names it, only p.CoordinatorUser may change that label,
-// and shards may not delete cluster-scoped objects. p.CoordinatorUser is required.
+// policy before its binding, so that no binding refers to a missing policy), the probe
+// user's RBAC (ProbeClusterRole) and the coordinator's RBAC for the owner Roles in
+// kshard's namespace (RecordRole, bound to p.CoordinatorUser by RecordRoleBinding), as
+// the chart does; kshard's namespace must exist. From then on a shard may write only in
+// namespaces whose partition its owner Role grants, only p.CoordinatorUser may change the
+// partition labels and the owner Roles, and shards may not delete cluster-scoped objects.
+// p.CoordinatorUser is required. The coordinator's rights on Namespaces (get, list, watch,
+// patch: the partition label) are the caller's to grant, as the chart's ClusterRole does.
 func Install(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
 	if p.CoordinatorUser == "" {
 		return errors.New("installing the fence: PolicyParams.CoordinatorUser is required (only that user may change the owner record)")
+	}
+	if err := installRecordRBAC(ctx, client, p); err != nil {
+		return err
 	}
 	role, binding := ProbeClusterRole(p), ProbeClusterRoleBinding(p)
 	if err := apply(ctx, client.RbacV1().ClusterRoles(), role, func(got, want *rbacv1.ClusterRole) { got.Rules = want.Rules }); err != nil {
@@ -313,7 +320,9 @@ func apply[T object](ctx context.Context, c createGetUpdater[T], want T, set fun
 	return nil
 }
 
-// Uninstall deletes what Install creates, bindings first (missing objects are fine).
+// Uninstall deletes what Install creates, bindings first (missing objects are fine). The
+// owner Roles and their RoleBindings (the Labeler's) stay: they go with kshard's
+// namespace.
 func Uninstall(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {
 	ar := client.AdmissionregistrationV1()
 	var errs []error
@@ -330,6 +339,7 @@ func Uninstall(ctx context.Context, client kubernetes.Interface, p PolicyParams)
 	}
 	keep(client.RbacV1().ClusterRoleBindings().Delete(ctx, ProbeClusterRoleBinding(p).Name, metav1.DeleteOptions{}))
 	keep(client.RbacV1().ClusterRoles().Delete(ctx, ProbeClusterRole(p).Name, metav1.DeleteOptions{}))
+	keep(uninstallRecordRBAC(ctx, client, p))
 	return errors.Join(errs...)
 }
 

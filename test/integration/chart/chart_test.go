@@ -26,7 +26,7 @@ import (
 	"github.com/kshard/kshard/test/framework"
 )
 
-var update = flag.Bool("update", false, "rewrite the chart's files/permissions.yaml from the code")
+var update = flag.Bool("update", false, "rewrite the chart's generated files (files/permissions.yaml, templates/shard-fence.yaml) from the code")
 
 func TestMain(m *testing.M) { framework.Main(m) }
 

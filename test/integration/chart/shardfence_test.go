@@ -6,16 +6,21 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,10 +31,38 @@ import (
 	"github.com/kshard/kshard/test/framework"
 )
 
+// TestShardFenceTemplateIsCurrent checks that the chart's fence template is what
+// ShardFenceTemplate generates from pkg/sharding/ownerrecord (-update rewrites it, keeping
+// its comments), so that a change of the policies' CEL in the code is one command away
+// from the chart; TestShardFencePolicyMatchesCode checks the rendering.
+func TestShardFenceTemplateIsCurrent(t *testing.T) {
+	path := filepath.Join(ChartDir(), ShardFenceTemplatePath)
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ShardFenceTemplate(string(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update && string(got) != want {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got = []byte(want)
+	}
+	if string(got) != want {
+		t.Fatalf("%s is not what pkg/sharding/ownerrecord builds; regenerate it with\n"+
+			"  go test ./test/integration/chart -run TestShardFenceTemplateIsCurrent -update\nwant:\n%s", path, want)
+	}
+}
+
 // TestShardFencePolicyMatchesCode renders the chart's server-side fence and compares it
 // with what pkg/sharding/ownerrecord builds for the same names, so the chart and the code
-// (the local control plane's and the integration tests' policy) cannot drift. CEL is
-// compared with runs of whitespace collapsed: the chart folds long expressions over lines.
+// (the local control plane's and the integration tests' policy) cannot drift: the three
+// policies and bindings, the probe user's RBAC, and the coordinator's record Role and
+// RoleBinding in the release namespace. CEL is compared with runs of whitespace
+// collapsed: the chart folds long expressions over lines.
 func TestShardFencePolicyMatchesCode(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -43,9 +76,9 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "kshard-shard",
 				CoordinatorUser: "system:serviceaccount:kshard-system:kshard-coordinator"}},
 		{name: "other release and namespace", release: "blue", namespace: "tenants", enabled: true,
-			set: []string{"shardFence.ownerLabel=blue.kshard.io/owner"},
-			params: ownerrecord.PolicyParams{Name: "blue-kshard-shard-fence-tenants", Namespace: "tenants", ServiceAccount: "blue-kshard-shard", OwnerLabel: "blue.kshard.io/owner",
-				CoordinatorUser: "system:serviceaccount:tenants:blue-kshard-coordinator"}},
+			set: []string{"shardFence.partitionLabel=blue.kshard.io/partition"},
+			params: ownerrecord.PolicyParams{Name: "blue-kshard-shard-fence-tenants", Namespace: "tenants", ServiceAccount: "blue-kshard-shard",
+				PartitionLabel: "blue.kshard.io/partition", CoordinatorUser: "system:serviceaccount:tenants:blue-kshard-coordinator"}},
 		{name: "named ServiceAccounts", release: "kshard", namespace: "kshard-system", enabled: true,
 			set: []string{"serviceAccount.shard.create=false", "serviceAccount.shard.name=my-shards",
 				"serviceAccount.coordinator.create=false", "serviceAccount.coordinator.name=my-coordinators"},
@@ -68,6 +101,13 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 				for _, u := range objs.Kind("ClusterRole") {
 					if strings.HasPrefix(u.GetName(), coordinator) {
 						t.Errorf("shardFence.enabled=false still renders the coordinator ClusterRole %s", u.GetName())
+					}
+				}
+				for _, kind := range []string{"Role", "RoleBinding"} {
+					for _, u := range objs.Kind(kind) {
+						if strings.HasSuffix(u.GetName(), ownerrecord.RecordRoleSuffix) {
+							t.Errorf("shardFence.enabled=false still renders the coordinator's record %s %s", kind, u.GetName())
+						}
 					}
 				}
 				var role rbacv1.Role
@@ -110,6 +150,23 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 				t.Errorf("the chart's probe ClusterRoleBinding %+v %+v, want %+v %+v", probeBinding.RoleRef, probeBinding.Subjects, wantRB.RoleRef, wantRB.Subjects)
 			}
 
+			// The coordinator's record Role and RoleBinding in the release namespace.
+			var record rbacv1.Role
+			var recordBinding rbacv1.RoleBinding
+			wantRecord, wantRecordBinding := ownerrecord.RecordRole(tc.params), ownerrecord.RecordRoleBinding(tc.params)
+			Into(t, objs.Get(t, "Role", wantRecord.Name), &record)
+			Into(t, objs.Get(t, "RoleBinding", wantRecordBinding.Name), &recordBinding)
+			if record.Namespace != wantRecord.Namespace || !apiequality.Semantic.DeepEqual(record.Rules, wantRecord.Rules) {
+				t.Errorf("the chart's record Role %s/%s differs from ownerrecord.RecordRole's %s/%s:\nchart:\n%s\ncode:\n%s",
+					record.Namespace, record.Name, wantRecord.Namespace, wantRecord.Name, toYAML(t, record.Rules), toYAML(t, wantRecord.Rules))
+			}
+			if recordBinding.Namespace != wantRecordBinding.Namespace || !apiequality.Semantic.DeepEqual(recordBinding.RoleRef, wantRecordBinding.RoleRef) ||
+				!apiequality.Semantic.DeepEqual(recordBinding.Subjects, wantRecordBinding.Subjects) {
+				t.Errorf("the chart's record RoleBinding %s/%s %+v %+v, want ownerrecord.RecordRoleBinding's %s/%s %+v %+v",
+					recordBinding.Namespace, recordBinding.Name, recordBinding.RoleRef, recordBinding.Subjects,
+					wantRecordBinding.Namespace, wantRecordBinding.Name, wantRecordBinding.RoleRef, wantRecordBinding.Subjects)
+			}
+
 			// The coordinator may keep the record, probe it as the probe user, and read the
 			// fence's objects by name; it may not impersonate the shards.
 			var cr rbacv1.ClusterRole
@@ -147,44 +204,108 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 				t.Errorf("coordinator Role lacks creating Events (the fence check's): %+v", role.Rules)
 			}
 			if hasRule(role.Rules, "", "configmaps", "create") {
-				t.Errorf("coordinator Role may create ConfigMaps: the record is on the namespaces now")
+				t.Errorf("coordinator Role may create ConfigMaps: the record is in owner Roles and on the namespaces")
+			}
+			// The record's RBAC rights are the record Role's alone: in the release namespace
+			// only, never cluster-wide, never escalate or bind, never a wildcard.
+			for _, u := range objs {
+				var rules []rbacv1.PolicyRule
+				switch {
+				case u.GetKind() == "ClusterRole" && strings.HasPrefix(u.GetName(), coordinator):
+					var c rbacv1.ClusterRole
+					Into(t, u, &c)
+					rules = c.Rules
+				case u.GetKind() == "Role" && u.GetName() == coordinator:
+					rules = role.Rules
+				case u.GetKind() == "Role" && u.GetName() == wantRecord.Name:
+					for _, r := range record.Rules {
+						for _, v := range r.Verbs {
+							if v == "escalate" || v == "bind" || v == "impersonate" || v == "*" {
+								t.Errorf("the record Role grants %s on %v", v, r.Resources)
+							}
+						}
+						if slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") {
+							t.Errorf("the record Role has a wildcard rule %+v", r)
+						}
+					}
+					continue
+				default:
+					continue
+				}
+				for _, r := range rules {
+					if slices.Contains(r.APIGroups, rbacv1.GroupName) || slices.Contains(r.APIGroups, ownerrecord.PartitionsGroup) ||
+						slices.Contains(r.Resources, "localsubjectaccessreviews") || slices.Contains(r.Resources, "subjectaccessreviews") {
+						t.Errorf("%s %s grants %v on %v: the record's rights belong in the record Role %s only", u.GetKind(), u.GetName(), r.Verbs, r.Resources, wantRecord.Name)
+					}
+				}
 			}
 		})
 	}
 }
 
 // TestShardFenceCoordinatorRBAC is the RBAC proof of the fence's record keeping: with the
-// chart's RBAC and its fence installed, the coordinator's ServiceAccount can claim the
-// owner record, write a namespace's owner label, probe admission as the probe user, and
-// check the fence (its Checker finds every policy and binding as built); it cannot act
-// as a shard.
+// chart's RBAC and its fence installed, the coordinator's ServiceAccount (a token of it,
+// with nothing but the chart's Roles and ClusterRoles) can claim the owner record (the
+// term beacon), write every Namespace's partition label, create, update and delete owner
+// Roles and their RoleBindings (past the API server's RBAC escalation check, which needs
+// the record Role's own rule: a ServiceAccount with the other rules only is refused),
+// wait for them with LocalSubjectAccessReviews and dry-run probes as the probe user, and
+// check the fence (its Checker finds every policy and binding as built); it cannot act as
+// a shard, nor write RBAC outside the release namespace.
 func TestShardFenceCoordinatorRBAC(t *testing.T) {
 	f := framework.Get(t)
 	ns := f.Namespace(t, nil).Name
-	// An owner label of this test's own, so that nothing else in the shared cluster reads
-	// it (the record guard refuses everyone but this release's coordinator on it).
-	label := "rbac-" + f.RunID + ".kshard.io/owner"
-	r := installRBAC(t, f, "fence", ns, nil, "shardFence.ownerLabel="+label)
+	// A partition label of this test's own, so that nothing else in the shared cluster
+	// reads it (the record guard refuses everyone but this release's coordinator on it).
+	label := "rbac-" + f.RunID + ".kshard.io/partition"
+	r := installRBAC(t, f, "fence", ns, nil, "shardFence.partitionLabel="+label)
 	coordSA, shardSA := r.coordinator.Spec.Template.Spec.ServiceAccountName, r.shard.Spec.Template.Spec.ServiceAccountName
-	params := ownerrecord.PolicyParams{Namespace: ns, ServiceAccount: shardSA, OwnerLabel: label}
+	params := ownerrecord.PolicyParams{Namespace: ns, ServiceAccount: shardSA, PartitionLabel: label,
+		CoordinatorUser: ownerrecord.ServiceAccountUser(ns, coordSA)}
 	for _, u := range r.objs.Kind("ValidatingAdmissionPolicy") {
 		if n := u.GetName(); !strings.HasSuffix(n, ownerrecord.RecordPolicySuffix) && !strings.HasSuffix(n, ownerrecord.LimitsPolicySuffix) {
 			params.Name = n
 		}
 	}
+	// The Labeler labels every Namespace of the cluster: the labels go once the fence's
+	// bindings are gone (cleanups run last registered first).
+	removeLabelWhenDone(t, f, label)
 	applyFence(t, f, r)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, f, ns, coordSA))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As the coordinator does (cmd/coordinator/app/fence.go): the record's writes and
+	// reviews do not queue behind the client's rate limiter.
+	cfg.QPS = -1
+	kube := kubernetes.NewForConfigOrDie(cfg)
 	meta := metadata.NewForConfigOrDie(cfg)
 	pm := partition.Map{Count: partition.DefaultCount}
 	target := f.Namespace(t, nil).Name
+	p1 := pm.For(target)
+	p2 := (p1 + 1) % partition.ID(pm.Count)
 	framework.Eventually(t, 30*time.Second, "the coordinator's RBAC is in force", func(ctx context.Context) (bool, error) {
-		_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, err
+		if _, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return false, err
+		}
+		if _, err := kube.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{LabelSelector: ownerrecord.RecordLabel}); err != nil {
+			return false, err
+		}
+		// What the escalation check asks of an owner Role's writer.
+		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Group: ownerrecord.PartitionsGroup,
+				Resource: ownerrecord.PartitionsResource, Verb: ownerrecord.OwnVerb, Name: strconv.FormatUint(uint64(p1), 10)},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		if !r.Status.Allowed {
+			return false, fmt.Errorf("not yet allowed to %s %s.%s: %s", ownerrecord.OwnVerb, ownerrecord.PartitionsResource, ownerrecord.PartitionsGroup, r.Status.Reason)
+		}
+		return true, nil
 	})
-	labeler, err := ownerrecord.NewLabeler(meta, pm, params, ownerrecord.LabelerOptions{})
+
+	labeler, err := ownerrecord.NewLabeler(meta, kube, pm, params, ownerrecord.LabelerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,40 +317,99 @@ func TestShardFenceCoordinatorRBAC(t *testing.T) {
 		return labeler.HasSynced(), nil
 	})
 	framework.Eventually(t, 10*time.Second, "namespace "+target+" seen", func(context.Context) (bool, error) {
-		return slices.Contains(labeler.NamespacesOf(pm.For(target)), target), nil
+		return slices.Contains(labeler.NamespacesOf(p1), target), nil
 	})
-	if _, err := labeler.Activate(1, framework.CertainTenure{}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := labeler.Set(context.Background(), map[partition.ID]string{pm.For(target): "shard-a"})
-	if err != nil {
-		t.Fatalf("writing the owner label as %s: %v", coordSA, err)
-	}
-	if res.Writes == 0 {
-		t.Fatalf("Set wrote nothing: %+v", res)
-	}
-	got, err := f.Client.CoreV1().Namespaces().Get(context.Background(), target, metav1.GetOptions{})
+	fence, err := ownerrecord.NewFence(labeler, ownerrecord.FenceOptions{Params: params, Base: cfg, ProbeTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Labels[params.OwnerLabel] != "shard-a" || got.Annotations[params.TermAnnotation()] != "1" {
-		t.Errorf("namespace %s: labels %v annotations %v", target, got.Labels, got.Annotations)
+	claimed, err := fence.Claim(context.Background(), 1, framework.CertainTenure{})
+	if err != nil {
+		t.Fatalf("claiming the owner record (the term beacon) as %s: %v", coordSA, err)
 	}
-	// The probe: a dry-run Event as the probe user for shard-a, let through once the
-	// API server enforces the new label; and refused for another shard.
-	probe, err := ownerrecord.ProbeClient(cfg, params, "shard-a")
+	if len(claimed.Owners) != 0 || claimed.HighestTerm != 0 || claimed.Forged != 0 {
+		t.Errorf("a fresh record claimed as %+v", claimed)
+	}
+	beacon, err := f.Client.RbacV1().Roles(ns).Get(context.Background(), ownerrecord.TermRoleName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the term beacon: %v", err)
+	}
+	if beacon.Annotations[ownerrecord.TermAnnotation] != "1" || len(beacon.Rules) != 0 {
+		t.Errorf("term beacon %s: annotations %v rules %+v", beacon.Name, beacon.Annotations, beacon.Rules)
+	}
+	// The partition label, written on every Namespace once the Labeler is active; the
+	// probe needs a labelled namespace of the partition in the Labeler's informer.
+	framework.Eventually(t, 30*time.Second, "namespace "+target+" carries its partition label", func(ctx context.Context) (bool, error) {
+		got, err := f.Client.CoreV1().Namespaces().Get(ctx, target, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if v := got.Labels[label]; v != strconv.FormatUint(uint64(p1), 10) {
+			return false, fmt.Errorf("label %s=%q, want %d", label, v, p1)
+		}
+		return labeler.Probeable(p1) != "", nil
+	})
+
+	// Create, update and delete owner Roles and RoleBindings, each batch enforced
+	// (LocalSubjectAccessReviews, and the dry-run probe where the partition has a
+	// labelled namespace). The Labeler's repair of the Roles may write a batch's change
+	// before Set does: what counts is what the record says.
+	for _, step := range []struct {
+		what   string
+		owners map[partition.ID]string
+		want   map[string][]partition.ID // shard → the partitions its owner Role grants
+		probe  bool
+	}{
+		{"grant p1 to shard-a: create a Role and a RoleBinding", map[partition.ID]string{p1: "shard-a"}, map[string][]partition.ID{"shard-a": {p1}}, true},
+		{"grant p2 to shard-a: update its Role", map[partition.ID]string{p2: "shard-a"}, map[string][]partition.ID{"shard-a": sortedIDs(p1, p2)}, false},
+		{"move p1 to shard-b: update shard-a's Role, create shard-b's", map[partition.ID]string{p1: "shard-b"},
+			map[string][]partition.ID{"shard-a": {p2}, "shard-b": {p1}}, true},
+		{"release p2: delete shard-a's Role and RoleBinding", map[partition.ID]string{p2: ""}, map[string][]partition.ID{"shard-b": {p1}}, false},
+	} {
+		a, err := fence.Apply(context.Background(), step.owners)
+		if err != nil {
+			t.Fatalf("%s, as %s: %v", step.what, coordSA, err)
+		}
+		t.Logf("%s: %d writes in %s, enforced %s later (%d reviews, %d probe rounds in %q)", step.what, a.Writes,
+			a.Write.Round(time.Microsecond), a.Enforce.Round(time.Microsecond), a.Reviews, a.Probes, a.ProbeNamespace)
+		if step.probe && (a.Reviews == 0 || a.Probes == 0) {
+			t.Errorf("%s: enforcement not shown: %d reviews, %d probe rounds", step.what, a.Reviews, a.Probes)
+		}
+		checkOwnerRoles(t, f, params, step.want)
+	}
+	// p1 moved away from shard-a: the probe user is let through as shard-b and refused as
+	// shard-a.
+	probeB, err := ownerrecord.ProbeClient(cfg, params, "shard-b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := ownerrecord.ProbeClient(cfg, params, "shard-b")
+	probeA, err := ownerrecord.ProbeClient(cfg, params, "shard-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
-	if _, _, err := (ownerrecord.Prober{PolicyName: params.Name}).WaitEnforced(wctx, probe, other, target); err != nil {
-		t.Errorf("probing as shard-a (let through) and shard-b (refused) with the coordinator's RBAC: %v", err)
+	if _, _, err := (ownerrecord.Prober{PolicyName: params.Name}).WaitEnforced(wctx, probeB, probeA, target); err != nil {
+		t.Errorf("probing as shard-b (let through) and shard-a (refused) with the coordinator's RBAC: %v", err)
 	}
+	if _, err := fence.Apply(context.Background(), map[partition.ID]string{p1: ""}); err != nil {
+		t.Fatalf("releasing p1 as %s: %v", coordSA, err)
+	}
+	checkOwnerRoles(t, f, params, nil)
+
+	// The record Role's own rule is what the escalation check needs: with the Role's other
+	// rules only, an owner Role is refused (under a name the record guard does not look
+	// at, so that only RBAC decides).
+	t.Run("without own on partitions", func(t *testing.T) {
+		testEscalationRefused(t, f, params, p2)
+	})
+
+	// The record rights are the release namespace's only.
+	elsewhere := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: ownerrecord.OwnerRoleName("shard-a"), Namespace: target}}
+	if _, err := kube.RbacV1().Roles(target).Create(context.Background(), elsewhere, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the coordinator creating a Role in namespace %s: %v; want Forbidden", target, err)
+	}
+
 	// The coordinator may not act as a shard (it did before issue 25: impersonate on the
 	// shard ServiceAccount, whose rights read every Secret of the cluster).
 	asShard, err := ownerrecord.ShardClient(cfg, params, "shard-a")
@@ -243,7 +423,9 @@ func TestShardFenceCoordinatorRBAC(t *testing.T) {
 	}
 	// The fence check with the coordinator's RBAC: it learns its own user name and finds
 	// the chart's objects as built.
-	checker, err := ownerrecord.NewChecker(ownerrecord.CheckerOptions{Params: params, Client: kubernetes.NewForConfigOrDie(cfg)}, logr.Discard())
+	checkParams := params
+	checkParams.CoordinatorUser = ""
+	checker, err := ownerrecord.NewChecker(ownerrecord.CheckerOptions{Params: checkParams, Client: kube}, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +436,163 @@ func TestShardFenceCoordinatorRBAC(t *testing.T) {
 		}
 		return true, nil
 	})
+}
+
+// checkOwnerRoles checks that the owner record in params.Namespace is exactly want: per
+// shard one owner Role granting its partitions, stamped with term 1, and one RoleBinding
+// to the shard's owner subject; the term beacon besides.
+func checkOwnerRoles(t *testing.T, f *framework.Framework, params ownerrecord.PolicyParams, want map[string][]partition.ID) {
+	t.Helper()
+	ctx := context.Background()
+	opts := metav1.ListOptions{LabelSelector: ownerrecord.RecordLabel}
+	roles, err := f.Client.RbacV1().Roles(params.Namespace).List(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindings, err := f.Client.RbacV1().RoleBindings(params.Namespace).List(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]partition.ID{}
+	for _, r := range roles.Items {
+		if r.Name == ownerrecord.TermRoleName {
+			continue
+		}
+		shard, ok := strings.CutPrefix(r.Name, ownerrecord.OwnerRolePrefix)
+		if !ok {
+			t.Errorf("Role %s is labelled %s but is no owner Role", r.Name, ownerrecord.RecordLabel)
+			continue
+		}
+		if len(r.Rules) != 1 || !slices.Equal(r.Rules[0].APIGroups, []string{ownerrecord.PartitionsGroup}) ||
+			!slices.Equal(r.Rules[0].Resources, []string{ownerrecord.PartitionsResource}) || !slices.Equal(r.Rules[0].Verbs, []string{ownerrecord.OwnVerb}) {
+			t.Errorf("owner Role %s: rules %+v", r.Name, r.Rules)
+			continue
+		}
+		if term := r.Annotations[ownerrecord.TermAnnotation]; term != "1" {
+			t.Errorf("owner Role %s: term %q, want 1", r.Name, term)
+		}
+		for _, n := range r.Rules[0].ResourceNames {
+			v, err := strconv.ParseUint(n, 10, 32)
+			if err != nil {
+				t.Errorf("owner Role %s grants %q", r.Name, n)
+				continue
+			}
+			got[shard] = append(got[shard], partition.ID(v))
+		}
+		slices.Sort(got[shard])
+	}
+	if !apiequality.Semantic.DeepEqual(got, normalizeOwners(want)) {
+		t.Errorf("owner Roles grant %v, want %v", got, want)
+	}
+	gotBindings := map[string]bool{}
+	for _, b := range bindings.Items {
+		shard, _ := strings.CutPrefix(b.Name, ownerrecord.OwnerRolePrefix)
+		gotBindings[shard] = true
+		wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: b.Name, Namespace: params.Namespace}}
+		if b.RoleRef.Kind != "Role" || b.RoleRef.Name != b.Name || !apiequality.Semantic.DeepEqual(b.Subjects, wantSubjects) {
+			t.Errorf("owner RoleBinding %s: roleRef %+v subjects %+v", b.Name, b.RoleRef, b.Subjects)
+		}
+	}
+	for shard := range want {
+		if !gotBindings[shard] {
+			t.Errorf("shard %s has no owner RoleBinding", shard)
+		}
+		delete(gotBindings, shard)
+	}
+	if len(gotBindings) != 0 {
+		t.Errorf("owner RoleBindings of shards that own nothing: %v", gotBindings)
+	}
+}
+
+// testEscalationRefused checks that a ServiceAccount bound to the record Role's rules but
+// its own on partitions may not create an owner-shaped Role: the API server's RBAC
+// escalation check refuses granting what the writer does not hold.
+func testEscalationRefused(t *testing.T, f *framework.Framework, params ownerrecord.PolicyParams, p partition.ID) {
+	ctx := context.Background()
+	const sa = "record-without-own"
+	ns := params.Namespace
+	if _, err := f.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := ownerrecord.RecordRole(params)
+	role.Name = sa
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.APIGroups, ownerrecord.PartitionsGroup) })
+	if _, err := f.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+	}
+	if _, err := f.Client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, f, ns, sa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	framework.Eventually(t, 30*time.Second, sa+" may create Roles", func(ctx context.Context) (bool, error) {
+		r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Group: rbacv1.GroupName, Resource: "roles", Verb: "create"},
+		}}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, err
+	})
+	owner := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "escalation-check", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{ownerrecord.PartitionsGroup}, Resources: []string{ownerrecord.PartitionsResource},
+			Verbs: []string{ownerrecord.OwnVerb}, ResourceNames: []string{strconv.FormatUint(uint64(p), 10)}}},
+	}
+	_, err = client.RbacV1().Roles(ns).Create(ctx, owner, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "not currently held") {
+		t.Errorf("creating an owner-shaped Role without %s on %s.%s: %v; want the escalation check's Forbidden",
+			ownerrecord.OwnVerb, ownerrecord.PartitionsResource, ownerrecord.PartitionsGroup, err)
+	} else {
+		t.Logf("refused as expected: %v", err)
+	}
+}
+
+// removeLabelWhenDone removes label from every Namespace when the test ends. The record
+// guard refuses it to anyone but the coordinator until the API server has seen its
+// binding go, so a refused removal is retried.
+func removeLabelWhenDone(t *testing.T, f *framework.Framework, label string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		nss, err := f.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: label})
+		if err != nil {
+			t.Errorf("listing the namespaces with %s: %v", label, err)
+			return
+		}
+		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, label))
+		for _, ns := range nss.Items {
+			var last error
+			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, last = f.Client.CoreV1().Namespaces().Patch(ctx, ns.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+				return last == nil || apierrors.IsNotFound(last), nil
+			})
+			if err != nil {
+				t.Errorf("removing %s from namespace %s: %v", label, ns.Name, last)
+			}
+		}
+	})
+}
+
+func sortedIDs(ids ...partition.ID) []partition.ID {
+	slices.Sort(ids)
+	return ids
+}
+
+// normalizeOwners drops shards without partitions (nil and empty want the same).
+func normalizeOwners(m map[string][]partition.ID) map[string][]partition.ID {
+	out := map[string][]partition.ID{}
+	for s, ps := range m {
+		if len(ps) > 0 {
+			out[s] = ps
+		}
+	}
+	return out
 }
 
 // applyFence applies the release's rendered fence policies and bindings, and deletes them

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -25,12 +26,11 @@ func TestFenceClientsBounded(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewLabeler(fakeClient(t), partition.Map{Count: 1}, PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"}, LabelerOptions{})
+			l, err := NewLabeler(fakeMetadata(t), kubefake.NewClientset(), partition.Map{Count: 1}, testParams, LabelerOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := NewFence(l, FenceOptions{Params: PolicyParams{Namespace: "kshard", ServiceAccount: "kshard-shard"},
-				Base: &rest.Config{Host: "https://127.0.0.1:6443"}, MaxClients: tc.maxClients})
+			f, err := NewFence(l, FenceOptions{Params: testParams, Base: &rest.Config{Host: "https://127.0.0.1:6443"}, MaxClients: tc.maxClients})
 			if err != nil {
 				t.Fatal(err)
 			}

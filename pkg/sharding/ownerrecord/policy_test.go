@@ -11,6 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// variable returns the expression of the policy variable name ("" when none).
+func variable(p *admissionregistrationv1.ValidatingAdmissionPolicy, name string) string {
+	for _, v := range p.Spec.Variables {
+		if v.Name == name {
+			return v.Expression
+		}
+	}
+	return ""
+}
+
 func TestPolicyParams(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -18,8 +28,10 @@ func TestPolicyParams(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "defaults", params: PolicyParams{Namespace: "kshard-system", ServiceAccount: "kshard-shard"}},
-		{name: "all named", params: PolicyParams{Name: "x-fence", Namespace: "ns", ServiceAccount: "sa", OwnerLabel: "blue.kshard.io/owner"}},
-		{name: "quote in the owner label", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", OwnerLabel: "x'y"}, wantErr: true},
+		{name: "all named", params: PolicyParams{Name: "x-fence", Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "blue.kshard.io/partition"}},
+		{name: "quote in the partition label", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "x'y"}, wantErr: true},
+		{name: "partition label not a label key", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "a/b/c"}, wantErr: true},
+		{name: "quote in the coordinator user", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", CoordinatorUser: "x'"}, wantErr: true},
 		{name: "no namespace", params: PolicyParams{ServiceAccount: "sa"}, wantErr: true},
 		{name: "no ServiceAccount", params: PolicyParams{Namespace: "ns"}, wantErr: true},
 		{name: "quote in a name", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa'"}, wantErr: true},
@@ -42,13 +54,28 @@ func TestPolicyParams(t *testing.T) {
 				t.Errorf("match condition %q does not name the shard ServiceAccount", got)
 			}
 			if policy.Spec.ParamKind != nil || binding.Spec.ParamRef != nil {
-				t.Errorf("the policy has params (%+v, %+v): it must read the owner from the namespace", policy.Spec.ParamKind, binding.Spec.ParamRef)
+				t.Errorf("the policy has params (%+v, %+v): it must ask the authorizer", policy.Spec.ParamKind, binding.Spec.ParamRef)
 			}
 			if fp := policy.Spec.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Fail {
 				t.Errorf("failurePolicy %v, want Fail", fp)
 			}
-			if got := policy.Spec.Variables[1].Expression; !strings.Contains(got, "'"+p.OwnerLabel+"'") {
-				t.Errorf("owner variable %q does not read label %s", got, p.OwnerLabel)
+			if got := variable(policy, "partition"); !strings.Contains(got, "'"+p.PartitionLabel+"'") {
+				t.Errorf("partition variable %q does not read label %s", got, p.PartitionLabel)
+			}
+			// The owner record: the shard's owner subject, asked of the authorizer in
+			// kshard's namespace, the verb own on the namespace's partition.
+			owns := variable(policy, "owns")
+			for _, want := range []string{
+				"authorizer.serviceAccount('" + p.Namespace + "', '" + OwnerRolePrefix + "' + variables.shard)",
+				".group('" + PartitionsGroup + "')", ".resource('" + PartitionsResource + "')", ".namespace('" + p.Namespace + "')",
+				".name(variables.partition)", ".check('" + OwnVerb + "')", "variables.partition != ''", "variables.shard != ''",
+			} {
+				if !strings.Contains(owns, want) {
+					t.Errorf("owns variable %q lacks %s", owns, want)
+				}
+			}
+			if len(policy.Spec.Validations) != 1 || policy.Spec.Validations[0].Expression != "variables.owns" {
+				t.Errorf("validations %+v, want variables.owns alone", policy.Spec.Validations)
 			}
 		})
 	}
@@ -76,8 +103,8 @@ func TestIsRefusal(t *testing.T) {
 	}
 }
 
-// TestGuards checks the record guard and the shard limits name the identities and keys
-// they guard, and that every policy has its binding.
+// TestGuards checks the record guard and the shard limits name the identities, label
+// and record objects they guard, and that every policy has its binding.
 func TestGuards(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -86,7 +113,7 @@ func TestGuards(t *testing.T) {
 		{name: "defaults", params: PolicyParams{Namespace: "kshard-system", ServiceAccount: "kshard-shard",
 			CoordinatorUser: ServiceAccountUser("kshard-system", "kshard-coordinator")}},
 		{name: "own label", params: PolicyParams{Name: "blue-fence", Namespace: "tenants", ServiceAccount: "blue-shard",
-			OwnerLabel: "blue.kshard.io/owner", CoordinatorUser: "system:serviceaccount:tenants:blue-coordinator"}},
+			PartitionLabel: "blue.kshard.io/partition", CoordinatorUser: "system:serviceaccount:tenants:blue-coordinator"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,18 +141,37 @@ func TestGuards(t *testing.T) {
 
 			record := policies[1]
 			rules := record.Spec.MatchConstraints.ResourceRules
-			if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"namespaces", "namespaces/*"}) ||
-				*rules[0].Scope != admissionregistrationv1.ClusterScope || slices.Contains(rules[0].Operations, admissionregistrationv1.Delete) {
-				t.Errorf("record guard rules %+v: want CREATE and UPDATE of namespaces and their subresources", rules)
+			if len(rules) != 2 {
+				t.Fatalf("record guard rules %+v: want one for namespaces and one for RBAC", rules)
+			}
+			if !slices.Equal(rules[0].Resources, []string{"namespaces", "namespaces/*"}) || *rules[0].Scope != admissionregistrationv1.ClusterScope ||
+				slices.Contains(rules[0].Operations, admissionregistrationv1.Delete) {
+				t.Errorf("record guard rule %+v: want CREATE and UPDATE of namespaces and their subresources", rules[0])
+			}
+			if !slices.Equal(rules[1].APIGroups, []string{"rbac.authorization.k8s.io"}) ||
+				!slices.Equal(rules[1].Resources, []string{"roles", "rolebindings", "clusterrolebindings"}) ||
+				!slices.Contains(rules[1].Operations, admissionregistrationv1.Delete) || !slices.Contains(rules[1].Operations, admissionregistrationv1.Update) {
+				t.Errorf("record guard rule %+v: want CREATE, UPDATE and DELETE of Roles, RoleBindings and ClusterRoleBindings", rules[1])
 			}
 			match := record.Spec.MatchConditions[0].Expression
-			for _, want := range []string{"'" + p.CoordinatorUser + "'", "'" + p.OwnerLabel + "'", "'" + p.TermAnnotation() + "'", "oldObject != null"} {
+			for _, want := range []string{"'" + p.CoordinatorUser + "'", "'" + p.PartitionLabel + "'", "'" + OwnerRolePrefix + "'",
+				"'" + TermRoleName + "'", "'" + p.Namespace + "'", "oldObject != null"} {
 				if !strings.Contains(match, want) {
 					t.Errorf("record guard match condition lacks %s: %s", want, match)
 				}
 			}
-			if !strings.Contains(record.Spec.Validations[0].MessageExpression, RecordMessagePrefix) {
-				t.Errorf("record guard message %q lacks %q", record.Spec.Validations[0].MessageExpression, RecordMessagePrefix)
+			// The coordinator may write owner Roles only with resourceNames.
+			var shape string
+			for _, v := range record.Spec.Validations {
+				if !strings.Contains(v.MessageExpression, RecordMessagePrefix) {
+					t.Errorf("record guard message %q lacks %q", v.MessageExpression, RecordMessagePrefix)
+				}
+				if strings.Contains(v.Expression, "resourceNames") {
+					shape = v.Expression
+				}
+			}
+			if !strings.Contains(shape, "size(r.resourceNames) > 0") {
+				t.Errorf("no record guard validation refuses an owner rule without resourceNames: %q", shape)
 			}
 
 			limits := policies[2]

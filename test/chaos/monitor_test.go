@@ -27,7 +27,7 @@ func metavOptions() metav1.DeleteOptions { return metav1.DeleteOptions{} }
 //     reported), whether the adversary owns anything (a violation), how long the
 //     assignment stayed unconverged;
 //   - every other second, the fence probe: a dry-run write as a shard in a namespace
-//     whose owner label (stable for 2s) names another shard must be refused by the
+//     whose partition the owner record (stable for 2s) grants another shard must be refused by the
 //     policy; one accepted is a late write of a non-owner accepted (a violation);
 //   - every 5s, the API server's count of the policy's denials (summed across API
 //     server restarts).
@@ -149,8 +149,8 @@ func (m *monitor) pollAssignments(ctx context.Context) {
 	}
 }
 
-// probe writes (dry run) as a shard that the owner label of a workload namespace does not
-// name; see monitor.
+// probe writes (dry run) as a shard that the owner record does not grant a workload
+// namespace's partition; see monitor.
 func (m *monitor) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

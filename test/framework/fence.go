@@ -148,8 +148,9 @@ func (f *Framework) ImpersonatingKubeconfig(t testing.TB, namespace, sa, cluster
 
 // CoordinatorRESTConfig returns the administrator's client configuration acting as the
 // coordinators' identity (CoordinatorServiceAccount), nil without Fence: the only user the
-// fence's record guard lets change a namespace's owner label or term annotation, so a test
-// that forges a term or a label (a deposed leader's late write, say) must write as it.
+// fence's record guard lets change the owner record (owner Roles, the term beacon, the
+// partition labels), so a test that forges a term or an owner (a deposed leader's late
+// write, say) must write as it.
 func (k *KShard) CoordinatorRESTConfig() *rest.Config {
 	if k.fence == nil {
 		return nil
@@ -207,7 +208,7 @@ func DryRunPodCreate(ctx context.Context, client kubernetes.Interface, namespace
 }
 
 // CertainTenure is the tenure of a test that plays the coordinator leader (writes the
-// owner record itself): always valid, as no other leader writes the test's owner label.
+// owner record itself): always valid, as no other leader writes the test's owner record.
 type CertainTenure struct{}
 
 // Valid reports true.

@@ -111,8 +111,9 @@ type Labeler struct {
 	tenure Tenure
 	owners map[partition.ID]string // the owner table; a partition absent has no owner
 
-	// roleMu serializes the Role writes of Set and of the resync: each compares the
-	// Roles with the table and writes the difference in a fixed order.
+	// roleMu serializes the Role writes of Set and of the repair loop: each compares the
+	// Roles with the table and writes the difference in a fixed order. Set holds it from
+	// its table change to its last write.
 	roleMu sync.Mutex
 }
 
@@ -331,6 +332,10 @@ func (l *Labeler) Set(ctx context.Context, owners map[partition.ID]string) (SetR
 	for _, ps := range res.Gained {
 		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
 	}
+	// The table changes and the Roles are written under roleMu, so that the repair loop
+	// cannot write this batch first (Writes counts the batch's writes).
+	l.roleMu.Lock()
+	defer l.roleMu.Unlock()
 	l.mu.Lock()
 	if !l.active {
 		l.mu.Unlock()
@@ -344,7 +349,7 @@ func (l *Labeler) Set(ctx context.Context, owners map[partition.ID]string) (SetR
 		}
 	}
 	l.mu.Unlock()
-	n, err := l.writeRoles(ctx)
+	n, err := l.writeRolesLocked(ctx)
 	res.Writes = n
 	return res, err
 }

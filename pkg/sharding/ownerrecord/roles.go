@@ -73,7 +73,9 @@ func (l *Labeler) processRoles(ctx context.Context) bool {
 		l.roleQueue.Forget(key)
 		return true
 	}
-	n, err := l.writeRoles(ctx)
+	l.roleMu.Lock()
+	n, err := l.writeRolesLocked(ctx)
+	l.roleMu.Unlock()
 	if err != nil {
 		klog.FromContext(ctx).Info("repairing the owner Roles failed; retrying", "err", err.Error())
 		l.roleQueue.AddRateLimited(key)
@@ -98,10 +100,8 @@ type roleWriter struct {
 // writeRoles makes the owner Roles and RoleBindings grant what the table says: first it
 // takes from every Role what it must lose (deleting a Role left empty), then it gives
 // every shard its partitions and a RoleBinding, then it deletes the RoleBindings of
-// shards that own nothing. It returns the number of writes.
-func (l *Labeler) writeRoles(ctx context.Context) (int, error) {
-	l.roleMu.Lock()
-	defer l.roleMu.Unlock()
+// shards that own nothing. It returns the number of writes. l.roleMu must be held.
+func (l *Labeler) writeRolesLocked(ctx context.Context) (int, error) {
 	active, term, tenure, owners := l.snapshot()
 	if !active {
 		return 0, errors.New("owner labeler: not active (not the leader)")

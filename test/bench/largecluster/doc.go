@@ -14,8 +14,8 @@
 //
 // Every controller process gets kube-controller-manager's defaults: --kube-api-qps 20,
 // --kube-api-burst 30 (per controller client in both) and 5 deployment and 5 replicaset
-// workers. The coordinators run with the server-side fence off (its first owner-label
-// writes would add 10,000 Namespace writes to kshard's start).
+// workers. The coordinators run with the server-side fence off (its partition labels
+// would add 10,000 Namespace writes to kshard's start).
 //
 // For each run it reports:
 //

@@ -645,7 +645,7 @@ func reportCoordinatorWindow(b testing.TB, before, after framework.Samples) {
 		h := buckets(after, name).sub(buckets(before, name))
 		return fmt.Sprintf("n %.0f, p50 %.3fs, p99 %.3fs, sum %.3fs %s", h.count(), h.quantile(0.5), h.quantile(0.99), d(name+"_sum"), h)
 	}
-	b.Logf("  coordinator in the window: owner record %.0f batches, %.0f namespace writes, %.0f errors; batch write %s; enforce %s",
+	b.Logf("  coordinator in the window: owner record %.0f batches, %.0f record writes, %.0f errors; batch write %s; enforce %s",
 		d("kshard_coordinator_owner_record_batches_total"), d("kshard_coordinator_owner_record_object_writes_total"), d("kshard_coordinator_owner_record_errors_total"),
 		hist("kshard_coordinator_owner_record_write_seconds"), hist("kshard_coordinator_owner_record_enforce_seconds"))
 	b.Logf("  coordinator in the window: handoff %s; ownership gap %s; %.0f shard messages rejected",

@@ -8,9 +8,9 @@
 //   - KillShard: time until the namespaces of a SIGKILLed shard are reconciled by a live
 //     shard again, with the coordinator's default session TTL and fencing margin.
 //   - ScaleOut3to4Fenced, KillShardFenced: the same with the server-side fence on (pod
-//     identities, owner labels written and enforced before every Acquire, a killed
+//     identities, owner Roles written and enforced before every Acquire, a killed
 //     shard seized once its stream stayed closed for --seize-after), plus the fence's
-//     owner-label writes and its write and enforcement times.
+//     owner record writes and its write and enforcement times.
 //   - KillShard4Chart, StopShard4Chart: failover at the chart's defaults with 4 shards: a
 //     SIGKILLed shard, and a SIGSTOPped shard cut off from the coordinator whose late
 //     writes the API server must refuse (failover_bench_test.go).
@@ -149,7 +149,7 @@ func BenchmarkSharding(b *testing.B) {
 }
 
 // fenced runs a scenario with the server-side fence on: shards with pod-bound tokens, the
-// fence's policy installed, the coordinator writing owner labels before every Acquire and
+// fence's policy installed, the coordinator writing owner Roles before every Acquire and
 // seizing a shard whose stream stayed closed (--seize-after, 2s by default). Compared with
 // the same scenario without it, in the same run, it gives the fence's cost per move and
 // its failover time.
@@ -177,7 +177,7 @@ func (c *cluster) reportFence(b *testing.B) {
 	mean := func(name string) float64 {
 		return 1000 * m.Value(name+"_sum") / max(m.Value(name+"_count"), 1)
 	}
-	b.Logf("  server-side fence: %.0f owner-label writes in %.0f batches; mean batch write %.1fms, mean wait until enforced %.1fms",
+	b.Logf("  server-side fence: %.0f owner record writes in %.0f batches; mean batch write %.1fms, mean wait until enforced %.1fms",
 		writes, batches, mean("kshard_coordinator_owner_record_write_seconds"), mean("kshard_coordinator_owner_record_enforce_seconds"))
 	b.ReportMetric(writes, "fence-ns-writes")
 	b.ReportMetric(batches, "fence-batches")

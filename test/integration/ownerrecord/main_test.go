@@ -5,11 +5,13 @@
 // token authenticates as), which the admin kubeconfig may do.
 //
 // It checks that the owner's writes pass, that another shard's are refused with a
-// message naming the shard, the namespace and the owner, that moving the owner label
-// flips both, that other users and events are untouched, that a namespace without the
-// owner label refuses the shard, and that the Labeler puts back a label removed by hand;
-// and it measures how long the API server takes to enforce a new label after the write
-// returns, and the API writes a move costs (one per namespace).
+// message naming the shard, the namespace and the partition, that moving a partition
+// between owner Roles flips both, that other users and events are untouched, that a
+// namespace of a partition nobody owns refuses the shard, that the record guard keeps the
+// partition label and the owner Roles the coordinator's, and that the Labeler puts back a
+// label or a RoleBinding removed by hand; and it measures how long the API server takes to
+// enforce a new owner Role after the write returns, and the API writes a move costs (a few
+// Role writes, whatever the namespaces).
 package ownerrecord
 
 import (

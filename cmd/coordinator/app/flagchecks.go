@@ -22,7 +22,7 @@ const (
 	MinHeartbeatInterval = 100 * time.Millisecond
 	// MinFenceProbeTimeout is the least --shard-fence-probe-timeout and
 	// --shard-fence-write-timeout. Enforcement takes
-	// the API server's admission informer seeing the new label, then two dry-run probes:
+	// the API server's RBAC informers seeing the new owner Roles, access reviews and two dry-run probes:
 	// below a second every batch would time out and be retried forever, and no partition
 	// would be granted.
 	MinFenceProbeTimeout = time.Second

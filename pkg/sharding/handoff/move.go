@@ -161,7 +161,7 @@ func (c *Coordinator) grant(p int, t string, now time.Time) {
 	c.sendAcquire(p, now)
 	if !c.recordReady(p) {
 		// The Acquire waits for the owner record (a seized or expired shard's partition:
-		// thousands of namespace labels to write). Warm the new owner's caches meanwhile,
+		// owner Roles to write and see enforced). Warm the new owner's caches meanwhile,
 		// which needs no fence, so that the Acquire finds them synced instead of starting
 		// the warm-up only once the record is enforced. The Prepared it answers is
 		// expected (see progress); a Release or another grant supersedes it as for a move.

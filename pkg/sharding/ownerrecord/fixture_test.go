@@ -111,6 +111,7 @@ func newFixture(t *testing.T, s setup) *fixture {
 			return
 		}
 		defer l.queue.ShutDown()
+		defer l.roleQueue.ShutDown()
 		l.informer.RunWithContext(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
@@ -135,7 +136,8 @@ func (f *fixture) activate(term uint32, ten Tenure) Claimed {
 // repairRoles runs one repair of the owner Roles, as the Labeler's Role worker does when
 // the record changed or every RoleResync.
 func (f *fixture) repairRoles() {
-	_, _ = f.l.writeRoles(f.ctx)
+	f.l.roleQueue.Add(rolesKey)
+	f.l.processRoles(f.ctx)
 }
 
 // fakeMetadata returns a fake metadata client holding objs.

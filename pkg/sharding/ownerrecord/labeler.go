@@ -100,8 +100,8 @@ type Labeler struct {
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
 
-	// rbacInformers watch the record's Roles and RoleBindings in kshard's namespace;
-	// any change of them queues a repair (rolesKey in roleQueue) while active.
+	// rbacInformers watch the Roles and RoleBindings in kshard's namespace; a change of
+	// a record object queues a repair (rolesKey in roleQueue) while active.
 	rbacInformers informers.SharedInformerFactory
 	roleQueue     workqueue.TypedRateLimitingInterface[string]
 
@@ -155,12 +155,18 @@ func NewLabeler(meta metadata.Interface, kube kubernetes.Interface, pm partition
 		workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kshard_owner_roles"},
 	)
-	l.rbacInformers = informers.NewSharedInformerFactoryWithOptions(kube, opts.RoleResync, informers.WithNamespace(params.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = RecordLabel }))
+	// Every Role and RoleBinding of kshard's namespace (a handful), not only labelled
+	// ones: RBAC grants by name.
+	l.rbacInformers = informers.NewSharedInformerFactoryWithOptions(kube, opts.RoleResync, informers.WithNamespace(params.Namespace))
+	repairIf := func(obj any) {
+		if m, err := metaOf(obj); err == nil && isRecordName(m.GetName()) {
+			l.roleQueue.Add(rolesKey)
+		}
+	}
 	repair := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { l.roleQueue.Add(rolesKey) },
-		UpdateFunc: func(any, any) { l.roleQueue.Add(rolesKey) },
-		DeleteFunc: func(any) { l.roleQueue.Add(rolesKey) },
+		AddFunc:    repairIf,
+		UpdateFunc: func(_, obj any) { repairIf(obj) },
+		DeleteFunc: repairIf,
 	}
 	for _, inf := range []cache.SharedIndexInformer{l.rbacInformers.Rbac().V1().Roles().Informer(), l.rbacInformers.Rbac().V1().RoleBindings().Informer()} {
 		if _, err := inf.AddEventHandler(repair); err != nil {

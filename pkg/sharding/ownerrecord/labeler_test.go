@@ -628,9 +628,8 @@ func TestLabelerSetOrphanBinding(t *testing.T) {
 	}
 	f.repairRoles()
 	if _, ok := f.bindings()[OwnerRolePrefix+"a"]; ok {
-		t.Skip("BUG: the RoleBinding kshard-owner.a of a shard that owns nothing stays for good once its Role is gone: " +
-			"writeRoles only considers the shards of the table and of the listed owner Roles (shards), never those of " +
-			"orphaned RoleBindings, so a binding delete that failed after the Role's delete is never retried (Set nor the Role repair)")
+		t.Fatal("the RoleBinding kshard-owner.a of a shard that owns nothing stays once its Role is gone: " +
+			"a binding delete that failed after the Role's delete must be retried (by Set or the Role repair)")
 	}
 	checkBindings(t, f, []string{"b"})
 }
@@ -941,9 +940,8 @@ func TestLabelerStampTermOverForged(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := f.role(TermRoleName).Annotations[TermAnnotation]; got != "7" {
-		t.Skipf("BUG: StampTerm leaves a forged term (%s) on the term beacon (termOf(got) >= term returns before writing, "+
-			"whether or not the term is plausible), so the beacon never records this leadership's term 7; a later leader "+
-			"that lost the term Lease ignores the forged term (Claimed.Forged) and can lead term 7 again", got)
+		t.Fatalf("StampTerm left a forged term (%s) on the term beacon, so it does not record this leadership's term 7; "+
+			"a later leader that lost the term Lease ignores the forged term (Claimed.Forged) and can lead term 7 again", got)
 	}
 	// A later leader sees the term.
 	f.l.Deactivate()

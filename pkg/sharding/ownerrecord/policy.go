@@ -25,7 +25,7 @@ const (
 	// PodNameExtra is the user-info extra the API server adds for a pod-bound
 	// (projected) ServiceAccount token: the name of the pod the token was issued to. A
 	// shard's ID is its pod name, so this is the identity the API server vouches for and
-	// the one the policy compares with the owner label.
+	// the one whose owner subject the policy asks the authorizer about.
 	PodNameExtra = "authentication.kubernetes.io/pod-name"
 
 	// DefaultPolicyName names the ValidatingAdmissionPolicy and its binding. The chart

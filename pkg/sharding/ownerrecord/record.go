@@ -87,6 +87,13 @@ func (p PolicyParams) ownerRoleBinding(shard string) *rbacv1.RoleBinding {
 	}
 }
 
+// isRecordName reports whether a Role of that name belongs to the record: an owner Role
+// or the term beacon.
+func isRecordName(name string) bool {
+	_, ok := shardOf(name)
+	return ok || name == TermRoleName
+}
+
 // shardOf returns the shard an owner Role's name names, and whether it is one.
 func shardOf(roleName string) (string, bool) {
 	s, ok := strings.CutPrefix(roleName, OwnerRolePrefix)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/kshard/kshard/pkg/sharding/leader"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
@@ -28,11 +30,13 @@ type roleSet struct {
 	bindings map[string]*rbacv1.RoleBinding
 }
 
-// listRoles lists the Roles and RoleBindings labelled RecordLabel in kshard's namespace.
+// listRoles lists the record's Roles and RoleBindings in kshard's namespace: those named
+// like record objects, whether or not they carry RecordLabel (RBAC grants by name, not by
+// label; one created without the label must not hide from the Labeler).
 func (l *Labeler) listRoles(ctx context.Context) (roleSet, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.opts.RequestTimeout)
 	defer cancel()
-	opts := metav1.ListOptions{LabelSelector: RecordLabel}
+	var opts metav1.ListOptions
 	rbac := l.kube.RbacV1()
 	roles, err := rbac.Roles(l.params.Namespace).List(ctx, opts)
 	if err != nil {
@@ -44,10 +48,14 @@ func (l *Labeler) listRoles(ctx context.Context) (roleSet, error) {
 	}
 	rs := roleSet{roles: map[string]*rbacv1.Role{}, bindings: map[string]*rbacv1.RoleBinding{}}
 	for i := range roles.Items {
-		rs.roles[roles.Items[i].Name] = &roles.Items[i]
+		if isRecordName(roles.Items[i].Name) {
+			rs.roles[roles.Items[i].Name] = &roles.Items[i]
+		}
 	}
 	for i := range bindings.Items {
-		rs.bindings[bindings.Items[i].Name] = &bindings.Items[i]
+		if _, ok := shardOf(bindings.Items[i].Name); ok {
+			rs.bindings[bindings.Items[i].Name] = &bindings.Items[i]
+		}
 	}
 	return rs, nil
 }
@@ -121,13 +129,24 @@ func (l *Labeler) writeRolesLocked(ctx context.Context) (int, error) {
 			current[s] = partitionsOf(r, l.pm)
 		}
 	}
-	shards := make([]string, 0, len(desired)+len(current))
+	// Every shard the table, an owner Role or an owner RoleBinding names: a binding whose
+	// Role is gone (its delete failed after the Role's) is deleted too.
+	seen := map[string]bool{}
+	var shards []string
 	for s, ps := range desired {
 		slices.Sort(ps)
+		seen[s] = true
 		shards = append(shards, s)
 	}
 	for s := range current {
-		if _, ok := desired[s]; !ok {
+		if !seen[s] {
+			seen[s] = true
+			shards = append(shards, s)
+		}
+	}
+	for name := range rs.bindings {
+		if s, ok := shardOf(name); ok && !seen[s] {
+			seen[s] = true
 			shards = append(shards, s)
 		}
 	}
@@ -341,8 +360,8 @@ func (l *Labeler) StampTerm(ctx context.Context) error {
 			Name: TermRoleName, Namespace: l.params.Namespace, Labels: map[string]string{RecordLabel: "true"}, Annotations: stamp,
 		}, Rules: []rbacv1.PolicyRule{}}, metav1.CreateOptions{FieldManager: FieldManager})
 	case err != nil:
-	case termOf(got) >= term:
-		return nil
+	case termOf(got) >= term && leader.PlausibleTerm(uint64(termOf(got)), time.Now()):
+		return nil // a forged term is written over, like any record of one
 	case !tenure.Valid():
 		return fmt.Errorf("%s: %w", what, ErrNotCertain)
 	default:

@@ -113,27 +113,6 @@ func setup(t *testing.T) *env {
 		_ = f.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), roleName, metav1.DeleteOptions{})
 		_ = f.Client.RbacV1().ClusterRoles().Delete(context.Background(), roleName, metav1.DeleteOptions{})
 	})
-	// What the coordinator needs in its namespace to keep the owner Roles: writing Roles
-	// and RoleBindings, holding the permission it grants (the API server refuses a Role
-	// or binding granting more than the writer holds), and asking the authorizer.
-	record := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "kshard-coordinator-record", Namespace: home},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-			{APIGroups: []string{ownerrecord.PartitionsGroup}, Resources: []string{ownerrecord.PartitionsResource}, Verbs: []string{ownerrecord.OwnVerb}},
-			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"localsubjectaccessreviews"}, Verbs: []string{"create"}},
-		},
-	}
-	if _, err := f.Client.RbacV1().Roles(home).Create(ctx, record, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Client.RbacV1().RoleBindings(home).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: record.Name, Namespace: home},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: record.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: home, Name: "kshard-coordinator"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 
 	for _, shard := range []string{"shard-a", "shard-b"} {
 		c, err := ownerrecord.ShardClient(f.Config, e.params, shard)
@@ -335,9 +314,9 @@ func runWrites(t *testing.T, e *env, cases []writeCase) {
 	}
 }
 
-func nsA(e *env) string          { return e.nsA }
-func nsB(e *env) string          { return e.nsB }
-func nsUnowned(e *env) string    { return e.nsUnowned }
+func nsA(e *env) string       { return e.nsA }
+func nsB(e *env) string       { return e.nsB }
+func nsUnowned(e *env) string { return e.nsUnowned }
 
 // notOwned is the message of a refusal of shard's write in namespace ns(e), whose
 // partition it does not own.

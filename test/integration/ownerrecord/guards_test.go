@@ -313,7 +313,7 @@ func TestRecordGuard(t *testing.T) {
 				_, binding := rbac(e.as["coordinator"])
 				// A Role the coordinator holds, so that RBAC's escalation check lets the
 				// request reach admission.
-				return binding(ownerBinding(home, ownerrecord.OwnerRoleName("shard-c"), "Role", "kshard-coordinator-record", home, "shard-c"))
+				return binding(ownerBinding(home, ownerrecord.OwnerRoleName("shard-c"), "Role", e.params.RecordRoleName(), home, "shard-c"))
 			}},
 	}
 	runGuardCases(t, e, cases)

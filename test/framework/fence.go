@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,4 +239,29 @@ func (k *KShard) PartitionOf(ns string) string {
 		k.t.Fatal(err)
 	}
 	return strconv.FormatUint(uint64(pm.For(ns)), 10)
+}
+
+// RecordOwners returns the shards whose owner Roles in namespace (kshard's) grant
+// partition, read from the API server and sorted: one live shard for a namespace whose
+// partition is owned, none for one nobody owns, several never.
+func RecordOwners(ctx context.Context, client kubernetes.Interface, namespace, partition string) ([]string, error) {
+	roles, err := client.RbacV1().Roles(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var owners []string
+	for _, r := range roles.Items {
+		shard, ok := strings.CutPrefix(r.Name, ownerrecord.OwnerRolePrefix)
+		if !ok {
+			continue
+		}
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.ResourceNames, partition) {
+				owners = append(owners, shard)
+				break
+			}
+		}
+	}
+	slices.Sort(owners)
+	return owners, nil
 }

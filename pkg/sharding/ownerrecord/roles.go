@@ -254,19 +254,29 @@ func (w *roleWriter) deleteRole(ctx context.Context, shard string) error {
 	if !ok {
 		return nil
 	}
-	what := "Role " + w.l.params.Namespace + "/" + name
+	if err := w.deleteListed(ctx, "Role", name, got, w.l.kube.RbacV1().Roles(w.l.params.Namespace).Delete); err != nil {
+		return err
+	}
+	delete(w.rs.roles, name)
+	return nil
+}
+
+// deleteListed deletes the listed object got of kind and name with del, its
+// resourceVersion as precondition, only while the tenure is valid. An object already
+// gone is no error.
+func (w *roleWriter) deleteListed(ctx context.Context, kind, name string, got metav1.Object,
+	del func(context.Context, string, metav1.DeleteOptions) error) error {
+	what := kind + " " + w.l.params.Namespace + "/" + name
 	if err := w.check(ctx, what, got); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, w.l.opts.RequestTimeout)
 	defer cancel()
-	rv := got.ResourceVersion
-	err := w.l.kube.RbacV1().Roles(w.l.params.Namespace).Delete(rctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
-	if err != nil && !apierrors.IsNotFound(err) {
+	rv := got.GetResourceVersion()
+	if err := del(rctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s: %w", what, err)
 	}
 	w.writes++
-	delete(w.rs.roles, name)
 	return nil
 }
 
@@ -299,7 +309,7 @@ func (w *roleWriter) ensureBinding(ctx context.Context, shard string) error {
 	default:
 		out, err = bindings.Create(rctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s: it exists without the %s label: %w", what, RecordLabel, err)
+			return fmt.Errorf("creating %s: created by someone else since the list: %w", what, err)
 		}
 	}
 	if err != nil {
@@ -318,18 +328,9 @@ func (w *roleWriter) deleteBinding(ctx context.Context, shard string) error {
 	if !ok {
 		return nil
 	}
-	what := "RoleBinding " + w.l.params.Namespace + "/" + name
-	if err := w.check(ctx, what, nil); err != nil {
+	if err := w.deleteListed(ctx, "RoleBinding", name, got, w.l.kube.RbacV1().RoleBindings(w.l.params.Namespace).Delete); err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, w.l.opts.RequestTimeout)
-	defer cancel()
-	rv := got.ResourceVersion
-	err := w.l.kube.RbacV1().RoleBindings(w.l.params.Namespace).Delete(rctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting %s: %w", what, err)
-	}
-	w.writes++
 	delete(w.rs.bindings, name)
 	return nil
 }

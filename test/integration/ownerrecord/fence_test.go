@@ -560,26 +560,16 @@ func TestMove(t *testing.T) {
 // server ("" when none does, "<several>" when more than one does).
 func (e *env) ownerOf(ctx context.Context, t *testing.T, p partition.ID) string {
 	t.Helper()
-	roles, err := e.f.Client.RbacV1().Roles(e.params.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownerrecord.RecordLabel})
-	if err != nil {
+	owners, err := framework.RecordOwners(ctx, e.f.Client, e.params.Namespace, strconv.FormatUint(uint64(p), 10))
+	switch {
+	case err != nil:
 		t.Fatal(err)
+	case len(owners) > 1:
+		return "<several>"
+	case len(owners) == 1:
+		return owners[0]
 	}
-	owner, want := "", strconv.FormatUint(uint64(p), 10)
-	for _, r := range roles.Items {
-		shard, ok := strings.CutPrefix(r.Name, ownerrecord.OwnerRolePrefix)
-		if !ok {
-			continue
-		}
-		for _, rule := range r.Rules {
-			if slices.Contains(rule.ResourceNames, want) {
-				if owner != "" {
-					return "<several>"
-				}
-				owner = shard
-			}
-		}
-	}
-	return owner
+	return ""
 }
 
 // pct returns the p-th percentile (nearest rank) of ds.

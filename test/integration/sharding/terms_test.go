@@ -3,9 +3,7 @@ package sharding
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,7 +127,11 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 		}
 		live := k.Live()
 		for _, ns := range nss {
-			if owners := recordOwners(ctx, t, f, fence, k.PartitionOf(ns)); len(owners) != 1 || !live[owners[0]] {
+			owners, err := framework.RecordOwners(ctx, f.Client, fence.Namespace, k.PartitionOf(ns))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(owners) != 1 || !live[owners[0]] {
 				t.Fatalf("%s: the owner Roles grant namespace %s's partition to %v, not to one live shard (%v)", step, ns, owners, live)
 			}
 		}
@@ -201,28 +203,4 @@ func TestTermsOutliveTheirRecord(t *testing.T) {
 		k.StartShard("shard-4")
 		worked(t, "installed again", at, term) // above the term found on the owner Roles
 	})
-}
-
-// recordOwners returns the shards whose owner Roles (in fence's namespace) grant
-// partition, sorted.
-func recordOwners(ctx context.Context, t *testing.T, f *framework.Framework, fence *ownerrecord.PolicyParams, partition string) []string {
-	t.Helper()
-	roles, err := f.Client.RbacV1().Roles(fence.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownerrecord.RecordLabel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var owners []string
-	for _, r := range roles.Items {
-		shard, ok := strings.CutPrefix(r.Name, ownerrecord.OwnerRolePrefix)
-		if !ok {
-			continue
-		}
-		for _, rule := range r.Rules {
-			if slices.Contains(rule.ResourceNames, partition) {
-				owners = append(owners, shard)
-			}
-		}
-	}
-	slices.Sort(owners)
-	return owners
 }

@@ -1,7 +1,10 @@
 package shardcache
 
 import (
+	"strconv"
+
 	"github.com/kshard/kshard/pkg/sharding/hashrange"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // stream is the position of one of a feed's upstream streams. In ModeServerFilter a
@@ -110,4 +113,88 @@ func (f *feed) allInitialDoneLocked() bool {
 		}
 	}
 	return true
+}
+
+// setCoverage hands the feed a new selector. The running watch instance notices it
+// (stale, see accept) and reopens the upstreams of the slices that changed from their
+// streams' high-water marks.
+func (f *feed) setCoverage(cov *coverage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cov != nil && f.cov.gen >= cov.gen {
+		return
+	}
+	f.cov = cov
+	f.wakeLocked()
+}
+
+// canReopenLocked reports whether upstreams may be reopened with a new selector now: the
+// streams are past any relist (a relist's streams keep their selector to its end) and
+// their positions are known.
+func (f *feed) canReopenLocked() bool {
+	return f.cov != nil && !f.initial && !f.listing && f.positionKnownLocked()
+}
+
+// staleLocked reports whether the upstream of stream k, opened for bits slice bits and
+// slice generation covGen, must be reopened before it accounts for anything more.
+func (f *feed) staleLocked(k, bits int, covGen uint64) bool {
+	return f.canReopenLocked() && (f.cov.set.Bits != bits || f.cov.gens[k] != covGen)
+}
+
+// covers reports whether the feed's streams carry every event of namespace from now
+// on: the selector covers it, and no relist (whose list or initial events might not
+// have had it) is running. A warm-up of namespace must list only then, so that the list
+// and the stream leave no gap.
+func (f *feed) covers(namespace string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.filter == nil {
+		return true
+	}
+	return f.canReopenLocked() && f.cov.set.Covers(namespace)
+}
+
+// staleUpstreams returns the streams whose upstream watch instance gen (opened for bits
+// slice bits, with slice generations covGens) must reopen now, splitting the streams
+// first if the selector has more slices (then every stream reopens, and the instance
+// must take the new bits). alive is false once gen has been retired.
+func (f *feed) staleUpstreams(gen uint64, bits int, covGens []uint64) (stale []int, newBits int, alive bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return nil, bits, false
+	}
+	if !f.canReopenLocked() {
+		return nil, bits, true
+	}
+	f.splitStreamsLocked()
+	if f.bits != bits {
+		stale = make([]int, len(f.streams))
+		for k := range stale {
+			stale[k] = k
+		}
+		return stale, f.bits, true
+	}
+	for k, g := range covGens {
+		if f.cov.gens[k] != g {
+			stale = append(stale, k)
+		}
+	}
+	return stale, bits, true
+}
+
+// reopenSpec returns how to open the upstream replacing stream k's stale one of watch
+// instance gen: from the stream's high-water mark, with the current selector; ok is false
+// once gen has been retired.
+func (f *feed) reopenSpec(gen uint64, k int, base metav1.ListOptions) (upstreamSpec, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen || k >= len(f.streams) || f.cov == nil {
+		return upstreamSpec{}, false
+	}
+	base.ResourceVersion = strconv.FormatUint(f.streams[k].hwm, 10)
+	base.ResourceVersionMatch = ""
+	base.SendInitialEvents = nil
+	base.ShardSelector = f.cov.sels[k]
+	return upstreamSpec{opts: base, covGen: f.cov.gens[k]}, true
 }

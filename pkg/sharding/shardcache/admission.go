@@ -1,5 +1,12 @@
 package shardcache
 
+// Admission: which partitions' objects the stores may hold. It keeps:
+//   - The set changes only through update (Prepare, Release), serialised by a.mu, and is
+//     published whole: a reader (every watch event of every feed) loads one immutable
+//     bitset without a lock and never sees half an update.
+//   - An object belongs to the partition of its namespace, a cluster-scoped object (a
+//     Namespace) to its own name's (partitionKey).
+
 import (
 	"math/bits"
 	"strconv"

@@ -1,5 +1,20 @@
 package shardcache
 
+// Cluster-wide warm-up lists: when many namespace lists wait at once
+// (Options.ClusterListThreshold), a feed serves them with one paged cluster-wide list of
+// the type per round instead of one list per namespace (warmInBulk). It keeps:
+//   - A round serves only the namespaces that were buffering before its list was issued,
+//     so the list is newer than each buffer's start, as a namespace's own list would be;
+//     warm-ups that start during a round wait for the next one.
+//   - Each namespace of a round gets its own objects of the list, at the list's
+//     resourceVersion, and is merged exactly as if it had been listed alone.
+//   - A round first gathers its burst: it lists once no warm-up has joined for
+//     Options.ClusterListGather, at the latest 10 times that after the first.
+//   - In ModeServerFilter a round lists only once the selector covers every namespace of
+//     it, with the selector of each namespace's slice.
+//   - The loop runs while namespaces wait, on the Cache's context; a failed list is
+//     retried with backoff.
+
 import (
 	"context"
 	"time"
@@ -7,6 +22,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
+
+// bulkState is the cluster-wide warm-up part of a feed's state (guarded by feed.mu).
+type bulkState struct {
+	// bulkRunning: the cluster-wide warm-up loop runs (warmInBulk).
+	bulkRunning bool
+	// bulkJoined is when a warm-up last joined the next cluster-wide round.
+	bulkJoined time.Time
+}
 
 // warmInBulk serves every namespace of the feed that waits for its warm-up list, and
 // those that begin to wait while it runs, with cluster-wide lists instead of one list per

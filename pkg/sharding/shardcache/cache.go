@@ -1,5 +1,17 @@
 package shardcache
 
+// The Cache and its informers, one per resource type, shared by every caller asking for
+// the same Key. It keeps:
+//   - Namespaced types are served by a feed (feed.go), filtered by admission before the
+//     store; cluster-scoped types by plain informers, cached whole.
+//   - Every informer maintains PartitionIndex: objects of a namespaced type by their
+//     namespace's partition, Namespace objects by their own name's, other cluster-scoped
+//     objects by the cluster partition. Keys answers from it.
+//   - An informer created after the start is started at once, and fills from its own first
+//     (filtered) list.
+//   - Lock order: Cache.mu before serverFilter.mu and admission.mu; feed.mu is never taken
+//     under Cache.mu.
+
 import (
 	"context"
 	"errors"

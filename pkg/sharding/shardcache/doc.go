@@ -144,4 +144,33 @@
 // Metrics: kshard_shard_cache_selector_ranges{resource} (over every slice),
 // kshard_shard_cache_selector_restarts_total{resource} and
 // kshard_shard_cache_namespaces_covered_not_owned.
+//
+// # Where things are
+//
+// Each file holds one concern and opens with the invariants it keeps.
+//
+// The Cache, what the shard runtime and the controllers call:
+//
+//	options.go    Options and Mode; defaults
+//	cache.go      the Cache, its informers by Key (typed, metadata-only, cluster-scoped), Keys
+//	start.go      starting the informers: lazily after Run, or Start; WaitForCacheSync
+//	partition.go  Prepare, Release, Synced: admitting and dropping partitions
+//	warmup.go     warming a partition while the informers run, namespace by namespace
+//	admission.go  the admitted partitions (a lock-free bitset), PartitionFunc, PartitionIndex
+//	filter.go     ModeServerFilter's selector: computed, grown, shrunk, handed to the feeds
+//	stats.go      statistics and metrics
+//	resource.go   the built-in resource types; objects.go, quiet.go: small helpers
+//
+// A feed, the ListerWatcher of one filtered informer:
+//
+//	feed.go       the feed type, its state by concern, and what holds across them
+//	list.go       the list path: relists (epochs) and paged lists
+//	merge.go      watch and merge: a watch call's upstream events, the output queue
+//	inject.go     a warm-up's list merged into the stream; floors; bookmarks
+//	shadow.go     the shadow of the store, and release
+//	streams.go    the upstream streams: positions, slices, reopening on a selector change
+//	nssync.go     one namespace's warm-up in the feed: buffer, list, merge
+//	bulk.go       cluster-wide lists that warm many namespaces at once
+//	applied.go    how far the store has applied each stream (read-your-writes)
+//	watch.go      one watch call of the reflector: the goroutine that delivers
 package shardcache

@@ -1,10 +1,23 @@
 package shardcache
 
+// The feed: the ListerWatcher of one filtered informer, between the apiserver and
+// client-go's reflector. Its concerns live in files of their own (the package comment
+// lists them), each opening with the invariants it keeps.
+//
+// What holds across them:
+//   - f.mu guards all of the feed's mutable state, one lock for every concern: an upstream
+//     event moves its stream's position, may be buffered by a warm-up or dropped by a
+//     floor, and is queued and applied to the shadow in one step, atomic with respect to a
+//     Release, a relist and a warm-up's merge.
+//   - f.mu is held for bookkeeping only: never across a request to the apiserver or a wait,
+//     and no other lock of the package is taken under it.
+//   - The reflector receives nothing but the output queue's events (and watch errors,
+//     handed over directly), delivered by the watch instance of the current generation.
+
 import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,6 +47,9 @@ import (
 // The feed also keeps a shadow of the store: the objects the store will hold once every
 // event already queued has been applied. Synthetic deletes are built from the shadow, not
 // from the informer's indexer, because the indexer lags behind the queue.
+//
+// Its state is grouped by concern, each group defined (and its invariants written down)
+// in the file that keeps it; mu guards them all.
 type feed struct {
 	rt          ResourceType
 	client      kubernetes.Interface
@@ -51,62 +67,15 @@ type feed struct {
 
 	counters feedCounters
 
-	mu sync.Mutex
-	// gen identifies the watch instance allowed to deliver; every Watch call and every
-	// relist bumps it, which retires the previous instance.
-	gen uint64
-	// epoch counts relists. A warm-up that began in an older epoch is subsumed by the
-	// relist: the relist was filtered with its partition admitted.
-	epoch uint64
-	// listing is true between the start and the end of a relist (all pages of a list, or
-	// a watch-list stream up to its initial-events-end bookmark).
-	listing bool
-	// initial is true while the current watch is a watch-list stream that has not yet
-	// sent its initial-events-end bookmark.
-	initial bool
-	// relistRV is the resourceVersion of the last completed relist.
-	relistRV string
-	// streams are the upstream streams the feed merges, 2^bits of them: one per slice of
-	// the selector's hash space in ModeServerFilter, one otherwise (streams.go).
-	bits    int
-	streams []stream
-	// listedAt are the streams' positions when the last relist completed; applied the
-	// newest resourceVersion the store has applied of each stream (2^appliedBits of
-	// them), as its event handler saw it: with several streams, the store's own
-	// resourceVersion may be another stream's (applied.go).
-	listedAt    []uint64
-	applied     []uint64
-	appliedBits int
-	// shadow: partition key (namespace) → name → object, as the store will hold it.
-	shadow map[string]map[string]runtime.Object
-	// outq holds events not yet handed to the reflector; appended and delivered count
-	// events ever queued and delivered (len(outq) == appended-delivered).
-	outq      []watch.Event
-	appended  uint64
-	delivered uint64
-	// syncs are the namespaces being warmed (buffering or waiting to be merged).
-	syncs   map[string]*nsSync
-	pending []*nsSync
-	// floors: namespace → resourceVersion of its merged list; upstream events of the
-	// namespace at or below it are already reflected by the list and are dropped.
-	floors map[string]uint64
-	// needBookmark: synthetic events were queued while the stream position was unknown
-	// (during a classic relist); a bookmark follows them as soon as it is known.
-	needBookmark bool
-	// bulkRunning: the cluster-wide warm-up loop runs (warmInBulk).
-	bulkRunning bool
-	// bulkJoined is when a warm-up last joined the next cluster-wide round.
-	bulkJoined time.Time
-	active     *filteredWatch
-	// cov is the server-side selector the feed's streams use from their high-water marks
-	// on (ModeServerFilter; nil otherwise). When a slice of it changes, that slice's
-	// running upstream watch stops being read (its events are not accounted for, so the
-	// stream's hwm stays where the change happened) and is reopened from hwm with the new
-	// selector: every upstream event after hwm that matches cov reaches the feed.
-	cov *coverage
-	// listCov is the selector of the relist in progress: every page of every slice's
-	// list uses it.
-	listCov *coverage
+	mu           sync.Mutex
+	listState    // list.go: relist epochs and where the last relist ended
+	mergeState   // merge.go: the watch instance allowed to deliver, the output queue
+	injectState  // inject.go: floors, an owed bookmark
+	shadowState  // shadow.go: the store as it will be once the queue is applied
+	streamState  // streams.go: the upstream streams' positions and selector
+	appliedState // applied.go: how far the store has applied each stream
+	warmState    // nssync.go: the namespaces being warmed
+	bulkState    // bulk.go: the cluster-wide warm-up loop
 }
 
 // feedCounters are the feed's statistics, read without the lock.
@@ -128,10 +97,10 @@ func newFeed(rt ResourceType, client kubernetes.Interface, adm *admission, disab
 		adm:         adm,
 		noWatchList: disableWatchList || rt.Metadata || watchlist.DoesClientNotSupportWatchListSemantics(client),
 		logger:      logger,
-		streams:     make([]stream, 1),
-		shadow:      map[string]map[string]runtime.Object{},
-		syncs:       map[string]*nsSync{},
-		floors:      map[string]uint64{},
+		streamState: streamState{streams: make([]stream, 1)},
+		shadowState: shadowState{shadow: map[string]map[string]runtime.Object{}},
+		warmState:   warmState{syncs: map[string]*nsSync{}},
+		injectState: injectState{floors: map[string]uint64{}},
 
 		restartBackoff: listRestartBackoff,
 	}

@@ -1,5 +1,26 @@
 package shardcache
 
+// Injection: a namespace's warm-up list merged into the running stream (injectLocked), by
+// the watch goroutine, at its current position. For a namespace listed at resourceVersion
+// L it queues, behind everything already queued:
+//
+//  1. the listed objects, oldest first, as ADDED or MODIFIED (as the shadow has them or
+//     not), skipping those the shadow already has at the same resourceVersion;
+//  2. DELETED for the shadow's objects of the namespace that the list does not have;
+//  3. the namespace's buffered events newer than L, in stream order;
+//  4. a BOOKMARK at the streams' newest position.
+//
+// It keeps:
+//   - Floors: after the merge, upstream events of the namespace at or below L are dropped
+//     (a watch lagging behind the list must not take objects back in time). A floor goes
+//     once its stream has passed it (sweepFloorsLocked), once a newer event of the
+//     namespace arrived, or with its partition's release.
+//   - Bookmarks: after synthetic events carrying older objects, a bookmark at the newest
+//     real position moves the reflector's (and the store's) resourceVersion back to where
+//     the streams are. During a classic relist no position is known: the bookmark is owed
+//     (needBookmark) and queued when the relist completes; during a watch-list relist the
+//     initial-events-end bookmark does the job.
+
 import (
 	"sort"
 	"strconv"
@@ -8,6 +29,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
+
+// injectState is the injection part of a feed's state (guarded by feed.mu).
+type injectState struct {
+	// floors: namespace → resourceVersion of its merged list; upstream events of the
+	// namespace at or below it are already reflected by the list and are dropped.
+	floors map[string]uint64
+	// needBookmark: synthetic events were queued while the stream position was unknown
+	// (during a classic relist); a bookmark follows them as soon as it is known.
+	needBookmark bool
+}
 
 // injectLocked merges a listed namespace into the stream, at the current position:
 //

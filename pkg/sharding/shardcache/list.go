@@ -1,5 +1,27 @@
 package shardcache
 
+// The list path: the reflector's relists, and the paged lists that warm-ups use.
+//
+// A relist (ListWithContext's first page, or a watch-list stream: WatchWithContext with
+// SendInitialEvents) starts a new epoch (resetLocked). It keeps:
+//   - Nothing queued, buffered or floored before it survives it: its Replace supersedes the
+//     whole store, and the warm-ups begun before it are covered by it (it is filtered with
+//     their partitions admitted), so they end subsumed instead of being merged.
+//   - The shadow holds exactly what it returns, the very objects (items are RawExtensions,
+//     which the reflector stores as they are).
+//   - It returns objects of admitted namespaces only; a sliced relist checks again under
+//     f.mu, so that a Release meanwhile, which computed its deletes from the shadow, does
+//     not get its objects back.
+//   - Each stream's position is where its own list ended; the relist completes at the
+//     oldest of them (relistRV), and listedAt keeps them all (applied.go).
+//   - While it runs (listing, initial), no warm-up is merged (merge.go) and no selector
+//     change reopens a stream (streams.go).
+//   - A probe (an exact-resourceVersion list of the watch-list consistency detector)
+//     changes nothing.
+//
+// A paged list (listPages) is at one consistent resourceVersion, its first page's: an
+// expired continue token restarts it from the first page, after listRestartBackoff.
+
 import (
 	"context"
 	"errors"
@@ -15,6 +37,26 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 )
+
+// listState is the relist part of a feed's state (guarded by feed.mu).
+type listState struct {
+	// epoch counts relists. A warm-up that began in an older epoch is subsumed by the
+	// relist: the relist was filtered with its partition admitted.
+	epoch uint64
+	// listing is true between the start and the end of a relist (all pages of a list, or
+	// a watch-list stream up to its initial-events-end bookmark).
+	listing bool
+	// initial is true while the current watch is a watch-list stream that has not yet
+	// sent its initial-events-end bookmark.
+	initial bool
+	// relistRV is the resourceVersion of the last completed relist.
+	relistRV string
+	// listedAt are the streams' positions when the last relist completed (applied.go).
+	listedAt []uint64
+	// listCov is the selector of the relist in progress: every page of every slice's
+	// list uses it.
+	listCov *coverage
+}
 
 // ListWithContext is the reflector's (re)list: a cluster-wide list, filtered by admission.
 // The first page starts a new epoch: queued events, buffers and floors are discarded

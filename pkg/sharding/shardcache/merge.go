@@ -1,5 +1,25 @@
 package shardcache
 
+// Watch and merge: a watch call of the reflector opens one upstream watch per stream, and
+// its filteredWatch (watch.go) reads them; every upstream event is accounted for here
+// (accept), under f.mu, and what the reflector receives comes out of one output queue
+// (next, markDelivered). It keeps:
+//   - One queue that outlasts watch calls: a watch that ends leaves what it did not deliver
+//     to the next one. Each queued event is delivered once, by sequence number
+//     (len(outq) == appended - delivered), whichever instance runs.
+//   - Only the instance of the current generation (gen) takes events from the queue or
+//     accounts for upstream events. Every watch call and relist retires the previous
+//     instance and waits for its goroutine (retireActive), so two never deliver at once.
+//   - An upstream event is accounted for by its own stream: at or below the stream's
+//     high-water mark it is a duplicate of a restarted watch and is dropped, above it moves
+//     the mark (initial events of a watch-list, in no order, do not). Then it is dropped if
+//     its namespace is not admitted, buffered if the namespace is being warmed (nssync.go),
+//     dropped at or below the namespace's floor (inject.go), and queued otherwise.
+//   - Pending warm-ups are merged (inject.go) only between relists, when the instance
+//     looks for its next event, so a merge is never interleaved with live events.
+//   - A watch-list relist ends with one initial-events-end bookmark, sent once every stream
+//     has sent its own, at the oldest stream's position.
+
 import (
 	"cmp"
 	"context"
@@ -10,6 +30,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
+
+// mergeState is the watch and queue part of a feed's state (guarded by feed.mu).
+type mergeState struct {
+	// gen identifies the watch instance allowed to deliver; every Watch call and every
+	// relist bumps it, which retires the previous instance.
+	gen    uint64
+	active *filteredWatch
+	// outq holds events not yet handed to the reflector; appended and delivered count
+	// events ever queued and delivered (len(outq) == appended-delivered).
+	outq      []watch.Event
+	appended  uint64
+	delivered uint64
+}
 
 // WatchWithContext starts the upstream watches, one per stream, and merges them. A
 // watch-list request (SendInitialEvents) is a relist and starts a new epoch. A plain watch

@@ -1,11 +1,35 @@
 package shardcache
 
+// One namespace's warm-up in one feed (nsSync): buffer the namespace's events, list it,
+// merge the list and the buffer into the stream (inject.go). A sync goes from buffering
+// to pending (listed) to injected (merged); or it ends subsumed (a relist covers it),
+// superseded (a newer sync of the namespace replaced it) or cancelled (released). It
+// keeps:
+//   - Buffering starts before the list is issued (beginSync, then the list), so the list
+//     and the buffer leave no gap between them.
+//   - At most one sync of a namespace is live in a feed; a newer one supersedes it, and
+//     whoever waits for the old one follows it to the new one (next).
+//   - No sync starts for a partition that is not admitted, or once its warm-up's context
+//     has ended (a Release cancelled it), so a released warm-up cannot come back.
+//   - A sync of an older epoch is never merged: the relist that began after it covers it.
+//   - syncDone reports a namespace warm only once the store, caught up with the last
+//     relist, holds every listed object still in the shadow at its listed resourceVersion
+//     or newer.
+
 import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
+
+// warmState is the warm-up part of a feed's state (guarded by feed.mu).
+type warmState struct {
+	// syncs are the namespaces being warmed (buffering or waiting to be merged).
+	syncs map[string]*nsSync
+	// pending are the listed syncs waiting for the watch goroutine to merge them.
+	pending []*nsSync
+}
 
 type syncState int
 

@@ -1,5 +1,9 @@
 package shardcache
 
+// The Cache's options and filtering modes. The zero Options is ready to use: defaults
+// fills every field left zero, and bounds the selector's ranges and watches by what
+// pkg/sharding/hashrange supports.
+
 import (
 	"time"
 

@@ -1,5 +1,17 @@
 package shardcache
 
+// Partitions: Prepare admits and warms them, Release revokes and drops them. It keeps:
+//   - Admission changes here only, under Cache.mu, ahead of any work on the stores:
+//     Prepare admits first (so the watch keeps the partition's events while it warms),
+//     Release revokes first (so no event of the partition is queued behind its deletes).
+//   - A partition has at most one warm-up (warmup.go). A Prepare that gives up leaves it
+//     running and the next Prepare waits for the same one; only Release (or the end of the
+//     Cache) stops it.
+//   - Before the informers start, Prepare only admits: their first filtered list fills
+//     every admitted partition at once.
+//   - Release waits only for the partitions still not admitted: one prepared again
+//     meanwhile is coming back on purpose.
+
 import (
 	"context"
 	"errors"

@@ -1,11 +1,37 @@
 package shardcache
 
+// The shadow of the store, and release.
+//
+// The shadow is the store as it will be once every queued event has been applied: names
+// and object pointers (shared with the store) by partition key. It keeps:
+//   - Every event enters the output queue through appendLocked, which applies it to the
+//     shadow in the same step; a relist resets both, and fills the shadow with what it
+//     lists.
+//   - Synthetic deletes (a release, a warm-up's objects gone from its list) are built from
+//     the shadow, never from the informer's indexer, which lags behind the queue: a delete
+//     is queued for exactly what the store will hold when the delete reaches it.
+//
+// Releasing partitions (release, releaseDone), once their admission has been revoked so
+// that no new event of theirs is queued after:
+//   - their warm-ups are cancelled and their floors dropped;
+//   - every shadow object of theirs becomes a DELETED event behind what is already queued
+//     (handlers see the deletes in stream order), then a bookmark;
+//   - the release is done when those deletes have reached the reflector (or a relist
+//     superseded them) and the store, caught up with the last relist, indexes no object
+//     of the partitions any more.
+
 import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
+
+// shadowState is the shadow part of a feed's state (guarded by feed.mu).
+type shadowState struct {
+	// shadow: partition key (namespace) → name → object, as the store will hold it.
+	shadow map[string]map[string]runtime.Object
+}
 
 // appendLocked queues ev for the reflector and applies it to the shadow.
 func (f *feed) appendLocked(ev watch.Event) {

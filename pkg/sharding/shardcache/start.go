@@ -1,5 +1,13 @@
 package shardcache
 
+// Starting the informers. It keeps:
+//   - The informers start once (Start). After Run they start by themselves, once the first
+//     Prepares pause for a tenth of Options.StartWindow (at most StartWindow after the
+//     first), so that the first assignment is filled by one filtered cluster-wide list per
+//     type instead of a list per namespace.
+//   - firstSync is closed once every informer started by Start has synced: the thousands
+//     of Prepares of a first assignment wait on it instead of each polling every informer.
+
 import (
 	"context"
 	"errors"

@@ -1,11 +1,44 @@
 package shardcache
 
+// The upstream streams of a feed, and the selector they are opened with. In
+// ModeServerFilter a feed merges one upstream watch per slice of the selector's hash
+// space (one selector cannot name thousands of scattered namespaces); otherwise one. It
+// keeps:
+//   - A namespace's events come through exactly one stream (sliceOfLocked), in
+//     resourceVersion order; the streams are not ordered against each other, so each
+//     keeps its own position (hwm) and every watch resumes each from its own.
+//   - Streams only split (splitStreamsLocked), each child starting at its parent's
+//     position; they are never merged, as the selector's slices never get coarser.
+//   - The upstream of a changed slice is reopened from its stream's position with the new
+//     selector (staleUpstreams, reopenSpec) only while no relist runs and every position
+//     is known (canReopenLocked). From the change on, the old upstream's events are not
+//     accounted for, so the reopened watch delivers them again if they match.
+//   - A warm-up lists a namespace only once the selector in force covers it and no relist
+//     runs (covers, coversAll): the list is then at or above the point from which the
+//     stream carries the namespace, and no event falls between the two.
+//   - A relist completes at the oldest stream's position (oldestLocked); synthetic
+//     bookmarks carry the newest (newestLocked).
+
 import (
 	"strconv"
 
 	"github.com/kshard/kshard/pkg/sharding/hashrange"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// streamState is the streams part of a feed's state (guarded by feed.mu).
+type streamState struct {
+	// streams are the upstream streams the feed merges, 2^bits of them: one per slice of
+	// the selector's hash space in ModeServerFilter, one otherwise.
+	bits    int
+	streams []stream
+	// cov is the server-side selector the feed's streams use from their high-water marks
+	// on (ModeServerFilter; nil otherwise). When a slice of it changes, that slice's
+	// running upstream watch stops being read (its events are not accounted for, so the
+	// stream's hwm stays where the change happened) and is reopened from hwm with the new
+	// selector: every upstream event after hwm that matches cov reaches the feed.
+	cov *coverage
+}
 
 // stream is the position of one of a feed's upstream streams. In ModeServerFilter a
 // feed merges one upstream watch per slice of the selector's hash space

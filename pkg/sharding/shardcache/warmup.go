@@ -1,5 +1,19 @@
 package shardcache
 
+// Warming a partition while the informers run (the Cache's side; nssync.go is a feed's).
+// It keeps:
+//   - The warm-up runs on the Cache's context, not on the Prepare's; Release cancels it.
+//   - It enumerates the partition's namespaces only once the unfiltered informers have
+//     synced. A namespace that shows up in the partition later is warmed on its own
+//     (onNamespaceAdded), unless it was created after the enumeration (with
+//     newNamespaceGrace of margin): then all its objects come through the watch.
+//   - At most Options.WarmupConcurrency namespace lists run at a time, over every warm-up;
+//     beyond Options.ClusterListThreshold waiting lists the feeds list cluster-wide
+//     (bulk.go).
+//   - In ModeServerFilter a namespace is listed only once its feed's selector covers it. A
+//     namespace that appears outside the selector is covered, then merged type by type,
+//     dependents before their owners (ownerRank).
+
 import (
 	"context"
 	"sync"

@@ -30,6 +30,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 	"github.com/kshard/kshard/pkg/sharding/shardruntime"
 	"github.com/kshard/kshard/pkg/version"
@@ -59,7 +60,7 @@ type controllerDeps struct {
 	apiServerCA []byte
 	cache       *shardcache.Cache
 	gate        *gate.Gate
-	partitionOf func(namespace string) uint32
+	partitionOf func(namespace string) partition.ID
 	queues      *queuemetrics.Provider
 	// recorder returns the event recorder of component, sending its events through events.
 	recorder func(component string, events typedcorev1.EventInterface) record.EventRecorder

@@ -17,11 +17,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 )
 
 func TestQueueKeys(t *testing.T) {
-	partitionOf := func(ns string) uint32 { return uint32(len(ns)) } // "" → 0, the cluster partition
+	partitionOf := func(ns string) partition.ID { return partition.ID(len(ns)) } // "" → 0, the cluster partition
 	c, err := shardcache.New(fake.NewClientset(), partitionOf, shardcache.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func TestQueueKeys(t *testing.T) {
 	)
 	type mapping struct {
 		key    string
-		want   uint32
+		want   partition.ID
 		wantOK bool
 	}
 	tests := []struct {

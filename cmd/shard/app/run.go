@@ -123,7 +123,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	if err != nil {
 		return err
 	}
-	partitionOf := func(ns string) uint32 { return uint32(pmap.For(ns)) }
+	partitionOf := pmap.For
 	metadataClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return err

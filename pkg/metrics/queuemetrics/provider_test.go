@@ -12,13 +12,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 var shardLabels = prometheus.Labels{"shard": "s1"}
 
 // partitionByDigit maps namespace "nsN" (single digit) to partition N.
-var partitionByDigit = gate.NamespaceNameKeys(func(ns string) uint32 {
-	return uint32(ns[len(ns)-1] - '0')
+var partitionByDigit = gate.NamespaceNameKeys(func(ns string) partition.ID {
+	return partition.ID(ns[len(ns)-1] - '0')
 })
 
 // sample returns the value of the series name{labels} gathered from g: the counter,

@@ -67,7 +67,7 @@ type Cache struct {
 	// informer first.
 	plain      map[Key]toolscache.SharedIndexInformer
 	plainOrder []plainInformer
-	parts      map[uint32]*partitionState
+	parts      map[partition.ID]*partitionState
 	started    bool
 	runCtx     context.Context
 	// lazyCtx is Run's context: the first Prepare after Run arms startTimer;
@@ -110,7 +110,7 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		sem:         make(chan struct{}, opts.WarmupConcurrency),
 		feeds:       map[Key]*feed{},
 		plain:       map[Key]toolscache.SharedIndexInformer{},
-		parts:       map[uint32]*partitionState{},
+		parts:       map[partition.ID]*partitionState{},
 		firstSync:   make(chan struct{}),
 	}
 	if opts.Mode == ModeServerFilter {
@@ -326,7 +326,7 @@ func (c *Cache) logger() klog.Logger {
 // partition, sorted. The shard enqueues them into a controller's queue when it acquires
 // the partition. Objects of cluster-scoped types belong to the cluster partition only;
 // Namespace objects to the partition of the namespace they describe.
-func (c *Cache) Keys(key Key, partition uint32) ([]string, error) {
+func (c *Cache) Keys(key Key, partition partition.ID) ([]string, error) {
 	inf, err := c.Informer(key)
 	if err != nil {
 		return nil, err

@@ -23,12 +23,12 @@
 //
 //	c, err := shardcache.New(client, partitionOf, shardcache.Options{})
 //	podsKey := shardcache.Key{Resource: corev1.SchemeGroupVersion.WithResource("pods")}
-//	pods, err := c.Informer(podsKey)  // before the start; controllers add their handlers
-//	c.Run(ctx)                        // the cache starts its informers itself
-//	_ = c.Prepare(ctx, initial)       // first assignment: one filtered list per type fills it
-//	_ = c.Prepare(ctx, []uint32{17})  // later: warms partition 17 in every informer
-//	keys, _ := c.Keys(podsKey, 17)    // its objects, to enqueue
-//	_ = c.Release(ctx, []uint32{17})  // drops it again; handlers see deletes
+//	pods, err := c.Informer(podsKey)       // before the start; controllers add their handlers
+//	c.Run(ctx)                             // the cache starts its informers itself
+//	_ = c.Prepare(ctx, initial)            // first assignment: one filtered list per type fills it
+//	_ = c.Prepare(ctx, []partition.ID{17}) // later: warms partition 17 in every informer
+//	keys, _ := c.Keys(podsKey, 17)         // its objects, to enqueue
+//	_ = c.Release(ctx, []partition.ID{17}) // drops it again; handlers see deletes
 //
 // # Warming a partition without relisting the cluster
 //

@@ -19,6 +19,7 @@ package shardcache
 import (
 	"context"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -53,7 +54,7 @@ const (
 // it, merge the list and the buffer into the stream. Its fields are guarded by feed.mu.
 type nsSync struct {
 	namespace string
-	partition uint32
+	partition partition.ID
 	epoch     uint64
 	state     syncState
 	next      *nsSync // when superseded
@@ -86,7 +87,7 @@ func (s *nsSync) stop(state syncState) {
 // old one buffered. It returns nil if partition is not admitted (released meanwhile) or
 // ctx, the warm-up's, has ended: a warm-up cancelled by Release must not start syncs
 // after the partition has been prepared again.
-func (f *feed) beginSync(ctx context.Context, namespace string, partition uint32) *nsSync {
+func (f *feed) beginSync(ctx context.Context, namespace string, partition partition.ID) *nsSync {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if ctx.Err() != nil || !f.adm.admitted(partition) {

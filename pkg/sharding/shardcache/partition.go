@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
@@ -51,7 +52,7 @@ type partitionState struct {
 //
 // Prepare is idempotent. If ctx ends first it returns ctx's error and the warm-up goes
 // on; if a partition is released meanwhile it returns ErrReleased.
-func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
+func (c *Cache) Prepare(ctx context.Context, partitions []partition.ID) error {
 	logger := klog.FromContext(ctx)
 	var waits []*warmup
 	needInitial := false
@@ -120,7 +121,7 @@ func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
 
 // Prepared reports whether partition is admitted and its objects are cached (for a
 // partition prepared before Start: whether the informers have synced).
-func (c *Cache) Prepared(partition uint32) bool {
+func (c *Cache) Prepared(partition partition.ID) bool {
 	c.mu.Lock()
 	st := c.parts[partition]
 	started := c.started
@@ -142,7 +143,7 @@ func (c *Cache) Prepared(partition uint32) bool {
 
 // Synced reports, for readiness, whether every partition of partitions is cached; the
 // error names the first that is not.
-func (c *Cache) Synced(partitions []uint32) error {
+func (c *Cache) Synced(partitions []partition.ID) error {
 	if len(partitions) > 0 && !c.Started() {
 		return errors.New("informers not started yet")
 	}
@@ -155,7 +156,7 @@ func (c *Cache) Synced(partitions []uint32) error {
 }
 
 // Admitted returns the admitted partitions, sorted.
-func (c *Cache) Admitted() []uint32 {
+func (c *Cache) Admitted() []partition.ID {
 	out := c.adm.list()
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
@@ -168,9 +169,9 @@ func (c *Cache) Admitted() []uint32 {
 //
 // Release returns once the stores hold no object of the partitions, or with ctx's error;
 // admission is revoked at once either way. Before Start it only revokes admission.
-func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
+func (c *Cache) Release(ctx context.Context, partitions []partition.ID) error {
 	logger := klog.FromContext(ctx)
-	set := map[uint32]struct{}{}
+	set := map[partition.ID]struct{}{}
 	ps := dedupe(partitions)
 
 	c.mu.Lock()
@@ -204,7 +205,7 @@ func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
 	return wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
 		// A partition prepared again meanwhile is no longer waited for: its objects
 		// are coming back on purpose.
-		var gone []uint32
+		var gone []partition.ID
 		for _, p := range ps {
 			if !c.adm.admitted(p) {
 				gone = append(gone, p)
@@ -220,7 +221,7 @@ func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
 }
 
 // NamespacesOf returns the namespaces of partition known to the Namespace informer.
-func (c *Cache) NamespacesOf(partition uint32) []string {
+func (c *Cache) NamespacesOf(partition partition.ID) []string {
 	objs, err := c.nsInformer.GetIndexer().ByIndex(PartitionIndex, PartitionIndexValue(partition))
 	if err != nil {
 		return nil
@@ -237,7 +238,7 @@ func (c *Cache) NamespacesOf(partition uint32) []string {
 // without building or sorting their names: the shard's heartbeat counts every owned
 // partition's namespaces each second, which at 10,000 namespaces made NamespacesOf a
 // quarter of an idle shard's CPU.
-func (c *Cache) NamespaceCount(partition uint32) int {
+func (c *Cache) NamespaceCount(partition partition.ID) int {
 	keys, err := c.nsInformer.GetIndexer().IndexKeys(PartitionIndex, PartitionIndexValue(partition))
 	if err != nil {
 		return 0
@@ -245,9 +246,9 @@ func (c *Cache) NamespaceCount(partition uint32) int {
 	return len(keys)
 }
 
-func dedupe(ps []uint32) []uint32 {
-	seen := make(map[uint32]struct{}, len(ps))
-	out := make([]uint32, 0, len(ps))
+func dedupe(ps []partition.ID) []partition.ID {
+	seen := make(map[partition.ID]struct{}, len(ps))
+	out := make([]partition.ID, 0, len(ps))
 	for _, p := range ps {
 		if _, ok := seen[p]; !ok {
 			seen[p] = struct{}{}

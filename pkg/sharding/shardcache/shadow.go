@@ -23,6 +23,7 @@ package shardcache
 import (
 	"sort"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -85,7 +86,7 @@ type releaseTicket struct {
 // every shadow object of theirs becomes a synthetic DELETED event, queued behind what is
 // already queued so that handlers see the deletes in stream order. Admission must have
 // been revoked before, so that no new event of the partitions is queued after.
-func (f *feed) release(partitions map[uint32]struct{}) releaseTicket {
+func (f *feed) release(partitions map[partition.ID]struct{}) releaseTicket {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for ns, s := range f.syncs {
@@ -129,7 +130,7 @@ func (f *feed) release(partitions map[uint32]struct{}) releaseTicket {
 
 // releaseDone reports whether the synthetic deletes of ticket reached the reflector and
 // the store holds no object of partitions any more.
-func (f *feed) releaseDone(t releaseTicket, partitions []uint32) bool {
+func (f *feed) releaseDone(t releaseTicket, partitions []partition.ID) bool {
 	f.mu.Lock()
 	if (f.epoch == t.epoch && f.delivered < t.seq) || f.listing {
 		f.mu.Unlock()

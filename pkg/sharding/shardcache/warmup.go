@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -36,7 +37,7 @@ const newNamespaceGrace = time.Minute
 // running, and the next Prepare of the partition waits for the same warm-up. Only Release
 // (or the end of the Cache) stops it.
 type warmup struct {
-	partition uint32
+	partition partition.ID
 	cancel    context.CancelFunc
 	done      chan struct{}
 	err       error // valid once done is closed
@@ -47,7 +48,7 @@ type warmup struct {
 	namespaces   map[string]struct{}
 }
 
-func (c *Cache) startWarmupLocked(p uint32) *warmup {
+func (c *Cache) startWarmupLocked(p partition.ID) *warmup {
 	ctx, cancel := context.WithCancel(c.runCtx)
 	w := &warmup{partition: p, cancel: cancel, done: make(chan struct{}), namespaces: map[string]struct{}{}}
 	feeds := append([]*feed(nil), c.order...)
@@ -122,12 +123,12 @@ type syncJob struct {
 
 // warmNamespaces starts a sync of every namespace in every feed, then lists them with
 // bounded concurrency and hands each list to its feed. It returns the syncs to wait for.
-func (c *Cache) warmNamespaces(ctx context.Context, feeds []*feed, names []string, partition uint32) ([]syncJob, error) {
+func (c *Cache) warmNamespaces(ctx context.Context, feeds []*feed, names []string, partition partition.ID) ([]syncJob, error) {
 	return c.warmNamespacesHeld(ctx, feeds, names, partition, false)
 }
 
 // warmNamespacesHeld is warmNamespaces; with hold, the lists are not merged until unhold.
-func (c *Cache) warmNamespacesHeld(ctx context.Context, feeds []*feed, names []string, partition uint32, hold bool) ([]syncJob, error) {
+func (c *Cache) warmNamespacesHeld(ctx context.Context, feeds []*feed, names []string, partition partition.ID, hold bool) ([]syncJob, error) {
 	var jobs []syncJob
 	for _, f := range feeds {
 		for _, ns := range names {
@@ -174,7 +175,7 @@ func (c *Cache) warmNamespacesHeld(ctx context.Context, feeds []*feed, names []s
 
 // listInto lists s's namespace and completes s, retrying failed lists with backoff until
 // it succeeds or ctx ends (then s is abandoned).
-func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition uint32) {
+func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition partition.ID) {
 	logger := klog.FromContext(ctx).WithValues("partition", partition, "namespace", s.namespace, "resource", f.rt.Name())
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
 	for {
@@ -295,7 +296,7 @@ var ownerRank = map[string]int{
 // warmNewNamespace warms a namespace of an admitted partition that appeared outside the
 // selector (ModeServerFilter): every feed lists it once covered, and the lists are merged
 // rank by rank (ownerRank), each rank once the previous one is in its stores.
-func (c *Cache) warmNewNamespace(ctx context.Context, feeds []*feed, namespace string, partition uint32) {
+func (c *Cache) warmNewNamespace(ctx context.Context, feeds []*feed, namespace string, partition partition.ID) {
 	jobs, err := c.warmNamespacesHeld(ctx, feeds, []string{namespace}, partition, true)
 	if err != nil {
 		return

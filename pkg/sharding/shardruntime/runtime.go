@@ -100,7 +100,7 @@ func (r *Runtime) Run(ctx context.Context) {
 // Warm starts caching p and calls done once its objects are cached.
 func (r *Runtime) Warm(p partition.ID, done func()) {
 	r.do(p, "warm", func(ctx context.Context) error {
-		if err := r.cache.Prepare(ctx, []uint32{uint32(p)}); err != nil {
+		if err := r.cache.Prepare(ctx, []partition.ID{p}); err != nil {
 			if errors.Is(err, shardcache.ErrReleased) {
 				return nil // dropped meanwhile: nothing to report
 			}
@@ -116,13 +116,13 @@ func (r *Runtime) Warm(p partition.ID, done func()) {
 // queues.
 func (r *Runtime) Work(p partition.ID) {
 	r.do(p, "work", func(ctx context.Context) error {
-		if err := r.cache.Prepare(ctx, []uint32{uint32(p)}); err != nil {
+		if err := r.cache.Prepare(ctx, []partition.ID{p}); err != nil {
 			return err
 		}
-		r.gate.Acquire(uint32(p))
+		r.gate.Acquire(p)
 		for _, c := range r.ctrls {
 			for _, k := range c.Primary {
-				keys, err := r.cache.Keys(k, uint32(p))
+				keys, err := r.cache.Keys(k, p)
 				if err != nil {
 					return fmt.Errorf("controller %s: keys of %s: %w", c.Name, k, err)
 				}
@@ -141,7 +141,7 @@ func (r *Runtime) Work(p partition.ID) {
 // while any of it still runs.
 func (r *Runtime) Drain(p partition.ID, done func()) {
 	r.do(p, "drain", func(ctx context.Context) error {
-		if err := r.gate.Release(ctx, uint32(p)); err != nil {
+		if err := r.gate.Release(ctx, p); err != nil {
 			return err
 		}
 		done()
@@ -150,7 +150,7 @@ func (r *Runtime) Drain(p partition.ID, done func()) {
 	// Stop new work at once, ahead of any queued operation of the partition (the work
 	// already running may finish and write: that is the drain), and make sure a Work still
 	// queued or waiting for its caches cannot acquire it again.
-	r.gate.StopStarting(uint32(p))
+	r.gate.StopStarting(p)
 	r.abandon(p, "work")
 }
 
@@ -158,22 +158,22 @@ func (r *Runtime) Drain(p partition.ID, done func()) {
 // waiting for its caches must not re-acquire it); its caches stay. Its reconciles still
 // running are cancelled and none of their writes leaves any more (Gate.Revoke).
 func (r *Runtime) Stop(p partition.ID) {
-	r.gate.Revoke(uint32(p))
+	r.gate.Revoke(p)
 	r.do(p, "stop", func(context.Context) error {
-		r.gate.Revoke(uint32(p))
+		r.gate.Revoke(p)
 		return nil
 	})
 }
 
 // Drop drops p's caches.
 func (r *Runtime) Drop(p partition.ID) {
-	r.gate.Revoke(uint32(p))
+	r.gate.Revoke(p)
 	// A warm-up that cannot finish (an unreachable apiserver) must not hold the drop
 	// back: Warm and Work of this partition still queued or running are abandoned.
 	r.abandon(p, "warm", "work")
 	r.do(p, "drop", func(ctx context.Context) error {
-		r.gate.Revoke(uint32(p))
-		return r.cache.Release(ctx, []uint32{uint32(p)})
+		r.gate.Revoke(p)
+		return r.cache.Release(ctx, []partition.ID{p})
 	})
 }
 
@@ -258,7 +258,7 @@ func (r *Runtime) do(p partition.ID, name string, fn func(ctx context.Context) e
 }
 
 func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
-	log := r.log.WithValues("partition", uint32(p))
+	log := r.log.WithValues("partition", p)
 	for {
 		r.mu.Lock()
 		if len(q.ops) == 0 {

@@ -148,7 +148,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	if err != nil {
 		return err
 	}
-	if err := queuemetrics.RegisterGateMetrics(shardReg, g, nil); err != nil {
+	if err := g.RegisterMetrics(shardReg); err != nil {
 		return err
 	}
 	reconcileMetrics, err := controllers.NewReconcileMetrics(shardReg)

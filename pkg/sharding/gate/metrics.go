@@ -1,24 +1,26 @@
-package queuemetrics
+package gate
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
+import "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kshard/kshard/pkg/sharding/gate"
-)
-
-// StatsSource is what RegisterGateMetrics reads at scrape time; *gate.Gate implements it.
-// It is an interface so that the collector can be tested without a live gate.
-type StatsSource interface {
-	Stats() gate.Stats
-}
-
-// GateCollector exports the sharding layer's view of the work queues, which client-go's
-// metrics cannot show: admission drops, stale keys counted in depth, in-flight work, and
-// in-flight work. It reads a fresh snapshot on every scrape, so it holds no state of its own.
+// RegisterMetrics registers the gate's series with reg, computed from a fresh Stats at
+// every scrape: per queue (label name, the controller name, as on client-go's
+// kshard_workqueue_* series) the keys dropped because their partition is not acquired,
+// the stale keys discarded and still held, the pending and the in-flight keys; and
+// kshard_shard_refused_writes_total{reason}, the writes the fence refused or cancelled.
 // Shard-wide state (fenced, acquired partitions) is the shard's series
 // (kshard_shard_fenced, kshard_shard_acquired_partitions), not exported here again.
-type GateCollector struct {
-	src StatsSource
+// Nothing is registered globally.
+func (g *Gate) RegisterMetrics(reg prometheus.Registerer) error {
+	return reg.Register(newCollector(g.Stats))
+}
+
+// nameLabel carries the queue name, as on client-go's workqueue series.
+const nameLabel = "name"
+
+// collector exports what only the gate knows of the work queues, which client-go's
+// metrics cannot show. It reads a fresh snapshot on every scrape and holds no state.
+type collector struct {
+	stats func() Stats
 
 	dropped   *prometheus.Desc
 	discarded *prometheus.Desc
@@ -28,53 +30,47 @@ type GateCollector struct {
 	refused   *prometheus.Desc
 }
 
-var _ prometheus.Collector = (*GateCollector)(nil)
+var _ prometheus.Collector = (*collector)(nil)
 
-// RegisterGateMetrics registers the per-queue series of src with reg; use the same
-// registerer and constant labels as the Provider so the series line up.
-func RegisterGateMetrics(reg prometheus.Registerer, src StatsSource, constLabels prometheus.Labels) error {
-	return reg.Register(newGateCollector(src, constLabels))
-}
-
-// newGateCollector returns a collector for src.
-func newGateCollector(src StatsSource, constLabels prometheus.Labels) *GateCollector {
-	name := func(n string) string { return prometheus.BuildFQName(namespace, subsystem, n) }
+// newCollector returns a collector of the snapshots stats takes.
+func newCollector(stats func() Stats) *collector {
+	name := func(n string) string { return prometheus.BuildFQName("kshard", "workqueue", n) }
 	perQueue := []string{nameLabel}
-	return &GateCollector{
-		src: src,
+	return &collector{
+		stats: stats,
 		dropped: prometheus.NewDesc(name("dropped_total"),
 			"Total number of keys refused by Add, AddAfter or AddRateLimited because their partition is not acquired by this shard (or the key maps to no partition).",
-			perQueue, constLabels),
+			perQueue, nil),
 		discarded: prometheus.NewDesc(name("discarded_total"),
 			"Total number of stale keys taken from the queue by a worker and thrown away without work because their partition had been released.",
-			perQueue, constLabels),
+			perQueue, nil),
 		stale: prometheus.NewDesc(name("stale_keys"),
 			"Keys still held by the queue (ready or delayed) whose partition has been released; client-go cannot remove them, so ready ones are counted in kshard_workqueue_depth until a worker discards them.",
-			perQueue, constLabels),
+			perQueue, nil),
 		pending: prometheus.NewDesc(name("pending_keys"),
 			"Keys of acquired partitions waiting in the queue (ready or delayed): the live part of the backlog.",
-			perQueue, constLabels),
+			perQueue, nil),
 		inFlight: prometheus.NewDesc(name("in_flight_keys"),
 			"Keys taken by a worker and not yet done.",
-			perQueue, constLabels),
-		refused: prometheus.NewDesc(prometheus.BuildFQName(namespace, "shard", "refused_writes_total"),
+			perQueue, nil),
+		refused: prometheus.NewDesc(prometheus.BuildFQName("kshard", "shard", "refused_writes_total"),
 			"Total number of API writes of the controllers refused or cancelled by the shard's own write fence, by reason: "+
 				"fenced (the session lease ran out), not_held (the namespace's partition is not held, e.g. revoked meanwhile), "+
 				"revoked (cancelled while in flight because its partition was revoked).",
-			[]string{"reason"}, constLabels),
+			[]string{"reason"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *GateCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.dropped, c.discarded, c.stale, c.pending, c.inFlight, c.refused} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (c *GateCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.src.Stats()
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
 	for _, r := range []struct {
 		reason string
 		n      uint64
@@ -83,12 +79,12 @@ func (c *GateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// Queues may share a name (client-go's metrics then share series too); sum them so
 	// that one name yields one series.
-	byName := map[string]*gate.QueueStats{}
+	byName := map[string]*QueueStats{}
 	var names []string
 	for _, q := range s.Queues {
 		sum, ok := byName[q.Name]
 		if !ok {
-			sum = &gate.QueueStats{Name: q.Name}
+			sum = &QueueStats{Name: q.Name}
 			byName[q.Name] = sum
 			names = append(names, q.Name)
 		}

@@ -211,7 +211,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 		ShardID: o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
 		Addresses: o.Coordinators, Credentials: creds, PartitionCount: o.Partitions, Metrics: sessionMetrics,
 		TokenFile: o.CoordinatorTokenFile, TokenOverPlaintext: o.TLS.Insecure,
-	}, rt, log)
+	}, sessionHandler{rt}, log)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/sharding/partition"
-	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 )
 
@@ -180,31 +179,40 @@ func (r *Runtime) Drop(p partition.ID) {
 // SetDeadline passes the lease deadline to the queues.
 func (r *Runtime) SetDeadline(t time.Time) { r.gate.SetDeadline(t) }
 
-// Stats are reported with every heartbeat.
-func (r *Runtime) Stats() protocol.Stats {
+// Stats are the runtime's numbers. The session reports them with every hello and
+// heartbeat (the shard command puts them on the wire as protocol.Stats), and they back
+// the runtime's metrics.
+type Stats struct {
+	// AcquiredPartitions are worked; PreparedPartitions are cached without being worked (a
+	// handoff in progress).
+	AcquiredPartitions, PreparedPartitions int
+	// Namespaces counts the namespaces of the acquired partitions.
+	Namespaces int
+	// CachedObjects counts the objects in every informer's store.
+	CachedObjects int
+	// QueueDepth sums the lengths of the gate's queues (stale keys included).
+	QueueDepth int
+	// Fenced: the lease deadline has passed, no work starts.
+	Fenced bool
+}
+
+// Stats returns the runtime's numbers now; they walk every acquired partition.
+func (r *Runtime) Stats() Stats {
 	acquired := r.gate.Partitions()
-	var namespaces uint64
+	s := Stats{AcquiredPartitions: len(acquired)}
 	for _, p := range acquired {
-		namespaces += uint64(r.cache.NamespaceCount(p))
+		s.Namespaces += r.cache.NamespaceCount(p)
 	}
-	var cached uint64
 	for _, n := range r.cache.CachedObjects() {
-		cached += uint64(n)
+		s.CachedObjects += n
 	}
 	gs := r.gate.Stats()
-	var depth uint64
 	for _, q := range gs.Queues {
-		depth += uint64(q.Depth)
+		s.QueueDepth += q.Depth
 	}
-	admitted := len(r.cache.Admitted())
-	return protocol.Stats{
-		AcquiredPartitions: uint32(len(acquired)),
-		PreparedPartitions: uint32(max(admitted-len(acquired), 0)),
-		Namespaces:         namespaces,
-		CachedObjects:      cached,
-		QueueDepth:         depth,
-		Fenced:             gs.Fenced,
-	}
+	s.PreparedPartitions = max(len(r.cache.Admitted())-len(acquired), 0)
+	s.Fenced = gs.Fenced
+	return s
 }
 
 // Synced reports whether every acquired partition's caches are synced (readiness).

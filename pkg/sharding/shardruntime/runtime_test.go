@@ -461,13 +461,13 @@ func TestStats(t *testing.T) {
 	e := newEnv(t, nil)
 	q := e.gate.NewQueue(gate.QueueConfig{Name: "test"})
 	defer q.ShutDown()
-	wantKeys := uint64(5) // namespaces are cached unfiltered
+	wantKeys := 5 // namespaces are cached unfiltered
 
 	type want struct {
-		acquired, prepared uint32
-		namespaces         uint64
-		cached             uint64
-		depth              uint64
+		acquired, prepared int
+		namespaces         int
+		cached             int
+		depth              int
 	}
 	check := func(step string, w want) {
 		t.Helper()

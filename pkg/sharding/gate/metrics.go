@@ -77,29 +77,33 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}{{"fenced", s.RefusedWrites.Fenced}, {"not_held", s.RefusedWrites.NotHeld}, {"revoked", s.RefusedWrites.Revoked}} {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(r.n), r.reason)
 	}
-	// Queues may share a name (client-go's metrics then share series too); sum them so
-	// that one name yields one series.
-	byName := map[string]*QueueStats{}
-	var names []string
-	for _, q := range s.Queues {
-		sum, ok := byName[q.Name]
-		if !ok {
-			sum = &QueueStats{Name: q.Name}
-			byName[q.Name] = sum
-			names = append(names, q.Name)
-		}
-		sum.Dropped += q.Dropped
-		sum.Discarded += q.Discarded
-		sum.Stale += q.Stale
-		sum.Pending += q.Pending
-		sum.InFlight += q.InFlight
-	}
-	for _, name := range names {
-		q := byName[name]
+	for _, q := range byName(s.Queues) {
 		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(q.Dropped), q.Name)
 		ch <- prometheus.MustNewConstMetric(c.discarded, prometheus.CounterValue, float64(q.Discarded), q.Name)
 		ch <- prometheus.MustNewConstMetric(c.stale, prometheus.GaugeValue, float64(q.Stale), q.Name)
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(q.Pending), q.Name)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(q.InFlight), q.Name)
 	}
+}
+
+// byName sums the stats of queues that share a name, in the order the names first come:
+// client-go's metrics of such queues share series too, and one name must yield one series.
+func byName(queues []QueueStats) []QueueStats {
+	var out []QueueStats
+	index := map[string]int{}
+	for _, q := range queues {
+		i, ok := index[q.Name]
+		if !ok {
+			i = len(out)
+			index[q.Name] = i
+			out = append(out, QueueStats{Name: q.Name})
+		}
+		sum := &out[i]
+		sum.Dropped += q.Dropped
+		sum.Discarded += q.Discarded
+		sum.Stale += q.Stale
+		sum.Pending += q.Pending
+		sum.InFlight += q.InFlight
+	}
+	return out
 }

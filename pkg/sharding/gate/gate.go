@@ -12,60 +12,6 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
-// KeyPartition maps a queue key to the partition that owns it. It returns ok=false for a
-// key it cannot map (malformed key); such keys are never admitted or started, because
-// work whose owner is unknown could be owned by another shard.
-//
-// It is a function type so that this package does not depend on how kshard hashes names;
-// the shard passes the real mapping in. It must be pure and cheap: it is called on every
-// Add and Get, outside the Gate's lock.
-type KeyPartition func(key string) (p partition.ID, ok bool)
-
-// ObjectKeys adapts a namespace → partition function to queue keys of objects, in
-// client-go's cache.MetaNamespaceKeyFunc form. A namespaced key "namespace/name" maps by
-// its namespace. A key without a slash is a cluster-scoped object's name: cluster-scoped
-// work belongs to the cluster partition, ofNamespace(partition.ClusterKey), so exactly one
-// shard works it at a time. Empty or otherwise malformed keys map to ok=false.
-func ObjectKeys(ofNamespace func(namespace string) partition.ID) KeyPartition {
-	return keyPartition(ofNamespace, func(string) string { return partition.ClusterKey })
-}
-
-// NamespaceNameKeys is ObjectKeys for queues whose keys without a slash are namespace
-// names (a Namespace object's key, or per-namespace work such as a service account
-// controller's): such a key belongs to the partition of the namespace it names.
-func NamespaceNameKeys(ofNamespace func(namespace string) partition.ID) KeyPartition {
-	return keyPartition(ofNamespace, func(name string) string { return name })
-}
-
-// NamespacedKeys is ObjectKeys for queues that hold only namespaced keys (their primary
-// resources are all namespaced): a key without a namespace maps to no partition, so it
-// is dropped (and counted) instead of becoming cluster-scoped work by mistake.
-func NamespacedKeys(ofNamespace func(namespace string) partition.ID) KeyPartition {
-	objects := ObjectKeys(ofNamespace)
-	return func(key string) (partition.ID, bool) {
-		if !strings.Contains(key, "/") {
-			return 0, false
-		}
-		return objects(key)
-	}
-}
-
-func keyPartition(ofNamespace func(string) partition.ID, unnamespaced func(name string) string) KeyPartition {
-	return func(key string) (partition.ID, bool) {
-		ns, name, namespaced := strings.Cut(key, "/")
-		if !namespaced {
-			if key == "" {
-				return 0, false
-			}
-			return ofNamespace(unnamespaced(key)), true
-		}
-		if ns == "" || name == "" || strings.Contains(name, "/") {
-			return 0, false
-		}
-		return ofNamespace(ns), true
-	}
-}
-
 // Gate is the ownership state shared by all queues of one shard: the set of acquired
 // partitions, the tenure of each partition it may still write to, the lease deadline, and
 // the in-flight work per partition. It is the single

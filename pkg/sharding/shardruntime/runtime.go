@@ -118,6 +118,12 @@ func (r *Runtime) Work(p partition.ID) {
 		if err := r.cache.Prepare(ctx, []partition.ID{p}); err != nil {
 			return err
 		}
+		// Acquire first, then list the keys; the other order loses work. The queues drop
+		// the adds of a partition that is not acquired, so an object that changed between
+		// a listing and the Acquire would be missed twice: its handler's add dropped, the
+		// listing older than the change. Acquired first, every change from now on reaches
+		// the queue through the informers' handlers, and every object cached before the
+		// listing through the listing; a key added by both is queued once.
 		r.gate.Acquire(p)
 		for _, c := range r.ctrls {
 			for _, k := range c.Primary {

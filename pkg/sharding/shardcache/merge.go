@@ -5,8 +5,9 @@ package shardcache
 // (accept), under f.mu, and what the reflector receives comes out of one output queue
 // (next, markDelivered). It keeps:
 //   - One queue that outlasts watch calls: a watch that ends leaves what it did not deliver
-//     to the next one. Each queued event is delivered once, by sequence number
-//     (len(outq) == appended - delivered), whichever instance runs.
+//     to the next one, and only a relist discards it (list.go). Each queued event is
+//     delivered once, by sequence number (len(outq) == appended - delivered), whichever
+//     instance runs.
 //   - Only the instance of the current generation (gen) takes events from the queue or
 //     accounts for upstream events. Every watch call and relist retires the previous
 //     instance and waits for its goroutine (retireActive), so two never deliver at once.

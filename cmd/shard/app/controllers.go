@@ -30,6 +30,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 	"github.com/kshard/kshard/pkg/sharding/shardruntime"
 	"github.com/kshard/kshard/pkg/version"
@@ -59,7 +60,7 @@ type controllerDeps struct {
 	apiServerCA []byte
 	cache       *shardcache.Cache
 	gate        *gate.Gate
-	partitionOf func(namespace string) uint32
+	partitionOf func(namespace string) partition.ID
 	queues      *queuemetrics.Provider
 	// recorder returns the event recorder of component, sending its events through events.
 	recorder func(component string, events typedcorev1.EventInterface) record.EventRecorder
@@ -76,7 +77,11 @@ type controllerDeps struct {
 func buildControllers(enabled []controllers.Descriptor, workers func(name string) int, deps controllerDeps) ([]shardruntime.Controller, error) {
 	var out []shardruntime.Controller
 	for _, d := range enabled {
-		primary, keys, err := queueKeys(d, deps)
+		primary, kinds, err := primaries(d, deps.cache)
+		if err != nil {
+			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
+		}
+		keys, err := gate.KeysFor(deps.partitionOf, kinds)
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
@@ -176,40 +181,21 @@ func controllerClients(config *rest.Config, d controllers.Descriptor, fence func
 	return out, nil
 }
 
-// queueKeys returns the cache keys of d's primary resources and how its queue's keys map
-// to partitions: keys without a namespace are namespace names when Primary holds
-// Namespaces, cluster-scoped work (the cluster partition) when it holds a cluster-scoped
-// type, and refused when all primaries are namespaced.
-func queueKeys(d controllers.Descriptor, deps controllerDeps) ([]shardcache.Key, gate.KeyPartition, error) {
+// primaries returns the cache keys of d's primary resources, and what the gate needs to
+// know of them to map its queue's keys to partitions (gate.KeysFor).
+func primaries(d controllers.Descriptor, c *shardcache.Cache) ([]shardcache.Key, []gate.Primary, error) {
 	var keys []shardcache.Key
-	namespaces, clusterScoped := false, []string{}
+	var kinds []gate.Primary
 	for _, r := range d.Primary {
 		k := cacheKey(r)
-		scoped, err := deps.cache.ClusterScoped(k)
+		scoped, err := c.ClusterScoped(k)
 		if err != nil {
 			return nil, nil, fmt.Errorf("primary %s: %w", r, err)
 		}
-		switch {
-		case r.GroupVersionResource == shardcache.NamespacesResource:
-			namespaces = true
-		case scoped:
-			clusterScoped = append(clusterScoped, r.String())
-		}
 		keys = append(keys, k)
+		kinds = append(kinds, gate.Primary{Name: r.String(), Namespaces: r.GroupVersionResource == shardcache.NamespacesResource, ClusterScoped: scoped})
 	}
-	if namespaces && len(clusterScoped) > 0 {
-		return nil, nil, fmt.Errorf("its primary resources mix namespaces with cluster-scoped %v: their keys (names without a namespace) cannot be told apart in one queue", clusterScoped)
-	}
-	switch {
-	case namespaces:
-		return keys, gate.NamespaceNameKeys(deps.partitionOf), nil
-	case len(clusterScoped) > 0:
-		return keys, gate.ObjectKeys(deps.partitionOf), nil
-	default:
-		// Only namespaced primaries: a key without a namespace is a mistake (namespace
-		// names need namespaces among the primaries), never cluster-scoped work.
-		return keys, gate.NamespacedKeys(deps.partitionOf), nil
-	}
+	return keys, kinds, nil
 }
 
 func cacheKey(r controllers.Resource) shardcache.Key {

@@ -123,7 +123,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	if err != nil {
 		return err
 	}
-	partitionOf := func(ns string) uint32 { return uint32(pmap.For(ns)) }
+	partitionOf := pmap.For
 	metadataClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -148,7 +148,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	if err != nil {
 		return err
 	}
-	if err := queuemetrics.RegisterGateMetrics(shardReg, g, nil); err != nil {
+	if err := g.RegisterMetrics(shardReg); err != nil {
 		return err
 	}
 	reconcileMetrics, err := controllers.NewReconcileMetrics(shardReg)
@@ -211,7 +211,7 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 		ShardID: o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
 		Addresses: o.Coordinators, Credentials: creds, PartitionCount: o.Partitions, Metrics: sessionMetrics,
 		TokenFile: o.CoordinatorTokenFile, TokenOverPlaintext: o.TLS.Insecure,
-	}, rt, log)
+	}, sessionHandler{rt}, log)
 	if err != nil {
 		return err
 	}

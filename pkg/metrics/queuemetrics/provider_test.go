@@ -1,10 +1,8 @@
 package queuemetrics
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -12,13 +10,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 var shardLabels = prometheus.Labels{"shard": "s1"}
 
 // partitionByDigit maps namespace "nsN" (single digit) to partition N.
-var partitionByDigit = gate.NamespaceNameKeys(func(ns string) uint32 {
-	return uint32(ns[len(ns)-1] - '0')
+var partitionByDigit = gate.NamespaceNameKeys(func(ns string) partition.ID {
+	return partition.ID(ns[len(ns)-1] - '0')
 })
 
 // sample returns the value of the series name{labels} gathered from g: the counter,
@@ -178,102 +177,5 @@ func TestProvidersOnOneRegistryShareSeries(t *testing.T) {
 	p2.NewAddsMetric("job").Inc()
 	if got := sample(t, reg, "kshard_workqueue_adds_total", map[string]string{"name": "job", "shard": "s1"}); got != 2 {
 		t.Fatalf("adds_total = %v, want 2", got)
-	}
-}
-
-type fakeStats gate.Stats
-
-func (f fakeStats) Stats() gate.Stats { return gate.Stats(f) }
-
-func TestGateCollector(t *testing.T) {
-	tests := []struct {
-		name  string
-		stats gate.Stats
-		want  map[string]float64 // "metric name|queue name" → value; queue "" for gate-wide
-	}{
-		{
-			name:  "a gate without queues exports nothing: shard-wide state is the shard's series",
-			stats: gate.Stats{Acquired: 3, Fenced: true},
-			want:  map[string]float64{},
-		},
-		{
-			name: "queues with the same name are summed",
-			stats: gate.Stats{Fenced: true, Queues: []gate.QueueStats{
-				{Name: "job", Dropped: 2, Discarded: 1, Stale: 4, Pending: 5, InFlight: 1},
-				{Name: "job", Dropped: 1, Stale: 1},
-				{Name: "cronjob", Pending: 7},
-			}},
-			want: map[string]float64{
-				"kshard_workqueue_dropped_total|job":      3,
-				"kshard_workqueue_discarded_total|job":    1,
-				"kshard_workqueue_stale_keys|job":         5,
-				"kshard_workqueue_pending_keys|job":       5,
-				"kshard_workqueue_in_flight_keys|job":     1,
-				"kshard_workqueue_pending_keys|cronjob":   7,
-				"kshard_workqueue_dropped_total|cronjob":  0,
-				"kshard_workqueue_in_flight_keys|cronjob": 0,
-			},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			reg := prometheus.NewPedanticRegistry()
-			if err := RegisterGateMetrics(reg, fakeStats(tt.stats), shardLabels); err != nil {
-				t.Fatal(err)
-			}
-			for key, want := range tt.want {
-				metric, queue, _ := strings.Cut(key, "|")
-				labels := map[string]string{"shard": "s1"}
-				if queue != "" {
-					labels["name"] = queue
-				}
-				if got := sample(t, reg, metric, labels); got != want {
-					t.Errorf("%s{%v} = %v, want %v", metric, labels, got, want)
-				}
-			}
-			if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) != 0 {
-				t.Fatalf("lint: %v %v", problems, err)
-			}
-		})
-	}
-}
-
-func TestGateCollectorWithLiveGate(t *testing.T) {
-	g := gate.New(partitionByDigit)
-	g.Acquire(1)
-	g.Acquire(2)
-	q := g.NewQueue(gate.QueueConfig{Name: "replicaset"})
-	defer q.ShutDown()
-	q.Add("ns1/a")
-	q.Add("ns2/b")
-	q.Add("ns3/c") // dropped
-	if err := g.Release(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
-	g.SetDeadline(time.Unix(1, 0))
-
-	reg := prometheus.NewRegistry()
-	if err := RegisterGateMetrics(reg, g, shardLabels); err != nil {
-		t.Fatal(err)
-	}
-	labels := map[string]string{"name": "replicaset", "shard": "s1"}
-	for metric, want := range map[string]float64{
-		"kshard_workqueue_dropped_total":  1,
-		"kshard_workqueue_stale_keys":     1,
-		"kshard_workqueue_pending_keys":   1,
-		"kshard_workqueue_in_flight_keys": 0,
-	} {
-		if got := sample(t, reg, metric, labels); got != want {
-			t.Errorf("%s = %v, want %v", metric, got, want)
-		}
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if n := mf.GetName(); n == "kshard_workqueue_fenced" || n == "kshard_workqueue_acquired_partitions" {
-			t.Errorf("%s is exported: it duplicates the shard's kshard_shard_* series", n)
-		}
 	}
 }

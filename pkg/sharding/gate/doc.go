@@ -47,4 +47,11 @@
 // many of the queued keys are such stale keys, so depth can be read as live work plus
 // stale work. Discarded keys also show up in client-go's work-duration histogram as
 // near-zero observations, because to client-go they were processed.
+//
+// # Metrics
+//
+// [Gate.RegisterMetrics] exports, per queue, what client-go's workqueue metrics cannot
+// show (kshard_workqueue_dropped_total, _discarded_total, _stale_keys, _pending_keys,
+// _in_flight_keys, labelled with the queue name as client-go's are), and the writes the
+// fence stopped (kshard_shard_refused_writes_total{reason}).
 package gate

@@ -23,7 +23,7 @@ func (e ErrFenced) Error() string {
 // draining: the partition was never granted, was revoked (fenced or demoted), or finished
 // its release, and may be worked by another shard now.
 type ErrNotHeld struct {
-	Partition uint32
+	Partition partition.ID
 	// Key is the request's or work item's key ("namespace/name", or a name).
 	Key string
 }
@@ -59,7 +59,7 @@ func (g *Gate) WriteAllowedFor(key string) error {
 
 // writeContext checks a write to partition p (of what, for the error) and returns the
 // context of p's tenure, which ends when p is revoked.
-func (g *Gate) writeContext(p uint32, what string) (context.Context, error) {
+func (g *Gate) writeContext(p partition.ID, what string) (context.Context, error) {
 	if err := WriteAllowed(g); err != nil {
 		g.refused.fenced.Add(1)
 		return nil, err
@@ -79,7 +79,7 @@ func (g *Gate) writeContext(p uint32, what string) (context.Context, error) {
 // ofNamespace of the namespace its URL names (RequestNamespace); cluster-scoped writes
 // belong to ofNamespace(partition.ClusterKey), which is "" — the cluster partition. Use
 // it as rest.Config.WrapTransport of controller clients (not of the event recorder).
-func FenceTransport(g *Gate, ofNamespace func(namespace string) uint32) func(http.RoundTripper) http.RoundTripper {
+func FenceTransport(g *Gate, ofNamespace func(namespace string) partition.ID) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return fenced{g: g, ofNamespace: ofNamespace, next: rt}
 	}
@@ -87,7 +87,7 @@ func FenceTransport(g *Gate, ofNamespace func(namespace string) uint32) func(htt
 
 type fenced struct {
 	g           *Gate
-	ofNamespace func(string) uint32
+	ofNamespace func(string) partition.ID
 	next        http.RoundTripper
 }
 

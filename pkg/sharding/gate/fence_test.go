@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // fenceNamespaces maps "ns-N" to partition N and everything else (the cluster key "")
 // to partition 0.
-func fenceNamespaces(ns string) uint32 {
+func fenceNamespaces(ns string) partition.ID {
 	n, _ := strconv.Atoi(strings.TrimPrefix(ns, "ns-"))
-	return uint32(n)
+	return partition.ID(n)
 }
 
 func TestRequestNamespace(t *testing.T) {

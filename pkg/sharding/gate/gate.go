@@ -12,60 +12,6 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
-// KeyPartition maps a queue key to the partition that owns it. It returns ok=false for a
-// key it cannot map (malformed key); such keys are never admitted or started, because
-// work whose owner is unknown could be owned by another shard.
-//
-// It is a local function type so that this package does not depend on the partitioning
-// package; the shard runtime passes the real mapping in. It must be pure and cheap: it is
-// called on every Add and Get, outside the Gate's lock.
-type KeyPartition func(key string) (partition uint32, ok bool)
-
-// ObjectKeys adapts a namespace → partition function to queue keys of objects, in
-// client-go's cache.MetaNamespaceKeyFunc form. A namespaced key "namespace/name" maps by
-// its namespace. A key without a slash is a cluster-scoped object's name: cluster-scoped
-// work belongs to the cluster partition, ofNamespace(partition.ClusterKey), so exactly one
-// shard works it at a time. Empty or otherwise malformed keys map to ok=false.
-func ObjectKeys(ofNamespace func(namespace string) uint32) KeyPartition {
-	return keyPartition(ofNamespace, func(string) string { return partition.ClusterKey })
-}
-
-// NamespaceNameKeys is ObjectKeys for queues whose keys without a slash are namespace
-// names (a Namespace object's key, or per-namespace work such as a service account
-// controller's): such a key belongs to the partition of the namespace it names.
-func NamespaceNameKeys(ofNamespace func(namespace string) uint32) KeyPartition {
-	return keyPartition(ofNamespace, func(name string) string { return name })
-}
-
-// NamespacedKeys is ObjectKeys for queues that hold only namespaced keys (their primary
-// resources are all namespaced): a key without a namespace maps to no partition, so it
-// is dropped (and counted) instead of becoming cluster-scoped work by mistake.
-func NamespacedKeys(ofNamespace func(namespace string) uint32) KeyPartition {
-	objects := ObjectKeys(ofNamespace)
-	return func(key string) (uint32, bool) {
-		if !strings.Contains(key, "/") {
-			return 0, false
-		}
-		return objects(key)
-	}
-}
-
-func keyPartition(ofNamespace func(string) uint32, unnamespaced func(name string) string) KeyPartition {
-	return func(key string) (uint32, bool) {
-		ns, name, namespaced := strings.Cut(key, "/")
-		if !namespaced {
-			if key == "" {
-				return 0, false
-			}
-			return ofNamespace(unnamespaced(key)), true
-		}
-		if ns == "" || name == "" || strings.Contains(name, "/") {
-			return 0, false
-		}
-		return ofNamespace(ns), true
-	}
-}
-
 // Gate is the ownership state shared by all queues of one shard: the set of acquired
 // partitions, the tenure of each partition it may still write to, the lease deadline, and
 // the in-flight work per partition. It is the single
@@ -81,17 +27,17 @@ type Gate struct {
 	// never interleave with Release's revocation; Get, Done and state changes take it
 	// exclusively.
 	mu       sync.RWMutex
-	acquired map[uint32]struct{}
+	acquired map[partition.ID]struct{}
 	// tenures holds the partitions whose work may still write: acquired ones, and released
 	// ones still draining their in-flight work. Revoking a partition cancels its tenure,
 	// and with it every reconcile and write of the partition still running.
-	tenures map[uint32]*tenure
+	tenures map[partition.ID]*tenure
 	// deadline is the end of the shard's session lease; no work starts at or after it.
 	// Zero means no lease (tests and standalone use).
 	deadline time.Time
 	now      func() time.Time
-	inFlight map[uint32]int // partition → keys between Get and Done, all queues
-	total    int            // sum of inFlight
+	inFlight map[partition.ID]int // partition → keys between Get and Done, all queues
+	total    int                  // sum of inFlight
 	queues   map[*Queue]struct{}
 	// refused counts writes the fence refused or cancelled, by reason.
 	refused struct{ fenced, notHeld, revoked atomic.Uint64 }
@@ -108,9 +54,9 @@ func New(partitionOf KeyPartition) *Gate {
 	}
 	return &Gate{
 		partitionOf: partitionOf,
-		acquired:    map[uint32]struct{}{},
-		tenures:     map[uint32]*tenure{},
-		inFlight:    map[uint32]int{},
+		acquired:    map[partition.ID]struct{}{},
+		tenures:     map[partition.ID]*tenure{},
+		inFlight:    map[partition.ID]int{},
 		queues:      map[*Queue]struct{}{},
 		now:         time.Now,
 	}
@@ -140,7 +86,7 @@ func (g *Gate) Deadline() time.Time {
 // running has its context cancelled and every write of it is refused from now on. Only a
 // Release still reports when that work has finished. Release is the variant that lets the
 // in-flight work finish and write.
-func (g *Gate) Revoke(partition uint32) {
+func (g *Gate) Revoke(partition partition.ID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.endTenureLocked(partition)
@@ -165,7 +111,7 @@ func (g *Gate) blockedLocked() bool {
 // Acquire lets queues admit and start keys of partition. The caller (the shard runtime)
 // must then enqueue every cached object of the partition, because adds made before
 // Acquire were dropped. Acquiring an acquired partition is a no-op.
-func (g *Gate) Acquire(partition uint32) {
+func (g *Gate) Acquire(partition partition.ID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.acquired[partition]; ok {
@@ -206,7 +152,7 @@ func (g *Gate) Acquire(partition uint32) {
 // work of it (of a revoked partition, that work can no longer write), which makes a
 // retried Release safe and lets the shard answer Released for a revoked partition only
 // once its work is gone.
-func (g *Gate) Release(ctx context.Context, partition uint32) error {
+func (g *Gate) Release(ctx context.Context, partition partition.ID) error {
 	g.StopStarting(partition)
 
 	if err := g.wait(ctx, func() bool { return g.inFlight[partition] == 0 }); err != nil {
@@ -231,7 +177,7 @@ func (g *Gate) Release(ctx context.Context, partition uint32) error {
 // from now on, while the work already running may finish and write (the partition is
 // draining). The runtime calls it the moment the coordinator asks for a release, ahead
 // of the operations still queued for the partition.
-func (g *Gate) StopStarting(partition uint32) {
+func (g *Gate) StopStarting(partition partition.ID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.acquired[partition]; !ok {
@@ -259,10 +205,10 @@ func (g *Gate) Fenced() bool {
 }
 
 // Partitions returns the acquired partitions in ascending order.
-func (g *Gate) Partitions() []uint32 {
+func (g *Gate) Partitions() []partition.ID {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	out := make([]uint32, 0, len(g.acquired))
+	out := make([]partition.ID, 0, len(g.acquired))
 	for p := range g.acquired {
 		out = append(out, p)
 	}
@@ -272,10 +218,10 @@ func (g *Gate) Partitions() []uint32 {
 
 // Draining returns the partitions that are released but may still write because their
 // in-flight work has not finished, in ascending order.
-func (g *Gate) Draining() []uint32 {
+func (g *Gate) Draining() []partition.ID {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	var out []uint32
+	var out []partition.ID
 	for p, t := range g.tenures {
 		if t.draining {
 			out = append(out, p)
@@ -292,7 +238,7 @@ type Stats struct {
 	InFlight int // keys in flight over all queues
 	// InFlightPartitions counts the keys in flight by partition (partitions with none
 	// are absent).
-	InFlightPartitions map[uint32]int
+	InFlightPartitions map[partition.ID]int
 	// RefusedWrites counts the controllers' writes the fence refused or cancelled.
 	RefusedWrites RefusedWrites
 	Queues        []QueueStats
@@ -310,7 +256,7 @@ type RefusedWrites struct {
 func (g *Gate) Stats() Stats {
 	g.mu.RLock()
 	s := Stats{Fenced: g.blockedLocked(), Acquired: len(g.acquired), InFlight: g.total,
-		InFlightPartitions: make(map[uint32]int, len(g.inFlight))}
+		InFlightPartitions: make(map[partition.ID]int, len(g.inFlight))}
 	for p, n := range g.inFlight {
 		s.InFlightPartitions[p] = n
 	}
@@ -328,7 +274,7 @@ func (g *Gate) Stats() Stats {
 }
 
 // acquiredLocked reports whether partition is acquired; g.mu must be held.
-func (g *Gate) acquiredLocked(partition uint32) bool {
+func (g *Gate) acquiredLocked(partition partition.ID) bool {
 	_, ok := g.acquired[partition]
 	return ok
 }
@@ -349,7 +295,7 @@ func newTenure() *tenure {
 }
 
 // endTenureLocked cancels partition's tenure, if any; g.mu must be held exclusively.
-func (g *Gate) endTenureLocked(partition uint32) {
+func (g *Gate) endTenureLocked(partition partition.ID) {
 	if t := g.tenures[partition]; t != nil {
 		t.cancel()
 		delete(g.tenures, partition)
@@ -358,7 +304,7 @@ func (g *Gate) endTenureLocked(partition uint32) {
 
 // tenureContext returns the context of partition's tenure, or nil if the shard may not
 // write to it now.
-func (g *Gate) tenureContext(partition uint32) context.Context {
+func (g *Gate) tenureContext(partition partition.ID) context.Context {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	if t := g.tenures[partition]; t != nil {

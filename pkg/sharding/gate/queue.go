@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 )
@@ -51,16 +52,16 @@ type Queue struct {
 	// underlying Get. It mirrors what client-go holds (ready or delayed) closely enough to
 	// count stale keys and to forget their rate-limiter state on Release; it can miss a
 	// key that client-go holds twice (ready and delayed), which only makes Stale low.
-	queued  map[uint32]map[string]struct{}
+	queued  map[partition.ID]map[string]struct{}
 	nqueued int
 	// stale counts queued keys whose partition is not acquired. It changes only with
 	// gate.mu held exclusively (Acquire, Release, Get) so it agrees with g.acquired.
 	stale int
 	// limited holds keys passed to AddRateLimited and not yet forgotten: exactly the keys
 	// for which the rate limiter may hold per-item state.
-	limited map[string]uint32
+	limited map[string]partition.ID
 	// active holds keys between a successful Get and Done, with their partition.
-	active map[string]uint32
+	active map[string]partition.ID
 	// shutdown is set by ShutDown; guarded by gate.mu (not mu) because fenced Gets wait
 	// on the gate and must observe it.
 	shutdown bool
@@ -94,9 +95,9 @@ func (g *Gate) NewQueue(cfg QueueConfig) *Queue {
 			MetricsProvider: cfg.MetricsProvider,
 			Clock:           cfg.Clock,
 		}),
-		queued:  map[uint32]map[string]struct{}{},
-		limited: map[string]uint32{},
-		active:  map[string]uint32{},
+		queued:  map[partition.ID]map[string]struct{}{},
+		limited: map[string]partition.ID{},
+		active:  map[string]partition.ID{},
 	}
 	g.mu.Lock()
 	g.queues[q] = struct{}{}
@@ -336,7 +337,7 @@ func (q *Queue) markShutdown() {
 // forgetPartition clears rate-limiter state of every key of partition this queue knows
 // of. The keys stay tracked as queued (and stale) until Get discards them, because they
 // are still inside client-go's queue.
-func (q *Queue) forgetPartition(partition uint32) {
+func (q *Queue) forgetPartition(partition partition.ID) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for key := range q.queued[partition] {

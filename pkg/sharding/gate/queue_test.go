@@ -14,12 +14,12 @@ import (
 
 // testNamespacePartition maps namespace "nsN" to partition N (anything else, the cluster
 // partition key "" included, to 0).
-func testNamespacePartition(ns string) uint32 {
+func testNamespacePartition(ns string) partition.ID {
 	n, err := strconv.Atoi(strings.TrimPrefix(ns, "ns"))
 	if err != nil {
 		return 0
 	}
-	return uint32(n)
+	return partition.ID(n)
 }
 
 // testPartition maps queue keys whose unnamespaced keys are namespace names ("ns2").
@@ -27,7 +27,7 @@ var testPartition = NamespaceNameKeys(testNamespacePartition)
 
 // newTestQueue returns a gate with the given partitions acquired and one queue on it,
 // shut down when the test ends.
-func newTestQueue(t *testing.T, acquired ...uint32) (*Gate, *Queue) {
+func newTestQueue(t *testing.T, acquired ...partition.ID) (*Gate, *Queue) {
 	t.Helper()
 	g := New(testPartition)
 	for _, p := range acquired {
@@ -98,7 +98,7 @@ func TestKeyPartition(t *testing.T) {
 		name   string
 		keys   KeyPartition
 		key    string
-		want   uint32
+		want   partition.ID
 		wantOK bool
 	}{
 		{name: "objects: namespaced key maps by namespace", keys: objects, key: "ns7/web", want: 7, wantOK: true},
@@ -151,7 +151,7 @@ func TestQueueKeys(t *testing.T) {
 func TestAdmission(t *testing.T) {
 	tests := []struct {
 		name        string
-		acquired    []uint32
+		acquired    []partition.ID
 		add         []string
 		addAfter    []string // with a 10ms delay
 		rateLimited []string
@@ -160,13 +160,13 @@ func TestAdmission(t *testing.T) {
 	}{
 		{
 			name:     "keys of acquired partitions are queued",
-			acquired: []uint32{1, 2},
+			acquired: []partition.ID{1, 2},
 			add:      []string{"ns1/a", "ns2/b", "ns2"},
 			want:     []string{"ns1/a", "ns2/b", "ns2"},
 		},
 		{
 			name:        "keys of other partitions are dropped by every add",
-			acquired:    []uint32{1},
+			acquired:    []partition.ID{1},
 			add:         []string{"ns1/a", "ns2/b"},
 			addAfter:    []string{"ns3/c", "ns1/d"},
 			rateLimited: []string{"ns4/e", "ns1/f"},
@@ -175,7 +175,7 @@ func TestAdmission(t *testing.T) {
 		},
 		{
 			name:        "malformed keys are dropped",
-			acquired:    []uint32{0, 1},
+			acquired:    []partition.ID{0, 1},
 			add:         []string{"", "/x", "ns1/a/b", "ns1/ok"},
 			want:        []string{"ns1/ok"},
 			wantDropped: 3,
@@ -496,13 +496,13 @@ func TestNewQueueRequiresName(t *testing.T) {
 
 func TestPartitions(t *testing.T) {
 	g := New(testPartition)
-	for _, p := range []uint32{9, 3, 5, 3} {
+	for _, p := range []partition.ID{9, 3, 5, 3} {
 		g.Acquire(p)
 	}
 	if err := g.Release(context.Background(), 5); err != nil {
 		t.Fatal(err)
 	}
-	if got := g.Partitions(); !slices.Equal(got, []uint32{3, 9}) {
+	if got := g.Partitions(); !slices.Equal(got, []partition.ID{3, 9}) {
 		t.Fatalf("Partitions = %v, want [3 9]", got)
 	}
 	if s := g.Stats(); s.Acquired != 2 || s.Fenced || s.InFlight != 0 {

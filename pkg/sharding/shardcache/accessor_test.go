@@ -57,7 +57,7 @@ func newAccessorCache(t *testing.T) *Cache {
 			t.Fatalf("Informer(%s): %v", k, err)
 		}
 	}
-	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	c.Start(ctx)
@@ -119,7 +119,7 @@ func TestKeysByPartition(t *testing.T) {
 	tests := []struct {
 		name      string
 		key       Key
-		partition uint32
+		partition partition.ID
 		want      []string
 	}{
 		{name: "namespaced: the admitted partition's objects", key: ConfigMaps.Key(), partition: 1, want: []string{"p1-a/x"}},
@@ -181,7 +181,7 @@ func TestRunStartsWhenPreparesPause(t *testing.T) {
 			c.Run(ctx)
 			errs := make(chan error, tt.prepares)
 			for p := 1; p <= tt.prepares; p++ {
-				go func() { errs <- c.Prepare(ctx, []uint32{uint32(p)}) }()
+				go func() { errs <- c.Prepare(ctx, []partition.ID{partition.ID(p)}) }()
 				time.Sleep(tt.gap)
 			}
 			for range tt.prepares {
@@ -222,8 +222,8 @@ func TestRunStartsAfterFirstPrepare(t *testing.T) {
 		t.Errorf("Synced with nothing to hold: %v", err)
 	}
 	errs := make(chan error, 2)
-	for _, p := range []uint32{1, 2} {
-		go func() { errs <- c.Prepare(ctx, []uint32{p}) }()
+	for _, p := range []partition.ID{1, 2} {
+		go func() { errs <- c.Prepare(ctx, []partition.ID{p}) }()
 	}
 	for range 2 {
 		select {
@@ -238,10 +238,10 @@ func TestRunStartsAfterFirstPrepare(t *testing.T) {
 	if !c.Started() || !c.Prepared(1) || !c.Prepared(2) {
 		t.Fatalf("after Prepare: started %v, prepared 1 %v, 2 %v; want all true", c.Started(), c.Prepared(1), c.Prepared(2))
 	}
-	if err := c.Synced([]uint32{1, 2}); err != nil {
+	if err := c.Synced([]partition.ID{1, 2}); err != nil {
 		t.Errorf("Synced: %v", err)
 	}
-	if err := c.Synced([]uint32{3}); err == nil {
+	if err := c.Synced([]partition.ID{3}); err == nil {
 		t.Error("Synced of a partition never prepared: nil, want an error")
 	}
 	// Both partitions were filled by the informers' first list: no namespace-scoped list.
@@ -278,14 +278,14 @@ func TestWarmupWaitsForClusterScopedInformers(t *testing.T) {
 	cluster := testPartition(partition.ClusterKey)
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
-	if err := c.Prepare(short, []uint32{cluster}); err == nil {
+	if err := c.Prepare(short, []partition.ID{cluster}); err == nil {
 		t.Fatal("Prepare of the cluster partition returned while the Node informer cannot list")
 	}
 	if c.Prepared(cluster) {
 		t.Fatal("the cluster partition is Prepared while the Node informer has not synced")
 	}
 	close(failNodes)
-	if err := c.Prepare(ctx, []uint32{cluster}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{cluster}); err != nil {
 		t.Fatal(err)
 	}
 	if keys, _ := c.Keys(nodesKey, cluster); !slices.Equal(keys, []string{"n1"}) {
@@ -308,7 +308,7 @@ func TestPrepareReleasedBeforeStart(t *testing.T) {
 	c.InformerFor(ConfigMaps)
 	c.Run(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- c.Prepare(ctx, []uint32{1}) }()
+	go func() { errc <- c.Prepare(ctx, []partition.ID{1}) }()
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -316,7 +316,7 @@ func TestPrepareReleasedBeforeStart(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Release(ctx, []uint32{1}); err != nil {
+	if err := c.Release(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	select {

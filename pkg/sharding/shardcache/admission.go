@@ -1,10 +1,19 @@
 package shardcache
 
+// Admission: which partitions' objects the stores may hold. It keeps:
+//   - The set changes only through update (Prepare, Release), serialised by a.mu, and is
+//     published whole: a reader (every watch event of every feed) loads one immutable
+//     bitset without a lock and never sees half an update.
+//   - An object belongs to the partition of its namespace, a cluster-scoped object (a
+//     Namespace) to its own name's (partitionKey).
+
 import (
 	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // PartitionFunc maps a namespace name to the partition that owns it. It is injected so
@@ -14,7 +23,7 @@ import (
 //
 // Cluster-scoped Namespace objects belong to the partition of their own name, so the
 // cache calls PartitionFunc(name) for objects without a namespace.
-type PartitionFunc func(namespace string) uint32
+type PartitionFunc func(namespace string) partition.ID
 
 // PartitionIndex is the name of the index that every informer of a Cache (the Namespace
 // informer included) maintains from partition to objects. Its values are
@@ -23,7 +32,7 @@ type PartitionFunc func(namespace string) uint32
 const PartitionIndex = "kshard.io/partition"
 
 // PartitionIndexValue is the PartitionIndex value of partition: its decimal form.
-func PartitionIndexValue(partition uint32) string {
+func PartitionIndexValue(partition partition.ID) string {
 	return strconv.FormatUint(uint64(partition), 10)
 }
 
@@ -50,7 +59,7 @@ type bitset struct {
 	n     int // number of bits set
 }
 
-func (b *bitset) has(p uint32) bool {
+func (b *bitset) has(p partition.ID) bool {
 	w := p / 64
 	return uint64(w) < uint64(len(b.words)) && b.words[w]&(1<<(p%64)) != 0
 }
@@ -62,7 +71,7 @@ func newAdmission(partitionOf PartitionFunc) *admission {
 }
 
 // admitted reports whether partition is admitted.
-func (a *admission) admitted(partition uint32) bool {
+func (a *admission) admitted(partition partition.ID) bool {
 	return a.set.Load().has(partition)
 }
 
@@ -72,7 +81,7 @@ func (a *admission) namespaceAdmitted(namespace string) bool {
 }
 
 // update admits (add=true) or revokes partitions and reports which of them changed.
-func (a *admission) update(partitions []uint32, add bool) []uint32 {
+func (a *admission) update(partitions []partition.ID, add bool) []partition.ID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	old := a.set.Load()
@@ -84,7 +93,7 @@ func (a *admission) update(partitions []uint32, add bool) []uint32 {
 	}
 	next := &bitset{words: make([]uint64, size), n: old.n}
 	copy(next.words, old.words)
-	var changed []uint32
+	var changed []partition.ID
 	for _, p := range partitions {
 		had := next.has(p)
 		switch {
@@ -106,13 +115,13 @@ func (a *admission) update(partitions []uint32, add bool) []uint32 {
 }
 
 // list returns the admitted partitions, in ascending order.
-func (a *admission) list() []uint32 {
+func (a *admission) list() []partition.ID {
 	set := a.set.Load()
-	out := make([]uint32, 0, set.n)
+	out := make([]partition.ID, 0, set.n)
 	for w, word := range set.words {
 		for word != 0 {
 			b := bits.TrailingZeros64(word)
-			out = append(out, uint32(w*64+b))
+			out = append(out, partition.ID(w*64+b))
 			word &^= 1 << b
 		}
 	}

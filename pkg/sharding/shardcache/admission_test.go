@@ -9,11 +9,11 @@ import (
 )
 
 func TestAdmissionSet(t *testing.T) {
-	a := newAdmission(func(ns string) uint32 { return uint32(len(ns)) })
-	if got := a.update([]uint32{3, 64, 3, partition.MaxCount - 1}, true); !slices.Equal(got, []uint32{3, 64, partition.MaxCount - 1}) {
+	a := newAdmission(func(ns string) partition.ID { return partition.ID(len(ns)) })
+	if got := a.update([]partition.ID{3, 64, 3, partition.MaxCount - 1}, true); !slices.Equal(got, []partition.ID{3, 64, partition.MaxCount - 1}) {
 		t.Fatalf("admit changed %v", got)
 	}
-	for p, want := range map[uint32]bool{0: false, 3: true, 63: false, 64: true, 65: false, partition.MaxCount - 1: true, partition.MaxCount: false, 1 << 31: false} {
+	for p, want := range map[partition.ID]bool{0: false, 3: true, 63: false, 64: true, 65: false, partition.MaxCount - 1: true, partition.MaxCount: false, 1 << 31: false} {
 		if a.admitted(p) != want {
 			t.Errorf("admitted(%d) = %v, want %v", p, !want, want)
 		}
@@ -21,13 +21,13 @@ func TestAdmissionSet(t *testing.T) {
 	if !a.namespaceAdmitted("abc") || a.namespaceAdmitted("ab") {
 		t.Error("namespaceAdmitted does not go through partitionOf")
 	}
-	if got := a.update([]uint32{3}, true); got != nil {
+	if got := a.update([]partition.ID{3}, true); got != nil {
 		t.Errorf("admitting an admitted partition changed %v", got)
 	}
-	if got := a.update([]uint32{64, 5, 1 << 31}, false); !slices.Equal(got, []uint32{64}) {
+	if got := a.update([]partition.ID{64, 5, 1 << 31}, false); !slices.Equal(got, []partition.ID{64}) {
 		t.Errorf("revoke changed %v", got)
 	}
-	if got := a.list(); !slices.Equal(got, []uint32{3, partition.MaxCount - 1}) {
+	if got := a.list(); !slices.Equal(got, []partition.ID{3, partition.MaxCount - 1}) {
 		t.Errorf("list = %v", got)
 	}
 }
@@ -35,11 +35,11 @@ func TestAdmissionSet(t *testing.T) {
 // A first assignment admits the default 4096 partitions one Prepare at a time. With a
 // copy-on-write map that allocated O(P²), about 390 MB; the bitset copies P/8 bytes.
 func TestAdmissionFirstAssignmentAllocations(t *testing.T) {
-	a := newAdmission(func(string) uint32 { return 0 })
+	a := newAdmission(func(string) partition.ID { return 0 })
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	for p := uint32(0); p < partition.DefaultCount; p++ {
-		a.update([]uint32{p}, true)
+	for p := partition.ID(0); p < partition.DefaultCount; p++ {
+		a.update([]partition.ID{p}, true)
 	}
 	runtime.ReadMemStats(&after)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 8<<20 {

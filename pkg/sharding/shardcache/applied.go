@@ -1,5 +1,18 @@
 package shardcache
 
+// How far the store has applied each stream. A store's resourceVersion
+// (LastStoreSyncResourceVersion) is the newest it has applied of one ordered stream;
+// controllers compare it with their own writes to tell whether the cache has seen them yet
+// (pkg/controllers/internal/consistency). A feed merging several streams (a selector split
+// over slices) delivers them interleaved, so that value may belong to another stream,
+// ahead of the one carrying a write. Such a feed's store therefore also answers per
+// namespace: the newest resourceVersion applied of the stream carrying it. It keeps:
+//   - A stream's applied position only grows, recorded by the informer's event handler,
+//     which runs after the store has applied the change.
+//   - Once the last relist's Replace has been applied, each stream counts as applied at
+//     least as far as its list (or streamed initial events) ended.
+//   - When streams split, each child counts as applied as far as its parent.
+
 import (
 	"strconv"
 
@@ -8,13 +21,13 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// A store's resourceVersion (LastStoreSyncResourceVersion) is the newest it has applied
-// of one ordered stream; controllers compare it with their own writes to tell whether
-// the cache has seen them yet (pkg/controllers/internal/consistency). A feed merging
-// several streams (a selector split over slices) delivers them interleaved, so that value
-// may belong to another stream, ahead of the one carrying a write. Such a feed's store
-// therefore also answers per namespace: the newest resourceVersion applied of the stream
-// carrying it.
+// appliedState is the applied part of a feed's state (guarded by feed.mu).
+type appliedState struct {
+	// applied is the newest resourceVersion the store has applied of each stream
+	// (2^appliedBits of them), as its event handler saw it.
+	applied     []uint64
+	appliedBits int
+}
 
 // feedInformer is the informer controllers get: client-go's, whose store also answers
 // LastStoreSyncResourceVersionIn.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,9 +42,9 @@ func TestPrepareManyListsClusterWide(t *testing.T) {
 			c := startedConfigMapCache(t, ctx, client, Options{ClusterListThreshold: tc.threshold})
 			clusterLists := lists.count("")
 
-			var ps []uint32
+			var ps []partition.ID
 			for p := 1; p <= parts; p++ {
-				ps = append(ps, uint32(p))
+				ps = append(ps, partition.ID(p))
 			}
 			pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
 			defer pcancel()
@@ -168,7 +169,7 @@ func TestPrepareBurstOneClusterList(t *testing.T) {
 	defer pcancel()
 	errs := make(chan error, parts)
 	for p := 1; p <= parts; p++ {
-		go func() { errs <- c.Prepare(pctx, []uint32{uint32(p)}) }()
+		go func() { errs <- c.Prepare(pctx, []partition.ID{partition.ID(p)}) }()
 		time.Sleep(2 * time.Millisecond) // a burst, not one call
 	}
 	for range parts {

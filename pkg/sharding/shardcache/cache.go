@@ -1,5 +1,17 @@
 package shardcache
 
+// The Cache and its informers, one per resource type, shared by every caller asking for
+// the same Key. It keeps:
+//   - Namespaced types are served by a feed (feed.go), filtered by admission before the
+//     store; cluster-scoped types by plain informers, cached whole.
+//   - Every informer maintains PartitionIndex: objects of a namespaced type by their
+//     namespace's partition, Namespace objects by their own name's, other cluster-scoped
+//     objects by the cluster partition. Keys answers from it.
+//   - An informer created after the start is started at once, and fills from its own first
+//     (filtered) list.
+//   - Lock order: Cache.mu before serverFilter.mu and admission.mu; feed.mu is never taken
+//     under Cache.mu.
+
 import (
 	"context"
 	"errors"
@@ -10,7 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kshard/kshard/pkg/sharding/hashrange"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,145 +33,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
-
-// Mode selects where objects of partitions the shard does not hold are filtered out.
-type Mode int
-
-const (
-	// ModeClientFilter (the default) watches each resource type cluster-wide and drops
-	// other partitions' objects in the shard, before they reach the store. It works with
-	// any apiserver; the shard's memory is its own share, its network ingress is not.
-	ModeClientFilter Mode = iota
-	// ModeServerFilter also asks the apiserver to filter (KEP-5866,
-	// ListOptions.ShardSelector; kube-apiserver needs the ShardedListAndWatch feature
-	// gate): the namespaced informers' lists and watches carry a shardRange selector over
-	// the FNV-1a hash of the namespace that covers every known namespace of the admitted
-	// partitions. One selector holds about 1,170 ranges, too few to name thousands of
-	// scattered namespaces, so the hash space is split into up to
-	// Options.MaxSelectorWatches slices, each watched with its own selector of at most
-	// Options.MaxSelectorRanges ranges: exact while that suffices, a superset beyond (see
-	// pkg/sharding/hashrange). The client-side filter stays authoritative, so an
-	// apiserver that ignores the selector costs bandwidth, not correctness. When the
-	// coverage must grow (Prepare, or a new namespace of an admitted partition outside
-	// the ranges) the selector is recomputed (debounced), each feed reopens its watch
-	// from its high-water mark with it, and warm-ups of newly covered namespaces list
-	// them only once the new selector is in force. The Namespace informer and the
-	// cluster-scoped ones stay unfiltered.
-	ModeServerFilter
-)
-
-const (
-	// DefaultMaxSelectorWatches is Options.MaxSelectorWatches's default: exact selectors
-	// for a shard of 4 owning 2,500 of 10,000 namespaces need 4 to 8.
-	DefaultMaxSelectorWatches = 16
-	// MaxSelectorWatches is the most watches per resource type ModeServerFilter opens.
-	MaxSelectorWatches = 1 << hashrange.MaxSliceBits
-)
-
-// DefaultClusterListThreshold is Options.ClusterListThreshold's default: 200 namespace
-// lists are 4 s of a client at QPS 50.
-const DefaultClusterListThreshold = 200
-
-// Options configures a Cache. The zero value is ready to use.
-type Options struct {
-	// Mode selects client-side filtering (default) or server-side filtering as well.
-	Mode Mode
-	// MaxSelectorRanges bounds the shardRange calls of ModeServerFilter's selector
-	// (default hashrange.DefaultMaxRanges, at most hashrange.MaxRanges), per slice.
-	MaxSelectorRanges int
-	// MaxSelectorWatches bounds the slices ModeServerFilter splits its selector into,
-	// i.e. the watches per resource type (rounded down to a power of two; default
-	// DefaultMaxSelectorWatches, at most MaxSelectorWatches). It uses as few as keep
-	// every slice exact, and never fewer than it once used.
-	MaxSelectorWatches int
-	// SelectorDebounce is how long ModeServerFilter waits for more namespaces or
-	// partitions before it recomputes the selector and restarts the watches (default
-	// DefaultSelectorDebounce; at most four times as long after the first request).
-	SelectorDebounce time.Duration
-	// WarmupConcurrency bounds the namespace-scoped list calls that warm-ups run at the
-	// same time, across all partitions and resource types (default 4). The client's own
-	// QPS limit applies on top.
-	WarmupConcurrency int
-	// WarmupPageSize is the page size of warm-up lists (default 500).
-	WarmupPageSize int64
-	// ClusterListThreshold is the number of namespace lists (namespaces × resource
-	// types) waiting in running warm-ups above which they are served by cluster-wide
-	// lists instead, one paged list per type for all of them (default 200; negative:
-	// never). Each namespace list costs a request of the shard's client QPS: a scale-out
-	// or a killed shard hands a shard thousands of namespaces at once, which namespace by
-	// namespace take minutes at QPS 50.
-	ClusterListThreshold int
-	// ClusterListPageSize is the page size of those cluster-wide lists (default 5000).
-	ClusterListPageSize int64
-	// ClusterListGather is how long a cluster-wide warm-up round waits for more
-	// warm-ups to join it before it lists: it lists once no warm-up has joined for
-	// ClusterListGather, and at the latest 10 × ClusterListGather after its first
-	// (default 100ms). A scale-out's Prepares arrive as a burst over tens of
-	// milliseconds; without the wait the first round starts with the first 200
-	// namespaces and the rest of the burst needs a second list of the whole type.
-	ClusterListGather time.Duration
-	// DisableWatchList makes the informers use classic LIST + WATCH even where
-	// client-go would stream the initial list (the WatchListClient feature). Streaming
-	// is supported; this is an escape hatch.
-	DisableWatchList bool
-	// ResyncPeriod is the informers' default handler resync period (default 0: none).
-	ResyncPeriod time.Duration
-	// PollInterval is how often Prepare and Release check the stores (default 20ms).
-	PollInterval time.Duration
-	// StartWindow bounds how long, after Run, the first Prepare waits for more partitions
-	// before the informers start (default 1s): a shard's first assignment is thousands
-	// of partitions, and informers started after it fill them all with one filtered
-	// cluster-wide list per type instead of thousands of namespace-scoped lists. The
-	// informers start earlier, once no Prepare has added partitions for a tenth of it:
-	// the coordinator grants a first assignment in one burst.
-	StartWindow time.Duration
-	// MetadataClient and RESTMapper serve metadata-only informers (Key.Metadata): the
-	// mapper tells whether a resource is namespaced. Without them, asking for a
-	// metadata-only informer is an error.
-	MetadataClient metadata.Interface
-	RESTMapper     meta.RESTMapper
-}
-
-func (o *Options) defaults() {
-	if o.WarmupConcurrency <= 0 {
-		o.WarmupConcurrency = 4
-	}
-	if o.WarmupPageSize <= 0 {
-		o.WarmupPageSize = 500
-	}
-	if o.ClusterListThreshold == 0 {
-		o.ClusterListThreshold = DefaultClusterListThreshold
-	}
-	if o.ClusterListPageSize <= 0 {
-		o.ClusterListPageSize = 5000
-	}
-	if o.ClusterListGather <= 0 {
-		o.ClusterListGather = 100 * time.Millisecond
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = 20 * time.Millisecond
-	}
-	if o.StartWindow <= 0 {
-		o.StartWindow = time.Second
-	}
-	if o.MaxSelectorRanges <= 0 {
-		o.MaxSelectorRanges = hashrange.DefaultMaxRanges
-	}
-	o.MaxSelectorRanges = min(o.MaxSelectorRanges, hashrange.MaxRanges)
-	if o.MaxSelectorWatches <= 0 {
-		o.MaxSelectorWatches = DefaultMaxSelectorWatches
-	}
-	o.MaxSelectorWatches = min(o.MaxSelectorWatches, MaxSelectorWatches)
-	if o.SelectorDebounce <= 0 {
-		o.SelectorDebounce = DefaultSelectorDebounce
-	}
-}
-
-// testHooks lets this package's tests act at precise points of a warm-up.
-type testHooks struct {
-	// afterNamespaceList runs after a warm-up list returned and before it is merged.
-	afterNamespaceList func(resource, namespace string)
-}
 
 // Cache is a shard's cache layer: one informer per resource type, cluster-wide. The
 // stores of namespaced types hold only objects of the partitions the shard has prepared
@@ -195,7 +67,7 @@ type Cache struct {
 	// informer first.
 	plain      map[Key]toolscache.SharedIndexInformer
 	plainOrder []plainInformer
-	parts      map[uint32]*partitionState
+	parts      map[partition.ID]*partitionState
 	started    bool
 	runCtx     context.Context
 	// lazyCtx is Run's context: the first Prepare after Run arms startTimer;
@@ -214,11 +86,10 @@ type plainInformer struct {
 	inf toolscache.SharedIndexInformer
 }
 
-// partitionState is an admitted partition.
-type partitionState struct {
-	// warm is the partition's warm-up; nil when the partition was admitted before Start,
-	// in which case the informers' first (filtered) list fills it.
-	warm *warmup
+// testHooks lets this package's tests act at precise points of a warm-up.
+type testHooks struct {
+	// afterNamespaceList runs after a warm-up list returned and before it is merged.
+	afterNamespaceList func(resource, namespace string)
 }
 
 // New returns a Cache that lists and watches through client and maps namespaces to
@@ -239,7 +110,7 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		sem:         make(chan struct{}, opts.WarmupConcurrency),
 		feeds:       map[Key]*feed{},
 		plain:       map[Key]toolscache.SharedIndexInformer{},
-		parts:       map[uint32]*partitionState{},
+		parts:       map[partition.ID]*partitionState{},
 		firstSync:   make(chan struct{}),
 	}
 	if opts.Mode == ModeServerFilter {
@@ -455,7 +326,7 @@ func (c *Cache) logger() klog.Logger {
 // partition, sorted. The shard enqueues them into a controller's queue when it acquires
 // the partition. Objects of cluster-scoped types belong to the cluster partition only;
 // Namespace objects to the partition of the namespace they describe.
-func (c *Cache) Keys(key Key, partition uint32) ([]string, error) {
+func (c *Cache) Keys(key Key, partition partition.ID) ([]string, error) {
 	inf, err := c.Informer(key)
 	if err != nil {
 		return nil, err
@@ -466,114 +337,6 @@ func (c *Cache) Keys(key Key, partition uint32) ([]string, error) {
 	}
 	sort.Strings(keys)
 	return keys, nil
-}
-
-// Run hands the informers' start to the cache: the first Prepare after Run arms a timer,
-// collecting the partitions of the shard's first assignment until no Prepare has come for
-// a tenth of Options.StartWindow (at most StartWindow after the first), after which the
-// informers start with ctx and their first lists fill every partition admitted so far.
-// Prepare, after Run, returns only once its partitions are cached. Run returns at once;
-// calling it after Start has no effect.
-func (c *Cache) Run(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.lazyCtx == nil {
-		c.lazyCtx = ctx
-	}
-}
-
-// armStartLocked notes a Prepare before the start and arms the start's timer once;
-// c.mu must be held.
-func (c *Cache) armStartLocked() {
-	if c.started || c.lazyCtx == nil {
-		return
-	}
-	now := time.Now()
-	c.lastPrepare = now
-	if c.startTimer != nil {
-		return
-	}
-	c.firstPrepare = now
-	quiet := c.opts.StartWindow / 10
-	c.startTimer = time.AfterFunc(quiet, c.startWhenQuiet)
-}
-
-// startWhenQuiet starts the informers once Prepares have paused for a tenth of
-// StartWindow or StartWindow has passed since the first, and otherwise waits again.
-func (c *Cache) startWhenQuiet() {
-	c.mu.Lock()
-	wait := untilQuiet(time.Now(), c.firstPrepare, c.lastPrepare, c.opts.StartWindow/10, c.opts.StartWindow)
-	if wait > 0 {
-		c.startTimer.Reset(wait)
-		c.mu.Unlock()
-		return
-	}
-	ctx := c.lazyCtx
-	c.mu.Unlock()
-	klog.FromContext(ctx).Info("Starting informers", "admittedPartitions", len(c.adm.list()), "resources", c.Resources())
-	c.Start(ctx)
-}
-
-// Start runs the informers until ctx is done. Partitions prepared before Start are
-// filled by the informers' first list, one filtered cluster-wide list per type instead of
-// one list per namespace. Calling Start again has no effect.
-func (c *Cache) Start(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return
-	}
-	c.started = true
-	c.runCtx = ctx
-	for _, p := range c.plainOrder {
-		go p.inf.RunWithContext(ctx)
-	}
-	synced := make([]toolscache.InformerSynced, 0, len(c.plainOrder)+len(c.order))
-	for _, p := range c.plainOrder {
-		synced = append(synced, p.inf.HasSynced)
-	}
-	for _, f := range c.order {
-		go f.informer.RunWithContext(ctx)
-		synced = append(synced, f.informer.HasSynced)
-	}
-	go func() {
-		if toolscache.WaitForCacheSync(ctx.Done(), synced...) {
-			close(c.firstSync)
-		}
-	}()
-}
-
-// Started reports whether the informers run.
-func (c *Cache) Started() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.started
-}
-
-// synced returns the HasSynced funcs of every informer.
-func (c *Cache) syncedFuncs() []toolscache.InformerSynced {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var synced []toolscache.InformerSynced
-	for _, p := range c.plainOrder {
-		synced = append(synced, p.inf.HasSynced)
-	}
-	for _, f := range c.order {
-		synced = append(synced, f.informer.HasSynced)
-	}
-	return synced
-}
-
-// WaitForCacheSync waits until every informer has completed its first list, and so holds
-// every partition prepared before Start. It returns ctx's error if ctx ends first.
-func (c *Cache) WaitForCacheSync(ctx context.Context) error {
-	if !toolscache.WaitForCacheSync(ctx.Done(), c.syncedFuncs()...) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return errors.New("shardcache: caches did not sync")
-	}
-	return nil
 }
 
 // feedList returns the registered feeds in registration order.

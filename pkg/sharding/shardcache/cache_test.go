@@ -11,6 +11,7 @@ import (
 
 	corelisters "k8s.io/client-go/listers/core/v1"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -119,7 +120,7 @@ func TestCachePrepareRelease(t *testing.T) {
 	})
 
 	// Before Start, Prepare only admits: no list at all.
-	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(lists.all); n != 0 {
@@ -138,7 +139,7 @@ func TestCachePrepareRelease(t *testing.T) {
 	clusterLists := lists.count("")
 
 	// Prepare while running: namespace-scoped lists only.
-	if err := c.Prepare(ctx, []uint32{2}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{2}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := cachedNames(t, c), []string{"p1-a/x", "p1-b/y", "p2-a/w", "p2-a/z"}; !equalStrings(got, want) {
@@ -165,7 +166,7 @@ func TestCachePrepareRelease(t *testing.T) {
 	}
 
 	// Release: handlers see deletes, the store empties.
-	if err := c.Release(ctx, []uint32{1}); err != nil {
+	if err := c.Release(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := cachedNames(t, c), []string{"p2-a/new", "p2-a/w", "p2-a/z"}; !equalStrings(got, want) {
@@ -177,7 +178,7 @@ func TestCachePrepareRelease(t *testing.T) {
 	}
 
 	// Prepare again brings the partition back.
-	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(cachedNames(t, c)); got != 5 {
@@ -214,12 +215,12 @@ func TestCachePrepareTimesOutAndResumes(t *testing.T) {
 	c := startedConfigMapCache(t, ctx, client, Options{})
 	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancelShort()
-	if err := c.Prepare(short, []uint32{3}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := c.Prepare(short, []partition.ID{3}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Prepare with a blocked list returned %v, want a deadline error", err)
 	}
 	close(block)
 	// The warm-up went on in the background; a second Prepare waits for it.
-	if err := c.Prepare(ctx, []uint32{3}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{3}); err != nil {
 		t.Fatal(err)
 	}
 	if got := cachedNames(t, c); !equalStrings(got, []string{"p3-a/x"}) {
@@ -245,9 +246,9 @@ func TestCacheReleaseDuringWarmup(t *testing.T) {
 	})
 	c := startedConfigMapCache(t, ctx, client, Options{})
 	errc := make(chan error, 1)
-	go func() { errc <- c.Prepare(ctx, []uint32{4}) }()
+	go func() { errc <- c.Prepare(ctx, []partition.ID{4}) }()
 	<-entered // the warm-up is listing p4-a
-	if err := c.Release(ctx, []uint32{4}); err != nil {
+	if err := c.Release(ctx, []partition.ID{4}); err != nil {
 		t.Fatal(err)
 	}
 	close(block)
@@ -278,7 +279,7 @@ func TestNamespacesIndexedByPartition(t *testing.T) {
 		t.Errorf("NamespacesOf(5) = %v", got)
 	}
 	for _, tc := range []struct {
-		partition uint32
+		partition partition.ID
 		want      int
 	}{{5, 2}, {6, 1}, {7, 0}} {
 		if got := c.NamespaceCount(tc.partition); got != tc.want {
@@ -299,7 +300,7 @@ func TestCacheRewarmsLateNamespace(t *testing.T) {
 	lists := &listCounter{}
 	client.PrependReactor("list", "configmaps", lists.react)
 	c := startedConfigMapCache(t, ctx, client, Options{})
-	if err := c.Prepare(ctx, []uint32{7}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{7}); err != nil {
 		t.Fatal(err)
 	}
 	old := ns("p7-old")

@@ -23,12 +23,12 @@
 //
 //	c, err := shardcache.New(client, partitionOf, shardcache.Options{})
 //	podsKey := shardcache.Key{Resource: corev1.SchemeGroupVersion.WithResource("pods")}
-//	pods, err := c.Informer(podsKey)  // before the start; controllers add their handlers
-//	c.Run(ctx)                        // the cache starts its informers itself
-//	_ = c.Prepare(ctx, initial)       // first assignment: one filtered list per type fills it
-//	_ = c.Prepare(ctx, []uint32{17})  // later: warms partition 17 in every informer
-//	keys, _ := c.Keys(podsKey, 17)    // its objects, to enqueue
-//	_ = c.Release(ctx, []uint32{17})  // drops it again; handlers see deletes
+//	pods, err := c.Informer(podsKey)       // before the start; controllers add their handlers
+//	c.Run(ctx)                             // the cache starts its informers itself
+//	_ = c.Prepare(ctx, initial)            // first assignment: one filtered list per type fills it
+//	_ = c.Prepare(ctx, []partition.ID{17}) // later: warms partition 17 in every informer
+//	keys, _ := c.Keys(podsKey, 17)         // its objects, to enqueue
+//	_ = c.Release(ctx, []partition.ID{17}) // drops it again; handlers see deletes
 //
 // # Warming a partition without relisting the cluster
 //
@@ -144,4 +144,33 @@
 // Metrics: kshard_shard_cache_selector_ranges{resource} (over every slice),
 // kshard_shard_cache_selector_restarts_total{resource} and
 // kshard_shard_cache_namespaces_covered_not_owned.
+//
+// # Where things are
+//
+// Each file holds one concern and opens with the invariants it keeps.
+//
+// The Cache, what the shard runtime and the controllers call:
+//
+//	options.go    Options and Mode; defaults
+//	cache.go      the Cache, its informers by Key (typed, metadata-only, cluster-scoped), Keys
+//	start.go      starting the informers: lazily after Run, or Start; WaitForCacheSync
+//	partition.go  Prepare, Release, Synced: admitting and dropping partitions
+//	warmup.go     warming a partition while the informers run, namespace by namespace
+//	admission.go  the admitted partitions (a lock-free bitset), PartitionFunc, PartitionIndex
+//	filter.go     ModeServerFilter's selector: computed, grown, shrunk, handed to the feeds
+//	stats.go      statistics and metrics
+//	resource.go   the built-in resource types; objects.go, quiet.go: small helpers
+//
+// A feed, the ListerWatcher of one filtered informer:
+//
+//	feed.go       the feed type, its state by concern, and what holds across them
+//	list.go       the list path: relists (epochs) and paged lists
+//	merge.go      watch and merge: a watch call's upstream events, the output queue
+//	inject.go     a warm-up's list merged into the stream; floors; bookmarks
+//	shadow.go     the shadow of the store, and release
+//	streams.go    the upstream streams: positions, slices, reopening on a selector change
+//	nssync.go     one namespace's warm-up in the feed: buffer, list, merge
+//	bulk.go       cluster-wide lists that warm many namespaces at once
+//	applied.go    how far the store has applied each stream (read-your-writes)
+//	watch.go      one watch call of the reflector: the goroutine that delivers
 package shardcache

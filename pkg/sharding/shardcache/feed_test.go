@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,13 +86,13 @@ func TestFeedListFilter(t *testing.T) {
 	items := []*corev1.ConfigMap{cm("p1-a", "x", 3), cm("p2-a", "y", 4), cm("kube-system", "z", 5), cm("p1-b", "w", 6)}
 	tests := []struct {
 		name     string
-		admitted []uint32
+		admitted []partition.ID
 		want     []string
 	}{
 		{name: "nothing admitted", admitted: nil, want: nil},
-		{name: "one partition, two namespaces", admitted: []uint32{1}, want: []string{"p1-a/x@3", "p1-b/w@6"}},
-		{name: "two partitions", admitted: []uint32{1, 2}, want: []string{"p1-a/x@3", "p2-a/y@4", "p1-b/w@6"}},
-		{name: "unrelated partition", admitted: []uint32{7}, want: nil},
+		{name: "one partition, two namespaces", admitted: []partition.ID{1}, want: []string{"p1-a/x@3", "p1-b/w@6"}},
+		{name: "two partitions", admitted: []partition.ID{1, 2}, want: []string{"p1-a/x@3", "p2-a/y@4", "p1-b/w@6"}},
+		{name: "unrelated partition", admitted: []partition.ID{7}, want: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,13 +126,13 @@ func TestFeedListFilter(t *testing.T) {
 func TestFeedWatchFilter(t *testing.T) {
 	tests := []struct {
 		name     string
-		admitted []uint32
+		admitted []partition.ID
 		events   []ev
 		want     []string
 	}{
 		{
 			name:     "other partitions are dropped",
-			admitted: []uint32{1},
+			admitted: []partition.ID{1},
 			events: []ev{
 				{watch.Added, cm("p1-a", "x", 11)}, {watch.Added, cm("p2-a", "y", 12)},
 				{watch.Modified, cm("kube-system", "z", 13)}, {watch.Deleted, cm("p1-a", "x", 14)},
@@ -140,7 +141,7 @@ func TestFeedWatchFilter(t *testing.T) {
 		},
 		{
 			name:     "duplicates of a restarted watch are dropped",
-			admitted: []uint32{1},
+			admitted: []partition.ID{1},
 			events: []ev{
 				{watch.Added, cm("p1-a", "x", 11)}, {watch.Added, cm("p1-a", "x", 11)},
 				{watch.Modified, cm("p1-a", "x", 9)}, {watch.Modified, cm("p1-a", "x", 12)},
@@ -178,11 +179,11 @@ func TestFeedWatchFilter(t *testing.T) {
 func TestFeedMerge(t *testing.T) {
 	tests := []struct {
 		name        string
-		admitted    []uint32 // before the cluster list
+		admitted    []partition.ID // before the cluster list
 		clusterList []*corev1.ConfigMap
-		admit       []uint32 // after the cluster list, before the live events
-		live        []ev     // before the warm-up
-		buffered    []ev     // while the namespace is listed
+		admit       []partition.ID // after the cluster list, before the live events
+		live        []ev           // before the warm-up
+		buffered    []ev           // while the namespace is listed
 		listRV      int
 		list        []*corev1.ConfigMap // the namespace list of p1-a
 		after       []ev                // after the merge
@@ -191,7 +192,7 @@ func TestFeedMerge(t *testing.T) {
 		{
 			name:        "watch ahead of the list: newer buffered events follow the list",
 			clusterList: []*corev1.ConfigMap{cm("other", "o", 5), cm("p1-a", "old", 6)},
-			admit:       []uint32{1},
+			admit:       []partition.ID{1},
 			buffered: []ev{
 				{watch.Added, cm("p1-a", "x", 11)}, {watch.Modified, cm("p1-a", "x", 13)},
 				{watch.Added, cm("p1-a", "y", 14)}, {watch.Deleted, cm("p1-a", "x", 21)},
@@ -208,7 +209,7 @@ func TestFeedMerge(t *testing.T) {
 		},
 		{
 			name:     "watch behind the list: its events up to the list's version are dropped",
-			admit:    []uint32{1},
+			admit:    []partition.ID{1},
 			buffered: []ev{{watch.Added, cm("p1-a", "x", 11)}},
 			listRV:   20,
 			list:     []*corev1.ConfigMap{cm("p1-a", "x", 11), cm("p1-a", "y", 15), cm("p1-a", "w", 17)},
@@ -224,7 +225,7 @@ func TestFeedMerge(t *testing.T) {
 		},
 		{
 			name:     "objects gone by the list are deleted from the store",
-			admit:    []uint32{1},
+			admit:    []partition.ID{1},
 			live:     []ev{{watch.Added, cm("p1-a", "s", 11)}, {watch.Added, cm("p1-a", "t", 12)}},
 			buffered: []ev{{watch.Deleted, cm("p1-a", "s", 13)}},
 			listRV:   15,
@@ -236,7 +237,7 @@ func TestFeedMerge(t *testing.T) {
 		},
 		{
 			name:        "a namespace already current produces no event",
-			admitted:    []uint32{1},
+			admitted:    []partition.ID{1},
 			clusterList: []*corev1.ConfigMap{cm("p1-a", "x", 5)},
 			listRV:      12,
 			list:        []*corev1.ConfigMap{cm("p1-a", "x", 5)},
@@ -244,7 +245,7 @@ func TestFeedMerge(t *testing.T) {
 		},
 		{
 			name:        "other namespaces flow while one is buffered",
-			admitted:    []uint32{1},
+			admitted:    []partition.ID{1},
 			clusterList: []*corev1.ConfigMap{cm("p1-b", "q", 4)},
 			buffered:    []ev{{watch.Modified, cm("p1-b", "q", 11)}, {watch.Added, cm("p1-a", "x", 12)}},
 			listRV:      11,
@@ -294,7 +295,7 @@ func TestFeedRelistSubsumesWarmup(t *testing.T) {
 	f, api := newTestFeed(t)
 	api.setList("", 10, cm("p1-a", "x", 5))
 	_, w := reflectList(t, f)
-	f.adm.update([]uint32{1}, true)
+	f.adm.update([]partition.ID{1}, true)
 	s := f.beginSync(context.Background(), "p1-a", 1)
 	api.lastWatch().send(watch.Added, cm("p1-a", "y", 11)) // buffered
 	w.Stop()
@@ -336,8 +337,8 @@ func TestFeedRelease(t *testing.T) {
 	up.send(watch.Modified, cm("p2-a", "z", 11))
 	waitHWM(t, f, 11)
 
-	f.adm.update([]uint32{1}, false) // Release revokes admission first
-	ticket := f.release(map[uint32]struct{}{1: {}})
+	f.adm.update([]partition.ID{1}, false) // Release revokes admission first
+	ticket := f.release(map[partition.ID]struct{}{1: {}})
 	up.send(watch.Modified, cm("p1-a", "x", 12)) // after revocation: dropped
 	up.send(watch.Modified, cm("p2-a", "z", 13))
 	want := []string{
@@ -364,8 +365,8 @@ func TestFeedReleaseCancelsWarmup(t *testing.T) {
 	c := collect(w)
 	s := f.beginSync(context.Background(), "p1-a", 1)
 	api.lastWatch().send(watch.Added, cm("p1-a", "x", 11))
-	f.adm.update([]uint32{1}, false)
-	f.release(map[uint32]struct{}{1: {}})
+	f.adm.update([]partition.ID{1}, false)
+	f.release(map[partition.ID]struct{}{1: {}})
 	f.completeSync(s, objs(cm("p1-a", "x", 11)), "11")
 	if got := c.settle(0); len(got) != 0 {
 		t.Errorf("a released warm-up produced events %v", got)
@@ -434,7 +435,7 @@ func TestFeedWatchList(t *testing.T) {
 	up.send(watch.Added, cm("p1-a", "x", 7))
 	up.send(watch.Added, cm("p2-a", "y", 3))
 	waitFor(t, "p2-a/y dropped", func() bool { return f.counters.dropped.Load() == 1 })
-	f.adm.update([]uint32{2}, true)
+	f.adm.update([]partition.ID{2}, true)
 	s := f.beginSync(context.Background(), "p2-b", 2)
 	up.send(watch.Added, cm("p2-b", "z", 5)) // initial event of a warming namespace: buffered
 	api.setList("p2-b", 12, cm("p2-b", "z", 5))
@@ -483,8 +484,8 @@ func TestFeedReleaseDuringPagedRelist(t *testing.T) {
 	if _, err := f.ListWithContext(context.Background(), metav1.ListOptions{Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	f.adm.update([]uint32{1}, false)
-	f.release(map[uint32]struct{}{1: {}}) // p1-a/x came with page 1
+	f.adm.update([]partition.ID{1}, false)
+	f.release(map[partition.ID]struct{}{1: {}}) // p1-a/x came with page 1
 	list, err := f.ListWithContext(context.Background(), metav1.ListOptions{Limit: 1, Continue: "next"})
 	if err != nil {
 		t.Fatal(err)

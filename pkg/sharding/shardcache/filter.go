@@ -1,5 +1,17 @@
 package shardcache
 
+// ModeServerFilter's selector (serverFilter): computed from the Namespace informer and
+// admission, handed to every feed. It keeps:
+//   - The selector covers every known namespace of an admitted partition, and every
+//     namespace a warm-up waits to see covered (need): a superset at worst, as the feeds'
+//     own filter stays authoritative.
+//   - Its slices never get coarser (a feed can split its streams, not merge them).
+//   - Its generation grows with every change, and each slice keeps the generation at which
+//     its ranges last changed, so only the watches of changed slices reopen.
+//   - Growing is debounced (a burst of namespaces or Prepares costs one restart);
+//     shrinking waits until the covered namespaces not owned outnumber the owned ones.
+//   - Cache.mu is never taken under s.mu.
+
 import (
 	"context"
 	"errors"

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/pkg/sharding/hashrange"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 func TestIntegrationServerFilter(t *testing.T) {
@@ -65,8 +66,8 @@ func TestIntegrationServerFilter(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			suffix := make([]byte, 3)
 			_, _ = rand.Read(suffix)
-			e := &itEnv{t: t, admin: admin, prefix: "kshard-ssf-it-" + hex.EncodeToString(suffix), layout: map[uint32][]string{}}
-			for p, names := range map[uint32][]string{0: {"a", "b"}, 1: {"a", "b", "c"}, 2: {"a", "b"}, 3: {"a"}} {
+			e := &itEnv{t: t, admin: admin, prefix: "kshard-ssf-it-" + hex.EncodeToString(suffix), layout: map[partition.ID][]string{}}
+			for p, names := range map[partition.ID][]string{0: {"a", "b"}, 1: {"a", "b", "c"}, 2: {"a", "b"}, 3: {"a"}} {
 				for _, n := range names {
 					e.layout[p] = append(e.layout[p], fmt.Sprintf("%s-p%d-%s", e.prefix, p, n))
 				}
@@ -94,11 +95,11 @@ func runServerFilterIntegration(ctx context.Context, t *testing.T, e *itEnv, opt
 	cms := c.InformerFor(ConfigMaps)
 	secrets := c.InformerFor(Secrets)
 	pods := c.InformerFor(Pods)
-	mon := &monitor{adds: map[uint32]int{}, deletes: map[uint32]int{}, partitionOf: e.partitionOf}
+	mon := &monitor{adds: map[partition.ID]int{}, deletes: map[partition.ID]int{}, partitionOf: e.partitionOf}
 	if _, err := cms.AddEventHandler(mon.handler()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Prepare(ctx, []uint32{0}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{0}); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -152,7 +153,7 @@ func runServerFilterIntegration(ctx context.Context, t *testing.T, e *itEnv, opt
 	e.layout[0] = append(e.layout[0], fresh)
 	defer func() { e.layout[0] = e.layout[0][:len(e.layout[0])-1] }()
 	e.eventually(ctx, "new namespace", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 0) })
-	podKeys := func(partitions ...uint32) map[string]uint64 {
+	podKeys := func(partitions ...partition.ID) map[string]uint64 {
 		out := map[string]uint64{}
 		for _, ns := range e.namespaces(partitions...) {
 			l, err := e.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -169,12 +170,12 @@ func runServerFilterIntegration(ctx context.Context, t *testing.T, e *itEnv, opt
 	e.eventually(ctx, "new namespace", pods, func() map[string]uint64 { return podKeys(0) })
 
 	// Handoff: partition 1 comes, then 0 goes.
-	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually(ctx, "prepare 1", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 0, 1) })
 	e.eventually(ctx, "prepare 1", secrets, func() map[string]uint64 { return e.truth(ctx, "secrets", 0, 1) })
-	if err := c.Release(ctx, []uint32{0}); err != nil {
+	if err := c.Release(ctx, []partition.ID{0}); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually(ctx, "release 0", cms, func() map[string]uint64 { return e.truth(ctx, "configmaps", 1) })

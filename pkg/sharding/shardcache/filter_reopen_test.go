@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -203,14 +204,14 @@ type filterEnv struct {
 
 // newFilterEnv builds the cache with partitions admitted before its start; it is not
 // started.
-func newFilterEnv(t *testing.T, ctx context.Context, hist history, namespaces []string, partitions ...uint32) *filterEnv {
+func newFilterEnv(t *testing.T, ctx context.Context, hist history, namespaces []string, partitions ...partition.ID) *filterEnv {
 	t.Helper()
 	return newFilterEnvWith(t, ctx, Options{}, hist, namespaces, partitions...)
 }
 
 // newFilterEnvWith is newFilterEnv with options (Mode, SelectorDebounce and PollInterval
 // are set).
-func newFilterEnvWith(t *testing.T, ctx context.Context, opts Options, hist history, namespaces []string, partitions ...uint32) *filterEnv {
+func newFilterEnvWith(t *testing.T, ctx context.Context, opts Options, hist history, namespaces []string, partitions ...partition.ID) *filterEnv {
 	t.Helper()
 	e := &filterEnv{ctx: ctx, hist: hist}
 	var objs []*corev1.Namespace
@@ -240,7 +241,7 @@ func newFilterEnvWith(t *testing.T, ctx context.Context, opts Options, hist hist
 }
 
 // prepare runs Prepare in the background; the channel gets its result.
-func (e *filterEnv) prepare(partitions ...uint32) <-chan error {
+func (e *filterEnv) prepare(partitions ...partition.ID) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)

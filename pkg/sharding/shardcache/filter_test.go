@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kshard/kshard/pkg/sharding/hashrange"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // selectorMatches reports whether the wire selector sel matches namespace, parsed the
@@ -72,7 +73,7 @@ func less(a, b string) bool {
 
 // serverFilterCache returns a cache in ModeServerFilter over client (namespaces) and api
 // (config maps), partitions prepared before its start, started and synced.
-func serverFilterCache(t *testing.T, ctx context.Context, client *fake.Clientset, api *fakeAPI, partitions ...uint32) (*Cache, *feed) {
+func serverFilterCache(t *testing.T, ctx context.Context, client *fake.Clientset, api *fakeAPI, partitions ...partition.ID) (*Cache, *feed) {
 	t.Helper()
 	c, err := New(client, testPartition, Options{Mode: ModeServerFilter, SelectorDebounce: 20 * time.Millisecond, PollInterval: 5 * time.Millisecond})
 	if err != nil {
@@ -234,7 +235,7 @@ func TestServerFilterPrepareGrows(t *testing.T) {
 	waitHWM(t, f, 11)
 	api.setList("p2-a", 12, cm("p2-a", "a", 3))
 	api.setList("p2-b", 12, cm("p2-b", "b", 4))
-	if err := c.Prepare(ctx, []uint32{2}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{2}); err != nil {
 		t.Fatal(err)
 	}
 	up2 := api.lastWatch()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,11 +24,11 @@ import (
 )
 
 // testPartition maps "pN-…" namespaces to partition N and everything else to 99.
-func testPartition(ns string) uint32 {
+func testPartition(ns string) partition.ID {
 	if strings.HasPrefix(ns, "p") {
 		if i := strings.IndexByte(ns, '-'); i > 1 {
 			if n, err := strconv.Atoi(ns[1:i]); err == nil {
-				return uint32(n)
+				return partition.ID(n)
 			}
 		}
 	}
@@ -215,7 +216,7 @@ func (a *fakeAPI) lastWatch() *upstream {
 }
 
 // newTestFeed returns a feed over a fakeAPI, with partitions admitted.
-func newTestFeed(t *testing.T, partitions ...uint32) (*feed, *fakeAPI) {
+func newTestFeed(t *testing.T, partitions ...partition.ID) (*feed, *fakeAPI) {
 	api := &fakeAPI{t: t, lists: map[string]*corev1.ConfigMapList{}}
 	adm := newAdmission(testPartition)
 	adm.update(partitions, true)

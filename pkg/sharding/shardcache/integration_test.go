@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,10 +160,10 @@ type itEnv struct {
 	t      *testing.T
 	admin  kubernetes.Interface // the test's own calls, not counted
 	prefix string
-	layout map[uint32][]string // partition → namespaces
+	layout map[partition.ID][]string // partition → namespaces
 }
 
-func (e *itEnv) partitionOf(ns string) uint32 {
+func (e *itEnv) partitionOf(ns string) partition.ID {
 	rest, ok := strings.CutPrefix(ns, e.prefix+"-p")
 	if !ok {
 		return 1000 // never admitted: every other namespace of the cluster
@@ -172,10 +173,10 @@ func (e *itEnv) partitionOf(ns string) uint32 {
 	if err != nil {
 		return 1000
 	}
-	return uint32(p)
+	return partition.ID(p)
 }
 
-func (e *itEnv) namespaces(partitions ...uint32) []string {
+func (e *itEnv) namespaces(partitions ...partition.ID) []string {
 	var out []string
 	for _, p := range partitions {
 		out = append(out, e.layout[p]...)
@@ -184,7 +185,7 @@ func (e *itEnv) namespaces(partitions ...uint32) []string {
 }
 
 // truth lists resource in the namespaces of partitions: key → resourceVersion.
-func (e *itEnv) truth(ctx context.Context, resource string, partitions ...uint32) map[string]uint64 {
+func (e *itEnv) truth(ctx context.Context, resource string, partitions ...partition.ID) map[string]uint64 {
 	e.t.Helper()
 	out := map[string]uint64{}
 	for _, ns := range e.namespaces(partitions...) {
@@ -270,13 +271,13 @@ func (e *itEnv) eventually(ctx context.Context, what string, inf toolscache.Shar
 type monitor struct {
 	mu          sync.Mutex
 	regressions []string
-	adds        map[uint32]int
-	deletes     map[uint32]int
+	adds        map[partition.ID]int
+	deletes     map[partition.ID]int
 	partitionOf PartitionFunc
 }
 
 func (m *monitor) handler() toolscache.ResourceEventHandler {
-	part := func(obj any) uint32 {
+	part := func(obj any) partition.ID {
 		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
@@ -306,10 +307,10 @@ func (m *monitor) handler() toolscache.ResourceEventHandler {
 	}
 }
 
-func (m *monitor) get() (regressions []string, adds, deletes map[uint32]int) {
+func (m *monitor) get() (regressions []string, adds, deletes map[partition.ID]int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	adds, deletes = map[uint32]int{}, map[uint32]int{}
+	adds, deletes = map[partition.ID]int{}, map[partition.ID]int{}
 	for k, v := range m.adds {
 		adds[k] = v
 	}
@@ -351,8 +352,8 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
-	e := &itEnv{t: t, admin: admin, prefix: "kshard-cache-it-" + hex.EncodeToString(suffix), layout: map[uint32][]string{}}
-	for p, names := range map[uint32][]string{0: {"a", "b"}, 1: {"a", "b", "c"}, 2: {"a", "b"}, 3: {"a"}} {
+	e := &itEnv{t: t, admin: admin, prefix: "kshard-cache-it-" + hex.EncodeToString(suffix), layout: map[partition.ID][]string{}}
+	for p, names := range map[partition.ID][]string{0: {"a", "b"}, 1: {"a", "b", "c"}, 2: {"a", "b"}, 3: {"a"}} {
 		for _, n := range names {
 			e.layout[p] = append(e.layout[p], fmt.Sprintf("%s-p%d-%s", e.prefix, p, n))
 		}
@@ -367,13 +368,13 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	cms := c.InformerFor(ConfigMaps)
 	secrets := c.InformerFor(Secrets)
 	c.InformerFor(Pods) // cluster pods of other namespaces exercise the filter
-	mon := &monitor{adds: map[uint32]int{}, deletes: map[uint32]int{}, partitionOf: e.partitionOf}
+	mon := &monitor{adds: map[partition.ID]int{}, deletes: map[partition.ID]int{}, partitionOf: e.partitionOf}
 	if _, err := cms.AddEventHandler(mon.handler()); err != nil {
 		t.Fatal(err)
 	}
 
 	// 1. Prepare before Start: admission only; the first filtered list fills the store.
-	if err := c.Prepare(ctx, []uint32{0}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{0}); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -396,7 +397,7 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	rvBefore, _ := parseRV(cms.LastSyncResourceVersion())
 	reqs.reset()
 	start := time.Now()
-	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
@@ -459,7 +460,7 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	churned := make(chan int)
 	go func() { churned <- e.churn(churnCtx, e.layout[2]) }()
 	time.Sleep(300 * time.Millisecond)
-	if err := c.Prepare(ctx, []uint32{2}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{2}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -546,7 +547,7 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 		relisted = true
 	}
 	syntheticBefore := cmFeed.counters.synthetic.Load()
-	if err := c.Prepare(ctx, []uint32{3}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{3}); err != nil {
 		t.Fatal(err)
 	}
 	if !relisted {
@@ -588,7 +589,7 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	// 5. Release: handlers see a delete for every object, the store empties.
 	c.hooks.afterNamespaceList = nil
 	want1 := len(e.truth(ctx, "configmaps", 1))
-	if err := c.Release(ctx, []uint32{1}); err != nil {
+	if err := c.Release(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	for k := range stored(cms) {
@@ -633,7 +634,7 @@ func runIntegration(t *testing.T, kubeconfig string, disableWatchList bool) {
 	before1 = e.truth(ctx, "configmaps", 1)
 	reqs.reset()
 	start = time.Now()
-	if err := c.Prepare(ctx, []uint32{1}); err != nil {
+	if err := c.Prepare(ctx, []partition.ID{1}); err != nil {
 		t.Fatal(err)
 	}
 	took = time.Since(start)

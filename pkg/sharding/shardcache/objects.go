@@ -1,5 +1,9 @@
 package shardcache
 
+// Helpers on objects. resourceVersions are compared as integers, which KEP-5504 makes
+// valid on this apiserver; one that is not an integer counts as newer than anything
+// (parseRV).
+
 import (
 	"reflect"
 	"sort"

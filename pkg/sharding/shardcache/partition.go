@@ -1,39 +1,37 @@
 package shardcache
 
+// Partitions: Prepare admits and warms them, Release revokes and drops them. It keeps:
+//   - Admission changes here only, under Cache.mu, ahead of any work on the stores:
+//     Prepare admits first (so the watch keeps the partition's events while it warms),
+//     Release revokes first (so no event of the partition is queued behind its deletes).
+//   - A partition has at most one warm-up (warmup.go). A Prepare that gives up leaves it
+//     running and the next Prepare waits for the same one; only Release (or the end of the
+//     Cache) stops it.
+//   - Before the informers start, Prepare only admits: their first filtered list fills
+//     every admitted partition at once.
+//   - Release waits only for the partitions still not admitted: one prepared again
+//     meanwhile is coming back on purpose.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/apimachinery/pkg/util/wait"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
-// newNamespaceGrace: a namespace that appears in a warmed partition is listed again unless
-// it was created this long after the warm-up enumerated the partition's namespaces (then
-// it is new, and every object in it arrives through the watch anyway). The margin covers
-// the Namespace informer's lag and clock skew between the apiserver and the shard.
-const newNamespaceGrace = time.Minute
+// ErrReleased is returned by Prepare when a partition it waits for is released before its
+// objects are cached.
+var ErrReleased = errors.New("sharding cache: partition released")
 
-// warmup is the background warm-up of one partition prepared while the cache runs. It
-// runs on the Cache's context, not on the caller's: a Prepare that times out leaves it
-// running, and the next Prepare of the partition waits for the same warm-up. Only Release
-// (or the end of the Cache) stops it.
-type warmup struct {
-	partition uint32
-	cancel    context.CancelFunc
-	done      chan struct{}
-	err       error // valid once done is closed
-
-	mu           sync.Mutex
-	enumerated   bool
-	enumeratedAt time.Time
-	namespaces   map[string]struct{}
+// partitionState is an admitted partition.
+type partitionState struct {
+	// warm is the partition's warm-up; nil when the partition was admitted before Start,
+	// in which case the informers' first (filtered) list fills it.
+	warm *warmup
 }
 
 // Prepare admits partitions and returns once their objects are in the store of every
@@ -54,7 +52,7 @@ type warmup struct {
 //
 // Prepare is idempotent. If ctx ends first it returns ctx's error and the warm-up goes
 // on; if a partition is released meanwhile it returns ErrReleased.
-func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
+func (c *Cache) Prepare(ctx context.Context, partitions []partition.ID) error {
 	logger := klog.FromContext(ctx)
 	var waits []*warmup
 	needInitial := false
@@ -123,7 +121,7 @@ func (c *Cache) Prepare(ctx context.Context, partitions []uint32) error {
 
 // Prepared reports whether partition is admitted and its objects are cached (for a
 // partition prepared before Start: whether the informers have synced).
-func (c *Cache) Prepared(partition uint32) bool {
+func (c *Cache) Prepared(partition partition.ID) bool {
 	c.mu.Lock()
 	st := c.parts[partition]
 	started := c.started
@@ -145,7 +143,7 @@ func (c *Cache) Prepared(partition uint32) bool {
 
 // Synced reports, for readiness, whether every partition of partitions is cached; the
 // error names the first that is not.
-func (c *Cache) Synced(partitions []uint32) error {
+func (c *Cache) Synced(partitions []partition.ID) error {
 	if len(partitions) > 0 && !c.Started() {
 		return errors.New("informers not started yet")
 	}
@@ -158,19 +156,10 @@ func (c *Cache) Synced(partitions []uint32) error {
 }
 
 // Admitted returns the admitted partitions, sorted.
-func (c *Cache) Admitted() []uint32 {
+func (c *Cache) Admitted() []partition.ID {
 	out := c.adm.list()
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
-}
-
-func (c *Cache) informersSynced() bool {
-	for _, synced := range c.syncedFuncs() {
-		if !synced() {
-			return false
-		}
-	}
-	return true
 }
 
 // Release stops admitting partitions and drops their objects from every store: each
@@ -180,9 +169,9 @@ func (c *Cache) informersSynced() bool {
 //
 // Release returns once the stores hold no object of the partitions, or with ctx's error;
 // admission is revoked at once either way. Before Start it only revokes admission.
-func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
+func (c *Cache) Release(ctx context.Context, partitions []partition.ID) error {
 	logger := klog.FromContext(ctx)
-	set := map[uint32]struct{}{}
+	set := map[partition.ID]struct{}{}
 	ps := dedupe(partitions)
 
 	c.mu.Lock()
@@ -216,7 +205,7 @@ func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
 	return wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
 		// A partition prepared again meanwhile is no longer waited for: its objects
 		// are coming back on purpose.
-		var gone []uint32
+		var gone []partition.ID
 		for _, p := range ps {
 			if !c.adm.admitted(p) {
 				gone = append(gone, p)
@@ -232,7 +221,7 @@ func (c *Cache) Release(ctx context.Context, partitions []uint32) error {
 }
 
 // NamespacesOf returns the namespaces of partition known to the Namespace informer.
-func (c *Cache) NamespacesOf(partition uint32) []string {
+func (c *Cache) NamespacesOf(partition partition.ID) []string {
 	objs, err := c.nsInformer.GetIndexer().ByIndex(PartitionIndex, PartitionIndexValue(partition))
 	if err != nil {
 		return nil
@@ -249,7 +238,7 @@ func (c *Cache) NamespacesOf(partition uint32) []string {
 // without building or sorting their names: the shard's heartbeat counts every owned
 // partition's namespaces each second, which at 10,000 namespaces made NamespacesOf a
 // quarter of an idle shard's CPU.
-func (c *Cache) NamespaceCount(partition uint32) int {
+func (c *Cache) NamespaceCount(partition partition.ID) int {
 	keys, err := c.nsInformer.GetIndexer().IndexKeys(PartitionIndex, PartitionIndexValue(partition))
 	if err != nil {
 		return 0
@@ -257,243 +246,9 @@ func (c *Cache) NamespaceCount(partition uint32) int {
 	return len(keys)
 }
 
-func (c *Cache) startWarmupLocked(p uint32) *warmup {
-	ctx, cancel := context.WithCancel(c.runCtx)
-	w := &warmup{partition: p, cancel: cancel, done: make(chan struct{}), namespaces: map[string]struct{}{}}
-	feeds := append([]*feed(nil), c.order...)
-	go c.runWarmup(ctx, w, feeds)
-	return w
-}
-
-// runWarmup warms partition w.partition in feeds and closes w.done.
-func (c *Cache) runWarmup(ctx context.Context, w *warmup, feeds []*feed) {
-	defer close(w.done)
-	logger := klog.FromContext(ctx).WithValues("partition", w.partition)
-	start := time.Now()
-	// The unfiltered informers (Namespaces, which the warm-up needs, and the
-	// cluster-scoped types, whose objects the cluster partition's work reads) hold
-	// every object once synced: wait for them all.
-	var plain []toolscache.InformerSynced
-	for _, p := range c.plainList() {
-		plain = append(plain, p.inf.HasSynced)
-	}
-	if !toolscache.WaitForCacheSync(ctx.Done(), plain...) {
-		w.err = c.warmupErr(ctx)
-		return
-	}
-	w.mu.Lock()
-	names := c.NamespacesOf(w.partition)
-	for _, ns := range names {
-		w.namespaces[ns] = struct{}{}
-	}
-	w.enumerated = true
-	w.enumeratedAt = time.Now()
-	w.mu.Unlock()
-
-	syncs, err := c.warmNamespaces(ctx, feeds, names, w.partition)
-	if err != nil {
-		w.err = err
-		return
-	}
-	err = wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
-		for _, j := range syncs {
-			done, err := j.f.syncDone(j.s)
-			if err != nil || !done {
-				return false, err
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		w.err = err
-		if ctx.Err() != nil {
-			w.err = c.warmupErr(ctx)
-		}
-		return
-	}
-	logger.V(2).Info("Partition warm", "namespaces", len(names), "resources", len(feeds), "duration", time.Since(start))
-}
-
-// warmupErr maps the end of a warm-up's context to Prepare's error.
-func (c *Cache) warmupErr(ctx context.Context) error {
-	if c.runCtx.Err() != nil {
-		return c.runCtx.Err()
-	}
-	if ctx.Err() != nil {
-		return ErrReleased
-	}
-	return nil
-}
-
-type syncJob struct {
-	f *feed
-	s *nsSync
-}
-
-// warmNamespaces starts a sync of every namespace in every feed, then lists them with
-// bounded concurrency and hands each list to its feed. It returns the syncs to wait for.
-func (c *Cache) warmNamespaces(ctx context.Context, feeds []*feed, names []string, partition uint32) ([]syncJob, error) {
-	return c.warmNamespacesHeld(ctx, feeds, names, partition, false)
-}
-
-// warmNamespacesHeld is warmNamespaces; with hold, the lists are not merged until unhold.
-func (c *Cache) warmNamespacesHeld(ctx context.Context, feeds []*feed, names []string, partition uint32, hold bool) ([]syncJob, error) {
-	var jobs []syncJob
-	for _, f := range feeds {
-		for _, ns := range names {
-			s := f.beginSync(ctx, ns, partition)
-			if s != nil && hold {
-				f.mu.Lock()
-				s.hold = true
-				f.mu.Unlock()
-			}
-			if s == nil {
-				if ctx.Err() != nil {
-					return nil, c.warmupErr(ctx)
-				}
-				return nil, ErrReleased
-			}
-			jobs = append(jobs, syncJob{f: f, s: s})
-		}
-	}
-	// Many namespaces waiting at once (thousands handed over together, by a scale-out or
-	// a killed shard): a cluster-wide list per type serves them all with a few requests
-	// instead of one per namespace through the client's rate limit. Once a feed lists in
-	// bulk, warm-ups that start meanwhile join it.
-	waiting := c.waitingLists.Add(int64(len(jobs)))
-	defer c.waitingLists.Add(-int64(len(jobs)))
-	for _, f := range feeds {
-		if t := c.opts.ClusterListThreshold; (t > 0 && waiting > int64(t)) || f.inBulk() {
-			f.warmInBulk(c.runCtx, c.opts.ClusterListPageSize, c.opts.ClusterListGather)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.listInto(ctx, j.f, j.s, partition)
-		}()
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return nil, c.warmupErr(ctx)
-	}
-	return jobs, nil
-}
-
-// listInto lists s's namespace and completes s, retrying failed lists with backoff until
-// it succeeds or ctx ends (then s is abandoned).
-func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition uint32) {
-	logger := klog.FromContext(ctx).WithValues("partition", partition, "namespace", s.namespace, "resource", f.rt.Name())
-	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
-	for {
-		switch f.modeOf(s) {
-		case listSkip:
-			f.completeSync(s, nil, "")
-			return
-		case listBulk:
-			return // the feed's cluster-wide list completes s
-		}
-		select {
-		case c.sem <- struct{}{}:
-		case <-ctx.Done():
-			f.abandon(s)
-			return
-		}
-		if f.modeOf(s) != listNamespace { // moved to the cluster-wide list meanwhile
-			<-c.sem
-			continue
-		}
-		if !f.covers(s.namespace) {
-			// ModeServerFilter: list only once the watch carries the namespace's
-			// events, or events between the list and the new selector are lost.
-			<-c.sem
-			c.filter.need(s.namespace)
-			select {
-			case <-time.After(c.opts.PollInterval):
-			case <-ctx.Done():
-				f.abandon(s)
-				return
-			}
-			continue
-		}
-		items, rv, err := f.listNamespace(ctx, s.namespace, c.opts.WarmupPageSize)
-		<-c.sem
-		if err == nil {
-			if f.hooks != nil && f.hooks.afterNamespaceList != nil {
-				f.hooks.afterNamespaceList(f.rt.Name(), s.namespace)
-			}
-			logger.V(4).Info("Listed namespace for warm-up", "objects", len(items), "resourceVersion", rv)
-			f.completeSync(s, items, rv)
-			return
-		}
-		if ctx.Err() != nil {
-			f.abandon(s)
-			return
-		}
-		logger.Error(err, "Warm-up list failed, retrying")
-		select {
-		case <-time.After(backoff.Step()):
-		case <-ctx.Done():
-			f.abandon(s)
-			return
-		}
-	}
-}
-
-// onNamespaceAdded re-warms a namespace that shows up in a partition after the partition's
-// warm-up enumerated its namespaces: the Namespace informer may have lagged, and objects
-// of the namespace dropped before the partition was admitted would otherwise be missing.
-func (c *Cache) onNamespaceAdded(obj any, isInInitialList bool) {
-	ns, ok := obj.(*corev1.Namespace)
-	if !ok || isInInitialList {
-		return
-	}
-	p := c.partitionOf(ns.Name)
-	c.mu.Lock()
-	st := c.parts[p]
-	runCtx := c.runCtx
-	feeds := append([]*feed(nil), c.order...)
-	c.mu.Unlock()
-	if st != nil && runCtx != nil && c.filter != nil {
-		if cov := c.filter.current(); cov != nil && !cov.set.Covers(ns.Name) {
-			// ModeServerFilter: the watches do not carry the namespace. Cover it (one
-			// restart per burst of namespaces) and warm it once covered: its objects may
-			// be older than the watches' position.
-			klog.FromContext(runCtx).V(2).Info("Warming namespace outside the shard selector", "partition", p, "namespace", ns.Name)
-			c.filter.need(ns.Name)
-			if st.warm != nil {
-				st.warm.mu.Lock()
-				st.warm.namespaces[ns.Name] = struct{}{}
-				st.warm.mu.Unlock()
-			}
-			go c.warmNewNamespace(runCtx, feeds, ns.Name, p)
-			return
-		}
-	}
-	if st == nil || st.warm == nil || runCtx == nil {
-		return
-	}
-	w := st.warm
-	w.mu.Lock()
-	_, known := w.namespaces[ns.Name]
-	fresh := ns.CreationTimestamp.After(w.enumeratedAt.Add(newNamespaceGrace))
-	if !w.enumerated || known || fresh {
-		w.mu.Unlock()
-		return
-	}
-	w.namespaces[ns.Name] = struct{}{}
-	w.mu.Unlock()
-	klog.FromContext(runCtx).V(2).Info("Warming namespace that appeared after its partition's warm-up", "partition", p, "namespace", ns.Name)
-	// No waiter: Prepare has returned or waits for its own namespaces. Release needs no
-	// context to stop it: it cancels the syncs, and beginSync refuses once revoked.
-	go func() { _, _ = c.warmNamespaces(runCtx, feeds, []string{ns.Name}, p) }()
-}
-
-func dedupe(ps []uint32) []uint32 {
-	seen := make(map[uint32]struct{}, len(ps))
-	out := make([]uint32, 0, len(ps))
+func dedupe(ps []partition.ID) []partition.ID {
+	seen := make(map[partition.ID]struct{}, len(ps))
+	out := make([]partition.ID, 0, len(ps))
 	for _, p := range ps {
 		if _, ok := seen[p]; !ok {
 			seen[p] = struct{}{}
@@ -501,52 +256,4 @@ func dedupe(ps []uint32) []uint32 {
 		}
 	}
 	return out
-}
-
-// ownerRank orders the merge of a newly covered namespace (warmNewNamespace): objects
-// are made visible dependents first, so that a controller sees an owner's pods, replica
-// sets or jobs in its caches when the owner appears, as it does when they come through a
-// cluster-wide watch in the order they were created. Types not listed rank 0.
-var ownerRank = map[string]int{
-	"replicasets.apps": 1, "replicationcontrollers": 1, "statefulsets.apps": 1, "daemonsets.apps": 1,
-	"jobs.batch": 1, "services": 1, "poddisruptionbudgets.policy": 1,
-	"deployments.apps": 2, "cronjobs.batch": 2,
-	"horizontalpodautoscalers.autoscaling": 3,
-}
-
-// warmNewNamespace warms a namespace of an admitted partition that appeared outside the
-// selector (ModeServerFilter): every feed lists it once covered, and the lists are merged
-// rank by rank (ownerRank), each rank once the previous one is in its stores.
-func (c *Cache) warmNewNamespace(ctx context.Context, feeds []*feed, namespace string, partition uint32) {
-	jobs, err := c.warmNamespacesHeld(ctx, feeds, []string{namespace}, partition, true)
-	if err != nil {
-		return
-	}
-	maxRank := 0
-	for _, j := range jobs {
-		maxRank = max(maxRank, ownerRank[j.f.rt.Name()])
-	}
-	for rank := 0; rank <= maxRank; rank++ {
-		var batch []syncJob
-		for _, j := range jobs {
-			if ownerRank[j.f.rt.Name()] == rank {
-				j.f.unhold(j.s)
-				batch = append(batch, j)
-			}
-		}
-		if rank == maxRank {
-			return
-		}
-		_ = wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
-			for _, j := range batch {
-				if done, err := j.f.syncDone(j.s); err != nil || !done {
-					return err != nil, nil // released: stop waiting
-				}
-			}
-			return true, nil
-		})
-		if ctx.Err() != nil {
-			return
-		}
-	}
 }

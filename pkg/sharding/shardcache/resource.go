@@ -1,5 +1,9 @@
 package shardcache
 
+// The resource types the Cache knows how to list and watch. A Key names one informer; a
+// ResourceType describes how to reach its objects. The built-in table is fixed at
+// compile time; metadata-only types are described on demand (cache.go).
+
 import (
 	"context"
 	"fmt"

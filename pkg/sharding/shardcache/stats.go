@@ -1,5 +1,9 @@
 package shardcache
 
+// Statistics and metrics. They are computed at scrape time from the stores and the feeds'
+// counters, which are atomics read without the feeds' lock; nothing is registered
+// globally.
+
 import (
 	"sort"
 	"sync/atomic"

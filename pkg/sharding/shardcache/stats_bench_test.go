@@ -27,7 +27,7 @@ func BenchmarkHeartbeatNamespaceCount(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := New(fake.NewClientset(objs...), func(ns string) uint32 { return uint32(pmap.For(ns)) }, Options{})
+	c, err := New(fake.NewClientset(objs...), func(ns string) partition.ID { return partition.ID(pmap.For(ns)) }, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,16 +37,16 @@ func BenchmarkHeartbeatNamespaceCount(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name  string
-		count func(p uint32) int
+		count func(p partition.ID) int
 	}{
-		{name: "NamespacesOf", count: func(p uint32) int { return len(c.NamespacesOf(p)) }},
+		{name: "NamespacesOf", count: func(p partition.ID) int { return len(c.NamespacesOf(p)) }},
 		{name: "NamespaceCount", count: c.NamespaceCount},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				total := 0
-				for p := uint32(0); p < partitions; p++ {
+				for p := partition.ID(0); p < partitions; p++ {
 					total += bc.count(p)
 				}
 				if total != namespaces {

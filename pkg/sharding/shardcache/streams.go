@@ -1,8 +1,44 @@
 package shardcache
 
+// The upstream streams of a feed, and the selector they are opened with. In
+// ModeServerFilter a feed merges one upstream watch per slice of the selector's hash
+// space (one selector cannot name thousands of scattered namespaces); otherwise one. It
+// keeps:
+//   - A namespace's events come through exactly one stream (sliceOfLocked), in
+//     resourceVersion order; the streams are not ordered against each other, so each
+//     keeps its own position (hwm) and every watch resumes each from its own.
+//   - Streams only split (splitStreamsLocked), each child starting at its parent's
+//     position; they are never merged, as the selector's slices never get coarser.
+//   - The upstream of a changed slice is reopened from its stream's position with the new
+//     selector (staleUpstreams, reopenSpec) only while no relist runs and every position
+//     is known (canReopenLocked). From the change on, the old upstream's events are not
+//     accounted for, so the reopened watch delivers them again if they match.
+//   - A warm-up lists a namespace only once the selector in force covers it and no relist
+//     runs (covers, coversAll): the list is then at or above the point from which the
+//     stream carries the namespace, and no event falls between the two.
+//   - A relist completes at the oldest stream's position (oldestLocked); synthetic
+//     bookmarks carry the newest (newestLocked).
+
 import (
+	"strconv"
+
 	"github.com/kshard/kshard/pkg/sharding/hashrange"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// streamState is the streams part of a feed's state (guarded by feed.mu).
+type streamState struct {
+	// streams are the upstream streams the feed merges, 2^bits of them: one per slice of
+	// the selector's hash space in ModeServerFilter, one otherwise.
+	bits    int
+	streams []stream
+	// cov is the server-side selector the feed's streams use from their high-water marks
+	// on (ModeServerFilter; nil otherwise). When a slice of it changes, that slice's
+	// running upstream watch stops being read (its events are not accounted for, so the
+	// stream's hwm stays where the change happened) and is reopened from hwm with the new
+	// selector: every upstream event after hwm that matches cov reaches the feed.
+	cov *coverage
+}
 
 // stream is the position of one of a feed's upstream streams. In ModeServerFilter a
 // feed merges one upstream watch per slice of the selector's hash space
@@ -110,4 +146,88 @@ func (f *feed) allInitialDoneLocked() bool {
 		}
 	}
 	return true
+}
+
+// setCoverage hands the feed a new selector. The running watch instance notices it
+// (stale, see accept) and reopens the upstreams of the slices that changed from their
+// streams' high-water marks.
+func (f *feed) setCoverage(cov *coverage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cov != nil && f.cov.gen >= cov.gen {
+		return
+	}
+	f.cov = cov
+	f.wakeLocked()
+}
+
+// canReopenLocked reports whether upstreams may be reopened with a new selector now: the
+// streams are past any relist (a relist's streams keep their selector to its end) and
+// their positions are known.
+func (f *feed) canReopenLocked() bool {
+	return f.cov != nil && !f.initial && !f.listing && f.positionKnownLocked()
+}
+
+// staleLocked reports whether the upstream of stream k, opened for bits slice bits and
+// slice generation covGen, must be reopened before it accounts for anything more.
+func (f *feed) staleLocked(k, bits int, covGen uint64) bool {
+	return f.canReopenLocked() && (f.cov.set.Bits != bits || f.cov.gens[k] != covGen)
+}
+
+// covers reports whether the feed's streams carry every event of namespace from now
+// on: the selector covers it, and no relist (whose list or initial events might not
+// have had it) is running. A warm-up of namespace must list only then, so that the list
+// and the stream leave no gap.
+func (f *feed) covers(namespace string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.filter == nil {
+		return true
+	}
+	return f.canReopenLocked() && f.cov.set.Covers(namespace)
+}
+
+// staleUpstreams returns the streams whose upstream watch instance gen (opened for bits
+// slice bits, with slice generations covGens) must reopen now, splitting the streams
+// first if the selector has more slices (then every stream reopens, and the instance
+// must take the new bits). alive is false once gen has been retired.
+func (f *feed) staleUpstreams(gen uint64, bits int, covGens []uint64) (stale []int, newBits int, alive bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return nil, bits, false
+	}
+	if !f.canReopenLocked() {
+		return nil, bits, true
+	}
+	f.splitStreamsLocked()
+	if f.bits != bits {
+		stale = make([]int, len(f.streams))
+		for k := range stale {
+			stale[k] = k
+		}
+		return stale, f.bits, true
+	}
+	for k, g := range covGens {
+		if f.cov.gens[k] != g {
+			stale = append(stale, k)
+		}
+	}
+	return stale, bits, true
+}
+
+// reopenSpec returns how to open the upstream replacing stream k's stale one of watch
+// instance gen: from the stream's high-water mark, with the current selector; ok is false
+// once gen has been retired.
+func (f *feed) reopenSpec(gen uint64, k int, base metav1.ListOptions) (upstreamSpec, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen || k >= len(f.streams) || f.cov == nil {
+		return upstreamSpec{}, false
+	}
+	base.ResourceVersion = strconv.FormatUint(f.streams[k].hwm, 10)
+	base.ResourceVersionMatch = ""
+	base.SendInitialEvents = nil
+	base.ShardSelector = f.cov.sels[k]
+	return upstreamSpec{opts: base, covGen: f.cov.gens[k]}, true
 }

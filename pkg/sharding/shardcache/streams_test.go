@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kshard/kshard/pkg/sharding/hashrange"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // slicedNamespaces are 24 namespaces of partition 1 and 24 of partition 2 whose names
@@ -382,7 +383,7 @@ func TestServerFilterSliceRelease(t *testing.T) {
 
 	relCtx, relCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer relCancel()
-	if err := e.c.Release(relCtx, []uint32{2}); err != nil {
+	if err := e.c.Release(relCtx, []partition.ID{2}); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	waitTruth(t, e.inf, e.f, hist.truth(listRV, e.admitted))
@@ -579,7 +580,7 @@ func TestServerFilterSliceReopenFails(t *testing.T) {
 
 // coversPartition reports whether selector sel covers a namespace of partition p among
 // names.
-func coversPartition(sel string, names []string, p uint32) bool {
+func coversPartition(sel string, names []string, p partition.ID) bool {
 	if sel == "" {
 		return false
 	}

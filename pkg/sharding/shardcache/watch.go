@@ -1,5 +1,15 @@
 package shardcache
 
+// One watch call of the reflector (filteredWatch). It keeps:
+//   - Its goroutine is the only writer of the result channel, and drains the feed's queue
+//     before it reads the next upstream event, so an injected batch is never interleaved
+//     with live events.
+//   - It holds no state of its own: an upstream event is accounted for by the feed the
+//     moment it is read, so whatever the instance leaves is delivered by the next one.
+//   - With several streams, an upstream that ends after living minReopenAge is reopened
+//     alone from its stream's position; otherwise the call ends, and the reflector watches
+//     again, every stream from its position.
+
 import (
 	"context"
 	"reflect"

@@ -13,7 +13,6 @@ import (
 
 	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/sharding/partition"
-	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 )
 
@@ -100,7 +99,7 @@ func (r *Runtime) Run(ctx context.Context) {
 // Warm starts caching p and calls done once its objects are cached.
 func (r *Runtime) Warm(p partition.ID, done func()) {
 	r.do(p, "warm", func(ctx context.Context) error {
-		if err := r.cache.Prepare(ctx, []uint32{uint32(p)}); err != nil {
+		if err := r.cache.Prepare(ctx, []partition.ID{p}); err != nil {
 			if errors.Is(err, shardcache.ErrReleased) {
 				return nil // dropped meanwhile: nothing to report
 			}
@@ -116,13 +115,19 @@ func (r *Runtime) Warm(p partition.ID, done func()) {
 // queues.
 func (r *Runtime) Work(p partition.ID) {
 	r.do(p, "work", func(ctx context.Context) error {
-		if err := r.cache.Prepare(ctx, []uint32{uint32(p)}); err != nil {
+		if err := r.cache.Prepare(ctx, []partition.ID{p}); err != nil {
 			return err
 		}
-		r.gate.Acquire(uint32(p))
+		// Acquire first, then list the keys; the other order loses work. The queues drop
+		// the adds of a partition that is not acquired, so an object that changed between
+		// a listing and the Acquire would be missed twice: its handler's add dropped, the
+		// listing older than the change. Acquired first, every change from now on reaches
+		// the queue through the informers' handlers, and every object cached before the
+		// listing through the listing; a key added by both is queued once.
+		r.gate.Acquire(p)
 		for _, c := range r.ctrls {
 			for _, k := range c.Primary {
-				keys, err := r.cache.Keys(k, uint32(p))
+				keys, err := r.cache.Keys(k, p)
 				if err != nil {
 					return fmt.Errorf("controller %s: keys of %s: %w", c.Name, k, err)
 				}
@@ -141,7 +146,7 @@ func (r *Runtime) Work(p partition.ID) {
 // while any of it still runs.
 func (r *Runtime) Drain(p partition.ID, done func()) {
 	r.do(p, "drain", func(ctx context.Context) error {
-		if err := r.gate.Release(ctx, uint32(p)); err != nil {
+		if err := r.gate.Release(ctx, p); err != nil {
 			return err
 		}
 		done()
@@ -150,7 +155,7 @@ func (r *Runtime) Drain(p partition.ID, done func()) {
 	// Stop new work at once, ahead of any queued operation of the partition (the work
 	// already running may finish and write: that is the drain), and make sure a Work still
 	// queued or waiting for its caches cannot acquire it again.
-	r.gate.StopStarting(uint32(p))
+	r.gate.StopStarting(p)
 	r.abandon(p, "work")
 }
 
@@ -158,53 +163,62 @@ func (r *Runtime) Drain(p partition.ID, done func()) {
 // waiting for its caches must not re-acquire it); its caches stay. Its reconciles still
 // running are cancelled and none of their writes leaves any more (Gate.Revoke).
 func (r *Runtime) Stop(p partition.ID) {
-	r.gate.Revoke(uint32(p))
+	r.gate.Revoke(p)
 	r.do(p, "stop", func(context.Context) error {
-		r.gate.Revoke(uint32(p))
+		r.gate.Revoke(p)
 		return nil
 	})
 }
 
 // Drop drops p's caches.
 func (r *Runtime) Drop(p partition.ID) {
-	r.gate.Revoke(uint32(p))
+	r.gate.Revoke(p)
 	// A warm-up that cannot finish (an unreachable apiserver) must not hold the drop
 	// back: Warm and Work of this partition still queued or running are abandoned.
 	r.abandon(p, "warm", "work")
 	r.do(p, "drop", func(ctx context.Context) error {
-		r.gate.Revoke(uint32(p))
-		return r.cache.Release(ctx, []uint32{uint32(p)})
+		r.gate.Revoke(p)
+		return r.cache.Release(ctx, []partition.ID{p})
 	})
 }
 
 // SetDeadline passes the lease deadline to the queues.
 func (r *Runtime) SetDeadline(t time.Time) { r.gate.SetDeadline(t) }
 
-// Stats are reported with every heartbeat.
-func (r *Runtime) Stats() protocol.Stats {
+// Stats are the runtime's numbers. The session reports them with every hello and
+// heartbeat (the shard command puts them on the wire as protocol.Stats), and they back
+// the runtime's metrics.
+type Stats struct {
+	// AcquiredPartitions are worked; PreparedPartitions are cached without being worked (a
+	// handoff in progress).
+	AcquiredPartitions, PreparedPartitions int
+	// Namespaces counts the namespaces of the acquired partitions.
+	Namespaces int
+	// CachedObjects counts the objects in every informer's store.
+	CachedObjects int
+	// QueueDepth sums the lengths of the gate's queues (stale keys included).
+	QueueDepth int
+	// Fenced: the lease deadline has passed, no work starts.
+	Fenced bool
+}
+
+// Stats returns the runtime's numbers now; they walk every acquired partition.
+func (r *Runtime) Stats() Stats {
 	acquired := r.gate.Partitions()
-	var namespaces uint64
+	s := Stats{AcquiredPartitions: len(acquired)}
 	for _, p := range acquired {
-		namespaces += uint64(r.cache.NamespaceCount(p))
+		s.Namespaces += r.cache.NamespaceCount(p)
 	}
-	var cached uint64
 	for _, n := range r.cache.CachedObjects() {
-		cached += uint64(n)
+		s.CachedObjects += n
 	}
 	gs := r.gate.Stats()
-	var depth uint64
 	for _, q := range gs.Queues {
-		depth += uint64(q.Depth)
+		s.QueueDepth += q.Depth
 	}
-	admitted := len(r.cache.Admitted())
-	return protocol.Stats{
-		AcquiredPartitions: uint32(len(acquired)),
-		PreparedPartitions: uint32(max(admitted-len(acquired), 0)),
-		Namespaces:         namespaces,
-		CachedObjects:      cached,
-		QueueDepth:         depth,
-		Fenced:             gs.Fenced,
-	}
+	s.PreparedPartitions = max(len(r.cache.Admitted())-len(acquired), 0)
+	s.Fenced = gs.Fenced
+	return s
 }
 
 // Synced reports whether every acquired partition's caches are synced (readiness).
@@ -258,7 +272,7 @@ func (r *Runtime) do(p partition.ID, name string, fn func(ctx context.Context) e
 }
 
 func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
-	log := r.log.WithValues("partition", uint32(p))
+	log := r.log.WithValues("partition", p)
 	for {
 		r.mu.Lock()
 		if len(q.ops) == 0 {

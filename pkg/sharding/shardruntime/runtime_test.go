@@ -26,11 +26,11 @@ import (
 )
 
 // testPartition maps "pN-…" namespaces to partition N and everything else to 99.
-func testPartition(ns string) uint32 {
+func testPartition(ns string) partition.ID {
 	if strings.HasPrefix(ns, "p") {
 		if i := strings.IndexByte(ns, '-'); i > 1 {
 			if n, err := strconv.Atoi(ns[1:i]); err == nil {
-				return uint32(n)
+				return partition.ID(n)
 			}
 		}
 	}
@@ -199,7 +199,7 @@ func (e *env) idle(p partition.ID) {
 }
 
 // cached returns the cached configmaps of partition p as "namespace/name", sorted.
-func (e *env) cached(p uint32) []string {
+func (e *env) cached(p partition.ID) []string {
 	objs, err := corelisters.NewConfigMapLister(e.cache.InformerFor(shardcache.ConfigMaps).GetIndexer()).List(labels.Everything())
 	if err != nil {
 		e.t.Fatal(err)
@@ -221,7 +221,7 @@ type doneRecorder struct {
 	snapshot []string
 }
 
-func (e *env) doneFor(p uint32) (*doneRecorder, func()) {
+func (e *env) doneFor(p partition.ID) (*doneRecorder, func()) {
 	d := &doneRecorder{}
 	return d, func() {
 		snap := e.cached(p)
@@ -268,7 +268,7 @@ func TestWarmThenWork(t *testing.T) {
 				e.eventually("the informers run", e.cache.Started)
 				e.idle(7)
 			}
-			d, done := e.doneFor(uint32(tc.p))
+			d, done := e.doneFor(tc.p)
 			e.rt.Warm(tc.p, done)
 			if !tc.beforeStart {
 				<-b.entered
@@ -279,7 +279,7 @@ func TestWarmThenWork(t *testing.T) {
 			if got := d.seen(); !slices.Equal(got, tc.wantObjects) {
 				t.Errorf("cached when done was called: %v, want %v", got, tc.wantObjects)
 			}
-			if slices.Contains(e.gate.Partitions(), uint32(tc.p)) {
+			if slices.Contains(e.gate.Partitions(), tc.p) {
 				t.Errorf("Warm acquired partition %d", tc.p)
 			}
 			if got := e.ctrl.calls(); len(got) != 0 {
@@ -287,12 +287,12 @@ func TestWarmThenWork(t *testing.T) {
 			}
 
 			e.rt.Work(tc.p)
-			e.eventually("Work acquires the partition", func() bool { return slices.Contains(e.gate.Partitions(), uint32(tc.p)) })
+			e.eventually("Work acquires the partition", func() bool { return slices.Contains(e.gate.Partitions(), tc.p) })
 			e.idle(tc.p)
 			if got := e.ctrl.calls(); !slices.Equal(got, tc.wantKeys) {
 				t.Errorf("enqueued keys %v, want %v", got, tc.wantKeys)
 			}
-			if got := e.gate.Partitions(); !slices.Equal(got, []uint32{uint32(tc.p)}) {
+			if got := e.gate.Partitions(); !slices.Equal(got, []partition.ID{tc.p}) {
 				t.Errorf("acquired partitions %v, want [%d]", got, tc.p)
 			}
 			if err := e.rt.Synced(); err != nil {
@@ -461,13 +461,13 @@ func TestStats(t *testing.T) {
 	e := newEnv(t, nil)
 	q := e.gate.NewQueue(gate.QueueConfig{Name: "test"})
 	defer q.ShutDown()
-	wantKeys := uint64(5) // namespaces are cached unfiltered
+	wantKeys := 5 // namespaces are cached unfiltered
 
 	type want struct {
-		acquired, prepared uint32
-		namespaces         uint64
-		cached             uint64
-		depth              uint64
+		acquired, prepared int
+		namespaces         int
+		cached             int
+		depth              int
 	}
 	check := func(step string, w want) {
 		t.Helper()

@@ -104,9 +104,9 @@ func TestAdoption(t *testing.T) {
 func TestHandlers(t *testing.T) {
 	f := newFixture(t, newJob(2, 2))
 	log := f.ctrl.logForTest()
-	f.ctrl.expectations.expectCreations("ns/job", 1)
+	f.ctrl.expectations.ExpectCreations("ns/job", 1)
 	f.ctrl.addPod(log, newPod("a"))
-	if !f.ctrl.expectations.satisfied("ns/job") {
+	if !f.ctrl.expectations.Satisfied("ns/job") {
 		t.Error("creation not observed")
 	}
 	if d, ok := f.queue.After("ns/job"); !ok || d != syncBatchPeriod {
@@ -120,11 +120,11 @@ func TestHandlers(t *testing.T) {
 	if f.ctrl.finalizers.expected("ns/job").Has("uid-a") {
 		t.Error("finalizer removal not observed")
 	}
-	f.ctrl.expectations.expectDeletions("ns/job", 1)
+	f.ctrl.expectations.ExpectDeletions("ns/job", 1)
 	del := newPod("a", deleting)
 	del.ResourceVersion = "3"
 	f.ctrl.updatePod(log, old, del)
-	if !f.ctrl.expectations.satisfied("ns/job") {
+	if !f.ctrl.expectations.Satisfied("ns/job") {
 		t.Error("graceful deletion not observed as a deletion")
 	}
 	// A spec change syncs at once.

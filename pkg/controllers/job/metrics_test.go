@@ -132,7 +132,7 @@ func TestSyncMetrics(t *testing.T) {
 			syncs + "{action=pods_deleted,completion_mode=NonIndexed,result=success}":    1,
 			duration + "{action=pods_deleted,completion_mode=NonIndexed,result=success}": 1,
 		}},
-		{name: "expectations not met", job: newJob(2, 2), setup: func(f *fixture) { f.ctrl.expectations.expectCreations("ns/job", 1) },
+		{name: "expectations not met", job: newJob(2, 2), setup: func(f *fixture) { f.ctrl.expectations.ExpectCreations("ns/job", 1) },
 			want: map[string]float64{
 				syncs + "{action=reconciling,completion_mode=NonIndexed,result=success}":    1,
 				duration + "{action=reconciling,completion_mode=NonIndexed,result=success}": 1,

@@ -77,7 +77,7 @@ func (c *Controller) sync(ctx context.Context, key string) (rerr error) {
 	shared, err := c.jobLister.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		log.V(4).Info("Job has been deleted")
-		c.expectations.forget(key)
+		c.expectations.Forget(key)
 		c.finalizers.forget(key)
 		c.consistency.Clear(key, "")
 		c.backoff.remove(key)
@@ -113,7 +113,7 @@ func (c *Controller) sync(ctx context.Context, key string) (rerr error) {
 
 	// Expectations first: a pod that enters the cache after this check only defers the
 	// Job to its next sync.
-	satisfied := c.expectations.satisfied(key)
+	satisfied := c.expectations.Satisfied(key)
 	pods, err := c.podsOf(ctx, job)
 	if err != nil {
 		return err

@@ -147,7 +147,7 @@ func TestPodsCreated(t *testing.T) {
 		if got := f.eventReasons(); got["Warning FailedCreate"] != 1 {
 			t.Errorf("events %v", got)
 		}
-		if !f.ctrl.expectations.satisfied("ns/job") {
+		if !f.ctrl.expectations.Satisfied("ns/job") {
 			t.Error("expectations left after failed creates")
 		}
 		if st := f.apiJob("job").Status; st.Active != 0 {

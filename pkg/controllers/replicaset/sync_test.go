@@ -107,7 +107,7 @@ func TestManageReplicas(t *testing.T) {
 			if got := f.eventReasons(); fmt.Sprint(got) != fmt.Sprint(tc.wantEvents) {
 				t.Errorf("events = %v, want %v", got, tc.wantEvents)
 			}
-			adds, dels := f.ctrl.expectations.pending("ns/rs")
+			adds, dels := f.ctrl.expectations.Pending("ns/rs")
 			if adds != tc.wantPendingAdds || dels != tc.wantPendingDels {
 				t.Errorf("pending expectations = %d adds, %d deletes; want %d, %d", adds, dels, tc.wantPendingAdds, tc.wantPendingDels)
 			}
@@ -199,7 +199,7 @@ func TestFailedDeleteEvent(t *testing.T) {
 	if got := f.eventReasons(); fmt.Sprint(got) != "map[Warning FailedDelete:1]" {
 		t.Errorf("events = %v: a NotFound pod needs no event, the failure one", got)
 	}
-	if _, dels := f.ctrl.expectations.pending("ns/rs"); dels != 0 {
+	if _, dels := f.ctrl.expectations.Pending("ns/rs"); dels != 0 {
 		t.Errorf("pending deletes = %d, want 0: failed deletes are never observed", dels)
 	}
 	st, _ := f.lastStatus()

@@ -50,7 +50,6 @@ func Descriptor() controllers.Descriptor {
 			{Group: "apps", Resource: "deployments", Verbs: []string{"get", "update"}},
 			{Group: "apps", Resource: "deployments/status", Verbs: []string{"update"}},
 			{Group: "apps", Resource: "replicasets", Verbs: []string{"create", "update", "patch", "delete"}},
-			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		New: New,
 	}

@@ -95,7 +95,6 @@ func Descriptor() controllers.Descriptor {
 			// whoever may update the owner's finalizers.
 			{Group: "batch", Resource: "jobs/finalizers", Verbs: []string{"update"}},
 			{Resource: "pods", Verbs: []string{"create", "delete", "patch"}},
-			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		AddFlags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&opts.ManagedBy, ManagedByFlag, opts.ManagedBy, fmt.Sprintf(

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	batchv1 "k8s.io/api/batch/v1"
@@ -450,9 +449,4 @@ func isFinished(job *batchv1.Job) bool {
 		}
 	}
 	return false
-}
-
-// jobLog is the logger of one Job's sync.
-func jobLog(ctx context.Context, namespace, name string) logr.Logger {
-	return klog.FromContext(ctx).WithValues("namespace", namespace, "name", name)
 }

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 )
@@ -31,13 +31,11 @@ const (
 
 // sync reconciles the ReplicaSet key ("namespace/name").
 func (c *Controller) sync(ctx context.Context, key string) error {
-	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
+	ctx, log, namespace, name, err := controllers.StartSync(ctx, key)
 	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("invalid key %q: %w", key, err))
+		utilruntime.HandleError(err)
 		return nil // retrying cannot fix a malformed key
 	}
-	log := klog.FromContext(ctx).WithValues("namespace", namespace, "name", name)
-	ctx = klog.NewContext(ctx, log)
 
 	if err := c.consistency.Ready(key); err != nil {
 		return err

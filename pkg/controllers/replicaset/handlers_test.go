@@ -106,15 +106,15 @@ func TestPodHandlers(t *testing.T) {
 				f.ctrl.expectations.ExpectDeletionsOf("ns/a", tc.primeDels)
 			}
 			tc.event(f.ctrl)
-			if got := f.queue.Keys(); fmt.Sprint(got) != fmt.Sprint(tc.wantKeys) {
+			if got := f.Queue.Keys(); fmt.Sprint(got) != fmt.Sprint(tc.wantKeys) {
 				t.Errorf("queued %v, want %v", got, tc.wantKeys)
 			}
 			for k, want := range tc.wantAfter {
-				if d, ok := f.queue.After(k); !ok || d != want {
+				if d, ok := f.Queue.After(k); !ok || d != want {
 					t.Errorf("%s requeued after %v (%v), want %v", k, d, ok, want)
 				}
 			}
-			if delayed := f.queue.Delayed(); len(tc.wantAfter) == 0 && len(delayed) > 0 {
+			if delayed := f.Queue.Delayed(); len(tc.wantAfter) == 0 && len(delayed) > 0 {
 				t.Errorf("delayed requeues %v, want none", delayed)
 			}
 			if adds, dels := f.ctrl.expectations.Pending("ns/a"); adds != tc.wantAdds || dels != tc.wantDels {
@@ -133,7 +133,7 @@ func TestReplicaSetHandlers(t *testing.T) {
 	cur := a.DeepCopy()
 	cur.Spec.Replicas = ptr.To[int32](4)
 	f.ctrl.updateRS(a, cur)
-	if got := f.queue.Keys(); fmt.Sprint(got) != "[ns/a]" {
+	if got := f.Queue.Keys(); fmt.Sprint(got) != "[ns/a]" {
 		t.Errorf("after add and update: %v, want [ns/a]", got)
 	}
 }

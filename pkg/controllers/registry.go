@@ -185,7 +185,9 @@ type Descriptor struct {
 	// Primary and Reads, which are added for it (AllPermissions). The shard checks them at
 	// start (a missing one is a clear startup error, not a stream of 403s), and the Helm
 	// chart's ClusterRole grants exactly these for the enabled controllers (a test keeps
-	// the two equal).
+	// the two equal). The shard's own permissions, which every shard has whatever runs
+	// (events create, patch and update for the event recorder; namespaces list and watch),
+	// are not repeated here.
 	Permissions []Permission
 	// EventSource is the component name of the controller's events when it is not
 	// "<Name>-controller" (kube-controller-manager's replication manager records as

@@ -110,3 +110,23 @@ func TestRequiredPermissionsOrder(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestDescriptorsDoNotRepeatBasePermissions: what every shard is granted anyway (events
+// for the recorders) is not a controller's to declare again.
+func TestDescriptorsDoNotRepeatBasePermissions(t *testing.T) {
+	base := map[string]bool{}
+	for _, p := range BasePermissions() {
+		for _, v := range p.Verbs {
+			base[p.Group+"/"+p.Resource+" "+v] = true
+		}
+	}
+	for _, d := range Descriptors() {
+		for _, p := range d.Permissions {
+			for _, v := range p.Verbs {
+				if base[p.Group+"/"+p.Resource+" "+v] {
+					t.Errorf("controller %s declares %s on %q/%s, which BasePermissions grant every shard", d.Name, v, p.Group, p.Resource)
+				}
+			}
+		}
+	}
+}

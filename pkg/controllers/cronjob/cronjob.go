@@ -52,7 +52,6 @@ func Descriptor() controllers.Descriptor {
 			// whoever may update the owner's finalizers.
 			{Group: "batch", Resource: "cronjobs/finalizers", Verbs: []string{"update"}},
 			{Group: "batch", Resource: "jobs", Verbs: []string{"get", "create", "delete"}},
-			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		New: New,
 	}

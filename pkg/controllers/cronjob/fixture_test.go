@@ -11,13 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
-	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -30,36 +24,21 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 // fixture is a controller on a fake clientset whose informer caches the test fills by
 // hand (sample-controller style): the informers never run.
 type fixture struct {
-	t        *testing.T
-	client   *fake.Clientset
-	factory  informers.SharedInformerFactory
-	ctrl     *Controller
-	queue    *controllertest.Queue
-	recorder *record.FakeRecorder
-	clock    *clocktesting.FakeClock
+	*controllertest.Fixture
+	ctrl  *Controller
+	clock *clocktesting.FakeClock
 }
 
 func newFixture(t *testing.T, now time.Time, objs ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{t: t, client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(1000),
-		clock: clocktesting.NewFakeClock(now)}
-	f.client.PrependReactor("create", "jobs", apiServerFields)
-	f.factory = informers.NewSharedInformerFactory(f.client, 0)
-	f.queue = controllertest.NewQueue()
-	t.Cleanup(f.queue.ShutDown)
-	log, _ := ktesting.NewTestContext(t)
-	c := controllertest.Context(Descriptor(), f.factory, f.queue)
-	c.Client, c.Recorder, c.Logger = f.client, f.recorder, log
-	ctrl, err := newController(c, f.clock)
+	f := &fixture{Fixture: controllertest.NewFixture(t, Descriptor(), objs...), clock: clocktesting.NewFakeClock(now)}
+	f.Client.PrependReactor("create", "jobs", apiServerFields)
+	ctrl, err := newController(f.ControllerContext(), f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl = ctrl
-	for _, o := range objs {
-		f.cache(o)
-	}
-	f.queue.Keys()
-	f.client.ClearActions()
+	f.ctrl, f.SyncFunc = ctrl, ctrl.sync
+	f.Seed(objs...)
 	return f
 }
 
@@ -72,109 +51,33 @@ func apiServerFields(a core.Action) (bool, runtime.Object, error) {
 	return false, nil, nil
 }
 
-// cache puts obj into the controller's informer cache without running handlers.
-func (f *fixture) cache(o runtime.Object) {
-	f.t.Helper()
-	if err := f.indexerOf(o).Add(o); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-func (f *fixture) indexerOf(o runtime.Object) toolscache.Indexer {
-	f.t.Helper()
-	idx, err := controllertest.Informers{SharedInformerFactory: f.factory}.Indexer(o)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return idx
-}
-
-func (f *fixture) sync(key string) error {
-	_, ctx := ktesting.NewTestContext(f.t)
-	return f.ctrl.sync(ctx, key)
-}
-
-func (f *fixture) mustSync(key string) {
-	f.t.Helper()
-	if err := f.sync(key); err != nil {
-		f.t.Fatalf("sync %s: %v", key, err)
-	}
-}
-
-// actions returns the fake client's actions as "verb resource[/subresource] [name]".
+// actions returns the fake client's requests as "verb resource[/subresource] [name]".
 func (f *fixture) actions() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		res := a.GetResource().Resource
-		if a.GetSubresource() != "" {
-			res += "/" + a.GetSubresource()
-		}
-		s := a.GetVerb() + " " + res
-		switch a := a.(type) {
-		case core.DeleteAction:
-			s += " " + a.GetName()
-		case core.GetAction:
-			s += " " + a.GetName()
-		case core.CreateAction:
-			if m, ok := a.GetObject().(metav1.Object); ok {
-				s += " " + m.GetName()
-			}
-		}
-		out = append(out, s)
-	}
-	return out
+	return controllertest.Actions(f.Client, controllertest.Reads|controllertest.ObjectNames)
 }
 
-// apiJobs returns the Jobs the fake API server holds.
-func (f *fixture) apiJobs() []batchv1.Job {
-	f.t.Helper()
-	l, err := f.client.Tracker().List(batchv1.SchemeGroupVersion.WithResource("jobs"), batchv1.SchemeGroupVersion.WithKind("Job"), "ns")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return l.(*batchv1.JobList).Items
+// apiJobs returns the Jobs the fake API server holds, by name.
+func (f *fixture) apiJobs() []*batchv1.Job {
+	return controllertest.Stored[*batchv1.Job](f.T, f.Client, "ns")
 }
 
 // createdJobs returns the Jobs the controller asked to create (whether or not the create
 // succeeded).
-func (f *fixture) createdJobs() []*batchv1.Job {
-	var out []*batchv1.Job
-	for _, a := range f.client.Actions() {
-		if c, ok := a.(core.CreateAction); ok && a.GetResource().Resource == "jobs" {
-			out = append(out, c.GetObject().(*batchv1.Job))
-		}
-	}
-	return out
-}
+func (f *fixture) createdJobs() []*batchv1.Job { return controllertest.Created[*batchv1.Job](f.Client) }
 
 // lastStatus returns the CronJob of the last status update, or nil.
 func (f *fixture) lastStatus() *batchv1.CronJob {
-	acts := f.client.Actions()
-	for i := len(acts) - 1; i >= 0; i-- {
-		if u, ok := acts[i].(core.UpdateAction); ok && acts[i].GetSubresource() == "status" {
-			return u.GetObject().(*batchv1.CronJob)
-		}
+	cjs := controllertest.StatusUpdates[*batchv1.CronJob](f.Client)
+	if len(cjs) == 0 {
+		return nil
 	}
-	return nil
-}
-
-// events drains the recorded events ("Type Reason Message").
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	return cjs[len(cjs)-1]
 }
 
 // reasons drains the events and returns "Type Reason" of each, sorted.
 func (f *fixture) reasons() []string {
 	var out []string
-	for _, e := range f.events() {
+	for _, e := range f.Events() {
 		parts := strings.SplitN(e, " ", 3)
 		out = append(out, parts[0]+" "+parts[1])
 	}
@@ -282,13 +185,7 @@ func failedAt(t time.Time) jobOpt {
 func notStarted() jobOpt { return func(j *batchv1.Job) { j.Status.StartTime = nil } }
 
 func objs(cj *batchv1.CronJob, jobs ...*batchv1.Job) []runtime.Object {
-	out := []runtime.Object{cj}
-	for _, j := range jobs {
-		out = append(out, j)
-	}
-	return out
+	return append([]runtime.Object{cj}, controllertest.Objects(jobs...)...)
 }
 
 func metaTime(t time.Time) *metav1.Time { x := metav1.NewTime(t); return &x }
-
-func (f *fixture) log() klog.Logger { l, _ := ktesting.NewTestContext(f.t); return l }

@@ -8,6 +8,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 func TestHandlers(t *testing.T) {
@@ -35,16 +37,16 @@ func TestHandlers(t *testing.T) {
 			f.ctrl.deleteCronJob(toolscache.DeletedFinalStateUnknown{Key: "ns/other", Obj: other})
 		}, wantKeys: []string{"ns/other"}},
 		{name: "spec change other than the schedule: now", event: func(f *fixture) {
-			f.ctrl.updateCronJob(f.log(), cj, withSuspend())
+			f.ctrl.updateCronJob(controllertest.Logger(f.T), cj, withSuspend())
 		}, wantKeys: []string{key}},
 		{name: "schedule change: at the next time of the new schedule", event: func(f *fixture) {
-			f.ctrl.updateCronJob(f.log(), cj, withSchedule("*/2 * * * *"))
+			f.ctrl.updateCronJob(controllertest.Logger(f.T), cj, withSchedule("*/2 * * * *"))
 		}, wantAfter: map[string]time.Duration{key: 60*time.Second + nextScheduleDelta}},
 		{name: "time zone change too", event: func(f *fixture) {
-			f.ctrl.updateCronJob(f.log(), cj, withZone("UTC"))
+			f.ctrl.updateCronJob(controllertest.Logger(f.T), cj, withZone("UTC"))
 		}, wantAfter: map[string]time.Duration{key: 4*time.Minute + nextScheduleDelta}},
 		{name: "an unparseable new schedule: an event, no enqueue", event: func(f *fixture) {
-			f.ctrl.updateCronJob(f.log(), cj, withSchedule("never"))
+			f.ctrl.updateCronJob(controllertest.Logger(f.T), cj, withSchedule("never"))
 		}, wantEvents: []string{"Warning UnParseableCronJobSchedule"}},
 		{name: "job added: its CronJob", event: func(f *fixture) { f.ctrl.addJob(mine) }, wantKeys: []string{key}},
 		{name: "orphan job: nothing", event: func(f *fixture) { f.ctrl.addJob(orphan) }},
@@ -60,10 +62,10 @@ func TestHandlers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, t0.Add(time.Minute), cj, other)
 			tc.event(f)
-			if got := f.queue.Keys(); !slices.Equal(got, tc.wantKeys) {
+			if got := f.Queue.Keys(); !slices.Equal(got, tc.wantKeys) {
 				t.Errorf("queued %v, want %v", got, tc.wantKeys)
 			}
-			got := f.queue.Delayed()
+			got := f.Queue.Delayed()
 			if len(got) != len(tc.wantAfter) {
 				t.Errorf("delayed %v, want %v", got, tc.wantAfter)
 			}

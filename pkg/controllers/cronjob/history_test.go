@@ -52,7 +52,7 @@ func TestPruneHistory(t *testing.T) {
 			if slices.Contains(tc.wantDeleted, ok1.Name) && isActive(c, ok1.UID) {
 				t.Error("a deleted job stays in status.active")
 			}
-			if n := len(f.events()); n != len(tc.wantDeleted) {
+			if n := len(f.Events()); n != len(tc.wantDeleted) {
 				t.Errorf("%d events, want one SuccessfulDelete per deleted job", n)
 			}
 		})

@@ -107,7 +107,7 @@ func TestUnmetScheduleTime(t *testing.T) {
 			if !equalTimes(got, tc.want) {
 				t.Errorf("unmet = %v, want %v", got, tc.want)
 			}
-			if tooMany := len(f.events()) > 0; tooMany != tc.wantTooMany {
+			if tooMany := len(f.Events()) > 0; tooMany != tc.wantTooMany {
 				t.Errorf("TooManyMissedTimes event: %v, want %v", tooMany, tc.wantTooMany)
 			}
 			cj := tc.cj.DeepCopy()

@@ -10,9 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers"
 )
 
 // Event reasons, as upstream words them.
@@ -38,13 +39,11 @@ const (
 // sync reconciles the CronJob key ("namespace/name") and, when the CronJob has a next
 // schedule time, queues the key again for it.
 func (c *Controller) sync(ctx context.Context, key string) error {
-	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
+	ctx, log, namespace, name, err := controllers.StartSync(ctx, key)
 	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("invalid key %q: %w", key, err))
+		utilruntime.HandleError(err)
 		return nil // retrying cannot fix a malformed key
 	}
-	log := klog.FromContext(ctx).WithValues("namespace", namespace, "name", name)
-	ctx = klog.NewContext(ctx, log)
 	after, err := c.syncCronJob(ctx, namespace, name)
 	if err != nil {
 		return err

@@ -123,16 +123,16 @@ func TestSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.now, objs(tc.cj, tc.jobs...)...)
 			for _, j := range tc.apiOnly {
-				if err := f.client.Tracker().Add(j); err != nil {
+				if err := f.Client.Tracker().Add(j); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tc.createErr != nil {
-				f.client.PrependReactor("create", "jobs", func(core.Action) (bool, runtime.Object, error) {
+				f.Client.PrependReactor("create", "jobs", func(core.Action) (bool, runtime.Object, error) {
 					return true, nil, tc.createErr
 				})
 			}
-			err := f.sync(key)
+			err := f.Sync(key)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync error = %v, want error %v", err, tc.wantErr)
 			}
@@ -178,7 +178,7 @@ func TestSync(t *testing.T) {
 					t.Errorf("lastSuccessfulTime %v, want %v", st.Status.LastSuccessfulTime, tc.wantSuccess)
 				}
 			}
-			d, ok := f.queue.After(key)
+			d, ok := f.Queue.After(key)
 			switch {
 			case tc.wantRequeue == 0 && ok:
 				t.Errorf("requeued after %v, want no requeue", d)
@@ -198,23 +198,23 @@ func TestScheduleRunsOnceAcrossOwners(t *testing.T) {
 
 	// The old owner creates the Job of 12:00, and its status write fails.
 	old := newFixture(t, at, cj)
-	old.client.PrependReactor("update", "cronjobs", func(a core.Action) (bool, runtime.Object, error) {
+	old.Client.PrependReactor("update", "cronjobs", func(a core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "cronjobs"}, "cron", errors.New("fenced"))
 	})
-	if err := old.sync(key); err == nil {
+	if err := old.Sync(key); err == nil {
 		t.Fatal("the old owner's sync did not fail")
 	}
 	jobs := old.apiJobs()
 	if len(jobs) != 1 {
 		t.Fatalf("old owner created %d jobs", len(jobs))
 	}
-	job := &jobs[0]
+	job := jobs[0]
 
 	// The new owner starts with the objects as the API server has them, and syncs every
 	// CronJob of the namespace when it starts working it.
 	for _, delay := range []time.Duration{0, 30 * time.Second} {
 		nu := newFixture(t, at.Add(delay), cj, job)
-		nu.mustSync(key)
+		nu.MustSync(key)
 		if n := len(nu.apiJobs()); n != 1 {
 			t.Fatalf("new owner (after %v): %d jobs in the API, want 1", delay, n)
 		}
@@ -232,13 +232,13 @@ func TestScheduleRunsOnceAcrossOwners(t *testing.T) {
 			t.Errorf("events %v", got)
 		}
 		// Its next sync (the status now in the cache) does nothing until 12:01.
-		nu.cache(st)
-		nu.client.ClearActions()
-		nu.mustSync(key)
+		nu.Cache(st)
+		nu.Client.ClearActions()
+		nu.MustSync(key)
 		if acts := nu.actions(); len(acts) != 0 {
 			t.Errorf("second sync acted: %v", acts)
 		}
-		if d, _ := nu.queue.After(key); d != time.Minute-2*time.Second-delay+nextScheduleDelta {
+		if d, _ := nu.Queue.After(key); d != time.Minute-2*time.Second-delay+nextScheduleDelta {
 			t.Errorf("requeue after %v", d)
 		}
 	}
@@ -259,7 +259,7 @@ func TestScheduleMissedDuringHandoff(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cj := newCronJob("cron", "*/1 * * * *", lastScheduled(t0.Add(-time.Minute)), deadline(30))
 			f := newFixture(t, t0.Add(tc.late), cj)
-			f.mustSync(key)
+			f.MustSync(key)
 			created := f.createdJobs()
 			if (len(created) == 1) != tc.wantCreate || len(created) > 1 {
 				t.Fatalf("created %d jobs", len(created))
@@ -274,9 +274,9 @@ func TestScheduleMissedDuringHandoff(t *testing.T) {
 			// is in the cache but not in the cached status.active; the API server's
 			// CronJob lists it, and that is the one the sync goes on with: nothing is
 			// created and nothing reported.
-			f.cache(&f.apiJobs()[0])
-			f.client.ClearActions()
-			f.mustSync(key)
+			f.Cache(f.apiJobs()[0])
+			f.Client.ClearActions()
+			f.MustSync(key)
 			if n := len(f.apiJobs()); n != 1 {
 				t.Errorf("after the second sync %d jobs in the API, want 1", n)
 			}
@@ -291,7 +291,7 @@ func TestScheduleMissedDuringHandoff(t *testing.T) {
 // readers use; the Job carries it and the template's metadata.
 func TestCreatedJob(t *testing.T) {
 	f := newFixture(t, t0.Add(time.Second), newCronJob("cron", "0 21 * * *", timeZone("Asia/Tokyo"), createdAt(t0.Add(-time.Hour))))
-	f.mustSync(key)
+	f.MustSync(key)
 	jobs := f.createdJobs()
 	if len(jobs) != 1 {
 		t.Fatalf("created %d jobs", len(jobs))
@@ -302,7 +302,7 @@ func TestCreatedJob(t *testing.T) {
 		j.Labels["app"] != "cron" || metav1.GetControllerOf(j).UID != "uid-cron" {
 		t.Errorf("job %+v", j.ObjectMeta)
 	}
-	if got := f.events(); len(got) != 1 || got[0] != "Normal SuccessfulCreate Created job cron-29627280" {
+	if got := f.Events(); len(got) != 1 || got[0] != "Normal SuccessfulCreate Created job cron-29627280" {
 		t.Errorf("events %q", got)
 	}
 }

@@ -50,7 +50,6 @@ func Descriptor() controllers.Descriptor {
 			{Group: "apps", Resource: "deployments", Verbs: []string{"get", "update"}},
 			{Group: "apps", Resource: "deployments/status", Verbs: []string{"update"}},
 			{Group: "apps", Resource: "replicasets", Verbs: []string{"create", "update", "patch", "delete"}},
-			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		New: New,
 	}
@@ -248,12 +247,11 @@ func (c *Controller) deletePod(obj any) {
 // syncKey is the worker's entry point. A namespace being deleted refuses creates; that is
 // not retried, as upstream does not.
 func (c *Controller) syncKey(ctx context.Context, key string) error {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	ctx, _, ns, name, err := controllers.StartSync(ctx, key)
 	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("invalid key %q: %w", key, err))
-		return nil
+		utilruntime.HandleError(err)
+		return nil // retrying cannot fix a malformed key
 	}
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("namespace", ns, "name", name))
 	err = c.syncDeployment(ctx, ns, name)
 	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		return nil

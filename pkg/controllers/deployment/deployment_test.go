@@ -65,7 +65,7 @@ func TestEventHandlers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, owner, other, rec, owned, recRS)
 			tt.event(f.ctrl)
-			if got := f.queue.Keys(); !slices.Equal(got, tt.want) {
+			if got := f.Queue.Keys(); !slices.Equal(got, tt.want) {
 				t.Errorf("queued %q, want %q", got, tt.want)
 			}
 		})
@@ -85,7 +85,7 @@ func TestSelectingAll(t *testing.T) {
 		t.Errorf("observedGeneration = %d, want 2", g)
 	}
 	want := "Warning SelectingAll This deployment is selecting all pods. A non-empty selector is required."
-	if ev := f.events(); !slices.Equal(ev, []string{want}) {
+	if ev := f.Events(); !slices.Equal(ev, []string{want}) {
 		t.Errorf("events = %q, want %q", ev, want)
 	}
 }
@@ -101,7 +101,7 @@ func TestClaim(t *testing.T) {
 	foreign := newReplicaSet(d, "c", 0, time.Hour, 1)
 	foreign.OwnerReferences[0].UID = "x"
 	f := newFixture(t, d, orphan, mismatched, foreign)
-	rss, err := f.ctrl.claimReplicaSets(f.ctx(), d)
+	rss, err := f.ctrl.claimReplicaSets(f.TestContext(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestSyncErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDeployment("d", 1)
 			f := newFixture(t, d)
-			f.client.PrependReactor("create", "replicasets", func(core.Action) (bool, runtime.Object, error) {
+			f.Client.PrependReactor("create", "replicasets", func(core.Action) (bool, runtime.Object, error) {
 				return true, nil, tt.createErr
 			})
 			err := f.sync("d")
@@ -153,7 +153,7 @@ func TestSyncErrors(t *testing.T) {
 			if tt.wantEvent == "" {
 				return
 			}
-			if ev := f.events(); !slices.Equal(ev, []string{tt.wantEvent}) {
+			if ev := f.Events(); !slices.Equal(ev, []string{tt.wantEvent}) {
 				t.Errorf("events = %q, want %q", ev, tt.wantEvent)
 			}
 			c := getCondition(f.deployment("d").Status, appsv1.DeploymentProgressing)
@@ -171,7 +171,7 @@ func TestSyncMissingDeployment(t *testing.T) {
 	}
 	noReplicas := newDeployment("undefaulted", 1)
 	noReplicas.Spec.Replicas = nil
-	f.cache(noReplicas)
+	f.Cache(noReplicas)
 	if err := f.sync("undefaulted"); err != nil || len(f.writes()) != 0 {
 		t.Errorf("sync of a Deployment without spec.replicas: %v, writes %q", err, f.writes())
 	}
@@ -192,8 +192,8 @@ func BenchmarkSyncSettled(b *testing.B) {
 	objs = append(objs, newReplicaSet(d, "cur", 10, time.Minute, 11))
 	f := newFixture(b, objs...)
 	f.mustSync("d")
-	f.cache(f.deployment("d"))
-	f.client.ClearActions()
+	f.Cache(f.deployment("d"))
+	f.Client.ClearActions()
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

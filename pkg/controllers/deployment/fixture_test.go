@@ -1,7 +1,6 @@
 package deployment
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -12,12 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	core "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -32,122 +26,44 @@ const ns = "ns"
 // fixture is a controller on a fake clientset whose informer caches hold the test's
 // objects (the informers never run; sample-controller style).
 type fixture struct {
-	t        testing.TB
-	client   *fake.Clientset
-	factory  informers.SharedInformerFactory
-	ctrl     *Controller
-	queue    *controllertest.Queue
-	recorder *record.FakeRecorder
-	clock    *clocktesting.FakeClock
+	*controllertest.Fixture
+	ctrl  *Controller
+	clock *clocktesting.FakeClock
 }
 
 func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{t: t, client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(100),
-		clock: clocktesting.NewFakeClock(now)}
-	f.factory = informers.NewSharedInformerFactory(f.client, 0)
-	f.queue = controllertest.NewQueue()
-	t.Cleanup(f.queue.ShutDown)
-	log, _ := ktesting.NewTestContext(t)
-	c := controllertest.Context(Descriptor(), f.factory, f.queue)
-	c.Client, c.Recorder, c.Logger = f.client, f.recorder, log
-	ctrl, err := newController(c, f.clock)
+	f := &fixture{Fixture: controllertest.NewFixture(t, Descriptor(), objs...), clock: clocktesting.NewFakeClock(now)}
+	ctrl, err := newController(f.ControllerContext(), f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl = ctrl
-	for _, o := range objs {
-		f.cache(o)
-	}
-	f.client.ClearActions()
+	f.ctrl, f.SyncFunc = ctrl, ctrl.syncKey
+	f.Seed(objs...)
 	return f
 }
 
-// cache adds obj to its informer's indexer.
-func (f *fixture) cache(o runtime.Object) {
-	f.t.Helper()
-	idx, err := controllertest.Informers{SharedInformerFactory: f.factory}.Indexer(o)
-	if err == nil {
-		err = idx.Add(o)
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-func (f *fixture) ctx() context.Context {
-	_, ctx := ktesting.NewTestContext(f.t)
-	return ctx
-}
-
-// sync runs one sync of the Deployment.
-func (f *fixture) sync(name string) error {
-	return f.ctrl.syncKey(f.ctx(), ns+"/"+name)
-}
+// sync runs one sync of the Deployment name.
+func (f *fixture) sync(name string) error { return f.Sync(ns + "/" + name) }
 
 func (f *fixture) mustSync(name string) {
-	f.t.Helper()
-	if err := f.sync(name); err != nil {
-		f.t.Fatalf("sync %s: %v", name, err)
-	}
+	f.T.Helper()
+	f.MustSync(ns + "/" + name)
 }
 
-// writes returns the client's write actions as "verb resource[/subresource] [name]".
+// writes returns the client's write requests as "verb resource[/subresource] [name]".
 func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		s := a.GetVerb() + " " + a.GetResource().Resource
-		if sub := a.GetSubresource(); sub != "" {
-			s += "/" + sub
-		}
-		switch a := a.(type) {
-		case core.CreateAction: // updates too: the two interfaces are the same
-			s += " " + a.GetObject().(metav1.Object).GetName()
-		case core.DeleteAction:
-			s += " " + a.GetName()
-		case core.PatchAction:
-			s += " " + a.GetName()
-		}
-		out = append(out, s)
-	}
-	return out
+	return controllertest.Actions(f.Client, controllertest.ObjectNames)
 }
 
 // replicaSet reads a ReplicaSet from the fake API server.
 func (f *fixture) replicaSet(name string) *appsv1.ReplicaSet {
-	f.t.Helper()
-	rs, err := f.client.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return rs
+	return controllertest.Get[*appsv1.ReplicaSet](f.T, f.Client, ns, name)
 }
 
 // deployment reads a Deployment from the fake API server.
 func (f *fixture) deployment(name string) *appsv1.Deployment {
-	f.t.Helper()
-	d, err := f.client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return d
-}
-
-// events drains the recorder.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	return controllertest.Get[*appsv1.Deployment](f.T, f.Client, ns, name)
 }
 
 // newDeployment is a RollingUpdate Deployment as the API server defaults it (maxSurge and

@@ -73,7 +73,7 @@ func TestSyncRolloutStatus(t *testing.T) {
 				all = append(all, oldReplicaSet(d, "o", tt.oldReplicas, time.Hour, 1))
 			}
 			f := newFixture(t, d)
-			if err := f.ctrl.syncRolloutStatus(f.ctx(), all, newRS, d.DeepCopy()); err != nil {
+			if err := f.ctrl.syncRolloutStatus(f.TestContext(), all, newRS, d.DeepCopy()); err != nil {
 				t.Fatal(err)
 			}
 			updated := len(f.writes()) > 0
@@ -95,7 +95,7 @@ func TestSyncRolloutStatus(t *testing.T) {
 					t.Errorf("lastTransitionTime = %v, want %v", cond.LastTransitionTime.Time, tt.wantTransition)
 				}
 			}
-			gotAfter, requeued := f.queue.After("ns/d")
+			gotAfter, requeued := f.Queue.After("ns/d")
 			if tt.wantAfter >= 0 != requeued || (requeued && gotAfter != tt.wantAfter+time.Second) {
 				t.Errorf("requeued after %v (%v), want %v + 1s", gotAfter, requeued, tt.wantAfter)
 			}
@@ -129,10 +129,10 @@ func TestRequeueForDeadline(t *testing.T) {
 				s = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, ObservedGeneration: 1}
 			}
 			f := newFixture(t)
-			if got := f.ctrl.requeueForDeadline(f.ctx(), d, s); got != tt.want {
+			if got := f.ctrl.requeueForDeadline(f.TestContext(), d, s); got != tt.want {
 				t.Errorf("requeue after %v, want %v", got, tt.want)
 			}
-			if limited := len(f.queue.RateLimited()) > 0; limited != tt.wantLimited {
+			if limited := len(f.Queue.RateLimited()) > 0; limited != tt.wantLimited {
 				t.Errorf("rate limited: %v, want %v", limited, tt.wantLimited)
 			}
 		})
@@ -157,7 +157,7 @@ func TestCheckPausedConditions(t *testing.T) {
 			d.Spec.Paused = tt.paused
 			d.Status.Conditions = []appsv1.DeploymentCondition{*tt.cond}
 			f := newFixture(t, d)
-			if err := f.ctrl.checkPausedConditions(f.ctx(), d.DeepCopy()); err != nil {
+			if err := f.ctrl.checkPausedConditions(f.TestContext(), d.DeepCopy()); err != nil {
 				t.Fatal(err)
 			}
 			got := getCondition(f.deployment("d").Status, appsv1.DeploymentProgressing)
@@ -188,7 +188,7 @@ func TestProgressDeadlineOverTime(t *testing.T) {
 		want    string
 	}{{0, ReasonReplicaSetUpdated}, {30 * time.Second, ReasonReplicaSetUpdated}, {time.Second, ReasonProgressDeadline}} {
 		f.clock.Step(step.advance)
-		f.cache(f.deployment("d"))
+		f.Cache(f.deployment("d"))
 		f.mustSync("d")
 		if c := getCondition(f.deployment("d").Status, appsv1.DeploymentProgressing); c.Reason != step.want {
 			t.Fatalf("at %v: Progressing %s, want %s", f.clock.Now().Sub(now), c.Reason, step.want)

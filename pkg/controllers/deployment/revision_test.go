@@ -151,8 +151,8 @@ func TestRolloutUndo(t *testing.T) {
 	}
 	// The first sync updated the ReplicaSet and stopped; the next one (with the cache
 	// caught up) records the revision on the Deployment and scales.
-	f.cache(got)
-	f.cache(f.deployment("d"))
+	f.Cache(got)
+	f.Cache(f.deployment("d"))
 	f.mustSync("d")
 	if rev := f.deployment("d").Annotations[RevisionAnnotation]; rev != "3" {
 		t.Errorf("deployment revision = %q, want 3", rev)

@@ -44,7 +44,7 @@ func TestDeprecatedRollback(t *testing.T) {
 			if _, ok := got.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
 				t.Error("pod-template-hash copied into the Deployment's template")
 			}
-			if ev := f.events(); !slices.Contains(ev, tt.wantEvent) {
+			if ev := f.Events(); !slices.Contains(ev, tt.wantEvent) {
 				t.Errorf("events = %q, want %q among them", ev, tt.wantEvent)
 			}
 		})

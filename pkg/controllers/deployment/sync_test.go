@@ -89,7 +89,7 @@ func TestScale(t *testing.T) {
 				objs = append(objs, rs)
 			}
 			f := newFixture(t, objs...)
-			if err := f.ctrl.scale(f.ctx(), d, newRS, old); err != nil {
+			if err := f.ctrl.scale(f.TestContext(), d, newRS, old); err != nil {
 				t.Fatal(err)
 			}
 			for name, want := range tt.want {
@@ -107,7 +107,7 @@ func TestScale(t *testing.T) {
 				}
 			}
 			if tt.wantEvents != nil {
-				if got := f.events(); !slices.Equal(got, tt.wantEvents) {
+				if got := f.Events(); !slices.Equal(got, tt.wantEvents) {
 					t.Errorf("events = %q, want %q", got, tt.wantEvents)
 				}
 			}
@@ -173,7 +173,7 @@ func TestCreateNewReplicaSet(t *testing.T) {
 		t.Errorf("Progressing = %+v, want NewReplicaSetCreated", c)
 	}
 	want := []string{"Normal ScalingReplicaSet Scaled up replica set " + rs.Name + " from 0 to 3"}
-	if ev := f.events(); !slices.Equal(ev, want) {
+	if ev := f.Events(); !slices.Equal(ev, want) {
 		t.Errorf("events = %q, want %q", ev, want)
 	}
 }
@@ -200,14 +200,14 @@ func TestCollision(t *testing.T) {
 				taken.Spec.Template.Spec.Containers[0].Image = "someone-else"
 			}
 			f := newFixture(t, d)
-			f.cache(taken)
+			f.Cache(taken)
 			// The lister sees it only for the conflict check: the claim step must not,
 			// so it is served from the cache after the create fails.
-			f.client.PrependReactor("create", "replicasets", func(core.Action) (bool, runtime.Object, error) {
+			f.Client.PrependReactor("create", "replicasets", func(core.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewAlreadyExists(appsv1.Resource("replicasets"), taken.Name)
 			})
 			rss := []*appsv1.ReplicaSet{}
-			_, err := f.ctrl.newReplicaSet(f.ctx(), d, nil, rss, true)
+			_, err := f.ctrl.newReplicaSet(f.TestContext(), d, nil, rss, true)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -261,7 +261,7 @@ func TestCleanupDeployment(t *testing.T) {
 				objs = append(objs, rs)
 			}
 			f := newFixture(t, objs...)
-			if err := f.ctrl.cleanupDeployment(f.ctx(), old, d); err != nil {
+			if err := f.ctrl.cleanupDeployment(f.TestContext(), old, d); err != nil {
 				t.Fatal(err)
 			}
 			if got := f.writes(); !slices.Equal(got, tt.wantDeleted) {
@@ -375,9 +375,9 @@ func TestStatusWritesDoNotConflict(t *testing.T) {
 	d.ResourceVersion = "1"
 	f := newFixture(t, d)
 	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
-	f.client.PrependReactor("update", "deployments", func(a core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("update", "deployments", func(a core.Action) (bool, runtime.Object, error) {
 		obj := a.(core.UpdateAction).GetObject().(*appsv1.Deployment).DeepCopy()
-		cur, err := f.client.Tracker().Get(gvr, obj.Namespace, obj.Name)
+		cur, err := f.Client.Tracker().Get(gvr, obj.Namespace, obj.Name)
 		if err != nil {
 			return true, nil, err
 		}
@@ -388,7 +388,7 @@ func TestStatusWritesDoNotConflict(t *testing.T) {
 		var n int
 		fmt.Sscan(rv, &n)
 		obj.ResourceVersion = fmt.Sprint(n + 1)
-		return true, obj, f.client.Tracker().Update(gvr, obj, obj.Namespace)
+		return true, obj, f.Client.Tracker().Update(gvr, obj, obj.Namespace)
 	})
 	f.mustSync("d")
 	if got := f.writes(); len(got) < 3 || got[0] != "create replicasets "+replicaSetName("d", podTemplateHash(&d.Spec.Template, nil)) {

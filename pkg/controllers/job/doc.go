@@ -24,9 +24,9 @@
 //     completionTime and the Completed or failure event) once no pod is uncounted or
 //     terminating.
 //
-// In-memory state — expectations of pod creates and deletes and of finalizer removals
-// (expectations.go), the failure backoff records — is rebuilt from the objects by whoever
-// syncs the Job next, as after a kube-controller-manager restart: a shard that takes a
+// In-memory state — expectations of pod creates and deletes (internal/expectations) and
+// of finalizer removals (expectations.go), the failure backoff records — is rebuilt from
+// the objects by whoever syncs the Job next, as after a kube-controller-manager restart: a shard that takes a
 // namespace over counts every pod from the status and the finalizers alone. It is
 // forgotten when the Job leaves the cache (deleted, or its namespace left the shard), so a
 // namespace that comes back starts from the objects too.

@@ -2,77 +2,10 @@ package job
 
 import (
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/utils/clock"
 )
-
-// expectationsTTL is how long unobserved creates or deletes hold a Job back at most
-// (kube-controller-manager's ExpectationsTimeout): a lost watch event must not stop it for
-// good.
-const expectationsTTL = 5 * time.Minute
-
-// expectations counts, per Job key, the pod creations and deletions the controller made
-// and has not yet seen in its cache (upstream's ControllerExpectations): a Job is not
-// managed again before they are seen, so a lagging cache never makes it create a pod
-// twice.
-type expectations struct {
-	clock clock.PassiveClock
-
-	mu    sync.Mutex
-	byKey map[string]*expectation
-}
-
-type expectation struct {
-	adds, dels int
-	since      time.Time
-}
-
-func newExpectations(c clock.PassiveClock) *expectations {
-	return &expectations{clock: c, byKey: map[string]*expectation{}}
-}
-
-// satisfied reports whether the Job may be managed.
-func (e *expectations) satisfied(key string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	x, ok := e.byKey[key]
-	return !ok || (x.adds <= 0 && x.dels <= 0) || e.clock.Since(x.since) > expectationsTTL
-}
-
-func (e *expectations) expectCreations(key string, n int) { e.set(key, n, 0) }
-
-func (e *expectations) expectDeletions(key string, n int) { e.set(key, 0, n) }
-
-func (e *expectations) set(key string, adds, dels int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.byKey[key] = &expectation{adds: adds, dels: dels, since: e.clock.Now()}
-}
-
-func (e *expectations) creationObserved(key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if x, ok := e.byKey[key]; ok {
-		x.adds--
-	}
-}
-
-func (e *expectations) deletionObserved(key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if x, ok := e.byKey[key]; ok {
-		x.dels--
-	}
-}
-
-func (e *expectations) forget(key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.byKey, key)
-}
 
 // finalizerExpectations records, per Job key, the pods whose tracking finalizer the
 // controller removed and has not yet seen removed in its cache: such a pod is already

@@ -3,8 +3,6 @@ package job
 import (
 	"fmt"
 	"sort"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,12 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	core "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -36,15 +29,10 @@ var (
 // fixture is a controller on a fake clientset whose informer caches the test fills by
 // hand (sample-controller style): the informers never run.
 type fixture struct {
-	t        *testing.T
-	client   *fake.Clientset
-	factory  informers.SharedInformerFactory
-	ctrl     *Controller
-	queue    *controllertest.Queue
-	recorder *record.FakeRecorder
-	clock    *clocktesting.FakeClock
-	created  *atomic.Int32
-	opts     Options
+	*controllertest.Fixture
+	ctrl  *Controller
+	clock *clocktesting.FakeClock
+	opts  Options
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -53,16 +41,11 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 
 func newFixtureWith(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0),
-		created: &atomic.Int32{}, opts: opts}
-	f.client.PrependReactor("create", "pods", nameGenerator(f))
-	controllertest.StatusSubresource(f.client, jobsGVR)
-	f.restart()
-	for _, o := range objs {
-		f.cache(o)
-	}
-	f.queue.Keys()
-	f.client.ClearActions()
+	f := &fixture{Fixture: controllertest.NewFixture(t, Descriptor(), objs...), clock: clocktesting.NewFakeClock(t0), opts: opts}
+	controllertest.GenerateNames(f.Client, "pods")
+	controllertest.StatusSubresource(f.Client, jobsGVR)
+	f.buildController()
+	f.Seed(objs...)
 	return f
 }
 
@@ -70,119 +53,42 @@ func newFixtureWith(t *testing.T, opts Options, objs ...runtime.Object) *fixture
 // a restarted process or the next owner of the namespace would; call refresh to fill the
 // caches from the API.
 func (f *fixture) restart() {
-	f.t.Helper()
-	f.recorder = record.NewFakeRecorder(1000)
-	f.factory = informers.NewSharedInformerFactory(f.client, 0)
-	f.queue = controllertest.NewQueue()
-	f.t.Cleanup(f.queue.ShutDown)
-	log, _ := ktesting.NewTestContext(f.t)
-	c := controllertest.Context(Descriptor(), f.factory, f.queue)
-	c.Client, c.Recorder, c.Logger, c.WriteAllowed = f.client, f.recorder, log, func(string) error { return nil }
-	ctrl, err := newController(c, f.opts, f.clock)
+	f.Restart()
+	f.buildController()
+}
+
+func (f *fixture) buildController() {
+	f.T.Helper()
+	ctrl, err := newController(f.ControllerContext(), f.opts, f.clock)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	f.t.Cleanup(ctrl.orphans.ShutDown)
-	f.ctrl = ctrl
+	f.T.Cleanup(ctrl.orphans.ShutDown)
+	f.ctrl, f.SyncFunc = ctrl, ctrl.sync
 }
 
 // refresh replaces the caches' content with the fake API server's objects.
 func (f *fixture) refresh() {
-	f.t.Helper()
-	for _, idx := range []toolscache.Indexer{f.indexerOf(&batchv1.Job{}), f.indexerOf(&corev1.Pod{})} {
+	f.T.Helper()
+	for _, idx := range []toolscache.Indexer{f.Indexer(&batchv1.Job{}), f.Indexer(&corev1.Pod{})} {
 		for _, old := range idx.List() {
 			_ = idx.Delete(old)
 		}
 	}
-	for _, o := range f.apiJobsObjs() {
-		f.cache(o)
+	for _, j := range controllertest.Stored[*batchv1.Job](f.T, f.Client, "ns") {
+		f.Cache(j)
 	}
-	for _, o := range f.apiPodObjs() {
-		f.cache(o)
-	}
-}
-
-func (f *fixture) apiJobsObjs() []runtime.Object {
-	l, err := f.client.Tracker().List(jobsGVR, batchv1.SchemeGroupVersion.WithKind("Job"), "ns")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var out []runtime.Object
-	for i := range l.(*batchv1.JobList).Items {
-		out = append(out, &l.(*batchv1.JobList).Items[i])
-	}
-	return out
-}
-
-func (f *fixture) apiPodObjs() []runtime.Object {
-	var out []runtime.Object
 	for _, p := range f.apiPods() {
-		out = append(out, p)
-	}
-	return out
-}
-
-// cache puts obj into the controller's informer cache without running handlers.
-func (f *fixture) cache(o runtime.Object) {
-	f.t.Helper()
-	idx := f.indexerOf(o)
-	if err := idx.Update(o); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-func (f *fixture) indexerOf(o runtime.Object) toolscache.Indexer {
-	f.t.Helper()
-	idx, err := controllertest.Informers{SharedInformerFactory: f.factory}.Indexer(o)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return idx
-}
-
-func (f *fixture) sync(key string) error {
-	_, ctx := ktesting.NewTestContext(f.t)
-	return f.ctrl.sync(ctx, key)
-}
-
-func (f *fixture) mustSync(key string) {
-	f.t.Helper()
-	if err := f.sync(key); err != nil {
-		f.t.Fatalf("sync %s: %v", key, err)
+		f.Cache(p)
 	}
 }
 
 // actions returns the fake client's writes as "verb resource[/subresource] [name]".
-func (f *fixture) actions() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		verb := a.GetVerb()
-		if verb == "get" || verb == "list" || verb == "watch" {
-			continue
-		}
-		s := verb + " " + a.GetResource().Resource
-		if a.GetSubresource() != "" {
-			s += "/" + a.GetSubresource()
-		}
-		switch a := a.(type) {
-		case core.DeleteAction:
-			s += " " + a.GetName()
-		case core.PatchAction:
-			s += " " + a.GetName()
-		}
-		out = append(out, s)
-	}
-	return out
-}
+func (f *fixture) actions() []string { return controllertest.Actions(f.Client, controllertest.Writes) }
 
-// createdPods returns the pods the controller created.
+// createdPods returns the pods the controller created, by name.
 func (f *fixture) createdPods() []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, a := range f.client.Actions() {
-		if c, ok := a.(core.CreateAction); ok && a.GetResource().Resource == "pods" {
-			out = append(out, c.GetObject().(*corev1.Pod))
-		}
-	}
+	out := controllertest.Created[*corev1.Pod](f.Client)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
@@ -190,73 +96,20 @@ func (f *fixture) createdPods() []*corev1.Pod {
 // statuses returns the statuses the controller wrote, in order.
 func (f *fixture) statuses() []batchv1.JobStatus {
 	var out []batchv1.JobStatus
-	for _, a := range f.client.Actions() {
-		if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
-			out = append(out, u.GetObject().(*batchv1.Job).Status)
-		}
+	for _, j := range controllertest.StatusUpdates[*batchv1.Job](f.Client) {
+		out = append(out, j.Status)
 	}
 	return out
 }
 
 // apiJob returns the Job the fake API server holds.
 func (f *fixture) apiJob(name string) *batchv1.Job {
-	f.t.Helper()
-	o, err := f.client.Tracker().Get(jobsGVR, "ns", name)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return o.(*batchv1.Job)
+	return controllertest.Get[*batchv1.Job](f.T, f.Client, "ns", name)
 }
 
 // apiPods returns the pods the fake API server holds, by name.
 func (f *fixture) apiPods() []*corev1.Pod {
-	f.t.Helper()
-	l, err := f.client.Tracker().List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), "ns")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var out []*corev1.Pod
-	for i := range l.(*corev1.PodList).Items {
-		out = append(out, &l.(*corev1.PodList).Items[i])
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// events drains the recorded events.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
-// eventReasons counts the drained events by "type reason".
-func (f *fixture) eventReasons() map[string]int {
-	out := map[string]int{}
-	for _, e := range f.events() {
-		parts := strings.SplitN(e, " ", 3)
-		out[parts[0]+" "+parts[1]]++
-	}
-	return out
-}
-
-// nameGenerator generates the names of pods created with generateName, and their UIDs.
-func nameGenerator(f *fixture) core.ReactionFunc {
-	return func(a core.Action) (bool, runtime.Object, error) {
-		pod := a.(core.CreateAction).GetObject().(*corev1.Pod)
-		if pod.Name == "" {
-			n := f.created.Add(1)
-			pod.Name = fmt.Sprintf("%s%05d", pod.GenerateName, n)
-			pod.UID = types.UID(fmt.Sprintf("uid-%s", pod.Name))
-		}
-		return false, nil, nil
-	}
+	return controllertest.Stored[*corev1.Pod](f.T, f.Client, "ns")
 }
 
 // --- object builders ---
@@ -371,11 +224,7 @@ func withCondition(t corev1.PodConditionType) podOpt {
 }
 
 func objs(j *batchv1.Job, pods ...*corev1.Pod) []runtime.Object {
-	out := []runtime.Object{j}
-	for _, p := range pods {
-		out = append(out, p)
-	}
-	return out
+	return append([]runtime.Object{j}, controllertest.Objects(pods...)...)
 }
 
 // conditionTypes lists a status's true conditions as "Type/Reason".

@@ -15,7 +15,7 @@ import (
 // creations are not observed either.
 func TestExpectationsForgottenWhenTheNamespaceLeaves(t *testing.T) {
 	f := newFixture(t, newJob(2, 2))
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	if n := len(f.createdPods()); n != 2 {
 		t.Fatalf("created %d pods, want 2", n)
 	}
@@ -23,37 +23,37 @@ func TestExpectationsForgottenWhenTheNamespaceLeaves(t *testing.T) {
 
 	// Released before the creations were seen.
 	job := f.apiJob("job")
-	if err := f.indexerOf(job).Delete(job); err != nil {
+	if err := f.Indexer(job).Delete(job); err != nil {
 		t.Fatal(err)
 	}
 	f.ctrl.deleteJob(log, job)
-	f.queue.Keys() // dropped by the fenced queue
+	f.Queue.Keys() // dropped by the fenced queue
 
 	// Meanwhile, at the other owner, one pod failed and was counted.
 	pods := f.apiPods()
 	gone := pods[0].DeepCopy()
 	failed()(gone)
 	untracked(gone)
-	if err := f.client.Tracker().Update(podsGVR, gone, "ns"); err != nil {
+	if err := f.Client.Tracker().Update(podsGVR, gone, "ns"); err != nil {
 		t.Fatal(err)
 	}
 	job = f.apiJob("job").DeepCopy()
 	job.Status.Failed = 1
 	job.Status.Active = 1
 	job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
-	if err := f.client.Tracker().Update(jobsGVR, job, "ns"); err != nil {
+	if err := f.Client.Tracker().Update(jobsGVR, job, "ns"); err != nil {
 		t.Fatal(err)
 	}
 
 	// Back at this shard: the warm-up adds the pods, then the Job.
 	for _, p := range []*corev1.Pod{gone, pods[1]} {
-		f.cache(p)
+		f.Cache(p)
 		f.ctrl.addPod(log, p)
 	}
-	f.cache(job)
+	f.Cache(job)
 	f.ctrl.addJob(log, job)
-	f.client.ClearActions()
-	f.mustSync("ns/job")
+	f.Client.ClearActions()
+	f.MustSync("ns/job")
 	if n := len(f.createdPods()); n != 1 {
 		t.Errorf("created %d pods after the namespace came back, want 1 (the failed pod's replacement); actions %v", n, f.actions())
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	batchv1 "k8s.io/api/batch/v1"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
+	"github.com/kshard/kshard/pkg/controllers/internal/expectations"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
@@ -94,7 +94,6 @@ func Descriptor() controllers.Descriptor {
 			// whoever may update the owner's finalizers.
 			{Group: "batch", Resource: "jobs/finalizers", Verbs: []string{"update"}},
 			{Resource: "pods", Verbs: []string{"create", "delete", "patch"}},
-			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		AddFlags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&opts.ManagedBy, ManagedByFlag, opts.ManagedBy, fmt.Sprintf(
@@ -122,7 +121,7 @@ type Controller struct {
 	managedBy    string
 	clock        clock.PassiveClock
 
-	expectations *expectations
+	expectations *expectations.Expectations
 	finalizers   *finalizerExpectations
 	backoff      *backoffStore
 	// consistency holds a Job's sync back until the caches show the controller's own last
@@ -165,7 +164,7 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 		orphans: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[orphanKey](time.Second, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[orphanKey]{Name: "job_orphan_pod"}),
-		expectations: newExpectations(clk),
+		expectations: expectations.New(clk),
 		finalizers:   newFinalizerExpectations(),
 		backoff:      newBackoffStore(),
 		consistency: consistency.New(map[schema.GroupResource]consistency.RVSource{
@@ -281,8 +280,8 @@ func (c *Controller) deleteJob(log klog.Logger, obj any) {
 	// Forgotten here and not only by the sync that finds the Job gone (upstream's way):
 	// when the Job leaves the cache because its namespace left the shard, that sync never
 	// runs (the queue admits no key of the namespace), and if the namespace comes back
-	// stale expectations would hold the Job for up to expectationsTTL.
-	c.expectations.forget(keyOf(job))
+	// stale expectations would hold the Job for up to expectations.Timeout.
+	c.expectations.Forget(keyOf(job))
 	c.finalizers.forget(keyOf(job))
 }
 
@@ -328,7 +327,7 @@ func (c *Controller) addPod(log klog.Logger, obj any) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
 		if job := c.controllerOf(pod.Namespace, ref); job != nil {
-			c.expectations.creationObserved(keyOf(job))
+			c.expectations.CreationObserved(keyOf(job))
 			c.enqueue(log, job, syncBatchPeriod)
 		}
 		return
@@ -411,7 +410,7 @@ func (c *Controller) deletePod(log klog.Logger, obj any, final bool) {
 		return
 	}
 	key := keyOf(job)
-	c.expectations.deletionObserved(key)
+	c.expectations.DeletionObserved(key)
 	if final || !withFinalizer {
 		c.finalizers.removalObserved(key, pod.UID)
 	}
@@ -450,9 +449,4 @@ func isFinished(job *batchv1.Job) bool {
 		}
 	}
 	return false
-}
-
-// jobLog is the logger of one Job's sync.
-func jobLog(ctx context.Context, namespace, name string) logr.Logger {
-	return klog.FromContext(ctx).WithValues("namespace", namespace, "name", name)
 }

@@ -34,7 +34,7 @@ func TestManagedBy(t *testing.T) {
 			j := newJob(1, 1)
 			j.Spec.ManagedBy = tc.managedBy
 			f := newFixtureWith(t, Options{ManagedBy: tc.mode}, j)
-			f.mustSync("ns/job")
+			f.MustSync("ns/job")
 			if worked := len(f.createdPods()) > 0; worked != tc.want {
 				t.Errorf("worked %v, want %v", worked, tc.want)
 			}
@@ -42,7 +42,7 @@ func TestManagedBy(t *testing.T) {
 	}
 	t.Run("bad flag", func(t *testing.T) {
 		f := newFixture(t)
-		if _, err := newController(controllersContextForTest(f), Options{ManagedBy: "x"}, f.clock); err == nil {
+		if _, err := newController(f.ControllerContext(), Options{ManagedBy: "x"}, f.clock); err == nil {
 			t.Error("accepted --job-managed-by=x")
 		}
 	})
@@ -90,7 +90,7 @@ func TestOrphans(t *testing.T) {
 func TestAdoption(t *testing.T) {
 	orphan := newPod("a", untracked, func(p *corev1.Pod) { p.OwnerReferences = nil })
 	f := newFixture(t, newJob(1, 1), orphan)
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	p := f.apiPods()[0]
 	if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != "uid-job" || !hasTrackingFinalizer(p) {
 		t.Errorf("adopted pod: owners %v finalizers %v", p.OwnerReferences, p.Finalizers)
@@ -104,12 +104,12 @@ func TestAdoption(t *testing.T) {
 func TestHandlers(t *testing.T) {
 	f := newFixture(t, newJob(2, 2))
 	log := f.ctrl.logForTest()
-	f.ctrl.expectations.expectCreations("ns/job", 1)
+	f.ctrl.expectations.ExpectCreations("ns/job", 1)
 	f.ctrl.addPod(log, newPod("a"))
-	if !f.ctrl.expectations.satisfied("ns/job") {
+	if !f.ctrl.expectations.Satisfied("ns/job") {
 		t.Error("creation not observed")
 	}
-	if d, ok := f.queue.After("ns/job"); !ok || d != syncBatchPeriod {
+	if d, ok := f.Queue.After("ns/job"); !ok || d != syncBatchPeriod {
 		t.Errorf("pod add queued after %v %v, want the batch period", d, ok)
 	}
 	old := newPod("a")
@@ -120,18 +120,18 @@ func TestHandlers(t *testing.T) {
 	if f.ctrl.finalizers.expected("ns/job").Has("uid-a") {
 		t.Error("finalizer removal not observed")
 	}
-	f.ctrl.expectations.expectDeletions("ns/job", 1)
+	f.ctrl.expectations.ExpectDeletions("ns/job", 1)
 	del := newPod("a", deleting)
 	del.ResourceVersion = "3"
 	f.ctrl.updatePod(log, old, del)
-	if !f.ctrl.expectations.satisfied("ns/job") {
+	if !f.ctrl.expectations.Satisfied("ns/job") {
 		t.Error("graceful deletion not observed as a deletion")
 	}
 	// A spec change syncs at once.
 	j2 := newJob(3, 2)
 	j2.Generation = 2
 	f.ctrl.updateJob(log, newJob(2, 2), j2)
-	if keys := f.queue.Keys(); !slices.Contains(keys, "ns/job") {
+	if keys := f.Queue.Keys(); !slices.Contains(keys, "ns/job") {
 		t.Errorf("spec change not queued at once: %v", keys)
 	}
 }

@@ -39,7 +39,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, string
 	if isSuspended(job) {
 		log.V(4).Info("Deleting all active pods in suspended job", "active", active)
 		rm := podsForRemoval(job, jc.activePods, int(active))
-		c.expectations.expectDeletions(key, len(rm))
+		c.expectations.ExpectDeletions(key, len(rm))
 		removedReady, removed, err := c.deleteJobPods(ctx, job, rm)
 		jc.terminating += removed
 		jc.ready -= removedReady
@@ -62,7 +62,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, string
 		rm = rm[:maxPodChangesOnSync]
 	}
 	if len(rm) > 0 {
-		c.expectations.expectDeletions(key, len(rm))
+		c.expectations.ExpectDeletions(key, len(rm))
 		log.V(4).Info("Too many pods running for job", "deleted", len(rm), "target", want)
 		removedReady, removed, err := c.deleteJobPods(ctx, job, rm)
 		jc.terminating += removed
@@ -100,7 +100,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, string
 		diff = int32(len(indexes))
 	}
 
-	c.expectations.expectCreations(key, int(diff))
+	c.expectations.ExpectCreations(key, int(diff))
 	log.V(4).Info("Too few pods running", "need", want, "creating", diff)
 	template := job.Spec.Template.DeepCopy()
 	if isIndexed(job) {
@@ -133,7 +133,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, string
 					}
 					utilruntime.HandleErrorWithContext(ctx, err, "creating pod")
 					log.V(2).Info("Failed creation, decrementing expectations")
-					c.expectations.creationObserved(key)
+					c.expectations.CreationObserved(key)
 					atomic.AddInt32(&active, -1)
 					failed.Add(1)
 					mu.Lock()
@@ -149,7 +149,7 @@ func (c *Controller) manage(ctx context.Context, jc *syncContext) (int32, string
 			log.V(2).Info("Slow-start failure. Skipping creating pods, decrementing expectations", "skippedCount", skipped)
 			active -= skipped
 			for i := int32(0); i < skipped; i++ {
-				c.expectations.creationObserved(key)
+				c.expectations.CreationObserved(key)
 			}
 			break
 		}
@@ -262,7 +262,7 @@ func (c *Controller) deleteJobPods(ctx context.Context, job *batchv1.Job, pods [
 	key := keyOf(job)
 	return c.forEachPod(ctx, pods, func(pod *corev1.Pod) (bool, error) {
 		fail := func(err error) (bool, error) {
-			c.expectations.deletionObserved(key) // the cache will not see this deletion
+			c.expectations.DeletionObserved(key) // the cache will not see this deletion
 			if apierrors.IsNotFound(err) {
 				return true, nil
 			}

@@ -132,13 +132,13 @@ func TestSyncMetrics(t *testing.T) {
 			syncs + "{action=pods_deleted,completion_mode=NonIndexed,result=success}":    1,
 			duration + "{action=pods_deleted,completion_mode=NonIndexed,result=success}": 1,
 		}},
-		{name: "expectations not met", job: newJob(2, 2), setup: func(f *fixture) { f.ctrl.expectations.expectCreations("ns/job", 1) },
+		{name: "expectations not met", job: newJob(2, 2), setup: func(f *fixture) { f.ctrl.expectations.ExpectCreations("ns/job", 1) },
 			want: map[string]float64{
 				syncs + "{action=reconciling,completion_mode=NonIndexed,result=success}":    1,
 				duration + "{action=reconciling,completion_mode=NonIndexed,result=success}": 1,
 			}},
 		{name: "failed creates", job: newJob(3, 3), setup: func(f *fixture) {
-			f.client.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) { return true, nil, errQuota })
+			f.Client.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) { return true, nil, errQuota })
 		}, want: map[string]float64{
 			// Slow start: the first create fails, the other two are not tried.
 			syncs + "{action=pods_created,completion_mode=NonIndexed,result=error}":    1,
@@ -225,7 +225,7 @@ func TestSyncMetrics(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(f)
 			}
-			_ = f.sync("ns/job")
+			_ = f.Sync("ns/job")
 			if d := diffSeries(series(t, reg), tc.want); d != "" {
 				t.Errorf("series differ:%s", d)
 			}
@@ -307,17 +307,17 @@ func rvOf(v string) podOpt { return func(p *corev1.Pod) { p.ResourceVersion = v 
 func TestSyncWaitsForItsOwnWrites(t *testing.T) {
 	f := newFixture(t, newJob(1, 1), newPod("unrelated", rvOf("10"), func(p *corev1.Pod) { p.OwnerReferences, p.Labels = nil, nil }))
 	reg := withMetrics(t, f)
-	f.client.PrependReactor("create", "pods", func(a core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("create", "pods", func(a core.Action) (bool, runtime.Object, error) {
 		pod := a.(core.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
 		pod.Name, pod.Namespace, pod.ResourceVersion = pod.GenerateName+"1", a.GetNamespace(), "50"
 		return true, pod, nil
 	})
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	if n := len(f.createdPods()); n != 1 {
 		t.Fatalf("created %d pods", n)
 	}
 	var stale *consistency.StaleError
-	if err := f.sync("ns/job"); !errors.As(err, &stale) || stale.Resource != podsResource {
+	if err := f.Sync("ns/job"); !errors.As(err, &stale) || stale.Resource != podsResource {
 		t.Fatalf("second sync = %v, want a stale pod cache", err)
 	}
 	if got := testutil.ToFloat64(f.ctrl.jobMetrics.StaleSyncSkips.WithLabelValues("", "pods")); got != 1 {
@@ -326,8 +326,8 @@ func TestSyncWaitsForItsOwnWrites(t *testing.T) {
 	if got := series(t, reg)["job_controller_job_syncs_total{action=pods_created,completion_mode=NonIndexed,result=success}"]; got != 1 {
 		t.Errorf("syncs %v: the skipped sync counted as a sync", got)
 	}
-	f.cache(newPod("later", rvOf("50"), func(p *corev1.Pod) { p.OwnerReferences, p.Labels = nil, nil }))
-	if err := f.sync("ns/job"); err != nil {
+	f.Cache(newPod("later", rvOf("50"), func(p *corev1.Pod) { p.OwnerReferences, p.Labels = nil, nil }))
+	if err := f.Sync("ns/job"); err != nil {
 		t.Fatalf("sync once the cache caught up = %v", err)
 	}
 
@@ -342,7 +342,7 @@ func TestSyncWaitsForItsOwnWrites(t *testing.T) {
 		t.Fatal("the write of pod another was not recorded")
 	}
 	f.ctrl.deleteJob(f0(), newJob(1, 1))
-	if err := f.sync("ns/job"); err != nil {
+	if err := f.Sync("ns/job"); err != nil {
 		t.Fatalf("sync after the Job's deletion = %v", err)
 	}
 }

@@ -68,7 +68,7 @@ func TestPodFailurePolicyInSync(t *testing.T) {
 			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{exitCodes("FailJob", "In", 42)}}
 		})
 		f := newFixture(t, objs(j, newPod("a", finishedWith(corev1.PodFailed, 42, t0)))...)
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 		st := f.apiJob("job").Status
 		if got := conditionTypes(st); !slices.Equal(got, []string{"FailureTarget=True/PodFailurePolicy", "Failed=True/PodFailurePolicy"}) {
 			t.Errorf("conditions %v", got)
@@ -76,7 +76,7 @@ func TestPodFailurePolicyInSync(t *testing.T) {
 		if st.Failed != 1 || len(f.createdPods()) != 0 {
 			t.Errorf("failed %d created %d", st.Failed, len(f.createdPods()))
 		}
-		if got := f.eventReasons(); got["Warning PodFailurePolicy"] != 1 {
+		if got := f.EventReasons(); got["Warning PodFailurePolicy"] != 1 {
 			t.Errorf("events %v", got)
 		}
 	})
@@ -85,7 +85,7 @@ func TestPodFailurePolicyInSync(t *testing.T) {
 			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{onCondition("Ignore", corev1.DisruptionTarget)}}
 		})
 		f := newFixture(t, objs(j, newPod("a", failed(), withCondition(corev1.DisruptionTarget)))...)
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 		st := f.apiJob("job").Status
 		if st.Failed != 0 || len(st.Conditions) != 0 || len(f.createdPods()) != 1 || hasTrackingFinalizer(f.apiPods()[0]) {
 			t.Errorf("failed %d conditions %v created %d", st.Failed, conditionTypes(st), len(f.createdPods()))
@@ -107,7 +107,7 @@ func TestBackoffLimitPerIndex(t *testing.T) {
 	t.Run("retry inherits the failure count", func(t *testing.T) {
 		f := newFixture(t, objs(newJob(2, 2, perIndex(1, nil), started(t0)),
 			newPod("a", index(0), finishedWith(corev1.PodFailed, 1, t0.Add(-time.Hour))), newPod("b", index(1)))...)
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 		ps := f.createdPods()
 		if len(ps) != 1 || ps[0].Annotations[batchv1.JobIndexFailureCountAnnotation] != "1" || ps[0].Annotations[batchv1.JobCompletionIndexAnnotation] != "0" {
 			t.Fatalf("created %v", ps)
@@ -122,7 +122,7 @@ func TestBackoffLimitPerIndex(t *testing.T) {
 		f := newFixture(t, objs(newJob(2, 2, perIndex(1, nil), started(t0)),
 			newPod("a", index(0), failed(), annotated(batchv1.JobIndexFailureCountAnnotation, "1")),
 			newPod("b", index(1), succeeded()))...)
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 		st := f.apiJob("job").Status
 		if ptr.Deref(st.FailedIndexes, "-") != "0" || st.CompletedIndexes != "1" {
 			t.Errorf("failedIndexes %v completedIndexes %q", st.FailedIndexes, st.CompletedIndexes)
@@ -134,7 +134,7 @@ func TestBackoffLimitPerIndex(t *testing.T) {
 	t.Run("maxFailedIndexes", func(t *testing.T) {
 		f := newFixture(t, objs(newJob(3, 3, perIndex(0, ptr.To[int32](0)), started(t0)),
 			newPod("a", index(0), failed()), newPod("b", index(1)))...)
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 		st := f.apiJob("job").Status
 		if got := conditionTypes(st); !slices.Equal(got, []string{"FailureTarget=True/MaxFailedIndexesExceeded"}) {
 			t.Errorf("conditions %v", got)
@@ -147,7 +147,7 @@ func TestBackoffLimitPerIndex(t *testing.T) {
 		f := newFixture(t, objs(newJob(2, 2, perIndex(3, nil), started(t0), func(j *batchv1.Job) {
 			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{exitCodes("FailIndex", "In", 7)}}
 		}), newPod("a", index(0), finishedWith(corev1.PodFailed, 7, t0)), newPod("b", index(1)))...)
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 		st := f.apiJob("job").Status
 		if ptr.Deref(st.FailedIndexes, "-") != "0" || len(f.createdPods()) != 0 {
 			t.Errorf("failedIndexes %v created %d", st.FailedIndexes, len(f.createdPods()))
@@ -165,7 +165,7 @@ func TestSuccessPolicy(t *testing.T) {
 		}}
 	})
 	f := newFixture(t, objs(j, newPod("a", index(0), succeeded()), newPod("b", index(1)), newPod("c", index(2)))...)
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st := f.apiJob("job").Status
 	if got := conditionTypes(st); !slices.Equal(got, []string{"SuccessCriteriaMet=True/SuccessPolicy"}) || st.Conditions[0].Message != "Matched rules at index 1" {
 		t.Fatalf("conditions %v", got)
@@ -175,12 +175,12 @@ func TestSuccessPolicy(t *testing.T) {
 	}
 	for _, p := range f.apiPods() {
 		if p.Name != "a" {
-			_ = f.client.Tracker().Delete(podsGVR, "ns", p.Name)
+			_ = f.Client.Tracker().Delete(podsGVR, "ns", p.Name)
 		}
 	}
 	f.restart()
 	f.refresh()
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st = f.apiJob("job").Status
 	if got := conditionTypes(st); !slices.Equal(got, []string{"SuccessCriteriaMet=True/SuccessPolicy", "Complete=True/SuccessPolicy"}) {
 		t.Errorf("conditions %v", got)

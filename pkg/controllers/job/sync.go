@@ -12,10 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
@@ -53,15 +52,13 @@ type uncounted struct{ succeeded, failed sets.Set[types.UID] }
 
 // sync reconciles one Job.
 func (c *Controller) sync(ctx context.Context, key string) (rerr error) {
-	ns, name, err := toolscache.SplitMetaNamespaceKey(key)
+	ctx, log, ns, name, err := controllers.StartSync(ctx, key)
 	if err != nil {
 		return err
 	}
 	if ns == "" || name == "" {
 		return fmt.Errorf("invalid job key %q: either namespace or name is missing", key)
 	}
-	log := jobLog(ctx, ns, name)
-	ctx = klog.NewContext(ctx, log)
 	start := c.clock.Now()
 	defer func() { log.V(4).Info("Finished syncing job", "elapsed", c.clock.Since(start)) }()
 
@@ -77,7 +74,7 @@ func (c *Controller) sync(ctx context.Context, key string) (rerr error) {
 	shared, err := c.jobLister.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		log.V(4).Info("Job has been deleted")
-		c.expectations.forget(key)
+		c.expectations.Forget(key)
 		c.finalizers.forget(key)
 		c.consistency.Clear(key, "")
 		c.backoff.remove(key)
@@ -113,7 +110,7 @@ func (c *Controller) sync(ctx context.Context, key string) (rerr error) {
 
 	// Expectations first: a pod that enters the cache after this check only defers the
 	// Job to its next sync.
-	satisfied := c.expectations.satisfied(key)
+	satisfied := c.expectations.Satisfied(key)
 	pods, err := c.podsOf(ctx, job)
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ func TestSyncCounts(t *testing.T) {
 				job.Status.Succeeded = 3
 			}
 			f := newFixture(t, objs(job, tc.pods...)...)
-			f.mustSync("ns/job")
+			f.MustSync("ns/job")
 			if n := len(f.createdPods()); n != tc.wantCreates {
 				t.Errorf("created %d pods, want %d (%v)", n, tc.wantCreates, f.actions())
 			}
@@ -85,7 +85,7 @@ func TestSyncCounts(t *testing.T) {
 func TestPodsCreated(t *testing.T) {
 	t.Run("nonindexed", func(t *testing.T) {
 		f := newFixture(t, newJob(2, 2))
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 		ps := f.createdPods()
 		if len(ps) != 2 {
 			t.Fatalf("created %d pods", len(ps))
@@ -101,13 +101,13 @@ func TestPodsCreated(t *testing.T) {
 		if p.Labels["batch.kubernetes.io/job-name"] != "job" {
 			t.Errorf("labels %v", p.Labels)
 		}
-		if got := f.eventReasons(); got["Normal SuccessfulCreate"] != 2 {
+		if got := f.EventReasons(); got["Normal SuccessfulCreate"] != 2 {
 			t.Errorf("events %v", got)
 		}
 	})
 	t.Run("indexed", func(t *testing.T) {
 		f := newFixture(t, objs(newJob(3, 4, indexed), newPod("a", index(1)))...)
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 		ps := f.createdPods()
 		var got []string
 		for _, p := range ps {
@@ -137,17 +137,17 @@ func TestPodsCreated(t *testing.T) {
 	})
 	t.Run("failed create", func(t *testing.T) {
 		f := newFixture(t, newJob(4, 4))
-		f.client.PrependReactor("create", "pods", func(a coreAction) (bool, runtimeObject, error) {
+		f.Client.PrependReactor("create", "pods", func(a coreAction) (bool, runtimeObject, error) {
 			return true, nil, errQuota
 		})
-		if err := f.sync("ns/job"); err == nil {
+		if err := f.Sync("ns/job"); err == nil {
 			t.Fatal("sync succeeded")
 		}
 		// Slow start: one create tried, the other three skipped.
-		if got := f.eventReasons(); got["Warning FailedCreate"] != 1 {
+		if got := f.EventReasons(); got["Warning FailedCreate"] != 1 {
 			t.Errorf("events %v", got)
 		}
-		if !f.ctrl.expectations.satisfied("ns/job") {
+		if !f.ctrl.expectations.Satisfied("ns/job") {
 			t.Error("expectations left after failed creates")
 		}
 		if st := f.apiJob("job").Status; st.Active != 0 {
@@ -159,13 +159,13 @@ func TestPodsCreated(t *testing.T) {
 // TestExpectations: pods created but not yet in the cache are not created again.
 func TestExpectations(t *testing.T) {
 	f := newFixture(t, newJob(2, 2))
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	f.refresh() // the Job's status, not the pods
-	for _, p := range f.indexerOf(&corev1.Pod{}).List() {
-		_ = f.indexerOf(&corev1.Pod{}).Delete(p)
+	for _, p := range f.Indexer(&corev1.Pod{}).List() {
+		_ = f.Indexer(&corev1.Pod{}).Delete(p)
 	}
-	f.client.ClearActions()
-	f.mustSync("ns/job")
+	f.Client.ClearActions()
+	f.MustSync("ns/job")
 	if n := len(f.createdPods()); n != 0 {
 		t.Fatalf("created %d pods again before observing the first ones", n)
 	}
@@ -174,7 +174,7 @@ func TestExpectations(t *testing.T) {
 	for _, p := range f.apiPods() {
 		f.ctrl.addPod(f.ctrl.logForTest(), p)
 	}
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	if n := len(f.createdPods()); n != 0 {
 		t.Fatalf("created %d pods with 2 running", n)
 	}
@@ -184,7 +184,7 @@ func TestExpectations(t *testing.T) {
 // are removed, and into the counters after.
 func TestTracking(t *testing.T) {
 	f := newFixture(t, objs(newJob(2, 3, started(t0)), newPod("a", succeeded()), newPod("b", failed()))...)
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	acts := f.actions()
 	first := slices.Index(acts, "update jobs/status")
 	patchA, patchB := slices.Index(acts, "patch pods a"), slices.Index(acts, "patch pods b")
@@ -213,7 +213,7 @@ func TestTracking(t *testing.T) {
 func TestCrashBetweenFinalizerRemovalAndStatus(t *testing.T) {
 	f := newFixture(t, objs(newJob(3, 3, started(t0)), newPod("a", succeeded()), newPod("b", succeeded()), newPod("c", failed()))...)
 	writes := 0
-	f.client.PrependReactor("update", "jobs", func(a coreAction) (bool, runtimeObject, error) {
+	f.Client.PrependReactor("update", "jobs", func(a coreAction) (bool, runtimeObject, error) {
 		if a.GetSubresource() == "status" {
 			writes++
 			if writes == 2 {
@@ -222,7 +222,7 @@ func TestCrashBetweenFinalizerRemovalAndStatus(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if err := f.sync("ns/job"); err == nil {
+	if err := f.Sync("ns/job"); err == nil {
 		t.Fatal("want the second status write to fail")
 	}
 	st := f.apiJob("job").Status
@@ -237,7 +237,7 @@ func TestCrashBetweenFinalizerRemovalAndStatus(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		f.restart()
 		f.refresh()
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 	}
 	st = f.apiJob("job").Status
 	if st.Succeeded != 2 || st.Failed != 1 || len(st.UncountedTerminatedPods.Succeeded)+len(st.UncountedTerminatedPods.Failed) != 0 {
@@ -249,17 +249,17 @@ func TestCrashBetweenFinalizerRemovalAndStatus(t *testing.T) {
 // before removing any finalizer: the next owner counts each once.
 func TestCrashBeforeFinalizerRemoval(t *testing.T) {
 	f := newFixture(t, objs(newJob(2, 2, started(t0)), newPod("a", succeeded()), newPod("b", succeeded()))...)
-	f.client.PrependReactor("patch", "pods", func(a coreAction) (bool, runtimeObject, error) {
+	f.Client.PrependReactor("patch", "pods", func(a coreAction) (bool, runtimeObject, error) {
 		return true, nil, errCrash
 	})
-	if err := f.sync("ns/job"); err == nil {
+	if err := f.Sync("ns/job"); err == nil {
 		t.Fatal("want the finalizer removals to fail")
 	}
-	f.client.ReactionChain = f.client.ReactionChain[1:]
+	f.Client.ReactionChain = f.Client.ReactionChain[1:]
 	for i := 0; i < 3; i++ {
 		f.restart()
 		f.refresh()
-		f.mustSync("ns/job")
+		f.MustSync("ns/job")
 	}
 	st := f.apiJob("job").Status
 	if st.Succeeded != 2 || len(st.UncountedTerminatedPods.Succeeded) != 0 {
@@ -274,7 +274,7 @@ func TestCrashBeforeFinalizerRemoval(t *testing.T) {
 // once every pod is counted.
 func TestComplete(t *testing.T) {
 	f := newFixture(t, objs(newJob(2, 2, started(t0.Add(-time.Minute))), newPod("a", succeeded()), newPod("b", succeeded()))...)
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	sts := f.statuses()
 	if got := conditionTypes(sts[0]); !slices.Equal(got, []string{"SuccessCriteriaMet=True/CompletionsReached"}) {
 		t.Errorf("first status conditions %v", got)
@@ -289,12 +289,12 @@ func TestComplete(t *testing.T) {
 	if msg := st.Conditions[1].Message; msg != "Reached expected number of succeeded pods" {
 		t.Errorf("message %q", msg)
 	}
-	if got := f.eventReasons(); got["Normal Completed"] != 1 {
+	if got := f.EventReasons(); got["Normal Completed"] != 1 {
 		t.Errorf("events %v", got)
 	}
 	// Marked finished: not synced again until the update is seen.
-	f.client.ClearActions()
-	f.mustSync("ns/job")
+	f.Client.ClearActions()
+	f.MustSync("ns/job")
 	if len(f.actions()) != 0 {
 		t.Errorf("synced a finished job: %v", f.actions())
 	}
@@ -307,7 +307,7 @@ func TestIndexedTracking(t *testing.T) {
 		newPod("a", index(1), succeeded()), newPod("b", index(3), succeeded()), newPod("c", index(4), succeeded()),
 		newPod("d", index(0), succeeded()), // index 0 again
 		newPod("e", index(2)))...)
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st := f.apiJob("job").Status
 	if st.CompletedIndexes != "0,1,3,4" || st.Succeeded != 4 || st.Active != 1 {
 		t.Errorf("completedIndexes %q succeeded %d active %d", st.CompletedIndexes, st.Succeeded, st.Active)
@@ -325,7 +325,7 @@ func TestBackoffLimit(t *testing.T) {
 	j := newJob(2, 5, backoffLimit(1), started(t0.Add(-time.Minute)), withStatus(batchv1.JobStatus{Failed: 1}))
 	j.Status.StartTime = ptr.To(metav1.NewTime(t0.Add(-time.Minute)))
 	f := newFixture(t, objs(j, newPod("a", failed()), newPod("b", ready))...)
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st := f.apiJob("job").Status
 	if got := conditionTypes(st); !slices.Equal(got, []string{"FailureTarget=True/BackoffLimitExceeded"}) {
 		t.Fatalf("conditions %v (%v)", got, f.actions())
@@ -340,13 +340,13 @@ func TestBackoffLimit(t *testing.T) {
 			if hasTrackingFinalizer(p) {
 				t.Errorf("pod b keeps its finalizer")
 			}
-			_ = f.client.Tracker().Delete(podsGVR, "ns", "b")
+			_ = f.Client.Tracker().Delete(podsGVR, "ns", "b")
 		}
 	}
 	f.refresh()
 	f.restart()
 	f.refresh()
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st = f.apiJob("job").Status
 	if got := conditionTypes(st); !slices.Equal(got, []string{"FailureTarget=True/BackoffLimitExceeded", "Failed=True/BackoffLimitExceeded"}) {
 		t.Fatalf("conditions %v", got)
@@ -354,7 +354,7 @@ func TestBackoffLimit(t *testing.T) {
 	if st.Failed != 3 || st.CompletionTime != nil || st.Conditions[1].Message != "Job has reached the specified backoff limit" {
 		t.Errorf("failed %d completionTime %v message %q", st.Failed, st.CompletionTime, st.Conditions[1].Message)
 	}
-	if got := f.eventReasons(); got["Warning BackoffLimitExceeded"] != 1 {
+	if got := f.EventReasons(); got["Warning BackoffLimitExceeded"] != 1 {
 		t.Errorf("events %v", got)
 	}
 }
@@ -379,9 +379,9 @@ func TestPodFailureBackoff(t *testing.T) {
 				ps = append(ps, newPod(string(rune('a'+i)), finishedWith(corev1.PodFailed, 1, t0.Add(-tc.ago))))
 			}
 			f := newFixture(t, objs(newJob(1, 1, backoffLimit(100), started(t0)), ps...)...)
-			f.mustSync("ns/job")
+			f.MustSync("ns/job")
 			created := len(f.createdPods())
-			d, delayed := f.queue.After("ns/job")
+			d, delayed := f.Queue.After("ns/job")
 			if tc.want == 0 {
 				if created != 1 {
 					t.Errorf("created %d, want 1", created)
@@ -400,13 +400,13 @@ func TestPodFailureBackoff(t *testing.T) {
 func TestActiveDeadline(t *testing.T) {
 	j := newJob(1, 1, started(t0.Add(-time.Minute)), func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To[int64](100) })
 	f := newFixture(t, objs(j, newPod("a"))...)
-	f.mustSync("ns/job")
-	if d, ok := f.queue.After("ns/job"); !ok || d != 40*time.Second {
+	f.MustSync("ns/job")
+	if d, ok := f.Queue.After("ns/job"); !ok || d != 40*time.Second {
 		t.Errorf("requeue %v %v, want 40s", d, ok)
 	}
 	f.clock.Step(40 * time.Second)
 	f.refresh()
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st := f.apiJob("job").Status
 	if got := conditionTypes(st); !slices.Equal(got, []string{"FailureTarget=True/DeadlineExceeded"}) {
 		t.Errorf("conditions %v", got)
@@ -420,7 +420,7 @@ func TestActiveDeadline(t *testing.T) {
 // resuming sets Suspended False and a new startTime.
 func TestSuspend(t *testing.T) {
 	f := newFixture(t, objs(newJob(2, 4, suspended(true), started(t0.Add(-time.Hour))), newPod("a", ready), newPod("b"))...)
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st := f.apiJob("job").Status
 	if got := conditionTypes(st); !slices.Equal(got, []string{"Suspended=True/JobSuspended"}) {
 		t.Errorf("conditions %v", got)
@@ -428,20 +428,20 @@ func TestSuspend(t *testing.T) {
 	if st.StartTime != nil || st.Active != 0 || ptr.Deref(st.Terminating, 0) != 2 {
 		t.Errorf("startTime %v active %d terminating %v", st.StartTime, st.Active, st.Terminating)
 	}
-	if got := f.eventReasons(); got["Normal Suspended"] != 1 || got["Normal SuccessfulDelete"] != 2 {
+	if got := f.EventReasons(); got["Normal Suspended"] != 1 || got["Normal SuccessfulDelete"] != 2 {
 		t.Errorf("events %v", got)
 	}
 	// Resume.
 	for _, p := range f.apiPods() {
-		_ = f.client.Tracker().Delete(podsGVR, "ns", p.Name)
+		_ = f.Client.Tracker().Delete(podsGVR, "ns", p.Name)
 	}
 	job := f.apiJob("job").DeepCopy()
 	job.Spec.Suspend = ptr.To(false)
-	_ = f.client.Tracker().Update(jobsGVR, job, "ns")
+	_ = f.Client.Tracker().Update(jobsGVR, job, "ns")
 	f.clock.Step(time.Minute)
 	f.restart()
 	f.refresh()
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st = f.apiJob("job").Status
 	if got := conditionTypes(st); !slices.Equal(got, []string{"Suspended=False/JobResumed"}) {
 		t.Errorf("conditions %v", got)
@@ -449,7 +449,7 @@ func TestSuspend(t *testing.T) {
 	if st.StartTime == nil || !st.StartTime.Time.Equal(t0.Add(time.Minute)) || st.Active != 2 {
 		t.Errorf("startTime %v active %d", st.StartTime, st.Active)
 	}
-	if got := f.eventReasons(); got["Normal Resumed"] != 1 || got["Normal SuccessfulCreate"] != 2 {
+	if got := f.EventReasons(); got["Normal Resumed"] != 1 || got["Normal SuccessfulCreate"] != 2 {
 		t.Errorf("events %v", got)
 	}
 }
@@ -457,7 +457,7 @@ func TestSuspend(t *testing.T) {
 // TestCreatedSuspended: a Job created suspended gets no startTime and no pods.
 func TestCreatedSuspended(t *testing.T) {
 	f := newFixture(t, newJob(2, 4, suspended(true)))
-	f.mustSync("ns/job")
+	f.MustSync("ns/job")
 	st := f.apiJob("job").Status
 	if st.StartTime != nil || len(f.createdPods()) != 0 {
 		t.Errorf("startTime %v created %d", st.StartTime, len(f.createdPods()))

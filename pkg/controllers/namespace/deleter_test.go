@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 // okConditions are the conditions of a namespace whose deletion found nothing wrong.
@@ -316,7 +317,7 @@ func TestPhaseSetToTerminating(t *testing.T) {
 // TestNewNeedsDiscovery: a server that reports no resources stops the controller's start
 // (upstream's exits).
 func TestNewNeedsDiscovery(t *testing.T) {
-	_, err := newDeleter(ktestingLogger(t), nil, nil, func() ([]*metav1.APIResourceList, error) {
+	_, err := newDeleter(controllertest.Logger(t), nil, nil, func() ([]*metav1.APIResourceList, error) {
 		return nil, errors.New("connection refused")
 	})
 	if err == nil || !strings.Contains(err.Error(), "unable to get any supported resources") {

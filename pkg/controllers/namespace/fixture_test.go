@@ -12,11 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	core "k8s.io/client-go/testing"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
@@ -51,11 +48,9 @@ func serverResources() []*metav1.APIResourceList {
 // client holds the namespace's content and deletes it as the API server does (an object
 // with finalizers only gets a deletionTimestamp).
 type fixture struct {
-	t      *testing.T
-	client *fake.Clientset
-	md     *metadatafake.FakeMetadataClient
-	ctrl   *Controller
-	queue  *controllertest.Queue
+	*controllertest.Fixture
+	md   *metadatafake.FakeMetadataClient
+	ctrl *Controller
 
 	mu sync.Mutex
 	// content holds the namespace's objects by resource and name.
@@ -87,32 +82,24 @@ func object(name string, finalizers ...string) *metav1.PartialObjectMetadata {
 // newFixture caches and serves ns.
 func newFixture(t *testing.T, ns *corev1.Namespace, pods ...*corev1.Pod) *fixture {
 	t.Helper()
-	objs := []runtime.Object{ns}
-	for _, p := range pods {
-		objs = append(objs, p)
-	}
+	objs := append([]runtime.Object{ns}, controllertest.Objects(pods...)...)
 	f := &fixture{
-		t: t, client: fake.NewClientset(objs...), md: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+		Fixture: controllertest.NewFixture(t, Descriptor(), objs...),
+		md:      metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
 		content: map[schema.GroupVersionResource]map[string]*metav1.PartialObjectMetadata{},
 		fail:    map[string]error{}, discovery: serverResources(),
 	}
-	controllertest.StatusSubresource(f.client, corev1.SchemeGroupVersion.WithResource("namespaces"))
-	f.client.PrependReactor("create", "namespaces", f.finalizeReactor)
+	controllertest.StatusSubresource(f.Client, corev1.SchemeGroupVersion.WithResource("namespaces"))
+	f.Client.PrependReactor("create", "namespaces", f.finalizeReactor)
 	f.md.PrependReactor("*", "*", f.metadataReactor)
-	factory := informers.NewSharedInformerFactory(f.client, 0)
-	f.queue = controllertest.NewQueue()
-	t.Cleanup(f.queue.ShutDown)
-	log, _ := ktesting.NewTestContext(t)
-	c := controllertest.Context(Descriptor(), factory, f.queue)
-	c.Client, c.Metadata, c.Logger = f.client, f.md, log
+	c := f.ControllerContext()
+	c.Metadata = f.md
 	ctrl, err := newController(c, Options{SyncPeriod: time.Minute}, f.discover)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl = ctrl
-	if err := factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
-		t.Fatal(err)
-	}
+	f.ctrl, f.SyncFunc = ctrl, ctrl.sync
+	f.Cache(ns)
 	return f
 }
 
@@ -209,34 +196,32 @@ func (f *fixture) finalizeReactor(a core.Action) (bool, runtime.Object, error) {
 	}
 	in := ca.GetObject().(*corev1.Namespace)
 	gvr := corev1.SchemeGroupVersion.WithResource("namespaces")
-	obj, err := f.client.Tracker().Get(gvr, "", in.Name)
+	obj, err := f.Client.Tracker().Get(gvr, "", in.Name)
 	if err != nil {
 		return true, nil, err
 	}
 	stored := obj.(*corev1.Namespace).DeepCopy()
 	stored.Spec.Finalizers = in.Spec.Finalizers
 	if len(stored.Spec.Finalizers) == 0 && stored.DeletionTimestamp != nil {
-		return true, stored, f.client.Tracker().Delete(gvr, "", in.Name)
+		return true, stored, f.Client.Tracker().Delete(gvr, "", in.Name)
 	}
-	return true, stored, f.client.Tracker().Update(gvr, stored, "")
+	return true, stored, f.Client.Tracker().Update(gvr, stored, "")
 }
 
 // namespace returns the stored Namespace, or nil once it is gone.
 func (f *fixture) namespace() *corev1.Namespace {
-	obj, err := f.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("namespaces"), "", tenant)
+	obj, err := f.Client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("namespaces"), "", tenant)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return obj.(*corev1.Namespace)
 }
 
-func (f *fixture) sync() error {
-	_, ctx := ktesting.NewTestContext(f.t)
-	return f.ctrl.sync(ctx, tenant)
-}
+// sync runs one sync of the fixtures' namespace.
+func (f *fixture) sync() error { return f.Sync(tenant) }
 
 // conditions returns the stored namespace's conditions as "Type=Status Reason: Message".
 func (f *fixture) conditions() map[corev1.NamespaceConditionType]string {
@@ -254,9 +239,9 @@ func (f *fixture) conditions() map[corev1.NamespaceConditionType]string {
 // restart builds the controller's deleter again, as at a start, from what discovery
 // serves now.
 func (f *fixture) restart() {
-	d, err := newDeleter(ktestingLogger(f.t), f.client.CoreV1(), f.md, f.discover)
+	d, err := newDeleter(controllertest.Logger(f.T), f.Client.CoreV1(), f.md, f.discover)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	f.ctrl.deleter = d
 }

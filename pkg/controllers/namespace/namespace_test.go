@@ -4,17 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kshard/kshard/pkg/controllers"
 )
-
-func ktestingLogger(t *testing.T) logr.Logger {
-	log, _ := ktesting.NewTestContext(t)
-	return log
-}
 
 // TestEnqueue: a namespace being deleted is queued after the deletion grace period,
 // another is not queued.
@@ -31,7 +24,7 @@ func TestEnqueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, newNamespace(false))
 			f.ctrl.enqueue(tc.ns)
-			got, ok := f.queue.After(tenant)
+			got, ok := f.Queue.After(tenant)
 			if ok != (tc.wantWait != 0) || got != tc.wantWait {
 				t.Errorf("queued after %v (%v), want %v", got, ok, tc.wantWait)
 			}
@@ -43,7 +36,7 @@ func TestEnqueue(t *testing.T) {
 func TestResync(t *testing.T) {
 	f := newFixture(t, newNamespace(true, corev1.FinalizerKubernetes))
 	f.ctrl.resync()
-	if _, ok := f.queue.After(tenant); !ok {
+	if _, ok := f.Queue.After(tenant); !ok {
 		t.Error("terminating namespace not queued by the resync")
 	}
 }
@@ -86,7 +79,7 @@ func TestDescriptor(t *testing.T) {
 // TestNegativeSyncPeriod is refused with the flag's name.
 func TestNegativeSyncPeriod(t *testing.T) {
 	f := newFixture(t, newNamespace(false))
-	c := controllers.Context{Client: f.client, Metadata: f.md}
+	c := controllers.Context{Client: f.Client, Metadata: f.md}
 	if _, err := newController(c, Options{SyncPeriod: -time.Second}, f.discover); err == nil {
 		t.Error("negative --namespace-sync-period accepted")
 	}

@@ -53,14 +53,14 @@ func TestClaim(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, objs(tc.rs, tc.pods...)...)
-			f.mustSync("ns/rs")
+			f.MustSync("ns/rs")
 			if got := f.actions(false); fmt.Sprint(got) != fmt.Sprint(tc.wantActions) {
 				t.Errorf("actions = %v, want %v", got, tc.wantActions)
 			}
 			if st, ok := f.lastStatus(); !ok || st.Replicas != tc.wantReplica {
 				t.Errorf("status.replicas = %d (written %v), want %d", st.Replicas, ok, tc.wantReplica)
 			}
-			for _, a := range f.client.Actions() {
+			for _, a := range f.Client.Actions() {
 				if p, ok := a.(core.PatchAction); ok {
 					patch := string(p.GetPatch())
 					if !strings.Contains(patch, string(tc.rs.UID)) {
@@ -76,12 +76,12 @@ func TestAdoptionChecksTheReplicaSetIsCurrent(t *testing.T) {
 	rs := newRS("rs", 1)
 	f := newFixture(t, rs, newPodOf("orphan", nil))
 	// The API server has a new ReplicaSet of that name: the cached one is stale.
-	f.client.PrependReactor("get", "replicasets", func(core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("get", "replicasets", func(core.Action) (bool, runtime.Object, error) {
 		fresh := rs.DeepCopy()
 		fresh.UID = "uid-new"
 		return true, fresh, nil
 	})
-	err := f.sync("ns/rs")
+	err := f.Sync("ns/rs")
 	if err == nil || !strings.Contains(err.Error(), "is gone") {
 		t.Fatalf("sync error = %v, want the stale-owner error", err)
 	}
@@ -159,7 +159,7 @@ func TestReplicaFailureOnQuotaAndItsRemoval(t *testing.T) {
 	rs := newRS("rs", 2)
 	f := newFixture(t, rs)
 	failCreatesFrom(f, 1, quotaErr())
-	if err := f.sync("ns/rs"); err == nil {
+	if err := f.Sync("ns/rs"); err == nil {
 		t.Fatal("sync succeeded despite the quota error")
 	}
 	st, ok := f.lastStatus()
@@ -167,14 +167,14 @@ func TestReplicaFailureOnQuotaAndItsRemoval(t *testing.T) {
 	if !ok || c == nil || c.Reason != ReasonFailedCreate || !strings.Contains(c.Message, "exceeded quota") {
 		t.Fatalf("status = %+v, want ReplicaFailure FailedCreate with the quota message", st)
 	}
-	ev := f.events()
+	ev := f.Events()
 	if len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning FailedCreate Error creating: pods is forbidden: exceeded quota") {
 		t.Errorf("events = %q", ev)
 	}
 
 	// The quota is raised; the informer brings the failed status back.
 	f2 := newFixture(t, newRS("rs", 2, withStatus(st), func(r *appsv1.ReplicaSet) { r.Status.ObservedGeneration = 1 }))
-	f2.mustSync("ns/rs")
+	f2.MustSync("ns/rs")
 	st2, ok := f2.lastStatus()
 	if !ok || findCondition(st2.Conditions, appsv1.ReplicaSetReplicaFailure) != nil {
 		t.Errorf("status = %+v, want the ReplicaFailure condition removed", st2)
@@ -208,14 +208,14 @@ func TestStatusUpdate(t *testing.T) {
 			rs := newRS("rs", 1, withStatus(tc.status), func(r *appsv1.ReplicaSet) { r.Generation = tc.generation })
 			f := newFixture(t, rs, newPodOf("a", rs, ready(t0.Add(-time.Hour))))
 			n := 0
-			f.client.PrependReactor("update", "replicasets", func(a core.Action) (bool, runtime.Object, error) {
+			f.Client.PrependReactor("update", "replicasets", func(a core.Action) (bool, runtime.Object, error) {
 				if a.GetSubresource() == "status" && n < tc.conflicts {
 					n++
 					return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "replicasets"}, "rs", errors.New("changed"))
 				}
 				return false, nil, nil
 			})
-			err := f.sync("ns/rs")
+			err := f.Sync("ns/rs")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync error = %v, want error %v", err, tc.wantErr)
 			}

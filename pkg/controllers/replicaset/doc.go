@@ -16,7 +16,7 @@
 //     terminatingReplicas, observedGeneration and the ReplicaFailure condition) and requeue
 //     when a ready pod will turn available after minReadySeconds.
 //
-// Expectations (expectations.go) make informer lag harmless: after creating n pods the
+// Expectations (internal/expectations) make informer lag harmless: after creating n pods the
 // controller does not manage the ReplicaSet again until it has seen n pod additions (or a
 // create failed, or five minutes passed); deletions are tracked per pod. Under sharding the
 // shard's cache emits deletes for every object of a namespace that moves away, which drops

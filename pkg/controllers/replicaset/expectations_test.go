@@ -8,93 +8,35 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-)
 
-func TestExpectations(t *testing.T) {
-	type step func(e *expectations, c *clocktesting.FakeClock)
-	creations := func(n int) step {
-		return func(e *expectations, _ *clocktesting.FakeClock) { e.expectCreations("k", n) }
-	}
-	deletions := func(keys ...string) step {
-		return func(e *expectations, _ *clocktesting.FakeClock) { e.expectDeletions("k", keys) }
-	}
-	created := func(e *expectations, _ *clocktesting.FakeClock) { e.creationObserved("k") }
-	deleted := func(key string) step {
-		return func(e *expectations, _ *clocktesting.FakeClock) { e.deletionObserved("k", key) }
-	}
-	wait := func(d time.Duration) step { return func(_ *expectations, c *clocktesting.FakeClock) { c.Step(d) } }
-	forget := func(e *expectations, _ *clocktesting.FakeClock) { e.forget("k") }
-	gone := func(live ...string) step {
-		return func(e *expectations, _ *clocktesting.FakeClock) {
-			e.observeGone("k", func(pk string) bool {
-				for _, l := range live {
-					if l == pk {
-						return true
-					}
-				}
-				return false
-			})
-		}
-	}
-	tests := []struct {
-		name  string
-		steps []step
-		want  bool
-	}{
-		{name: "none recorded", want: true},
-		{name: "creations pending", steps: []step{creations(2), created}, want: false},
-		{name: "creations observed", steps: []step{creations(2), created, created}, want: true},
-		{name: "more observed than expected", steps: []step{creations(1), created, created}, want: true},
-		{name: "deletions pending", steps: []step{deletions("ns/a", "ns/b"), deleted("ns/a")}, want: false},
-		{name: "deletions observed", steps: []step{deletions("ns/a", "ns/b"), deleted("ns/a"), deleted("ns/b")}, want: true},
-		{name: "an unexpected deletion counts for nothing", steps: []step{deletions("ns/a"), deleted("ns/x")}, want: false},
-		{name: "a deletion observed twice counts once", steps: []step{deletions("ns/a", "ns/b"), deleted("ns/a"), deleted("ns/a")}, want: false},
-		{name: "expired after five minutes", steps: []step{creations(3), wait(expectationsTTL + time.Second)}, want: true},
-		{name: "not expired before", steps: []step{creations(3), wait(expectationsTTL - time.Second)}, want: false},
-		{name: "forgotten", steps: []step{creations(3), forget}, want: true},
-		{name: "new creations replace pending deletions", steps: []step{deletions("ns/a"), creations(1), created}, want: true},
-		{name: "deletions the cache already shows", steps: []step{deletions("ns/a", "ns/b"), gone()}, want: true},
-		{name: "a deletion the cache does not show yet", steps: []step{deletions("ns/a", "ns/b"), gone("ns/b")}, want: false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := clocktesting.NewFakeClock(t0)
-			e := newExpectations(c)
-			for _, s := range tc.steps {
-				s(e, c)
-			}
-			if got := e.satisfied("k"); got != tc.want {
-				t.Errorf("satisfied = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
+	"github.com/kshard/kshard/pkg/controllers/internal/expectations"
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
+)
 
 // TestNoSecondRoundWhileTheInformerLags: the cache has not seen the pods the first sync
 // created, and the second sync must not create them again.
 func TestNoSecondRoundWhileTheInformerLags(t *testing.T) {
 	rs := newRS("rs", 3)
 	f := newFixture(t, rs)
-	f.mustSync("ns/rs")
-	f.mustSync("ns/rs")
-	if n := f.count("create", "pods"); n != 3 {
+	f.MustSync("ns/rs")
+	f.MustSync("ns/rs")
+	if n := controllertest.Count(f.Client, "create", "pods"); n != 3 {
 		t.Fatalf("creates after two syncs = %d, want 3", n)
 	}
 	// Two of the three pods reach the cache and the handlers.
 	for _, p := range f.apiPods()[:2] {
-		f.cache(p)
+		f.Cache(p)
 		f.ctrl.addPod(klog.Background(), p)
 	}
-	f.mustSync("ns/rs")
-	if n := f.count("create", "pods"); n != 3 {
+	f.MustSync("ns/rs")
+	if n := controllertest.Count(f.Client, "create", "pods"); n != 3 {
 		t.Fatalf("creates with one pod unobserved = %d, want 3", n)
 	}
 	// Five minutes later a lost event no longer holds the ReplicaSet back.
-	f.clock.Step(expectationsTTL + time.Second)
-	f.mustSync("ns/rs")
-	if n := f.count("create", "pods"); n != 4 {
+	f.clock.Step(expectations.Timeout + time.Second)
+	f.MustSync("ns/rs")
+	if n := controllertest.Count(f.Client, "create", "pods"); n != 4 {
 		t.Fatalf("creates after the expectations expired = %d, want 4", n)
 	}
 }
@@ -103,15 +45,15 @@ func TestNoSecondRoundOfDeletes(t *testing.T) {
 	rs := newRS("rs", 1)
 	a, b, c := newPodOf("a", rs), newPodOf("b", rs), newPodOf("c", rs)
 	f := newFixture(t, objs(rs, a, b, c)...)
-	f.mustSync("ns/rs")
-	f.mustSync("ns/rs") // the cache still shows all three
-	if n := f.count("delete", "pods"); n != 2 {
+	f.MustSync("ns/rs")
+	f.MustSync("ns/rs") // the cache still shows all three
+	if n := controllertest.Count(f.Client, "delete", "pods"); n != 2 {
 		t.Fatalf("deletes after two syncs = %d, want 2", n)
 	}
 	// The kubelet begins graceful termination of one: an update with a deletionTimestamp.
 	var victims []*corev1.Pod
 	for _, p := range []*corev1.Pod{a, b, c} {
-		if _, err := f.client.Tracker().Get(podsGVR, "ns", p.Name); err != nil {
+		if _, err := f.Client.Tracker().Get(podsGVR, "ns", p.Name); err != nil {
 			victims = append(victims, p)
 		}
 	}
@@ -121,20 +63,20 @@ func TestNoSecondRoundOfDeletes(t *testing.T) {
 	terminating := victims[0].DeepCopy()
 	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
 	terminating.ResourceVersion = "2"
-	f.cache(terminating)
+	f.Cache(terminating)
 	f.ctrl.updatePod(klog.Background(), victims[0], terminating)
-	f.mustSync("ns/rs")
-	if n := f.count("delete", "pods"); n != 2 {
+	f.MustSync("ns/rs")
+	if n := controllertest.Count(f.Client, "delete", "pods"); n != 2 {
 		t.Fatalf("deletes with one deletion unobserved = %d, want 2", n)
 	}
 	// The other deletion's event was lost (say, in a cache handoff), but the cache no
 	// longer has the pod: that counts as observed, and the ReplicaSet is managed again.
-	f.uncache(victims[1])
-	f.mustSync("ns/rs")
-	if adds, dels := f.ctrl.expectations.pending("ns/rs"); adds != 0 || dels != 0 {
+	f.Uncache(victims[1])
+	f.MustSync("ns/rs")
+	if adds, dels := f.ctrl.expectations.Pending("ns/rs"); adds != 0 || dels != 0 {
 		t.Fatalf("pending = %d adds, %d deletes; want none", adds, dels)
 	}
-	if n := f.count("delete", "pods"); n != 2 {
+	if n := controllertest.Count(f.Client, "delete", "pods"); n != 2 {
 		t.Fatalf("deletes = %d, want still 2 (the count is right)", n)
 	}
 }
@@ -151,22 +93,22 @@ func TestExpectationsDroppedWithTheReplicaSet(t *testing.T) {
 		{name: "tombstone", remove: func(f *fixture, rs any) {
 			f.ctrl.deleteRS(klog.Background(), toolscache.DeletedFinalStateUnknown{Key: "ns/rs", Obj: rs})
 		}},
-		{name: "sync finds it gone", remove: func(f *fixture, rs any) { f.mustSync("ns/rs") }},
+		{name: "sync finds it gone", remove: func(f *fixture, rs any) { f.MustSync("ns/rs") }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := newRS("rs", 3)
 			f := newFixture(t, rs)
-			f.mustSync("ns/rs")
-			if f.ctrl.expectations.satisfied("ns/rs") {
+			f.MustSync("ns/rs")
+			if f.ctrl.expectations.Satisfied("ns/rs") {
 				t.Fatal("expectations satisfied right after creating")
 			}
-			f.uncache(rs)
+			f.Uncache(rs)
 			tc.remove(f, rs)
-			if !f.ctrl.expectations.satisfied("ns/rs") {
+			if !f.ctrl.expectations.Satisfied("ns/rs") {
 				t.Fatal("expectations still pending after the ReplicaSet left the cache")
 			}
-			if got := f.queue.Keys(); tc.name != "sync finds it gone" && (len(got) != 1 || got[0] != "ns/rs") {
+			if got := f.Queue.Keys(); tc.name != "sync finds it gone" && (len(got) != 1 || got[0] != "ns/rs") {
 				t.Errorf("queue = %v, want ns/rs", got)
 			}
 		})
@@ -176,11 +118,11 @@ func TestExpectationsDroppedWithTheReplicaSet(t *testing.T) {
 func TestReplacedReplicaSetDropsExpectations(t *testing.T) {
 	rs := newRS("rs", 3)
 	f := newFixture(t, rs)
-	f.mustSync("ns/rs")
+	f.MustSync("ns/rs")
 	again := rs.DeepCopy()
 	again.UID = "uid-rs-2"
 	f.ctrl.updateRS(rs, again)
-	if !f.ctrl.expectations.satisfied("ns/rs") {
+	if !f.ctrl.expectations.Satisfied("ns/rs") {
 		t.Fatal("the new ReplicaSet inherited the old one's expectations")
 	}
 }

@@ -158,7 +158,7 @@ func TestScaleDownUsesSiblings(t *testing.T) {
 			crowded := newPodOf("crowded", rs, onNode("n2"), ready(t0.Add(-time.Hour)), created(t0.Add(-100*time.Hour)))
 			sibPod := newPodOf("sib-pod", sib, onNode("n2"), labelled(map[string]string{"app": "sib"}))
 			f := newFixture(t, rs, sib, alone, crowded, sibPod)
-			f.mustSync("ns/rs")
+			f.MustSync("ns/rs")
 			if got := f.actions(false); len(got) < 1 || got[0] != "delete pods "+tc.wantGone {
 				t.Errorf("actions = %v, want delete pods %s first", got, tc.wantGone)
 			}

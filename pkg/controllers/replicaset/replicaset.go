@@ -23,6 +23,7 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
+	"github.com/kshard/kshard/pkg/controllers/internal/expectations"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
@@ -63,7 +64,6 @@ func Descriptor() controllers.Descriptor {
 			// whoever may update the owner's finalizers.
 			{Group: "apps", Resource: "replicasets/finalizers", Verbs: []string{"update"}},
 			{Resource: "pods", Verbs: []string{"create", "delete", "patch"}},
-			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		New: New,
 	}
@@ -81,7 +81,7 @@ type Controller struct {
 	recorder   record.EventRecorder
 	metrics    *controllers.ReconcileMetrics
 
-	expectations  *expectations
+	expectations  *expectations.Expectations
 	consistency   *consistency.Store
 	clock         clock.PassiveClock
 	burstReplicas int
@@ -115,7 +115,7 @@ func newController(c controllers.Context, k Kind, clk clock.PassiveClock) (*Cont
 		queue:        c.Queue,
 		recorder:     c.Recorder,
 		metrics:      c.Metrics,
-		expectations: newExpectations(clk),
+		expectations: expectations.New(clk),
 		consistency: consistency.New(map[schema.GroupResource]consistency.RVSource{
 			podsResource:               podInf.GetStore(),
 			k.Resource.GroupResource(): rsInf.GetStore(),
@@ -186,7 +186,7 @@ func (c *Controller) updateRS(old, cur any) {
 	// A ReplicaSet deleted and created again under its name between two observations:
 	// the old one's expectations must not apply to the new one.
 	if oldRS.UID != curRS.UID {
-		c.expectations.forget(keyOf(oldRS))
+		c.expectations.Forget(keyOf(oldRS))
 		c.consistency.Clear(keyOf(oldRS), oldRS.UID)
 	}
 	c.enqueue(curRS)
@@ -198,7 +198,7 @@ func (c *Controller) deleteRS(log klog.Logger, obj any) {
 		return
 	}
 	log.V(4).Info("replicaset deleted from cache; dropping its expectations", "namespace", rs.Namespace, "name", rs.Name)
-	c.expectations.forget(keyOf(rs))
+	c.expectations.Forget(keyOf(rs))
 	c.consistency.Clear(keyOf(rs), rs.UID)
 	c.enqueue(rs)
 }
@@ -245,7 +245,7 @@ func (c *Controller) addPod(log klog.Logger, obj any) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
 		if rs := c.controllerOf(pod.Namespace, ref); rs != nil {
-			c.expectations.creationObserved(keyOf(rs))
+			c.expectations.CreationObserved(keyOf(rs))
 			c.enqueue(rs)
 		}
 		return
@@ -306,6 +306,6 @@ func (c *Controller) deletePod(log klog.Logger, obj any) {
 	// *metav1.Time, whose formatting panics.
 	log.V(4).Info("pod deleted", "namespace", pod.Namespace, "name", pod.Name, "replicaset", rs.Name,
 		"graceful", pod.DeletionTimestamp != nil)
-	c.expectations.deletionObserved(keyOf(rs), podKey(pod))
+	c.expectations.DeletionOfObserved(keyOf(rs), podKey(pod))
 	c.enqueue(rs)
 }

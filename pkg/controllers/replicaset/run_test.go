@@ -1,14 +1,12 @@
 package replicaset
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
@@ -25,11 +23,8 @@ import (
 // creates than replicas however many events arrive.
 func TestRun(t *testing.T) {
 	log, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	client := fake.NewClientset()
-	f := &fixture{t: t, client: client}
-	client.PrependReactor("create", "pods", nameGenerator(f))
+	controllertest.GenerateNames(client, "pods")
 	// A status update from a sync that read the ReplicaSet before the scale-down below
 	// must not put the old replicas back, as it cannot on a real API server.
 	controllertest.StatusSubresource(client, appsv1.SchemeGroupVersion.WithResource("replicasets"))
@@ -47,22 +42,11 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	watches.Wait(t, "pods", "replicasets")
-	done := make(chan struct{})
-	go func() { defer close(done); ctrl.Run(ctx, 2) }()
+	controllertest.Run(t, ctx, ctrl, 2, c.Queue, factory, watches, "pods", "replicasets")
 
 	rs := newRS("rs", 3)
 	if _, err := client.AppsV1().ReplicaSets("ns").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true,
-			func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
 	}
 	status := func() (int32, int64) {
 		got, err := client.AppsV1().ReplicaSets("ns").Get(ctx, "rs", metav1.GetOptions{})
@@ -71,9 +55,9 @@ func TestRun(t *testing.T) {
 		}
 		return got.Status.Replicas, got.Status.ObservedGeneration
 	}
-	waitFor("3 pods and status.replicas 3", func() bool {
+	controllertest.WaitFor(t, ctx, "3 pods and status.replicas 3", func() bool {
 		r, _ := status()
-		return len(f.apiPods()) == 3 && r == 3
+		return len(controllertest.Stored[*corev1.Pod](t, client, "ns")) == 3 && r == 3
 	})
 	scaled, _ := client.AppsV1().ReplicaSets("ns").Get(ctx, "rs", metav1.GetOptions{})
 	scaled.Spec.Replicas = ptr.To[int32](1)
@@ -81,13 +65,11 @@ func TestRun(t *testing.T) {
 	if _, err := client.AppsV1().ReplicaSets("ns").Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("1 pod and status.replicas 1 at generation 2", func() bool {
+	controllertest.WaitFor(t, ctx, "1 pod and status.replicas 1 at generation 2", func() bool {
 		r, g := status()
-		return len(f.apiPods()) == 1 && r == 1 && g == 2
+		return len(controllertest.Stored[*corev1.Pod](t, client, "ns")) == 1 && r == 1 && g == 2
 	})
-	if n := f.count("create", "pods"); n != 3 {
+	if n := controllertest.Count(client, "create", "pods"); n != 3 {
 		t.Errorf("pod creates = %d, want 3", n)
 	}
-	cancel()
-	<-done
 }

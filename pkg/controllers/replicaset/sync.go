@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 )
@@ -31,13 +31,11 @@ const (
 
 // sync reconciles the ReplicaSet key ("namespace/name").
 func (c *Controller) sync(ctx context.Context, key string) error {
-	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
+	ctx, log, namespace, name, err := controllers.StartSync(ctx, key)
 	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("invalid key %q: %w", key, err))
+		utilruntime.HandleError(err)
 		return nil // retrying cannot fix a malformed key
 	}
-	log := klog.FromContext(ctx).WithValues("namespace", namespace, "name", name)
-	ctx = klog.NewContext(ctx, log)
 
 	if err := c.consistency.Ready(key); err != nil {
 		return err
@@ -45,7 +43,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	rs, err := c.rsLister.ReplicaSets(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		log.V(4).Info("replicaset gone")
-		c.expectations.forget(key)
+		c.expectations.Forget(key)
 		c.consistency.Clear(key, "")
 		return nil
 	}
@@ -60,8 +58,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 
 	// A deletion the cache already shows needs no event to count as observed.
-	c.expectations.observeGone(key, c.podLive)
-	needsManage := c.expectations.satisfied(key)
+	c.expectations.ObserveGone(key, c.podLive)
+	needsManage := c.expectations.Satisfied(key)
 
 	candidates, err := podutil.ByController(c.podIndexer,
 		podutil.Owner{Namespace: rs.Namespace, Kind: c.kind.GVK.Kind, Name: rs.Name, UID: rs.UID}, true)
@@ -83,7 +81,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if needsManage && rs.DeletionTimestamp == nil {
 		manageErr = c.manageReplicas(ctx, rs, active)
 	} else if !needsManage {
-		adds, dels := c.expectations.pending(key)
+		adds, dels := c.expectations.Pending(key)
 		log.V(4).Info("waiting for earlier creates and deletes to be observed", "creates", adds, "deletes", dels)
 	}
 
@@ -149,7 +147,7 @@ func (c *Controller) manageReplicas(ctx context.Context, rs *appsv1.ReplicaSet, 
 	switch diff := len(active) - want; {
 	case diff < 0:
 		n := min(-diff, c.burstReplicas)
-		c.expectations.expectCreations(key, n)
+		c.expectations.ExpectCreations(key, n)
 		log.V(2).Info("too few replicas", "replicas", want, "active", len(active), "creating", n)
 		created, err := slowStart(n, func() error {
 			err := c.createPod(ctx, rs)
@@ -162,7 +160,7 @@ func (c *Controller) manageReplicas(ctx context.Context, rs *appsv1.ReplicaSet, 
 		if skipped := n - created; skipped > 0 {
 			log.V(2).Info("slow-start failure: skipping the remaining creates", "skipped", skipped)
 			for range skipped {
-				c.expectations.creationObserved(key)
+				c.expectations.CreationObserved(key)
 			}
 		}
 		return err
@@ -178,13 +176,13 @@ func (c *Controller) manageReplicas(ctx context.Context, rs *appsv1.ReplicaSet, 
 		for i, p := range victims {
 			keys[i] = podKey(p)
 		}
-		c.expectations.expectDeletions(key, keys)
+		c.expectations.ExpectDeletionsOf(key, keys)
 		errs := make([]error, len(victims))
 		var wg sync.WaitGroup
 		for i, p := range victims {
 			wg.Go(func() {
 				if err := c.deletePodOf(ctx, rs, p.Name); err != nil {
-					c.expectations.deletionObserved(key, podKey(p)) // it will never be observed
+					c.expectations.DeletionOfObserved(key, podKey(p)) // it will never be observed
 					if !apierrors.IsNotFound(err) {
 						log.V(2).Info("failed to delete pod", "pod", p.Name, "err", err.Error())
 						errs[i] = err

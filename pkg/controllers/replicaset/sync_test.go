@@ -23,7 +23,7 @@ import (
 // failCreatesFrom makes the n-th and every later pod create fail with err.
 func failCreatesFrom(f *fixture, n int32, err error) {
 	var calls atomic.Int32
-	f.client.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
 		if calls.Add(1) >= n {
 			return true, nil, err
 		}
@@ -94,20 +94,20 @@ func TestManageReplicas(t *testing.T) {
 			if tc.failAt > 0 {
 				failCreatesFrom(f, tc.failAt, tc.failErr)
 			}
-			err := f.sync("ns/rs")
+			err := f.Sync("ns/rs")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync error = %v, want error %v", err, tc.wantErr)
 			}
-			if got := f.count("create", "pods"); got != tc.wantCreates {
+			if got := controllertest.Count(f.Client, "create", "pods"); got != tc.wantCreates {
 				t.Errorf("pod creates = %d, want %d", got, tc.wantCreates)
 			}
-			if got := f.count("delete", "pods"); got != tc.wantDeletes {
+			if got := controllertest.Count(f.Client, "delete", "pods"); got != tc.wantDeletes {
 				t.Errorf("pod deletes = %d, want %d", got, tc.wantDeletes)
 			}
-			if got := f.eventReasons(); fmt.Sprint(got) != fmt.Sprint(tc.wantEvents) {
+			if got := f.EventReasons(); fmt.Sprint(got) != fmt.Sprint(tc.wantEvents) {
 				t.Errorf("events = %v, want %v", got, tc.wantEvents)
 			}
-			adds, dels := f.ctrl.expectations.pending("ns/rs")
+			adds, dels := f.ctrl.expectations.Pending("ns/rs")
 			if adds != tc.wantPendingAdds || dels != tc.wantPendingDels {
 				t.Errorf("pending expectations = %d adds, %d deletes; want %d, %d", adds, dels, tc.wantPendingAdds, tc.wantPendingDels)
 			}
@@ -121,8 +121,8 @@ func TestCreatedPodFromTemplate(t *testing.T) {
 		rs.Spec.Template.Finalizers = []string{"example.com/keep"}
 	})
 	f := newFixture(t, rs)
-	f.mustSync("ns/web")
-	pods := f.createdPods()
+	f.MustSync("ns/web")
+	pods := controllertest.Created[*corev1.Pod](f.Client)
 	if len(pods) != 1 {
 		t.Fatalf("created %d pods, want 1", len(pods))
 	}
@@ -142,7 +142,7 @@ func TestCreatedPodFromTemplate(t *testing.T) {
 	if len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Image != "img" {
 		t.Errorf("spec = %+v, want the template's", p.Spec)
 	}
-	ev := f.events()
+	ev := f.Events()
 	if len(ev) != 1 || ev[0] != "Normal SuccessfulCreate Created pod: web-00001" {
 		t.Errorf("events = %q", ev)
 	}
@@ -172,10 +172,10 @@ func TestCreateWithoutLabelsRefused(t *testing.T) {
 		rs.Spec.Template.Labels = nil
 	})
 	f := newFixture(t, rs)
-	if err := f.sync("ns/rs"); err == nil || !strings.Contains(err.Error(), "no labels") {
+	if err := f.Sync("ns/rs"); err == nil || !strings.Contains(err.Error(), "no labels") {
 		t.Fatalf("sync error = %v, want the no-labels error", err)
 	}
-	if n := f.count("create", "pods"); n != 0 {
+	if n := controllertest.Count(f.Client, "create", "pods"); n != 0 {
 		t.Errorf("creates = %d, want 0", n)
 	}
 }
@@ -184,7 +184,7 @@ func TestFailedDeleteEvent(t *testing.T) {
 	rs := newRS("rs", 0)
 	a, b := newPodOf("a", rs), newPodOf("b", rs)
 	f := newFixture(t, objs(rs, a, b)...)
-	f.client.PrependReactor("delete", "pods", func(act core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("delete", "pods", func(act core.Action) (bool, runtime.Object, error) {
 		switch act.(core.DeleteAction).GetName() {
 		case "a":
 			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "a")
@@ -192,14 +192,14 @@ func TestFailedDeleteEvent(t *testing.T) {
 			return true, nil, apierrors.NewInternalError(errors.New("boom"))
 		}
 	})
-	err := f.sync("ns/rs")
+	err := f.Sync("ns/rs")
 	if err == nil || !strings.Contains(err.Error(), "unable to delete pods") {
 		t.Fatalf("sync error = %v, want the delete error", err)
 	}
-	if got := f.eventReasons(); fmt.Sprint(got) != "map[Warning FailedDelete:1]" {
+	if got := f.EventReasons(); fmt.Sprint(got) != "map[Warning FailedDelete:1]" {
 		t.Errorf("events = %v: a NotFound pod needs no event, the failure one", got)
 	}
-	if _, dels := f.ctrl.expectations.pending("ns/rs"); dels != 0 {
+	if _, dels := f.ctrl.expectations.Pending("ns/rs"); dels != 0 {
 		t.Errorf("pending deletes = %d, want 0: failed deletes are never observed", dels)
 	}
 	st, _ := f.lastStatus()
@@ -256,8 +256,8 @@ func TestStatusRequeueAfterMinReadySeconds(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, objs(rs, tc.pods...)...)
-			f.mustSync("ns/rs")
-			d, ok := f.queue.After("ns/rs")
+			f.MustSync("ns/rs")
+			d, ok := f.Queue.After("ns/rs")
 			if ok != (tc.wantAfter > 0) || d != tc.wantAfter {
 				t.Errorf("requeue after = %v (%v), want %v", d, ok, tc.wantAfter)
 			}

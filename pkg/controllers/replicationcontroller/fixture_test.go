@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,11 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
-	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/reference"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
@@ -37,7 +33,6 @@ type fixture struct {
 	ctx      context.Context
 	client   *fake.Clientset
 	recorder *recorder
-	created  atomic.Int32
 }
 
 // newFixture starts the controller with objs on the fake API server and waits until
@@ -52,10 +47,9 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 func newFixtureWith(t *testing.T, setup func(*fixture), objs ...runtime.Object) *fixture {
 	t.Helper()
 	log, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
 	f := &fixture{t: t, ctx: ctx, client: fake.NewClientset(objs...),
 		recorder: &recorder{}}
-	f.client.PrependReactor("create", "pods", f.nameGenerator)
+	controllertest.GenerateNames(f.client, "pods")
 	controllertest.StatusSubresource(f.client, corev1.SchemeGroupVersion.WithResource("replicationcontrollers"))
 	watches := controllertest.TrackWatches(f.client)
 	if setup != nil {
@@ -70,67 +64,13 @@ func newFixtureWith(t *testing.T, setup func(*fixture), objs ...runtime.Object) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	watches.Wait(t, "pods", "replicationcontrollers")
-	done := make(chan struct{})
-	go func() { defer close(done); ctrl.Run(ctx, 2) }()
-	t.Cleanup(func() {
-		cancel()
-		c.Queue.ShutDown()
-		<-done
-		factory.Shutdown()
-	})
+	controllertest.Run(t, ctx, ctrl, 2, c.Queue, factory, watches, "pods", "replicationcontrollers")
 	return f
-}
-
-func (f *fixture) nameGenerator(a core.Action) (bool, runtime.Object, error) {
-	pod := a.(core.CreateAction).GetObject().(*corev1.Pod)
-	if pod.Name == "" {
-		pod.Name = fmt.Sprintf("%s%05d", pod.GenerateName, f.created.Add(1))
-	}
-	return false, nil, nil
-}
-
-// waitFor polls cond until it holds or 10 s pass.
-func (f *fixture) waitFor(what string, cond func() bool) {
-	f.t.Helper()
-	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		f.t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 // rc returns the ReplicationController name as the fake API server holds it.
 func (f *fixture) rc(name string) *corev1.ReplicationController {
-	f.t.Helper()
-	rc, err := f.client.CoreV1().ReplicationControllers("ns").Get(f.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return rc
-}
-
-// pods returns the live pods of the fake API server, by name.
-func (f *fixture) pods() []corev1.Pod {
-	f.t.Helper()
-	l, err := f.client.CoreV1().Pods("ns").List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
-	return l.Items
-}
-
-// count returns how many actions are "verb resource".
-func (f *fixture) count(verb, resource string) int {
-	n := 0
-	for _, a := range f.client.Actions() {
-		if a.GetVerb() == verb && a.GetResource().Resource == resource && a.GetSubresource() == "" {
-			n++
-		}
-	}
-	return n
+	return controllertest.Get[*corev1.ReplicationController](f.t, f.client, "ns", name)
 }
 
 // events returns the recorded events ("type reason message @kind/apiVersion").

@@ -45,7 +45,6 @@ func Descriptor() controllers.Descriptor {
 			// whoever may update the owner's finalizers.
 			{Resource: "replicationcontrollers/finalizers", Verbs: []string{"update"}},
 			{Resource: "pods", Verbs: []string{"create", "delete", "patch"}},
-			{Resource: "events", Verbs: []string{"create", "patch", "update"}},
 		},
 		New: New,
 	}

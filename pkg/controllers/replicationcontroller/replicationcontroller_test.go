@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 const rcObject = "@ReplicationController/v1"
@@ -74,14 +76,14 @@ func TestSync(t *testing.T) {
 				objs = append(objs, p)
 			}
 			f := newFixture(t, objs...)
-			f.waitFor("the status", func() bool {
+			controllertest.WaitFor(t, f.ctx, "the status", func() bool {
 				st := f.rc(tc.rc.Name).Status
 				st.Conditions = nil
 				return apiequality.Semantic.DeepEqual(st, tc.wantStatus)
 			})
-			var owned []corev1.Pod
-			for _, p := range f.pods() {
-				if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == tc.rc.UID {
+			var owned []*corev1.Pod
+			for _, p := range controllertest.Stored[*corev1.Pod](t, f.client, "ns") {
+				if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == tc.rc.UID {
 					owned = append(owned, p)
 					if ref.Kind != "ReplicationController" || ref.APIVersion != "v1" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
 						t.Errorf("pod %s: controllerRef %+v, want a blocking v1 ReplicationController reference", p.Name, ref)
@@ -96,13 +98,13 @@ func TestSync(t *testing.T) {
 					t.Errorf("pod %s: generateName %q, want %q", p.Name, p.GenerateName, "web-")
 				}
 			}
-			if got := f.count("create", "pods"); got != tc.wantCreates {
+			if got := controllertest.Count(f.client, "create", "pods"); got != tc.wantCreates {
 				t.Errorf("pod creates = %d, want %d", got, tc.wantCreates)
 			}
-			if got := f.count("delete", "pods"); got != tc.wantDeletes {
+			if got := controllertest.Count(f.client, "delete", "pods"); got != tc.wantDeletes {
 				t.Errorf("pod deletes = %d, want %d", got, tc.wantDeletes)
 			}
-			if got := f.count("patch", "pods"); (got > 0) != tc.wantPatch {
+			if got := controllertest.Count(f.client, "patch", "pods"); (got > 0) != tc.wantPatch {
 				t.Errorf("pod patches = %d, want some: %v", got, tc.wantPatch)
 			}
 			got := map[string]int{}
@@ -136,7 +138,7 @@ func TestReplicaFailure(t *testing.T) {
 			return false, nil, nil
 		})
 	}, newRC("web", 2))
-	f.waitFor("ReplicaFailure", func() bool {
+	controllertest.WaitFor(t, f.ctx, "ReplicaFailure", func() bool {
 		c := condition(f.rc("web"), corev1.ReplicationControllerReplicaFailure)
 		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == "FailedCreate" &&
 			strings.Contains(c.Message, "exceeded quota")
@@ -145,7 +147,7 @@ func TestReplicaFailure(t *testing.T) {
 		t.Error("no FailedCreate event with the API's error")
 	}
 	refuse.Store(false)
-	f.waitFor("ReplicaFailure removed after successful creates", func() bool {
+	controllertest.WaitFor(t, f.ctx, "ReplicaFailure removed after successful creates", func() bool {
 		rc := f.rc("web")
 		return condition(rc, corev1.ReplicationControllerReplicaFailure) == nil && rc.Status.Replicas == 2
 	})

@@ -6,11 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
@@ -20,54 +16,32 @@ const bundle = "-----BEGIN CERTIFICATE-----\nfixture\n-----END CERTIFICATE-----\
 
 // fixture is a controller on a fake clientset whose caches the test fills by hand.
 type fixture struct {
-	t      *testing.T
-	client *fake.Clientset
-	ctrl   *Controller
-	queue  *controllertest.Queue
+	*controllertest.Fixture
+	ctrl *Controller
 }
 
 // newFixture caches cached and serves api from the fake API server.
 func newFixture(t *testing.T, cached []runtime.Object, api ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{t: t, client: fake.NewClientset(api...)}
-	factory := informers.NewSharedInformerFactory(f.client, 0)
-	inf := controllertest.Informers{SharedInformerFactory: factory}
-	f.queue = controllertest.NewQueue()
-	t.Cleanup(f.queue.ShutDown)
-	c := controllertest.Context(Descriptor(), factory, f.queue)
-	c.Client, c.Logger = f.client, logger(t)
-	ctrl, err := newController(c, []byte(bundle))
+	f := &fixture{Fixture: controllertest.NewFixture(t, Descriptor(), api...)}
+	ctrl, err := newController(f.ControllerContext(), []byte(bundle))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl = ctrl
-	inf.Add(t, cached...)
+	f.ctrl, f.SyncFunc = ctrl, ctrl.sync
+	f.Cache(cached...)
 	return f
 }
 
-func (f *fixture) sync(key string) error {
-	_, ctx := ktesting.NewTestContext(f.t)
-	return f.ctrl.sync(ctx, key)
-}
-
-// actions returns the fake client's actions as "verb resource namespace/name".
+// actions returns the fake client's requests as "verb resource namespace/name".
 func (f *fixture) actions() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		s := a.GetVerb() + " " + a.GetResource().Resource
-		if c, ok := a.(interface{ GetObject() runtime.Object }); ok {
-			m, _ := c.GetObject().(metav1.Object)
-			s += " " + a.GetNamespace() + "/" + m.GetName()
-		}
-		out = append(out, s)
-	}
-	return out
+	return controllertest.Actions(f.Client, controllertest.Reads|controllertest.ObjectNames|controllertest.Namespaced)
 }
 
 // written returns the ConfigMap of the last create or update.
 func (f *fixture) written() *corev1.ConfigMap {
 	var out *corev1.ConfigMap
-	for _, a := range f.client.Actions() {
+	for _, a := range f.Client.Actions() {
 		// Creates and updates both carry the object (core.CreateAction and
 		// core.UpdateAction have the same method set).
 		if w, ok := a.(core.CreateAction); ok && (a.GetVerb() == "create" || a.GetVerb() == "update") {
@@ -95,5 +69,3 @@ func rootCM(ns string, opts ...cmOpt) *corev1.ConfigMap {
 func namespace(name string, phase corev1.NamespacePhase) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NamespaceStatus{Phase: phase}}
 }
-
-func logger(t *testing.T) klog.Logger { l, _ := ktesting.NewTestContext(t); return l }

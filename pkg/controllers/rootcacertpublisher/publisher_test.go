@@ -18,6 +18,7 @@ import (
 )
 
 func TestHandlers(t *testing.T) {
+	log := controllertest.Logger(t)
 	other := rootCM("ns")
 	other.Name = "other"
 	for _, tc := range []struct {
@@ -25,27 +26,27 @@ func TestHandlers(t *testing.T) {
 		handle func(c *Controller)
 		want   []string
 	}{
-		{name: "namespace added", handle: func(c *Controller) { c.namespaceAdded(logger(t), namespace("ns", corev1.NamespaceActive)) },
+		{name: "namespace added", handle: func(c *Controller) { c.namespaceAdded(log, namespace("ns", corev1.NamespaceActive)) },
 			want: []string{"ns"}},
 		{name: "terminating namespace added: queued (the API server refuses the create)",
-			handle: func(c *Controller) { c.namespaceAdded(logger(t), namespace("ns", corev1.NamespaceTerminating)) },
+			handle: func(c *Controller) { c.namespaceAdded(log, namespace("ns", corev1.NamespaceTerminating)) },
 			want:   []string{"ns"}},
-		{name: "active namespace updated", handle: func(c *Controller) { c.namespaceUpdated(logger(t), namespace("ns", corev1.NamespaceActive)) },
+		{name: "active namespace updated", handle: func(c *Controller) { c.namespaceUpdated(log, namespace("ns", corev1.NamespaceActive)) },
 			want: []string{"ns"}},
 		{name: "terminating namespace updated: not queued",
-			handle: func(c *Controller) { c.namespaceUpdated(logger(t), namespace("ns", corev1.NamespaceTerminating)) }},
-		{name: "kube-root-ca.crt updated or deleted", handle: func(c *Controller) { c.configMapChanged(logger(t), rootCM("ns")) },
+			handle: func(c *Controller) { c.namespaceUpdated(log, namespace("ns", corev1.NamespaceTerminating)) }},
+		{name: "kube-root-ca.crt updated or deleted", handle: func(c *Controller) { c.configMapChanged(log, rootCM("ns")) },
 			want: []string{"ns"}},
 		{name: "kube-root-ca.crt deleted, seen by a relist",
 			handle: func(c *Controller) {
-				c.configMapChanged(logger(t), toolscache.DeletedFinalStateUnknown{Key: "ns/kube-root-ca.crt", Obj: rootCM("ns")})
+				c.configMapChanged(log, toolscache.DeletedFinalStateUnknown{Key: "ns/kube-root-ca.crt", Obj: rootCM("ns")})
 			}, want: []string{"ns"}},
-		{name: "another ConfigMap: not queued", handle: func(c *Controller) { c.configMapChanged(logger(t), other) }},
+		{name: "another ConfigMap: not queued", handle: func(c *Controller) { c.configMapChanged(log, other) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			tc.handle(f.ctrl)
-			if got := f.queue.Keys(); !slices.Equal(got, tc.want) {
+			if got := f.Queue.Keys(); !slices.Equal(got, tc.want) {
 				t.Errorf("queued %v, want %v", got, tc.want)
 			}
 		})
@@ -122,7 +123,7 @@ func TestDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, nil)
-	c := controllertest.Context(d, informers.NewSharedInformerFactory(f.client, 0), f.queue)
+	c := controllertest.Context(d, informers.NewSharedInformerFactory(f.Client, 0), f.Queue)
 	if _, err := d.New(c); err == nil || !strings.Contains(err.Error(), "--root-ca-file") {
 		t.Errorf("New with a missing --root-ca-file: error %v", err)
 	}

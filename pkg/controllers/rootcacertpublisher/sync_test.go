@@ -79,11 +79,11 @@ func TestSync(t *testing.T) {
 			}
 			f := newFixture(t, cached, api...)
 			if tc.reactErr != nil {
-				f.client.PrependReactor("*", "configmaps", func(a core.Action) (bool, runtime.Object, error) {
+				f.Client.PrependReactor("*", "configmaps", func(a core.Action) (bool, runtime.Object, error) {
 					return true, nil, tc.reactErr
 				})
 			}
-			err := f.sync("ns")
+			err := f.Sync("ns")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync error = %v, want error %v", err, tc.wantErr)
 			}
@@ -111,7 +111,7 @@ func TestUpdateKeepsTheRest(t *testing.T) {
 		cm.ResourceVersion = "7"
 	})
 	f := newFixture(t, []runtime.Object{cached}, rootCM("ns"))
-	if err := f.sync("ns"); err != nil {
+	if err := f.Sync("ns"); err != nil {
 		t.Fatal(err)
 	}
 	w := f.written()

@@ -6,37 +6,37 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 func TestHandlers(t *testing.T) {
+	log := controllertest.Logger(t)
 	for _, tc := range []struct {
 		name   string
 		handle func(c *Controller)
 		want   []string
 	}{
-		{name: "namespace added", handle: func(c *Controller) { c.namespaceChanged(logger(t), active("ns")) }, want: []string{"ns"}},
+		{name: "namespace added", handle: func(c *Controller) { c.namespaceChanged(log, active("ns")) }, want: []string{"ns"}},
 		{name: "terminating namespace updated: queued, the sync skips it",
-			handle: func(c *Controller) { c.namespaceChanged(logger(t), namespace("ns", corev1.NamespaceTerminating)) },
+			handle: func(c *Controller) { c.namespaceChanged(log, namespace("ns", corev1.NamespaceTerminating)) },
 			want:   []string{"ns"}},
 		{name: "default ServiceAccount deleted: its namespace",
-			handle: func(c *Controller) { c.serviceAccountDeleted(logger(t), serviceAccount("ns", "default")) }, want: []string{"ns"}},
+			handle: func(c *Controller) { c.serviceAccountDeleted(log, serviceAccount("ns", "default")) }, want: []string{"ns"}},
 		{name: "a deletion seen by a relist (tombstone)",
 			handle: func(c *Controller) {
-				c.serviceAccountDeleted(logger(t), toolscache.DeletedFinalStateUnknown{Key: "ns/default", Obj: serviceAccount("ns", "default")})
+				c.serviceAccountDeleted(log, toolscache.DeletedFinalStateUnknown{Key: "ns/default", Obj: serviceAccount("ns", "default")})
 			}, want: []string{"ns"}},
 		{name: "a tombstone of something else: nothing",
 			handle: func(c *Controller) {
-				c.serviceAccountDeleted(logger(t), toolscache.DeletedFinalStateUnknown{Key: "ns/x", Obj: active("x")})
+				c.serviceAccountDeleted(log, toolscache.DeletedFinalStateUnknown{Key: "ns/x", Obj: active("x")})
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			tc.handle(f.ctrl)
-			if got := f.queue.Keys(); !slices.Equal(got, tc.want) {
+			if got := f.Queue.Keys(); !slices.Equal(got, tc.want) {
 				t.Errorf("queued %v, want %v", got, tc.want)
 			}
 		})
@@ -57,5 +57,3 @@ func TestDescriptor(t *testing.T) {
 		t.Error(err)
 	}
 }
-
-func logger(t *testing.T) klog.Logger { l, _ := ktesting.NewTestContext(t); return l }

@@ -50,11 +50,11 @@ func TestSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.cached, tc.api...)
 			if tc.createErr != nil {
-				f.client.PrependReactor("create", "serviceaccounts", func(core.Action) (bool, runtime.Object, error) {
+				f.Client.PrependReactor("create", "serviceaccounts", func(core.Action) (bool, runtime.Object, error) {
 					return true, nil, tc.createErr
 				})
 			}
-			err := f.sync("ns")
+			err := f.Sync("ns")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync error = %v, want error %v", err, tc.wantErr)
 			}
@@ -69,10 +69,10 @@ func TestSync(t *testing.T) {
 // labels, annotations, secrets or automount setting).
 func TestCreatedServiceAccount(t *testing.T) {
 	f := newFixture(t, []runtime.Object{active("ns")})
-	if err := f.sync("ns"); err != nil {
+	if err := f.Sync("ns"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), "ns", "default")
+	got, err := f.Client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), "ns", "default")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -25,65 +20,30 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // fixture is a controller on a fake clientset whose Job cache the test fills by hand.
 type fixture struct {
-	t      *testing.T
-	client *fake.Clientset
-	ctrl   *Controller
-	queue  *controllertest.Queue
-	clock  *clocktesting.FakeClock
+	*controllertest.Fixture
+	ctrl  *Controller
+	clock *clocktesting.FakeClock
 }
 
 // newFixture caches cached and serves api from the fake API server.
 func newFixture(t *testing.T, cached []*batchv1.Job, api ...*batchv1.Job) *fixture {
 	t.Helper()
-	var objs []runtime.Object
-	for _, j := range api {
-		objs = append(objs, j)
-	}
-	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0)}
-	factory := informers.NewSharedInformerFactory(f.client, 0)
-	f.queue = controllertest.NewQueue()
-	t.Cleanup(f.queue.ShutDown)
-	log, _ := ktesting.NewTestContext(t)
-	c := controllertest.Context(Descriptor(), factory, f.queue)
-	c.Client, c.Logger = f.client, log
-	ctrl, err := newController(c, f.clock)
+	f := &fixture{Fixture: controllertest.NewFixture(t, Descriptor(), controllertest.Objects(api...)...), clock: clocktesting.NewFakeClock(t0)}
+	ctrl, err := newController(f.ControllerContext(), f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl = ctrl
-	idx := factory.Batch().V1().Jobs().Informer().GetIndexer()
-	for _, j := range cached {
-		if err := idx.Add(j); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.ctrl, f.SyncFunc = ctrl, ctrl.sync
+	f.Cache(controllertest.Objects(cached...)...)
 	return f
 }
 
-func (f *fixture) sync(key string) error {
-	_, ctx := ktesting.NewTestContext(f.t)
-	return f.ctrl.sync(ctx, key)
-}
-
-// actions returns the fake client's actions as "verb resource name".
-func (f *fixture) actions() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		s := a.GetVerb() + " " + a.GetResource().Resource
-		switch a := a.(type) {
-		case core.DeleteAction:
-			s += " " + a.GetName()
-		case core.GetAction:
-			s += " " + a.GetName()
-		}
-		out = append(out, s)
-	}
-	return out
-}
+// actions returns the fake client's requests as "verb resource name".
+func (f *fixture) actions() []string { return controllertest.Actions(f.Client, controllertest.Reads) }
 
 // deleteOptions returns the options of the first delete.
 func (f *fixture) deleteOptions() *metav1.DeleteOptions {
-	for _, a := range f.client.Actions() {
+	for _, a := range f.Client.Actions() {
 		if d, ok := a.(core.DeleteAction); ok {
 			o := d.GetDeleteOptions()
 			return &o
@@ -121,5 +81,3 @@ func deleting() jobOpt {
 }
 
 func uid(u string) jobOpt { return func(j *batchv1.Job) { j.UID = types.UID(u) } }
-
-func logger(t *testing.T) klog.Logger { l, _ := ktesting.NewTestContext(t); return l }

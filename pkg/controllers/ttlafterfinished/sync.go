@@ -9,21 +9,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/kshard/kshard/pkg/controllers"
 )
 
 // sync deletes the Job key ("namespace/name") if its TTL after finishing has run out,
 // checked on the cached Job and again on the API server's, and otherwise queues it again
 // for when it runs out.
 func (c *Controller) sync(ctx context.Context, key string) error {
-	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
+	ctx, log, namespace, name, err := controllers.StartSync(ctx, key)
 	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("invalid key %q: %w", key, err))
+		utilruntime.HandleError(err)
 		return nil // retrying cannot fix a malformed key
 	}
-	log := klog.FromContext(ctx).WithValues("namespace", namespace, "name", name)
-	ctx = klog.NewContext(ctx, log)
 	log.V(4).Info("checking whether the job is due for cleanup")
 
 	job, err := c.lister.Jobs(namespace).Get(name)

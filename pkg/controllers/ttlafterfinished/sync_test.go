@@ -8,6 +8,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 const key = "ns/job"
@@ -59,14 +61,14 @@ func TestSync(t *testing.T) {
 				api = append(api, tc.api)
 			}
 			f := newFixture(t, cached, api...)
-			err := f.sync(key)
+			err := f.Sync(key)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync error = %v, want error %v", err, tc.wantErr)
 			}
 			if got := f.actions(); !slices.Equal(got, tc.wantActions) {
 				t.Errorf("actions %v, want %v", got, tc.wantActions)
 			}
-			d, ok := f.queue.After(key)
+			d, ok := f.Queue.After(key)
 			if tc.wantAfter == 0 && ok || tc.wantAfter != 0 && d != tc.wantAfter {
 				t.Errorf("requeued after %v (%v), want %v", d, ok, tc.wantAfter)
 			}
@@ -79,7 +81,7 @@ func TestSync(t *testing.T) {
 func TestDeleteOptions(t *testing.T) {
 	j := newJob("job", ttl(0), completeAt(t0.Add(-time.Second)), uid("fresh-uid"))
 	f := newFixture(t, []*batchv1.Job{newJob("job", ttl(0), completeAt(t0.Add(-time.Second)))}, j)
-	if err := f.sync(key); err != nil {
+	if err := f.Sync(key); err != nil {
 		t.Fatal(err)
 	}
 	o := f.deleteOptions()
@@ -103,8 +105,8 @@ func TestHandlers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			f.ctrl.observe(logger(t), tc.job)
-			if got := f.queue.Keys(); !slices.Equal(got, tc.want) {
+			f.ctrl.observe(controllertest.Logger(t), tc.job)
+			if got := f.Queue.Keys(); !slices.Equal(got, tc.want) {
 				t.Errorf("queued %v, want %v", got, tc.want)
 			}
 		})

@@ -1,4 +1,4 @@
-// Package batchstress is the batch controllers' stress test under sharding (issue 12):
+// Package batchstress is the batch controllers' stress test under sharding:
 // three shards run job, cronjob and ttl-after-finished while hundreds of Jobs of mixed
 // kinds (NonIndexed, Indexed, pods that kwok fails, podFailurePolicy, backoffLimitPerIndex,
 // maxFailedIndexes) and tens of CronJobs on a one-minute schedule run, and the shard set

@@ -63,7 +63,7 @@ var (
 const (
 	ttl    = 9 * time.Second // the framework\'s default: above its failover budget (8.2s)
 	margin = time.Second
-	// convergeBound is the bound: every workload converged within 60s after the
+	// convergeBound is the chaos run's goal: every workload converged within 60s after the
 	// faults stop.
 	convergeBound = 60 * time.Second
 	// shortSeed is TestChaosShort's fixed seed (KSHARD_CHAOS_SHORT_SEED overrides it to

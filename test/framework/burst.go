@@ -184,11 +184,11 @@ func (b Burst) waitDone(t testing.TB, what string, want int, timeout time.Durati
 
 // DeleteNamespaces deletes load's namespaces and waits up to timeout until they are gone,
 // as Burst.DeleteNamespaces does, with a namespace controller running: when the cluster's
-// kube-controller-manager does not run it (kshard's shards do since issue 13), it starts a
-// kube-controller-manager running only that controller for the wait. A benchmark's
-// deferred deletion runs after it stopped its own controllers; without one the namespaces
-// stayed Terminating until the next run's shards started (the Jobs benchmark waited its
-// full 15 min after the upstream run).
+// kube-controller-manager does not run it (it is switched off where kshard's shards run
+// it), it starts a kube-controller-manager running only that controller for the wait. A
+// benchmark's deferred deletion runs after it stopped its own controllers; without one the
+// namespaces stayed Terminating until the next run's shards started (the Jobs benchmark
+// waited its full 15 min after the upstream run).
 func (f *Framework) DeleteNamespaces(t testing.TB, load Burst, client kubernetes.Interface, timeout time.Duration) {
 	t.Helper()
 	if slices.Contains(f.missingHousekeeping(), "namespace") {

@@ -30,7 +30,7 @@ func (sc scaleCase) String() string {
 }
 
 // BenchmarkCoordinatorScale measures the coordinator's state machine and ring at the sizes
-// kshard is meant for (issue 11 §4): 100 and 1,000 shards, 10,000 and 100,000 namespaces.
+// kshard is meant for: 100 and 1,000 shards, 10,000 and 100,000 namespaces.
 // No process runs: the benchmark is the coordinator's edge (it computes ring requests off
 // the state machine, as coordinatorrpc does, and applies owner-record requests at once) and
 // every shard (each answers a command at once, as a shard with instant caches and drains

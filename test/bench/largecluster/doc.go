@@ -1,5 +1,5 @@
 // Package largecluster measures kshard's ReplicaSet and Deployment controllers against
-// upstream kube-controller-manager's on a cluster of issue 11's size (§2): 10,000
+// upstream kube-controller-manager's on a cluster of the size kshard is meant for: 10,000
 // namespaces, one Deployment of 5 replicas in each (10,000 Deployments, 10,000
 // ReplicaSets, 50,000 pods on kwok nodes). Sizes are environment knobs, so a small smoke
 // run is possible (below).
@@ -66,7 +66,7 @@
 //     rest_client_rate_limiter_duration_seconds), to tell a QPS-bound run.
 //
 // The summary table (summary.txt in the artifacts folder) shows every figure as the median
-// over the repetitions with the range, "median [min–max]", and checks issue 11's goals:
+// over the repetitions with the range, "median [min–max]", and checks the goals:
 // memory per shard <= 1.15 × upstream's / N + 25 MiB, start to Ready <= upstream's.
 //
 // # The cluster

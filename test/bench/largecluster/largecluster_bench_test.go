@@ -58,7 +58,7 @@ const (
 	mib         = 1 << 20
 )
 
-// Sizes and knobs; the defaults are issue 11's.
+// Sizes and knobs; the defaults are the size the goals are set for (see doc.go).
 var (
 	namespaces       = framework.EnvInt("KSHARD_BENCH_NAMESPACES", 10000)
 	deploymentsPerNS = framework.EnvInt("KSHARD_BENCH_DEPLOYMENTS_PER_NS", 1)
@@ -1172,7 +1172,7 @@ func summary(b *testing.B, results []result, log bool) {
 	_ = tw.Flush()
 
 	if up, ok := by["upstream"]; ok {
-		fmt.Fprintf(&sb, "\ngoals (issue 11 §2), medians: memory per shard <= 1.15 x upstream / N + 25 MiB; start to Ready <= upstream's\n\n")
+		fmt.Fprintf(&sb, "\ngoals, medians: memory per shard <= 1.15 x upstream / N + 25 MiB; start to Ready <= upstream's\n\n")
 		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "run\tlargest shard peak RSS MiB\tbound (from upstream's peak)\tmet\tlargest shard steady RSS MiB\tbound (from upstream's steady)\tmet\tstart to Ready s\tupstream's s\tmet")
 		upPeak := col(up, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).Median

@@ -1,5 +1,5 @@
-// Package namespacelife measures the controllers that give a namespace its life (issue
-// 13): serviceaccount, root-ca-cert-publisher and namespace, upstream
+// Package namespacelife measures the controllers that give a namespace its life:
+// serviceaccount, root-ca-cert-publisher and namespace, upstream
 // kube-controller-manager against kshard with 1 and 3 shards, in one run on one control
 // plane.
 //

@@ -55,7 +55,7 @@ func (s step) ok() bool {
 		s.achieved >= 0.95*s.rate
 }
 
-// BenchmarkCapacity draws issue 11 §1's capacity curve: for 1, 2, 3 and 4 shards at
+// BenchmarkCapacity draws the capacity curve: for 1, 2, 3 and 4 shards at
 // kube-controller-manager's client limits, the highest sustained rate of Deployment
 // changes (scale changes and rollouts, half each, on Deployments picked at random over
 // the namespaces) at which the deployment and replicaset controllers both hold a

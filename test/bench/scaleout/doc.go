@@ -1,6 +1,5 @@
 // Package scaleout measures whether adding shards adds throughput, at
-// kube-controller-manager's own client limits (issue 11 §1), on the real local control
-// plane.
+// kube-controller-manager's own client limits, on the real local control plane.
 //
 // BenchmarkScaleOut creates a burst of Deployments (KSHARD_BENCH_SCALEOUT_NAMESPACES
 // namespaces, default 300, × KSHARD_BENCH_SCALEOUT_DEPLOYMENTS Deployments, default 2, ×
@@ -24,7 +23,7 @@
 // run, and for kshard the share of the burst that the busiest shard owned: its inverse is
 // the speedup an even split over the shards' rate limits would allow.
 //
-// BenchmarkScaleOutJobs is the same comparison for the job controller (issue 12): a burst of
+// BenchmarkScaleOutJobs is the same comparison for the job controller: a burst of
 // Jobs (KSHARD_BENCH_JOBS_NAMESPACES namespaces, default 200, × KSHARD_BENCH_JOBS_PER_NAMESPACE
 // Jobs, default 10, of KSHARD_BENCH_JOBS_COMPLETIONS completions at that parallelism,
 // default 5; kwok completes each pod as soon as it runs) timed until every Job is Complete,

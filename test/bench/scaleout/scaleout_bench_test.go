@@ -103,7 +103,7 @@ func (w workload) controllerArgs() []string {
 	return args
 }
 
-// BenchmarkScaleOut is issue 11 §1's throughput-vs-shards benchmark: a burst of Deployments
+// BenchmarkScaleOut is the throughput-vs-shards benchmark: a burst of Deployments
 // worked at kube-controller-manager's own client limits by upstream kube-controller-manager
 // and by kshard with 1, 2 and 4 shards, repeated, on one control plane. See doc.go.
 func BenchmarkScaleOut(b *testing.B) {
@@ -121,7 +121,7 @@ func BenchmarkScaleOut(b *testing.B) {
 	})
 }
 
-// BenchmarkScaleOutJobs is issue 12's Job benchmark, the same comparison for a burst of
+// BenchmarkScaleOutJobs is the Job benchmark, the same comparison for a burst of
 // Jobs (2,000 Jobs of 5 completions, parallelism 5, over 200 namespaces by default)
 // worked by the job controller: upstream kube-controller-manager against kshard with 1
 // and 3 shards.

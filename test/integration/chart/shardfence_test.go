@@ -410,8 +410,9 @@ func TestShardFenceCoordinatorRBAC(t *testing.T) {
 		t.Errorf("the coordinator creating a Role in namespace %s: %v; want Forbidden", target, err)
 	}
 
-	// The coordinator may not act as a shard (it did before issue 25: impersonate on the
-	// shard ServiceAccount, whose rights read every Secret of the cluster).
+	// The coordinator may not act as a shard (it could before the probe got a user of its
+	// own: impersonate on the shard ServiceAccount, whose rights read every Secret of the
+	// cluster; docs/architecture.md, "The fence's own guards").
 	asShard, err := ownerrecord.ShardClient(cfg, params, "shard-a")
 	if err != nil {
 		t.Fatal(err)

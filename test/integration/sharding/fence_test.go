@@ -21,7 +21,7 @@ import (
 	"github.com/kshard/kshard/test/framework"
 )
 
-// failoverGoal is the bound: with the fence on, a SIGKILLed shard's namespaces
+// failoverGoal is the fence's failover goal: with the fence on, a SIGKILLed shard's namespaces
 // are worked elsewhere within 5s.
 const failoverGoal = 5 * time.Second
 

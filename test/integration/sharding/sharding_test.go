@@ -262,7 +262,7 @@ func TestShardsShareNamespacesWithoutOverlap(t *testing.T) {
 	})
 
 	// The Lease's transition count starts over when the Lease is deleted; the term must not
-	// (issue 10, hole 4). Before the term record, the next leader got term 1, refused every
+	// go backwards with it. Before the term record, the next leader got term 1, refused every
 	// shard holding an epoch of the terms before, stepped down and exited, in a loop.
 	t.Run("delete the coordinator Lease and kill the leader", func(t *testing.T) {
 		ctx := context.Background()

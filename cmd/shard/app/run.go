@@ -40,8 +40,8 @@ import (
 )
 
 // Main runs the shard with args and returns the exit code. extra are controllers beyond
-// Descriptors(), for a shard binary built with controllers of its own (kshard's contract
-// test builds one with a test-only controller).
+// Descriptors(), for a shard binary built with controllers of its own: the tests'
+// test/cmd/audit-shard adds kshard-audit, the contract test's shard kshard-stamp.
 func Main(args []string, extra ...controllers.Descriptor) int {
 	reg, err := controllers.NewRegistry(append(Descriptors(), extra...)...)
 	if err != nil {

@@ -15,9 +15,9 @@ help: ## show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build the kshard binaries into ./bin
+build: ## build the kshard binaries into ./bin, and the tests' audit-shard (the shard with the test-only kshard-audit controller)
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/... ./test/cmd/...
 
 .PHONY: tools
 tools: ## build the control plane, kwok and lint tools into the cache (once)

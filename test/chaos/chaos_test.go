@@ -197,7 +197,7 @@ func run(t *testing.T, cfg config) {
 	t.Cleanup(cancel)
 
 	auditDir := framework.AuditDir(t)
-	k := f.NewKShard(t, framework.KShardOptions{PodIdentity: true, Fence: true, SessionTTL: ttl, Margin: margin,
+	k := f.NewKShard(t, framework.KShardOptions{PodIdentity: true, Fence: true, SessionTTL: ttl, Margin: margin, Audit: true,
 		ShardArgs: []string{"--controllers", "replicaset,deployment,kshard-audit", "--audit-resync-interval", "1s", "--audit-work-duration", "10ms"}})
 	k.SetShardArgs(func(name string) []string {
 		return []string{"--audit-log-file", filepath.Join(auditDir, name+".jsonl")}

@@ -127,6 +127,7 @@ func TestLeaderFailover(t *testing.T) {
 			"--leader-elect-renew-deadline", renewDeadline.String(),
 			"--leader-elect-retry-period", retryPeriod.String(),
 		},
+		Audit:     true,
 		ShardArgs: []string{"--controllers", "*,kshard-audit", "--audit-resync-interval", "1s", "--audit-work-duration", "10ms"},
 	})
 	h.k.SetShardArgs(func(name string) []string {

@@ -18,6 +18,7 @@ import (
 
 	coordapp "github.com/kshard/kshard/cmd/coordinator/app"
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
@@ -36,6 +37,10 @@ type KShardOptions struct {
 	// ShardBinary is the shard executable; empty means the one `make build` made. A test
 	// that adds controllers of its own builds its own (BuildShard).
 	ShardBinary string
+	// Audit runs the shards from AuditShardBinary, the shard with the test-only
+	// kshard-audit controller (which --controllers in ShardArgs must still enable), and
+	// with PodIdentity grants the shards its permissions too.
+	Audit bool
 	// PodIdentity gives every shard the identity a shard pod has in a cluster: a
 	// namespace of this KShard with the ServiceAccount ShardServiceAccount, bound to a
 	// ClusterRole with what a shard needs, and per shard ID a pod of that name on a fake
@@ -118,6 +123,13 @@ func (f *Framework) NewKShard(t testing.TB, opts KShardOptions) *KShard {
 	}
 	if opts.Margin == 0 {
 		opts.Margin = time.Second
+	}
+	if opts.Audit {
+		if opts.ShardBinary != "" {
+			t.Fatal("KShardOptions: Audit runs the audit shard, not ShardBinary")
+		}
+		opts.ShardBinary = Binary(t, AuditShardBinary)
+		opts.ShardPermissions = append(slices.Clip(opts.ShardPermissions), audit.Descriptor().AllPermissions()...)
 	}
 	suffix := strings.ToLower(strconv.FormatInt(time.Now().UnixNano()%1e6, 36))
 	k := &KShard{t: t, f: f, opts: opts, pki: NewPKI(t), leaseName: "kshard-e2e-" + f.RunID + "-" + suffix,
@@ -403,6 +415,10 @@ func Owners(a coordinatorrpc.Assignments) map[uint32]string {
 	}
 	return out
 }
+
+// AuditShardBinary is the shard with the test-only kshard-audit controller
+// (test/cmd/audit-shard), which `make build` builds beside the shard (KShardOptions.Audit).
+const AuditShardBinary = "audit-shard"
 
 // AuditDir is the (empty) folder the shards' audit logs go to.
 func AuditDir(t testing.TB) string {

@@ -26,7 +26,6 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
 	"github.com/kshard/kshard/pkg/controllers/rootcacertpublisher"
 	"github.com/kshard/kshard/pkg/controllers/serviceaccount"
-	"github.com/kshard/kshard/pkg/controllers/testing/audit"
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
@@ -37,10 +36,10 @@ import (
 )
 
 // Descriptors lists every controller a shard can run. Adding a controller is a package
-// under pkg/controllers/<name> and one line here; see docs/controllers.md.
+// under pkg/controllers/<name> and one line here; see docs/controllers.md. Test-only
+// controllers are not here: a test's shard binary adds them (Main's extra).
 func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
-		audit.Descriptor(),
 		cronjob.Descriptor(),
 		deployment.Descriptor(),
 		job.Descriptor(),

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
@@ -40,8 +41,8 @@ import (
 )
 
 // Main runs the shard with args and returns the exit code. extra are controllers beyond
-// Descriptors(), for a shard binary built with controllers of its own (kshard's contract
-// test builds one with a test-only controller).
+// Descriptors(), for a shard binary built with controllers of its own: the tests'
+// test/cmd/audit-shard adds kshard-audit, the contract test's shard kshard-stamp.
 func Main(args []string, extra ...controllers.Descriptor) int {
 	reg, err := controllers.NewRegistry(append(Descriptors(), extra...)...)
 	if err != nil {
@@ -93,94 +94,127 @@ func restConfig(o *Options) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// shard is one shard process, its parts built by run's steps in order: each step uses
+// what the steps before it built.
+type shard struct {
+	o   *Options
+	reg *controllers.Registry
+	log logr.Logger
+
+	// config and client talk to the API server as the shard (buildClients).
+	config *rest.Config
+	client *kubernetes.Clientset
+	// metrics is served on /metrics; shardMetrics registers in it with the shard label
+	// (registerMetrics).
+	metrics      *prometheus.Registry
+	shardMetrics prometheus.Registerer
+
+	partitionOf func(namespace string) partition.ID // buildCache
+	cache       *shardcache.Cache                   // buildCache
+	runtime     *shardruntime.Runtime               // buildRuntime
+	// broadcasters send the controllers' events, one per controller (buildRuntime); run
+	// shuts them down when it returns.
+	broadcasters []record.EventBroadcaster
+	session      *shardrpc.Client // buildSession
+}
+
+// run builds the shard's parts, serves its HTTP endpoints and runs it until a signal (a
+// graceful leave), the session's end or ctx's; it calls stop once the controllers have
+// stopped.
 func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controllers.Registry) error {
-	log := klog.FromContext(ctx)
-	cfg, err := restConfig(o)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if o.CheckPermissions {
-		if err := CheckPermissions(ctx, client, RequiredPermissions(reg.Enabled(o.Controllers))); err != nil {
+	s := &shard{o: o, reg: reg, log: klog.FromContext(ctx)}
+	defer s.shutdownEvents()
+	for _, step := range []func(context.Context) error{
+		s.buildClients, s.registerMetrics, s.buildCache, s.buildRuntime, s.buildSession, s.serve,
+	} {
+		if err := step(ctx); err != nil {
 			return err
 		}
-		log.V(1).Info("permissions checked")
 	}
+	return s.runUntilExit(ctx, stop)
+}
 
-	registry := prometheus.NewRegistry()
-	shardReg := prometheus.WrapRegistererWith(prometheus.Labels{"shard": o.ShardID}, registry)
-	if err := promutil.Register(registry, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+// buildClients makes the shard's API client and, with --check-permissions, checks that
+// the shard may do what it and the enabled controllers need.
+func (s *shard) buildClients(ctx context.Context) error {
+	var err error
+	if s.config, err = restConfig(s.o); err != nil {
 		return err
 	}
-	if err := restmetrics.Register(shardReg); err != nil {
+	if s.client, err = kubernetes.NewForConfig(s.config); err != nil {
 		return err
 	}
+	if s.o.CheckPermissions {
+		if err := CheckPermissions(ctx, s.client, RequiredPermissions(s.reg.Enabled(s.o.Controllers))); err != nil {
+			return err
+		}
+		s.log.V(1).Info("permissions checked")
+	}
+	return nil
+}
 
-	pmap, err := partition.NewMap(o.Partitions)
+// registerMetrics makes the registry /metrics serves, with the Go runtime's, the
+// process's and the REST client's series.
+func (s *shard) registerMetrics(context.Context) error {
+	s.metrics = prometheus.NewRegistry()
+	s.shardMetrics = prometheus.WrapRegistererWith(prometheus.Labels{"shard": s.o.ShardID}, s.metrics)
+	if err := promutil.Register(s.metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return err
+	}
+	return restmetrics.Register(s.shardMetrics)
+}
+
+// buildCache makes the partition map and the cache of the objects of the partitions the
+// shard works.
+func (s *shard) buildCache(context.Context) error {
+	pmap, err := partition.NewMap(s.o.Partitions)
 	if err != nil {
 		return err
 	}
-	partitionOf := pmap.For
-	metadataClient, err := metadata.NewForConfig(cfg)
+	s.partitionOf = pmap.For
+	metadataClient, err := metadata.NewForConfig(s.config)
 	if err != nil {
 		return err
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.client.Discovery()))
 	cacheMode := shardcache.ModeClientFilter
-	if o.ServerSideFiltering {
+	if s.o.ServerSideFiltering {
 		cacheMode = shardcache.ModeServerFilter
 	}
-	c, err := shardcache.New(client, partitionOf, shardcache.Options{
-		Mode: cacheMode, MaxSelectorRanges: o.SelectorRanges, MaxSelectorWatches: o.SelectorWatches,
-		WarmupConcurrency: o.WarmupLists, ClusterListThreshold: clusterListThreshold(o.ClusterListThreshold), MetadataClient: metadataClient, RESTMapper: mapper,
+	s.cache, err = shardcache.New(s.client, s.partitionOf, shardcache.Options{
+		Mode: cacheMode, MaxSelectorRanges: s.o.SelectorRanges, MaxSelectorWatches: s.o.SelectorWatches,
+		WarmupConcurrency: s.o.WarmupLists, ClusterListThreshold: clusterListThreshold(s.o.ClusterListThreshold), MetadataClient: metadataClient, RESTMapper: mapper,
 	})
 	if err != nil {
 		return err
 	}
-	if err := c.RegisterMetrics(shardReg); err != nil {
-		return err
-	}
-	g := gate.New(gate.ObjectKeys(partitionOf))
-	queueProvider, err := queuemetrics.NewProvider(shardReg, nil)
-	if err != nil {
-		return err
-	}
-	if err := g.RegisterMetrics(shardReg); err != nil {
-		return err
-	}
-	reconcileMetrics, err := controllers.NewReconcileMetrics(shardReg)
-	if err != nil {
-		return err
-	}
+	return s.cache.RegisterMetrics(s.shardMetrics)
+}
 
-	// One event broadcaster per controller, writing through a client that shares the
-	// controller's rate limiter (events count against its --kube-api-qps, as in
-	// kube-controller-manager, where each controller records with its own client).
-	var broadcasters []record.EventBroadcaster
-	defer func() {
-		for _, b := range broadcasters {
-			b.Shutdown()
-		}
-	}()
-
-	ca, err := apiServerCA(cfg)
+// buildRuntime makes the partition gate, the enabled controllers (their queues behind
+// the gate) and the runtime that moves partitions through the cache, the gate and the
+// controllers' queues.
+func (s *shard) buildRuntime(ctx context.Context) error {
+	g := gate.New(gate.ObjectKeys(s.partitionOf))
+	queueProvider, err := queuemetrics.NewProvider(s.shardMetrics, nil)
 	if err != nil {
 		return err
 	}
-	enabled := reg.Enabled(o.Controllers)
-	ctrls, err := buildControllers(enabled, reg.Workers, controllerDeps{
-		config: cfg, apiServerCA: ca, cache: c, gate: g, partitionOf: partitionOf, queues: queueProvider,
-		recorder: func(component string, events typedcorev1.EventInterface) record.EventRecorder {
-			b := record.NewBroadcaster(record.WithContext(ctx))
-			b.StartStructuredLogging(3)
-			b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events})
-			broadcasters = append(broadcasters, b)
-			return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
-		},
-		metrics: reconcileMetrics, registerer: shardReg, shard: o.ShardID, log: log,
+	if err := g.RegisterMetrics(s.shardMetrics); err != nil {
+		return err
+	}
+	reconcileMetrics, err := controllers.NewReconcileMetrics(s.shardMetrics)
+	if err != nil {
+		return err
+	}
+	ca, err := apiServerCA(s.config)
+	if err != nil {
+		return err
+	}
+	enabled := s.reg.Enabled(s.o.Controllers)
+	ctrls, err := buildControllers(enabled, s.reg.Workers, controllerDeps{
+		config: s.config, apiServerCA: ca, cache: s.cache, gate: g, partitionOf: s.partitionOf, queues: queueProvider,
+		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics, shard: s.o.ShardID, log: s.log,
 	})
 	if err != nil {
 		return err
@@ -189,71 +223,89 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	for _, d := range enabled {
 		names = append(names, d.Name)
 	}
-	log.Info("controllers enabled", "controllers", names, "version", version.Version)
+	s.log.Info("controllers enabled", "controllers", names, "version", version.Version)
 
-	rt, err := shardruntime.New(c, g, ctrls, shardruntime.Options{}, log)
-	if err != nil {
+	if s.runtime, err = shardruntime.New(s.cache, g, ctrls, shardruntime.Options{}, s.log); err != nil {
 		return err
 	}
-	if err := rt.RegisterMetrics(shardReg); err != nil {
-		return err
-	}
+	return s.runtime.RegisterMetrics(s.shardMetrics)
+}
 
-	creds, err := transport.ClientCredentials(o.TLS)
-	if err != nil {
-		return err
+// eventRecorder returns controllerDeps.recorder: one event broadcaster per controller,
+// writing through a client that shares the controller's rate limiter (events count
+// against its --kube-api-qps, as in kube-controller-manager, where each controller
+// records with its own client).
+func (s *shard) eventRecorder(ctx context.Context) func(component string, events typedcorev1.EventInterface) record.EventRecorder {
+	return func(component string, events typedcorev1.EventInterface) record.EventRecorder {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartStructuredLogging(3)
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events})
+		s.broadcasters = append(s.broadcasters, b)
+		return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 	}
-	sessionMetrics, err := shardrpc.NewMetrics(shardReg)
-	if err != nil {
-		return err
-	}
-	client2, err := shardrpc.New(shardrpc.Options{
-		ShardID: o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
-		Addresses: o.Coordinators, Credentials: creds, PartitionCount: o.Partitions, Metrics: sessionMetrics,
-		TokenFile: o.CoordinatorTokenFile, TokenOverPlaintext: o.TLS.Insecure,
-	}, sessionHandler{rt}, log)
-	if err != nil {
-		return err
-	}
+}
 
-	hs := httpserver.New(httpserver.Options{Addr: o.HTTPBindAddress, Gatherer: registry, EnablePprof: o.EnablePprof})
+// shutdownEvents stops the controllers' event broadcasters.
+func (s *shard) shutdownEvents() {
+	for _, b := range s.broadcasters {
+		b.Shutdown()
+	}
+}
+
+// buildSession makes the session client that keeps the shard's session with the
+// coordinator leader and hands the runtime the partitions it is granted.
+func (s *shard) buildSession(context.Context) error {
+	creds, err := transport.ClientCredentials(s.o.TLS)
+	if err != nil {
+		return err
+	}
+	sessionMetrics, err := shardrpc.NewMetrics(s.shardMetrics)
+	if err != nil {
+		return err
+	}
+	s.session, err = shardrpc.New(shardrpc.Options{
+		ShardID: s.o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
+		Addresses: s.o.Coordinators, Credentials: creds, PartitionCount: s.o.Partitions, Metrics: sessionMetrics,
+		TokenFile: s.o.CoordinatorTokenFile, TokenOverPlaintext: s.o.TLS.Insecure,
+	}, sessionHandler{s.runtime}, s.log)
+	return err
+}
+
+// serve starts the HTTP server: /metrics, /livez, and /readyz (a welcomed session, synced
+// caches), until ctx ends.
+func (s *shard) serve(ctx context.Context) error {
+	hs := httpserver.New(httpserver.Options{Addr: s.o.HTTPBindAddress, Gatherer: s.metrics, EnablePprof: s.o.EnablePprof})
 	hs.AddLivez("ping", func() error { return nil })
 	hs.AddReadyz("session", func() error {
-		if !client2.Welcomed() {
+		if !s.session.Welcomed() {
 			return errors.New("no welcomed session with the coordinator leader, or the lease has run out")
 		}
 		return nil
 	})
-	hs.AddReadyz("caches", rt.Synced)
-	if err := hs.Start(ctx); err != nil {
-		return err
-	}
+	hs.AddReadyz("caches", s.runtime.Synced)
+	return hs.Start(ctx)
+}
 
+// runUntilExit runs the runtime and the session until a signal (after which the shard
+// hands its partitions over: leave), the session's end (its error is run's) or ctx's; then
+// it stops the controllers, waits up to 10 s for them, and calls stop.
+func (s *shard) runUntilExit(ctx context.Context, stop context.CancelFunc) error {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	rtDone := make(chan struct{})
 	go func() {
 		defer close(rtDone)
-		rt.Run(runCtx)
+		s.runtime.Run(runCtx)
 	}()
 	sessionDone := make(chan error, 1)
-	go func() { sessionDone <- client2.Run(runCtx) }()
+	go func() { sessionDone <- s.session.Run(runCtx) }()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	select {
 	case sig := <-sigs:
-		log.Info("signal received: handing partitions over before exit", "signal", sig.String(), "timeout", o.LeaveTimeout.String())
-		client2.Leave()
-		select {
-		case <-client2.Done():
-			log.Info("every partition was handed over")
-		case <-time.After(o.LeaveTimeout):
-			log.Info("leave timed out; exiting with partitions still held (the coordinator moves them after the lease expires)")
-		case <-sigs:
-			log.Info("second signal: exiting at once")
-		}
+		s.leave(sig, sigs)
 	case err := <-sessionDone:
 		if err != nil {
 			return err
@@ -264,10 +316,25 @@ func run(ctx context.Context, stop context.CancelFunc, o *Options, reg *controll
 	select {
 	case <-rtDone:
 	case <-time.After(10 * time.Second):
-		log.Info("controllers did not stop within 10s")
+		s.log.Info("controllers did not stop within 10s")
 	}
 	stop()
 	return nil
+}
+
+// leave, after signal sig, asks the coordinator to move the shard's partitions away and
+// waits until it has, --leave-timeout has passed or a second signal comes.
+func (s *shard) leave(sig os.Signal, sigs <-chan os.Signal) {
+	s.log.Info("signal received: handing partitions over before exit", "signal", sig.String(), "timeout", s.o.LeaveTimeout.String())
+	s.session.Leave()
+	select {
+	case <-s.session.Done():
+		s.log.Info("every partition was handed over")
+	case <-time.After(s.o.LeaveTimeout):
+		s.log.Info("leave timed out; exiting with partitions still held (the coordinator moves them after the lease expires)")
+	case <-sigs:
+		s.log.Info("second signal: exiting at once")
+	}
 }
 
 // clusterListThreshold maps --warmup-cluster-list-threshold (0: off) to shardcache's

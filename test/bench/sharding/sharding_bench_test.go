@@ -696,7 +696,7 @@ func (e *env) newClusterWith(b *testing.B, prefix string, n int, o clusterOption
 		"--audit-work-duration", auditWork.String()}
 	shardArgs = append(append(shardArgs, o.shardArgs...), append(profileArgs(), extraShardArgs...)...)
 	k := e.f.NewKShard(b, framework.KShardOptions{
-		Partitions: partitions, SessionTTL: ttl, Margin: margin, PodIdentity: e.fence, Fence: e.fence, KCMTimings: e.chart,
+		Partitions: partitions, SessionTTL: ttl, Margin: margin, PodIdentity: e.fence, Fence: e.fence, KCMTimings: e.chart, Audit: true,
 		CoordinatorArgs: append(coordArgs, extraCoordinatorArgs...),
 		ShardArgs:       shardArgs,
 	})

@@ -79,7 +79,7 @@ func TestTemplate(t *testing.T) {
 		{name: "defaults", file: "default-values.yaml", tls: true, generatedCerts: true, dashboards: true, pdbs: true, shardReplicas: 3, controllers: "*"},
 		{name: "mTLS off", file: "mtls-off-values.yaml", dashboards: true, pdbs: true, shardReplicas: 3, controllers: "*"},
 		{name: "ServiceMonitor on", file: "servicemonitor-values.yaml", tls: true, generatedCerts: true, serviceMonitor: true, prometheusRule: true, dashboards: true, pdbs: true, shardReplicas: 3, controllers: "*"},
-		{name: "controllers subset", file: "controllers-subset-values.yaml", tls: true, generatedCerts: true, dashboards: true, pdbs: true, shardReplicas: 5, controllers: "kshard-audit"},
+		{name: "controllers subset", file: "controllers-subset-values.yaml", tls: true, generatedCerts: true, dashboards: true, pdbs: true, shardReplicas: 5, controllers: "replicaset,deployment"},
 		{name: "existing Secrets", file: "existing-secrets-values.yaml", tls: true, shardReplicas: 3, controllers: "*"},
 	}
 	for _, tc := range tests {

@@ -291,6 +291,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	nss := createLoad(t, f, namespaces)
 	auditDir := framework.AuditDir(t)
 	k := f.NewKShard(t, framework.KShardOptions{
+		Audit:     true,
 		ShardArgs: []string{"--controllers", "*,kshard-audit", "--audit-resync-interval", "1s", "--audit-work-duration", "5ms"},
 	})
 	k.SetShardArgs(func(name string) []string {

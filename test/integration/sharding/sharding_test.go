@@ -160,7 +160,7 @@ func TestShardsShareNamespacesWithoutOverlap(t *testing.T) {
 	auditDir := framework.AuditDir(t)
 	h := &harness{t: t, audit: auditDir}
 	h.k = f.NewKShard(t, framework.KShardOptions{
-		SessionTTL: ttl, Margin: margin,
+		SessionTTL: ttl, Margin: margin, Audit: true,
 		ShardArgs: []string{"--controllers", "*,kshard-audit", "--audit-resync-interval", "1s", "--audit-work-duration", "10ms"},
 	})
 	// Each shard appends to its own file; the checker reads them all.

@@ -35,34 +35,46 @@ const Label = "kshard.io/audit"
 // --audit-write-configmap: "<shard> <Unix nanoseconds when the write was sent>".
 const WriteAnnotation = "kshard.io/audit-write"
 
-var opts = struct {
-	file     string
-	interval time.Duration
-	work     time.Duration
-	writeCM  string
-}{interval: time.Second, work: 20 * time.Millisecond}
+// Options are the controller's flags (--audit-*).
+type Options struct {
+	// LogFile is the file the controller appends one JSON line per reconcile to.
+	LogFile string
+	// ResyncInterval is how often each ConfigMap is reconciled again.
+	ResyncInterval time.Duration
+	// WorkDuration is how long one reconcile pretends to work.
+	WorkDuration time.Duration
+	// WriteConfigMap, when set, is the ConfigMap of each namespace that a reconcile also
+	// writes WriteAnnotation on, through the API (see Controller.write).
+	WriteConfigMap string
+}
+
+// addFlags registers o's flags.
+func (o *Options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.LogFile, "audit-log-file", o.LogFile, "kshard-audit: file to append one JSON line per reconcile to")
+	fs.DurationVar(&o.ResyncInterval, "audit-resync-interval", o.ResyncInterval, "kshard-audit: how often each ConfigMap is reconciled again")
+	fs.DurationVar(&o.WorkDuration, "audit-work-duration", o.WorkDuration, "kshard-audit: how long one reconcile pretends to work")
+	fs.StringVar(&o.WriteConfigMap, "audit-write-configmap", o.WriteConfigMap, "kshard-audit: where a ConfigMap of this name exists in the namespace, "+
+		"each reconcile also writes its annotation "+WriteAnnotation+" through the API (so that the server-side fence can be seen refusing a stale shard's writes), "+
+		"and records the reconcile only if the API server accepted the write")
+}
 
 // configMaps are the controller's primary objects (only those labelled Label are audited).
 var configMaps = controllers.Typed(corev1.SchemeGroupVersion.WithResource("configmaps"))
 
 // Descriptor registers the controller. It is off by default: enable it with
-// --controllers=*,kshard-audit.
+// --controllers=*,kshard-audit. It is in no production binary: the tests run the shard of
+// test/cmd/audit-shard, which adds it. Each Descriptor has options of its own, which its
+// AddFlags sets and its New reads.
 func Descriptor() controllers.Descriptor {
+	o := &Options{ResyncInterval: time.Second, WorkDuration: 20 * time.Millisecond}
 	return controllers.Descriptor{
 		Name: Name, OnByDefault: false, WorkersFlag: "concurrent-kshard-audit-syncs", DefaultWorkers: 4,
-		AddFlags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&opts.file, "audit-log-file", opts.file, "kshard-audit: file to append one JSON line per reconcile to")
-			fs.DurationVar(&opts.interval, "audit-resync-interval", opts.interval, "kshard-audit: how often each ConfigMap is reconciled again")
-			fs.DurationVar(&opts.work, "audit-work-duration", opts.work, "kshard-audit: how long one reconcile pretends to work")
-			fs.StringVar(&opts.writeCM, "audit-write-configmap", opts.writeCM, "kshard-audit: where a ConfigMap of this name exists in the namespace, "+
-				"each reconcile also writes its annotation "+WriteAnnotation+" through the API (so that the server-side fence can be seen refusing a stale shard's writes), "+
-				"and records the reconcile only if the API server accepted the write")
-		},
-		Primary: []controllers.Resource{configMaps},
+		AddFlags: o.addFlags,
+		Primary:  []controllers.Resource{configMaps},
 		// For --audit-write-configmap.
 		Permissions: []controllers.Permission{{Resource: "configmaps", Verbs: []string{"patch"}}},
 		TestOnly:    true,
-		New:         New,
+		New:         func(c controllers.Context) (controllers.Controller, error) { return New(c, *o) },
 	}
 }
 
@@ -81,6 +93,7 @@ type Controller struct {
 	lister corelisters.ConfigMapLister
 	queue  workqueue.TypedRateLimitingInterface[string]
 	ctx    controllers.Context
+	opts   Options
 
 	mu  sync.Mutex
 	out *os.File
@@ -101,12 +114,12 @@ const (
 	WriteError              = "error"
 )
 
-// New builds the controller.
-func New(c controllers.Context) (controllers.Controller, error) {
-	if opts.file == "" {
+// New builds the controller with o.
+func New(c controllers.Context, o Options) (controllers.Controller, error) {
+	if o.LogFile == "" {
 		return nil, errors.New("kshard-audit needs --audit-log-file")
 	}
-	f, err := os.OpenFile(opts.file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(o.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("kshard-audit: %w", err)
 	}
@@ -115,7 +128,7 @@ func New(c controllers.Context) (controllers.Controller, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	ctrl := &Controller{shard: c.Shard, lister: corelisters.NewConfigMapLister(inf.GetIndexer()), queue: c.Queue, ctx: c, out: f, enc: json.NewEncoder(f),
+	ctrl := &Controller{shard: c.Shard, lister: corelisters.NewConfigMapLister(inf.GetIndexer()), queue: c.Queue, ctx: c, opts: o, out: f, enc: json.NewEncoder(f),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_audit_writes_total",
 			Help: "API writes of kshard-audit (--audit-write-configmap) by result: accepted, refused_by_shard, refused_by_apiserver, error."}, []string{"result"})}
 	if c.Registerer != nil {
@@ -161,7 +174,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	select {
-	case <-time.After(opts.work):
+	case <-time.After(c.opts.WorkDuration):
 	case <-ctx.Done():
 	}
 	// The record is this controller's only effect: like an API write, it must not happen
@@ -175,7 +188,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// Refused: the reconcile had no effect, so it leaves no record. Try again at the
 		// next resync rather than at the queue's backoff, to keep the write rate the
 		// benchmarks set.
-		c.queue.AddAfter(key, opts.interval)
+		c.queue.AddAfter(key, c.opts.ResyncInterval)
 		return nil
 	}
 	end := time.Now()
@@ -185,7 +198,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("writing audit record: %w", err)
 	}
-	c.queue.AddAfter(key, opts.interval)
+	c.queue.AddAfter(key, c.opts.ResyncInterval)
 	return nil
 }
 
@@ -196,10 +209,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // from the coordinator keeps its lease, and passes its own gate, for up to a session TTL
 // after its partitions were seized and granted to others; only the API server stops it.
 func (c *Controller) write(ctx context.Context, ns string) (bool, error) {
-	if opts.writeCM == "" {
+	if c.opts.WriteConfigMap == "" {
 		return true, nil
 	}
-	if _, err := c.lister.ConfigMaps(ns).Get(opts.writeCM); apierrors.IsNotFound(err) {
+	if _, err := c.lister.ConfigMaps(ns).Get(c.opts.WriteConfigMap); apierrors.IsNotFound(err) {
 		return true, nil
 	}
 	value := c.shard + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
@@ -207,7 +220,7 @@ func (c *Controller) write(ctx context.Context, ns string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, err = c.ctx.Client.CoreV1().ConfigMaps(ns).Patch(ctx, opts.writeCM, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.ctx.Client.CoreV1().ConfigMaps(ns).Patch(ctx, c.opts.WriteConfigMap, types.MergePatchType, patch, metav1.PatchOptions{})
 	result := WriteResult(err)
 	c.writes.WithLabelValues(result).Inc()
 	switch result {
@@ -217,7 +230,7 @@ func (c *Controller) write(ctx context.Context, ns string) (bool, error) {
 		c.ctx.Logger.V(4).Info("audit write refused", "namespace", ns, "result", result, "err", err)
 		return false, nil
 	default:
-		return false, fmt.Errorf("writing %s/%s: %w", ns, opts.writeCM, err)
+		return false, fmt.Errorf("writing %s/%s: %w", ns, c.opts.WriteConfigMap, err)
 	}
 }
 

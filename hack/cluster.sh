@@ -153,18 +153,21 @@ current-context: kshard-local
 EOF
 }
 
-# kshard_controllers: the kube-controller-manager controllers kshard implements, as the
-# shard's controller descriptors list them (`shard --list-controllers`; test-only
-# controllers are not listed). kube-controller-manager runs with exactly these switched
-# off, so the list grows as controllers land. Computed once per run (go run compiles).
+# kshard_controllers: the kube-controller-manager controllers kshard implements, by their
+# canonical names, as the shard's controller descriptors list them (the first column of
+# `shard --list-controllers`, whose lines are "canonical-name alias"; test-only controllers
+# are not listed). kube-controller-manager runs with exactly these switched off, so the
+# list grows as controllers land. Computed once per run (go run compiles).
 kshard_controllers() {
   if [ -z "${kshard_controller_list+set}" ]; then
     kshard_controller_list=$(cd "$root" && go run ./cmd/shard --list-controllers) ||
       die "cannot list kshard's controllers (go run ./cmd/shard --list-controllers)"
+    kshard_controller_list=$(awk '{ print $1 }' <<<"$kshard_controller_list")
   fi
   echo "$kshard_controller_list"
 }
 
+# kcm_controllers: kube-controller-manager's --controllers, "*,-cronjob-controller,…".
 kcm_controllers() {
   local list='*' c
   if [ "$upstream" != 1 ]; then

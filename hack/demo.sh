@@ -139,12 +139,19 @@ start_prometheus() {
 }
 
 # kshard_controllers: the controllers the cluster's kube-controller-manager leaves to kshard
-# (hack/cluster.sh records its --controllers; each "-name" is one kshard runs).
+# (hack/cluster.sh records its --controllers; each "-name" is one kshard runs), by the
+# shards' names for them: a record names a controller by kube-controller-manager's
+# canonical name or its alias, and `shard --list-controllers` ("canonical-name alias" per
+# line) maps either to the shards' name, its last column. A name the shard does not list
+# stays as it is.
 kshard_controllers() {
-  local f
+  local f list
   f="$(dirname "$kubeconfig")/kcm-controllers"
   [ -f "$f" ] || return 0
-  tr ',' '\n' <"$f" | sed -n 's/^-//p' | sort | paste -sd, -
+  list=$("$bin/shard" --list-controllers)
+  tr ',' '\n' <"$f" | sed -n 's/^-//p' | while read -r c; do
+    awk -v c="$c" '$1 == c || $NF == c { print $NF; found = 1 } END { if (!found) print c }' <<<"$list"
+  done | sort | paste -sd, -
 }
 
 # shard_controllers: the controllers shard-0 says it runs (its "controllers enabled" log line).

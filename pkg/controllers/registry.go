@@ -149,7 +149,9 @@ type Controller interface {
 // flags, its queue and what fills it, its informers, its RBAC, the Helm chart's
 // ClusterRole, the local kube-controller-manager's --controllers, the docs' table).
 type Descriptor struct {
-	// Name is kube-controller-manager's name for the controller.
+	// Name is kshard's name for the controller (its logs, metrics, queue and flags): the
+	// alias kube-controller-manager still accepts for it ("replicaset"), or its canonical
+	// name where it has no alias. --controllers takes both (NamesOf, Selection).
 	Name string
 	// OnByDefault says whether "*" enables it.
 	OnByDefault bool
@@ -299,8 +301,13 @@ func NewRegistry(ds ...Descriptor) (*Registry, error) {
 		if err := d.validate(); err != nil {
 			return nil, err
 		}
-		if _, dup := r.byName[d.Name]; dup {
-			return nil, fmt.Errorf("controller %q registered twice", d.Name)
+		for n := range r.byName {
+			switch {
+			case n == d.Name:
+				return nil, fmt.Errorf("controller %q registered twice", d.Name)
+			case SameController(n, d.Name):
+				return nil, fmt.Errorf("controllers %q and %q are one kube-controller-manager controller, registered twice", n, d.Name)
+			}
 		}
 		r.byName[d.Name] = d
 		n := max(d.DefaultWorkers, d.FixedWorkers)

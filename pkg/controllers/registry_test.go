@@ -61,6 +61,7 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 			d.Permissions = []Permission{{Group: "*", Resource: "*", Verbs: []string{"*"}}}
 		})}, wantErr: "a wildcard is only allowed"},
 		{name: "duplicate", ds: []Descriptor{descriptor("a", nil), descriptor("a", nil)}, wantErr: "registered twice"},
+		{name: "alias and canonical name of one controller", ds: []Descriptor{descriptor("replicaset", nil), descriptor("replicaset-controller", nil)}, wantErr: `"replicaset" and "replicaset-controller" are one kube-controller-manager controller`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kshard/kshard/pkg/controllers"
 )
 
 // KCM is an upstream kube-controller-manager a test started beside the cluster's own,
@@ -56,11 +58,12 @@ func (f *Framework) StartKCM(t testing.TB, name string, opts KCMOptions) *KCM {
 	dir := f.ClusterDir()
 	kubeconfig := filepath.Join(dir, "kube-controller-manager.kubeconfig")
 	port := FreePort(t)
-	controllers := slices.Clone(opts.Controllers)
+	list := slices.Clone(opts.Controllers)
 	if !opts.NoHousekeeping {
 		for _, n := range f.missingHousekeeping() {
-			if !slices.Contains(controllers, n) && !slices.Contains(controllers, "-"+n) {
-				controllers = append(controllers, n)
+			named := func(e string) bool { return controllers.SameController(strings.TrimPrefix(e, "-"), n) }
+			if !slices.ContainsFunc(list, named) {
+				list = append(list, n)
 			}
 		}
 	}
@@ -68,7 +71,7 @@ func (f *Framework) StartKCM(t testing.TB, name string, opts KCMOptions) *KCM {
 		"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port), "--leader-elect=false",
-		"--controllers=" + strings.Join(controllers, ","),
+		"--controllers=" + strings.Join(list, ","),
 		"--use-service-account-credentials=true",
 		"--root-ca-file=" + filepath.Join(dir, "pki", "ca.crt"),
 		"--requestheader-client-ca-file=" + filepath.Join(dir, "pki", "front-proxy-ca.crt"),

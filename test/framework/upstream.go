@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kshard/kshard/pkg/controllers"
 )
 
 // UpstreamKubeconfigEnv names the variable that points the tests at an already running
@@ -87,24 +89,18 @@ func (f *Framework) KCMControllers() (string, error) {
 }
 
 // KCMRuns reports whether the cluster's kube-controller-manager runs controller name
-// (given --controllers as "*,-foo,bar").
+// (given --controllers as "*,-foo,bar"). Both name and the record may name a controller by
+// kube-controller-manager's canonical name or its alias (controllers.Selection).
 func (f *Framework) KCMRuns(name string) (bool, error) {
 	list, err := f.KCMControllers()
 	if err != nil {
 		return false, err
 	}
-	on := false
+	var sel controllers.Selection
 	for _, c := range strings.Split(list, ",") {
-		switch strings.TrimSpace(c) {
-		case "*":
-			on = true
-		case name:
-			return true, nil
-		case "-" + name:
-			return false, nil
-		}
+		sel = append(sel, strings.TrimSpace(c))
 	}
-	return on, nil
+	return sel.Enabled(name, true), nil
 }
 
 // ComponentPid returns the pid of a control plane process hack/cluster.sh started

@@ -102,28 +102,53 @@ which resolves to each replica's pod IP. */}}
 
 {{/*
 kshard.enabledControllers: the names of the controllers .Values.controllers enables, one per
-line, with the shard's --controllers rules: a name's own entry ("name" or "-name") wins, else
-"*" enables the controllers on by default. Unknown names fail the render, as they fail the shard.
+line, with the shard's --controllers rules: a controller is named by its key in
+files/permissions.yaml (kube-controller-manager's alias for it) or by its canonical name, as
+kube-controller-manager's --controllers takes either; its first entry ("name" or "-name")
+wins, else "*" enables the controllers on by default. Unknown names fail the render, as they
+fail the shard.
 */}}
 {{- define "kshard.enabledControllers" -}}
 {{- $table := .Files.Get "files/permissions.yaml" | fromYaml }}
 {{- $known := keys $table.controllers | sortAlpha }}
+{{- $names := list }}
+{{- $display := list }}
+{{- range $known }}
+{{- $canonical := (index $table.controllers .).canonical }}
+{{- $names = append $names . }}
+{{- if $canonical }}
+{{- $names = append $names $canonical }}
+{{- $display = append $display (printf "%s (alias %s)" $canonical .) }}
+{{- else }}
+{{- $display = append $display . }}
+{{- end }}
+{{- end }}
 {{- $sel := .Values.controllers }}
 {{- range $sel }}
-{{- $n := trimPrefix "-" . }}
-{{- if and (ne . "*") (not (has $n $known)) }}
-{{- fail (printf "controllers: unknown controller %q; known: %s (use \"*\" for all on by default, \"-name\" to disable one)" . (join ", " $known)) }}
+{{- if and (ne . "*") (not (has (trimPrefix "-" .) $names)) }}
+{{- fail (printf "controllers: unknown controller %q; known, by kube-controller-manager's canonical name or alias: %s (use \"*\" for all on by default, \"-name\" to disable one)" . (join ", " (sortAlpha $display))) }}
 {{- end }}
 {{- end }}
 {{- range $known }}
-{{- $on := false }}
-{{- if has (printf "-%s" .) $sel }}
-{{- else if has . $sel }}
-{{- $on = true }}
-{{- else if and (has "*" $sel) (index $table.controllers .).onByDefault }}
-{{- $on = true }}
+{{- $entry := index $table.controllers . }}
+{{- $own := list . }}
+{{- if $entry.canonical }}
+{{- $own = append $own $entry.canonical }}
 {{- end }}
-{{- if $on }}
+{{- $decided := "" }}
+{{- $star := false }}
+{{- range $sel }}
+{{- if not $decided }}
+{{- if eq . "*" }}
+{{- $star = true }}
+{{- else if has . $own }}
+{{- $decided = "on" }}
+{{- else if and (hasPrefix "-" .) (has (trimPrefix "-" .) $own) }}
+{{- $decided = "off" }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if or (eq $decided "on") (and (not $decided) $star $entry.onByDefault) }}
 {{ . }}
 {{- end }}
 {{- end }}

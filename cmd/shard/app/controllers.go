@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -206,6 +207,24 @@ type cacheInformers struct{ c *shardcache.Cache }
 
 func (i cacheInformers) InformerFor(r controllers.Resource) (toolscache.SharedIndexInformer, error) {
 	return i.c.Informer(cacheKey(r))
+}
+
+// controllerList is --list-controllers' output: a line per controller that
+// kube-controller-manager also runs (upstreamControllers), with its canonical name first
+// and kshard's name, its alias, last ("replicaset-controller replicaset"; one name when
+// it has no alias). --controllers takes either; hack/cluster.sh switches the first off in
+// the local kube-controller-manager.
+func controllerList(ds []controllers.Descriptor) string {
+	var b strings.Builder
+	for _, name := range upstreamControllers(ds) {
+		n, ok := controllers.NamesOf(name)
+		if !ok || n.Alias == "" {
+			fmt.Fprintln(&b, name)
+			continue
+		}
+		fmt.Fprintln(&b, n.Canonical, n.Alias)
+	}
+	return b.String()
 }
 
 // upstreamControllers returns the names of the registered controllers that

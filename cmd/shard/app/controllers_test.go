@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -159,5 +160,46 @@ func TestAPIServerCA(t *testing.T) {
 				t.Errorf("CA %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Each controller a shard runs is kube-controller-manager's, known by its canonical name
+// and alias (controllers.NamesOf), and kshard names it by the alias, or by the canonical
+// name where there is no alias; --list-controllers shows both, the canonical name first.
+func TestControllerNames(t *testing.T) {
+	names := upstreamControllers(Descriptors())
+	for _, name := range names {
+		n, ok := controllers.NamesOf(name)
+		if !ok {
+			t.Errorf("controller %q is none of kube-controller-manager's (controllers.NamesOf): mark a test-only controller TestOnly", name)
+			continue
+		}
+		if kshard := cmp.Or(n.Alias, n.Canonical); name != kshard {
+			t.Errorf("controller %q: kshard names kube-controller-manager's %s %q", name, n, kshard)
+		}
+	}
+	lines := strings.Split(strings.TrimSuffix(controllerList(Descriptors()), "\n"), "\n")
+	if len(lines) != len(names) {
+		t.Fatalf("--list-controllers has %d lines, want one per controller of %v:\n%s", len(lines), names, strings.Join(lines, "\n"))
+	}
+	for i, line := range lines {
+		f := strings.Fields(line)
+		n, _ := controllers.NamesOf(names[i])
+		if want := strings.Fields(n.Canonical + " " + n.Alias); !slices.Equal(f, want) {
+			t.Errorf("--list-controllers line %q, want %q", line, strings.Join(want, " "))
+		}
+	}
+	reg, err := controllers.NewRegistry(Descriptors()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sel := range []controllers.Selection{{"replicaset-controller"}, {"replicaset"}} {
+		var got []string
+		for _, d := range reg.Enabled(sel) {
+			got = append(got, d.Name)
+		}
+		if !slices.Equal(got, []string{"replicaset"}) {
+			t.Errorf("--controllers=%s runs %v, want [replicaset]", strings.Join(sel, ","), got)
+		}
 	}
 }

@@ -23,7 +23,7 @@ const (
 // shard runs, from their descriptors.
 func controllersTable(ds []controllers.Descriptor) string {
 	var b strings.Builder
-	b.WriteString("| controller | on by default | workers | primary (queue keys) | also reads | permissions beyond list/watch |\n")
+	b.WriteString("| controller (canonical name, alias) | on by default | workers | primary (queue keys) | also reads | permissions beyond list/watch |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
 	for _, name := range upstreamControllers(ds) {
 		var d controllers.Descriptor
@@ -44,7 +44,11 @@ func controllersTable(ds []controllers.Descriptor) string {
 			}
 			perms = append(perms, fmt.Sprintf("%s: %s", gr, strings.Join(p.Verbs, ", ")))
 		}
-		fmt.Fprintf(&b, "| `%s` | %t | %s | %s | %s | %s |\n", d.Name, d.OnByDefault, workers,
+		names := "`" + d.Name + "`"
+		if n, ok := controllers.NamesOf(d.Name); ok && n.Alias != "" {
+			names = fmt.Sprintf("`%s`, `%s`", n.Canonical, n.Alias)
+		}
+		fmt.Fprintf(&b, "| %s | %t | %s | %s | %s | %s |\n", names, d.OnByDefault, workers,
 			resourceList(d.Primary), resourceList(d.Reads), strings.Join(perms, "; "))
 	}
 	return b.String()

@@ -39,8 +39,9 @@ type Options struct {
 	SelectorWatches     int
 	// CheckPermissions makes a missing RBAC permission a startup error.
 	CheckPermissions bool
-	// ListControllers prints the kube-controller-manager controllers this shard can run
-	// and exits (the local control plane switches them off in its controller-manager).
+	// ListControllers prints the kube-controller-manager controllers this shard can run,
+	// by canonical name and alias, and exits (the local control plane switches them off in
+	// its controller-manager).
 	ListControllers bool
 
 	Controllers controllers.Selection
@@ -86,7 +87,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	fs.IntVar(&o.SelectorRanges, "server-side-filtering-max-ranges", o.SelectorRanges, fmt.Sprintf("with --server-side-filtering, the most shardRange calls of one selector (1..%d): fewer ranges cover more namespaces the shard does not own", hashrange.MaxRanges))
 	fs.IntVar(&o.SelectorWatches, "server-side-filtering-max-watches", o.SelectorWatches, fmt.Sprintf("with --server-side-filtering, the most watches per resource type, a power of two (1..%d): the namespaces' hash space is split into that many slices at most, each watched with its own selector, so that the selectors stay exact when one selector's ranges are too few (thousands of namespaces per shard); the shard uses as few as suffice", shardcache.MaxSelectorWatches))
 	fs.BoolVar(&o.CheckPermissions, "check-permissions", o.CheckPermissions, "at start, check with SelfSubjectAccessReviews that the shard may do what it and the enabled controllers need, and exit naming what is missing")
-	fs.BoolVar(&o.ListControllers, "list-controllers", false, "print the names of the kube-controller-manager controllers this shard can run, one per line, and exit (switch the same off in kube-controller-manager)")
+	fs.BoolVar(&o.ListControllers, "list-controllers", false, "print the kube-controller-manager controllers this shard can run, one per line: its canonical name, then its alias (--controllers takes either), and exit (switch the same off in kube-controller-manager)")
 	o.Controllers.AddFlags(fs, reg.Names())
 	reg.AddFlags(fs)
 	o.Common.AddFlags(fs, "/metrics, /livez and /readyz")

@@ -59,9 +59,7 @@ func Main(args []string, extra ...controllers.Descriptor) int {
 		return 2
 	}
 	if o.ListControllers {
-		for _, name := range upstreamControllers(append(Descriptors(), extra...)) {
-			fmt.Println(name)
-		}
+		fmt.Print(controllerList(append(Descriptors(), extra...)))
 		return 0
 	}
 	if err := o.Validate(reg); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -174,189 +172,6 @@ type streamError struct {
 func (k *conn) close() {
 	k.cancel()
 	_ = k.cc.Close()
-}
-
-// Run keeps the session until ctx ends or the coordinator says Farewell after Leave.
-func (c *Client) Run(ctx context.Context) error {
-	var (
-		cur     *conn
-		targets = &targetQueue{addrs: c.opts.Addresses, lookup: c.opts.LookupHost, timeout: c.opts.ConnectTimeout, log: c.log}
-		// Addresses that could not be reached lately are passed over while others are
-		// left, so that a failover's retries go to the replicas that answer: for 2
-		// connect timeouts after one failure, doubling while they go on failing, up to 8.
-		unreachable = flowcontrol.NewBackOff(2*c.opts.ConnectTimeout, 8*c.opts.ConnectTimeout)
-		hint        = "" // leader address named by a follower
-		backoff     = time.Duration(0)
-		retry       = time.NewTimer(0)
-		hb          = time.NewTicker(time.Hour)
-		hbEvery     time.Duration
-		deadline    = time.NewTimer(time.Hour)
-		armed       time.Time // the deadline the timer is set for
-		leaving     = c.leave
-	)
-	defer hb.Stop()
-	defer deadline.Stop()
-	defer func() {
-		if cur != nil {
-			cur.close()
-		}
-	}()
-
-	for {
-		var recv chan *kshardv1.CoordinatorMessage
-		var errs chan streamError
-		if cur != nil {
-			recv, errs = cur.recv, cur.err
-		}
-		var retryC <-chan time.Time
-		if cur == nil {
-			retryC = retry.C
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-retryC:
-			now := c.opts.Now()
-			tgt := target{addr: hint}
-			if hint == "" || unreachable.IsInBackOffSinceUpdate(hint, now) {
-				// A follower names the Lease holder, which during a failover is the dead
-				// or frozen old leader: not worth another attempt so soon.
-				tgt = targets.next(ctx, func(a string) bool { return unreachable.IsInBackOffSinceUpdate(a, now) })
-			}
-			hint = ""
-			addr := tgt.addr
-			k, err := c.dial(ctx, tgt)
-			if err != nil {
-				unreachable.Next(addr, c.opts.Now())
-				unreachable.GC() // forget addresses of replicas long gone (replaced pods)
-				backoff = c.nextBackoff(backoff)
-				c.log.Info("cannot reach coordinator; retrying", "address", addr, "err", err.Error(), "retryIn", backoff.String())
-				retry.Reset(backoff)
-				continue
-			}
-			cur = k
-			unreachable.Reset(addr)
-			if c.opts.Metrics != nil {
-				c.opts.Metrics.Reconnects.Inc()
-			}
-			c.dropOutbox()
-			c.core.Connect(c.opts.Now())
-			c.rtt.reset()
-			c.log.Info("session opened", "address", addr, "session", c.core.Session().String(), "held", len(c.core.Held()))
-			c.step(&cur, &backoff, retry)
-		case m := <-recv:
-			now := c.opts.Now()
-			cmd, err := protocol.CommandFromWire(m, c.opts.ShardID, c.opts.PartitionCount, protocol.Hasher)
-			if err != nil {
-				c.log.Error(err, "invalid message from coordinator; reconnecting")
-				c.countRejected("malformed")
-				cur.close()
-				cur = nil
-				backoff = c.nextBackoff(backoff)
-				retry.Reset(backoff)
-				continue
-			}
-			if cmd.Kind == handoff.CmdAck {
-				c.rtt.acked(cmd.Seq, now, c.opts.Metrics)
-			}
-			if err := c.core.Step(now, cmd); err != nil {
-				var rej *handoff.Rejection
-				reason := "other"
-				if errors.As(err, &rej) {
-					reason = rej.Reason.String()
-				}
-				c.countRejected(reason)
-				c.log.V(1).Info("rejected coordinator command", "command", cmd.String(), "err", err.Error())
-			}
-			if cmd.Kind == handoff.CmdWelcome && c.core.Welcomed() {
-				backoff = 0
-				c.log.Info("session welcomed", "session", c.core.Session().String(), "kept", len(cmd.Keep),
-					"ttl", cmd.TTL.String(), "heartbeatInterval", cmd.HeartbeatInterval.String())
-			}
-			if iv := c.core.HeartbeatInterval(); iv > 0 && iv != hbEvery {
-				hbEvery = iv
-				hb.Reset(iv)
-			}
-			c.step(&cur, &backoff, retry)
-			if c.core.Done() {
-				c.log.Info("coordinator said farewell: every partition was handed over")
-				close(c.done)
-				return nil
-			}
-		case serr := <-errs:
-			err := serr.err
-			hint = serr.leader
-			code := status.Code(err)
-			c.log.Info("session stream ended", "err", err.Error(), "code", code.String(), "leaderHint", hint)
-			cur.close()
-			cur = nil
-			if hint == "" {
-				backoff = c.nextBackoff(backoff)
-			} else {
-				backoff = c.opts.MinBackoff
-			}
-			retry.Reset(backoff)
-		case <-hb.C:
-			now := c.opts.Now()
-			if c.core.Heartbeat(now) {
-				c.rtt.sentAt(now)
-			}
-			c.step(&cur, &backoff, retry)
-		case <-deadline.C:
-			// The lease ran out (or is about to): let the state machine demote what it
-			// holds. Workers already stopped: the Handler's deadline is checked per key.
-			c.core.Heartbeat(c.opts.Now())
-			c.step(&cur, &backoff, retry)
-		case ev := <-c.events:
-			ev(c.opts.Now())
-			c.step(&cur, &backoff, retry)
-		case <-leaving:
-			leaving = nil
-			c.log.Info("leaving: asking the coordinator to move every partition away")
-			c.core.Leave(c.opts.Now())
-			c.step(&cur, &backoff, retry)
-		}
-		c.welcomed.Store(cur != nil && c.core.Welcomed() && c.core.CanWork(c.opts.Now()))
-		// Wake up once when the lease deadline passes, so the state machine demotes what
-		// it holds even if nothing else happens. Only a new deadline re-arms the timer.
-		if d := c.core.Deadline(); !d.Equal(armed) && d.After(c.opts.Now()) {
-			armed = d
-			deadline.Reset(d.Sub(c.opts.Now()) + time.Millisecond)
-		}
-		if cur != nil && c.core.NeedsHello() {
-			// The lease ran out or the coordinator ended the session: a new session (a
-			// new stream, so commands of the old one cannot arrive on it) says Hello.
-			c.log.Info("session lost its lease; opening a new session")
-			cur.close()
-			cur = nil
-			retry.Reset(c.opts.MinBackoff)
-		}
-	}
-}
-
-// step applies the state machine's output after an input; a send failure closes the
-// stream and schedules a reconnect.
-func (c *Client) step(cur **conn, backoff *time.Duration, retry *time.Timer) {
-	if *cur == nil {
-		c.applyLocal()
-		c.dropOutbox()
-		return
-	}
-	if err := c.apply(*cur); err != nil {
-		if errors.Is(err, io.EOF) {
-			// The coordinator ended the stream (e.g. a follower refused it before the
-			// hello went out). Its status, with the leader a follower names in the
-			// trailer, only Recv reports: the stream's error channel delivers it and
-			// reconnects. Closing here would lose the leader hint.
-			c.log.V(1).Info("the coordinator ended the stream; waiting for its status")
-			return
-		}
-		c.log.Info("sending to the coordinator failed; reconnecting", "err", err.Error())
-		(*cur).close()
-		*cur = nil
-		*backoff = c.nextBackoff(*backoff)
-		retry.Reset(*backoff)
-	}
 }
 
 // apply carries out actions, publishes the deadline and sends the outbox on k.

@@ -23,14 +23,20 @@ func PermissionsTable() string {
 	b.WriteString("#   go test ./test/integration/chart -run TestPermissionsTableIsCurrent -update\n")
 	b.WriteString("# Do not edit: a controller's Descriptor (Permissions, plus list and watch of its\n")
 	b.WriteString("# Primary and Reads) is the source. The templates grant\n")
-	b.WriteString("# `base` and the `rules` of every controller the values' `controllers` enable.\n")
+	b.WriteString("# `base` and the `rules` of every controller the values' `controllers` enable, which\n")
+	b.WriteString("# name a controller by its key here (kube-controller-manager's alias for it) or by its\n")
+	b.WriteString("# `canonical` name (kube-controller-manager 1.37's).\n")
 	b.WriteString("base:\n")
 	writeRules(&b, "  ", shardapp.BasePermissions())
 	b.WriteString("controllers:\n")
 	ds := shardapp.Descriptors()
 	sort.Slice(ds, func(i, j int) bool { return ds[i].Name < ds[j].Name })
 	for _, d := range ds {
-		fmt.Fprintf(&b, "  %s:\n    onByDefault: %t\n    rules:", d.Name, d.OnByDefault)
+		fmt.Fprintf(&b, "  %s:\n", d.Name)
+		if n, ok := controllers.NamesOf(d.Name); ok && n.Canonical != d.Name {
+			fmt.Fprintf(&b, "    canonical: %s\n", n.Canonical)
+		}
+		fmt.Fprintf(&b, "    onByDefault: %t\n    rules:", d.OnByDefault)
 		if len(d.AllPermissions()) == 0 {
 			b.WriteString(" []\n")
 			continue

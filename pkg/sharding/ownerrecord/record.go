@@ -30,8 +30,10 @@ const (
 	// term of a leadership that wrote no owner Role. It cannot be an owner Role's name
 	// (no dot).
 	TermRoleName = "kshard-owner-term"
-	// RecordLabel marks the owner Roles, their RoleBindings and the term beacon, so that
-	// the Labeler lists and watches only those.
+	// RecordLabel marks the owner Roles, their RoleBindings and the term beacon, for
+	// people and tools (kubectl get roles -l kshard.io/owner-record). The Labeler itself
+	// finds the record by name (OwnerRolePrefix, TermRoleName), labelled or not: RBAC
+	// grants by name.
 	RecordLabel = "kshard.io/owner-record"
 	// TermAnnotation holds, on each owner Role and on the term beacon, the coordinator
 	// term that last wrote it.

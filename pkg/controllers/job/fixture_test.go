@@ -77,13 +77,23 @@ func (f *fixture) restart() {
 	f.t.Cleanup(f.queue.ShutDown)
 	log, _ := ktesting.NewTestContext(f.t)
 	c := controllertest.Context(Descriptor(), f.factory, f.queue)
-	c.Client, c.Recorder, c.Logger, c.WriteAllowed = f.client, f.recorder, log, func(string) error { return nil }
+	c.Client, c.Recorder, c.Logger = f.client, f.recorder, log
 	ctrl, err := newController(c, f.opts, f.clock)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(ctrl.orphans.ShutDown)
 	f.ctrl = ctrl
+}
+
+// orphans returns the controller's orphan-pod queue.
+func (f *fixture) orphans() *controllertest.Queue {
+	f.t.Helper()
+	q, ok := f.ctrl.orphans.(*controllertest.Queue)
+	if !ok {
+		f.t.Fatalf("the orphan-pod queue is a %T, not the fixture's", f.ctrl.orphans)
+	}
+	return q
 }
 
 // refresh replaces the caches' content with the fake API server's objects.

@@ -31,6 +31,6 @@ func f0() klog.Logger { return klog.Background() }
 // controllersContextForTest is a context like the fixture's, for constructor tests.
 func controllersContextForTest(f *fixture) controllers.Context {
 	c := controllertest.Context(Descriptor(), f.factory, f.queue)
-	c.Client, c.Recorder, c.Logger, c.WriteAllowed = f.client, f.recorder, klog.Background(), func(string) error { return nil }
+	c.Client, c.Recorder, c.Logger = f.client, f.recorder, klog.Background()
 	return c
 }

@@ -52,7 +52,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Cleanup(f.queue.ShutDown)
 	log, _ := ktesting.NewTestContext(t)
 	c := controllertest.Context(Descriptor(), f.factory, f.queue)
-	c.Client, c.Recorder, c.Logger, c.WriteAllowed = f.client, f.recorder, log, func(string) error { return nil }
+	c.Client, c.Recorder, c.Logger = f.client, f.recorder, log
 	ctrl, err := newController(c, ReplicaSets(), f.clock)
 	if err != nil {
 		t.Fatal(err)

@@ -111,6 +111,10 @@ type Context struct {
 	// Descriptor's Primary objects. The shard fills it when it starts working a
 	// namespace, and drops keys of namespaces it does not work.
 	Queue workqueue.TypedRateLimitingInterface[string]
+	// Queues are the further queues the Descriptor's Queues declare, by QueueSpec.Name,
+	// each behind the shard's gate as Queue is (filled when the shard starts working a
+	// namespace, keys of namespaces it does not work dropped). Nil when it declares none.
+	Queues map[string]workqueue.TypedRateLimitingInterface[string]
 	// Recorder records Kubernetes events as the controller's component.
 	Recorder record.EventRecorder
 	// Shard is this shard's ID, for logs only.
@@ -133,9 +137,10 @@ type Context struct {
 	// their client configuration (the root CA publisher without --root-ca-file).
 	APIServerCA []byte
 	// WriteAllowed fails while the shard must not change anything for key (a queue key,
-	// "namespace/name"): its lease ran out, or key's namespace is no longer held. Client's
-	// API writes are already checked by its transport; a controller with effects outside
-	// the API must call it right before each.
+	// "namespace/name"): its lease ran out, or key's namespace is no longer held. It is
+	// only for effects outside the API (kshard's audit controller's records): Client's
+	// and Metadata's writes are checked by their transport, whichever queue's work makes
+	// them, so a controller never calls it before an API write.
 	WriteAllowed func(key string) error
 }
 
@@ -183,6 +188,15 @@ type Descriptor struct {
 	Primary []Resource
 	// Reads are the other informers the controller reads.
 	Reads []Resource
+	// Queues declares the controller's queues beyond Queue, for a controller that works
+	// more than one kind of key (the job controller's orphan pods, whose tracking
+	// finalizers no Job sync removes). Each is served as Context.Queues[Name] and is
+	// behind the shard's gate exactly as Queue is: when the shard starts working a
+	// namespace it adds the key of every cached object of the queue's Primary in it; keys
+	// of namespaces the shard does not work are dropped; when a namespace leaves, its
+	// keys are discarded, its work in flight is waited for (or cancelled, if revoked) and
+	// its writes are fenced. Work it with RunWorkers, as Queue.
+	Queues []QueueSpec
 	// Permissions are the API permissions the controller needs beyond list and watch of
 	// Primary and Reads, which are added for it (AllPermissions). The shard checks them at
 	// start (a missing one is a clear startup error, not a stream of 403s), and the Helm
@@ -266,6 +280,21 @@ func (d Descriptor) validate() error {
 	if len(d.Primary) == 0 {
 		errs = append(errs, errors.New("a descriptor's Primary must name the resources whose keys the controller's queue holds"))
 	}
+	names := []string{d.Name}
+	for _, q := range d.Queues {
+		if q.Name == "" || slices.Contains(names, q.Name) {
+			errs = append(errs, fmt.Errorf("queue %q: a queue needs a name of its own, not the controller's nor another queue's", q.Name))
+		}
+		names = append(names, q.Name)
+		if len(q.Primary) == 0 {
+			errs = append(errs, fmt.Errorf("queue %q: its Primary must name the resources whose keys it holds", q.Name))
+		}
+		for _, r := range q.Primary {
+			if !slices.Contains(d.Resources(), r) {
+				errs = append(errs, fmt.Errorf("queue %q: its primary %s must be declared in the descriptor's Primary or Reads", q.Name, r))
+			}
+		}
+	}
 	for _, r := range d.Resources() {
 		if r.Resource == "" || r.Version == "" {
 			errs = append(errs, fmt.Errorf("resource %q needs a version and a resource name", r))
@@ -275,6 +304,23 @@ func (d Descriptor) validate() error {
 		return fmt.Errorf("controller descriptor %q: %w", d.Name, err)
 	}
 	return nil
+}
+
+// QueueSpec declares one of a controller's further queues (Descriptor.Queues).
+type QueueSpec struct {
+	// Name names the queue (its client-go workqueue metrics, its gate series, its
+	// workers' logs), as kube-controller-manager names it where it has one (the job
+	// controller's "job_orphan_pod"). It differs from every other queue's and the
+	// controller's name.
+	Name string
+	// Primary are the resources whose objects' keys the queue holds (client-go's
+	// MetaNamespaceKeyFunc keys, mapped to partitions as Descriptor.Primary's are); each
+	// must also be among the descriptor's Primary or Reads. When the shard starts working a
+	// namespace it adds the key of every cached object of them in it.
+	Primary []Resource
+	// RateLimiter builds the queue's rate limiter (optional; nil is client-go's
+	// DefaultTypedControllerRateLimiter).
+	RateLimiter func() workqueue.TypedRateLimiter[string]
 }
 
 // Permission is one RBAC rule a controller needs: verbs on a resource (or a subresource,

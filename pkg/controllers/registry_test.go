@@ -62,6 +62,25 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 		})}, wantErr: "a wildcard is only allowed"},
 		{name: "duplicate", ds: []Descriptor{descriptor("a", nil), descriptor("a", nil)}, wantErr: "registered twice"},
 		{name: "alias and canonical name of one controller", ds: []Descriptor{descriptor("replicaset", nil), descriptor("replicaset-controller", nil)}, wantErr: `"replicaset" and "replicaset-controller" are one kube-controller-manager controller`},
+		{name: "a further queue", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Reads = []Resource{testPods}
+			d.Queues = []QueueSpec{{Name: "a_pods", Primary: []Resource{testPods}}}
+		})}},
+		{name: "a further queue of an undeclared resource", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Queues = []QueueSpec{{Name: "a_pods", Primary: []Resource{testPods}}}
+		})}, wantErr: "must be declared in the descriptor's Primary or Reads"},
+		{name: "a further queue without primary", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Queues = []QueueSpec{{Name: "a_pods"}}
+		})}, wantErr: "its Primary must name"},
+		{name: "a further queue named as the controller", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Queues = []QueueSpec{{Name: "a", Primary: []Resource{testDeployments}}}
+		})}, wantErr: "a name of its own"},
+		{name: "two further queues of one name", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Queues = []QueueSpec{{Name: "q", Primary: []Resource{testDeployments}}, {Name: "q", Primary: []Resource{testDeployments}}}
+		})}, wantErr: "a name of its own"},
+		{name: "a further queue without a name", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Queues = []QueueSpec{{Primary: []Resource{testDeployments}}}
+		})}, wantErr: "a name of its own"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

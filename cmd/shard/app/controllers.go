@@ -17,6 +17,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
@@ -72,33 +73,38 @@ type controllerDeps struct {
 }
 
 // buildControllers builds each enabled controller against the contract, and returns what
-// the runtime needs of it: its queue, the cache keys of its primary objects (which the
-// runtime enqueues when it acquires a partition) and its Run.
+// the runtime needs of it: its queues, the cache keys of each queue's primary objects
+// (which the runtime enqueues when it acquires a partition) and its Run.
 func buildControllers(enabled []controllers.Descriptor, workers func(name string) int, deps controllerDeps) ([]shardruntime.Controller, error) {
 	var out []shardruntime.Controller
 	for _, d := range enabled {
-		primary, kinds, err := primaries(d, deps.cache)
+		queue, rq, err := deps.newQueue(d.Name, d.Primary, d.RateLimiter)
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
-		keys, err := gate.KeysFor(deps.partitionOf, kinds)
-		if err != nil {
-			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
+		rqs := []shardruntime.Queue{rq}
+		var more map[string]workqueue.TypedRateLimitingInterface[string]
+		for _, spec := range d.Queues {
+			q, rq, err := deps.newQueue(spec.Name, spec.Primary, spec.RateLimiter)
+			if err != nil {
+				return nil, fmt.Errorf("controller %s: queue %s: %w", d.Name, spec.Name, err)
+			}
+			if more == nil {
+				more = map[string]workqueue.TypedRateLimitingInterface[string]{}
+			}
+			more[spec.Name] = q
+			rqs = append(rqs, rq)
 		}
 		cs, err := controllerClients(deps.config, d, gate.FenceTransport(deps.gate, deps.partitionOf))
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
-		qcfg := gate.QueueConfig{Name: d.Name, MetricsProvider: deps.queues, Keys: keys}
-		if d.RateLimiter != nil {
-			qcfg.RateLimiter = d.RateLimiter()
-		}
-		queue := deps.gate.NewQueue(qcfg)
 		ctrl, err := d.New(controllers.Context{
 			Client:       cs.client,
 			Metadata:     cs.metadata,
 			Informers:    controllers.Declared(d, cacheInformers{deps.cache}),
 			Queue:        queue,
+			Queues:       more,
 			Recorder:     deps.recorder(d.EventComponent(), cs.events.CoreV1().Events("")),
 			Shard:        deps.shard,
 			Logger:       deps.log.WithValues("controller", d.Name),
@@ -112,11 +118,32 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 		}
 		n := workers(d.Name)
 		out = append(out, shardruntime.Controller{
-			Name: d.Name, Queue: queue, Primary: primary,
+			Name: d.Name, Queues: rqs,
 			Run: func(ctx context.Context) { ctrl.Run(ctx, n) },
 		})
 	}
 	return out, nil
+}
+
+// newQueue returns a queue named name behind the gate, whose keys are those of primary's
+// objects (their partitions as gate.KeysFor maps them), and what the runtime needs to fill
+// it on acquire.
+func (deps controllerDeps) newQueue(name string, primary []controllers.Resource,
+	rateLimiter func() workqueue.TypedRateLimiter[string]) (*gate.Queue, shardruntime.Queue, error) {
+	cacheKeys, kinds, err := primaries(primary, deps.cache)
+	if err != nil {
+		return nil, shardruntime.Queue{}, err
+	}
+	keys, err := gate.KeysFor(deps.partitionOf, kinds)
+	if err != nil {
+		return nil, shardruntime.Queue{}, err
+	}
+	qcfg := gate.QueueConfig{Name: name, MetricsProvider: deps.queues, Keys: keys}
+	if rateLimiter != nil {
+		qcfg.RateLimiter = rateLimiter()
+	}
+	q := deps.gate.NewQueue(qcfg)
+	return q, shardruntime.Queue{Name: name, Queue: q, Primary: cacheKeys}, nil
 }
 
 // apiServerCA returns the PEM CA bundle config trusts for the API server: its CAData, or
@@ -181,12 +208,12 @@ func controllerClients(config *rest.Config, d controllers.Descriptor, fence func
 	return out, nil
 }
 
-// primaries returns the cache keys of d's primary resources, and what the gate needs to
-// know of them to map its queue's keys to partitions (gate.KeysFor).
-func primaries(d controllers.Descriptor, c *shardcache.Cache) ([]shardcache.Key, []gate.Primary, error) {
+// primaries returns the cache keys of a queue's primary resources, and what the gate needs
+// to know of them to map the queue's keys to partitions (gate.KeysFor).
+func primaries(primary []controllers.Resource, c *shardcache.Cache) ([]shardcache.Key, []gate.Primary, error) {
 	var keys []shardcache.Key
 	var kinds []gate.Primary
-	for _, r := range d.Primary {
+	for _, r := range primary {
 		k := cacheKey(r)
 		scoped, err := c.ClusterScoped(k)
 		if err != nil {

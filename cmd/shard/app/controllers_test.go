@@ -8,17 +8,25 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/job"
+	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
@@ -36,7 +44,7 @@ func TestPrimaries(t *testing.T) {
 		namespaces = controllers.Typed(corev1.SchemeGroupVersion.WithResource("namespaces"))
 		nodes      = controllers.Typed(corev1.SchemeGroupVersion.WithResource("nodes"))
 	)
-	keys, kinds, err := primaries(controllers.Descriptor{Name: "x", Primary: []controllers.Resource{configMaps, namespaces, nodes}}, c)
+	keys, kinds, err := primaries([]controllers.Resource{configMaps, namespaces, nodes}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +59,58 @@ func TestPrimaries(t *testing.T) {
 	if !slices.Equal(kinds, want) {
 		t.Errorf("primaries %+v, want %+v", kinds, want)
 	}
-	_, _, err = primaries(controllers.Descriptor{Name: "x", Primary: []controllers.Resource{controllers.Typed(corev1.SchemeGroupVersion.WithResource("widgets"))}}, c)
+	_, _, err = primaries([]controllers.Resource{controllers.Typed(corev1.SchemeGroupVersion.WithResource("widgets"))}, c)
 	if err == nil || !strings.Contains(err.Error(), "not a built-in type") {
 		t.Errorf("primaries of a type the cache cannot serve: %v, want an error", err)
+	}
+}
+
+// TestBuildControllersQueues: a controller's further queues (the job controller's
+// orphan-pod queue) are built behind the gate beside its first one, and handed to the
+// runtime with their own primary resources, which it fills them with on acquire.
+func TestBuildControllersQueues(t *testing.T) {
+	partitionOf := func(string) partition.ID { return 0 }
+	c, err := shardcache.New(fake.NewClientset(), partitionOf, shardcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gate.New(gate.ObjectKeys(partitionOf))
+	queues, err := queuemetrics.NewProvider(prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrls, err := buildControllers([]controllers.Descriptor{job.Descriptor()}, func(string) int { return 1 }, controllerDeps{
+		config: &rest.Config{Host: "http://127.0.0.1:1"}, cache: c, gate: g, partitionOf: partitionOf, queues: queues,
+		recorder: func(string, typedcorev1.EventInterface) record.EventRecorder { return record.NewFakeRecorder(1) },
+		log:      logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type queue struct {
+		name    string
+		primary []shardcache.Key
+	}
+	var got []queue
+	for _, q := range ctrls[0].Queues {
+		got = append(got, queue{q.Name, q.Primary})
+		if _, ok := q.Queue.(*gate.Queue); !ok {
+			t.Errorf("queue %s is a %T, not behind the gate", q.Name, q.Queue)
+		}
+	}
+	want := []queue{
+		{"job", []shardcache.Key{cacheKey(controllers.Typed(batchv1.SchemeGroupVersion.WithResource("jobs")))}},
+		{job.OrphanQueue, []shardcache.Key{cacheKey(controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods")))}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("queues %+v, want %+v", got, want)
+	}
+	var names []string
+	for _, q := range g.Stats().Queues {
+		names = append(names, q.Name)
+	}
+	if want := []string{"job", job.OrphanQueue}; !slices.Equal(names, want) {
+		t.Errorf("the gate's queues %v, want %v", names, want)
 	}
 }
 

@@ -67,6 +67,16 @@ func (f *fixture) buildController() {
 	f.ctrl, f.SyncFunc = ctrl, ctrl.sync
 }
 
+// orphans returns the controller's orphan-pod queue.
+func (f *fixture) orphans() *controllertest.Queue {
+	f.T.Helper()
+	q, ok := f.ctrl.orphans.(*controllertest.Queue)
+	if !ok {
+		f.T.Fatalf("the orphan-pod queue is a %T, not the fixture's", f.ctrl.orphans)
+	}
+	return q
+}
+
 // refresh replaces the caches' content with the fake API server's objects.
 func (f *fixture) refresh() {
 	f.T.Helper()

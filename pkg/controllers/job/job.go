@@ -72,6 +72,11 @@ var (
 	podsResource = pods.GroupResource()
 )
 
+// OrphanQueue names the controller's second queue (upstream's name): keys of pods whose
+// tracking finalizer no Job sync will remove, because no unfinished Job of this
+// controller owns them.
+const OrphanQueue = "job_orphan_pod"
+
 // Options are the controller's own flags.
 type Options struct {
 	// ManagedBy is ManagedByUpstream or ManagedByKShard.
@@ -86,6 +91,12 @@ func Descriptor() controllers.Descriptor {
 		Name: Name, OnByDefault: true, WorkersFlag: "concurrent-job-syncs", DefaultWorkers: 5,
 		Primary: []controllers.Resource{jobs},
 		Reads:   []controllers.Resource{pods},
+		// Pods whose tracking finalizer no Job sync will remove (OrphanQueue), with
+		// upstream's rate limiter. A namespace's new owner queues each of its pods.
+		Queues: []controllers.QueueSpec{{Name: OrphanQueue, Primary: []controllers.Resource{pods},
+			RateLimiter: func() workqueue.TypedRateLimiter[string] {
+				return workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)
+			}}},
 		Permissions: []controllers.Permission{
 			{Group: "batch", Resource: "jobs", Verbs: []string{"get"}},
 			{Group: "batch", Resource: "jobs/status", Verbs: []string{"update"}},
@@ -108,18 +119,17 @@ func Descriptor() controllers.Descriptor {
 
 // Controller is the Job controller.
 type Controller struct {
-	client       kubernetes.Interface
-	jobLister    batchlisters.JobLister
-	podLister    corelisters.PodLister
-	podIndexer   toolscache.Indexer
-	queue        workqueue.TypedRateLimitingInterface[string]
-	orphans      workqueue.TypedRateLimitingInterface[orphanKey]
-	recorder     record.EventRecorder
-	metrics      *controllers.ReconcileMetrics
-	jobMetrics   *Metrics
-	writeAllowed func(key string) error
-	managedBy    string
-	clock        clock.PassiveClock
+	client     kubernetes.Interface
+	jobLister  batchlisters.JobLister
+	podLister  corelisters.PodLister
+	podIndexer toolscache.Indexer
+	queue      workqueue.TypedRateLimitingInterface[string]
+	orphans    workqueue.TypedRateLimitingInterface[string]
+	recorder   record.EventRecorder
+	metrics    *controllers.ReconcileMetrics
+	jobMetrics *Metrics
+	managedBy  string
+	clock      clock.PassiveClock
 
 	expectations *expectations.Expectations
 	finalizers   *finalizerExpectations
@@ -149,21 +159,22 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 	if err != nil {
 		return nil, err
 	}
+	orphans := c.Queues[OrphanQueue]
+	if orphans == nil {
+		return nil, fmt.Errorf("no %s queue in the controller's context", OrphanQueue)
+	}
 	ctrl := &Controller{
 		client:       c.Client,
 		jobLister:    batchlisters.NewJobLister(jobInf.GetIndexer()),
 		podLister:    corelisters.NewPodLister(podInf.GetIndexer()),
 		podIndexer:   podInf.GetIndexer(),
 		queue:        c.Queue,
+		orphans:      orphans,
 		recorder:     c.Recorder,
 		metrics:      c.Metrics,
 		jobMetrics:   m,
-		writeAllowed: c.WriteAllowed,
 		managedBy:    opts.ManagedBy,
 		clock:        clk,
-		orphans: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[orphanKey](time.Second, time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[orphanKey]{Name: "job_orphan_pod"}),
 		expectations: expectations.New(clk),
 		finalizers:   newFinalizerExpectations(),
 		backoff:      newBackoffStore(),
@@ -193,19 +204,16 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 	return ctrl, nil
 }
 
-// Run runs workers Job workers and as many orphan-pod workers until ctx ends.
+// Run runs workers Job workers and as many orphan-pod workers until ctx ends. Orphan-pod
+// syncs are not counted in the reconcile metrics, which count Job syncs.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.processNextOrphan(ctx) {
-			}
-		}()
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		controllers.RunWorkers(ctx, OrphanQueue, c.orphans, workers, c.syncOrphan, nil)
+	}()
 	controllers.RunWorkers(ctx, Name, c.queue, workers, c.sync, c.metrics)
-	c.orphans.ShutDown()
 	wg.Wait()
 }
 

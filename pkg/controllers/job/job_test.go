@@ -75,12 +75,49 @@ func TestOrphans(t *testing.T) {
 				f = newFixture(t, tc.pod)
 			}
 			f.ctrl.enqueueOrphan(tc.pod)
-			if !f.ctrl.processNextOrphan(context.Background()) {
-				t.Fatal("queue shut down")
+			for _, key := range f.orphans().Keys() {
+				if err := f.ctrl.syncOrphan(context.Background(), key); err != nil {
+					t.Fatalf("sync of orphan %s: %v", key, err)
+				}
 			}
 			removed := !hasTrackingFinalizer(f.apiPods()[0])
 			if removed != tc.want {
 				t.Errorf("finalizer removed %v, want %v", removed, tc.want)
+			}
+		})
+	}
+}
+
+// TestFinishedJobsPodsQueuedForCleanup: when a Job finishes or is deleted, its matching
+// pods that still carry the tracking finalizer go into the orphan-pod queue (one key per
+// pod, as upstream's cleanupPodFinalizers queues them), and their syncs remove it.
+func TestFinishedJobsPodsQueuedForCleanup(t *testing.T) {
+	done := withStatus(batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}})
+	for _, tc := range []struct {
+		name  string
+		event func(f *fixture, job *batchv1.Job)
+	}{
+		{name: "finished", event: func(f *fixture, job *batchv1.Job) { f.ctrl.updateJob(f0(), newJob(1, 1), job) }},
+		{name: "deleted", event: func(f *fixture, job *batchv1.Job) { f.ctrl.deleteJob(f0(), job) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := newJob(1, 1, done)
+			other := newPod("other", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "x"} })
+			f := newFixture(t, job, newPod("a", succeeded()), newPod("b", succeeded(), untracked), other)
+			tc.event(f, job)
+			keys := f.orphans().Keys()
+			if !slices.Equal(keys, []string{"ns/a"}) {
+				t.Fatalf("orphan-pod queue holds %v, want [ns/a] (the matching pod with the finalizer)", keys)
+			}
+			for _, key := range keys {
+				if err := f.ctrl.syncOrphan(context.Background(), key); err != nil {
+					t.Fatalf("sync of orphan %s: %v", key, err)
+				}
+			}
+			for _, p := range f.apiPods() {
+				if tracked, want := hasTrackingFinalizer(p), p.Name == "other"; tracked != want {
+					t.Errorf("pod %s: tracking finalizer %v, want %v", p.Name, tracked, want)
+				}
 			}
 		})
 	}

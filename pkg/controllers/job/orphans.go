@@ -9,75 +9,51 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
-// orphanKey names pods whose tracking finalizer no Job sync will remove: one pod by name,
-// or every pod of a namespace matching a finished or deleted Job's selector.
-type orphanKey struct {
-	namespace string
-	name      string // a pod's name, or "" when selector is set
-	selector  string
-}
-
 func (c *Controller) enqueueOrphan(pod *corev1.Pod) {
-	c.orphans.Add(orphanKey{namespace: pod.Namespace, name: pod.Name})
+	c.orphans.Add(pod.Namespace + "/" + pod.Name)
 }
 
-// enqueueSelector queues the pods of a finished or deleted Job for finalizer cleanup.
+// enqueueSelector queues the pods of a finished or deleted Job that still carry the
+// tracking finalizer, for its removal (upstream's cleanupPodFinalizers).
 func (c *Controller) enqueueSelector(log klog.Logger, job *batchv1.Job) {
 	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("job %s/%s has invalid label selector: %w", job.Namespace, job.Name, err))
 		return
 	}
-	log.V(5).Info("enqueueing pods of a finished or deleted job for finalizer cleanup", "namespace", job.Namespace, "name", job.Name)
-	c.orphans.Add(orphanKey{namespace: job.Namespace, selector: sel.String()})
-}
-
-func (c *Controller) processNextOrphan(ctx context.Context) bool {
-	key, shutdown := c.orphans.Get()
-	if shutdown {
-		return false
-	}
-	defer c.orphans.Done(key)
-	if err := c.syncOrphan(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing orphan pod", "namespace", key.namespace, "name", key.name)
-		c.orphans.AddRateLimited(key)
-		return true
-	}
-	c.orphans.Forget(key)
-	return true
-}
-
-func (c *Controller) syncOrphan(ctx context.Context, key orphanKey) error {
-	if key.selector == "" {
-		pod, err := c.podLister.Pods(key.namespace).Get(key.name)
-		if apierrors.IsNotFound(err) {
-			return nil // gone, or its namespace is no longer this shard's
-		}
-		if err != nil {
-			return err
-		}
-		return c.cleanOrphan(ctx, pod)
-	}
-	sel, err := labels.Parse(key.selector)
+	ps, err := c.podLister.Pods(job.Namespace).List(sel)
 	if err != nil {
-		return fmt.Errorf("invalid label selector: %w", err)
+		utilruntime.HandleError(fmt.Errorf("listing the pods of job %s/%s: %w", job.Namespace, job.Name, err))
+		return
 	}
-	ps, err := c.podLister.Pods(key.namespace).List(sel)
+	log.V(5).Info("enqueueing pods of a finished or deleted job for finalizer cleanup", "namespace", job.Namespace, "name", job.Name)
+	for _, pod := range ps {
+		if hasTrackingFinalizer(pod) {
+			c.enqueueOrphan(pod)
+		}
+	}
+}
+
+// syncOrphan removes the tracking finalizer of the pod of key ("namespace/name") if no
+// unfinished Job of this controller owns it.
+func (c *Controller) syncOrphan(ctx context.Context, key string) error {
+	ns, name, err := toolscache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil // the queue admits only namespaced keys
+	}
+	pod, err := c.podLister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil // gone
+	}
 	if err != nil {
 		return err
 	}
-	for _, pod := range ps {
-		if err := c.cleanOrphan(ctx, pod); err != nil {
-			klog.FromContext(ctx).Error(err, "syncing orphan pod failed", "pod", klog.KObj(pod))
-			c.orphans.AddRateLimited(orphanKey{namespace: pod.Namespace, name: pod.Name})
-		}
-	}
-	return nil
+	return c.cleanOrphan(ctx, pod)
 }
 
 // cleanOrphan removes the tracking finalizer from a pod no unfinished Job of this
@@ -100,9 +76,6 @@ func (c *Controller) cleanOrphan(ctx context.Context, pod *corev1.Pod) error {
 	patch := removeFinalizerPatch(pod)
 	if patch == nil {
 		return nil
-	}
-	if err := c.writeAllowed(pod.Namespace + "/" + pod.Name); err != nil {
-		return err
 	}
 	if err := c.patchPod(ctx, pod.Namespace, pod.Name, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err

@@ -32,7 +32,7 @@ func TestRun(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c := controllertest.Context(Descriptor(), factory, workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}))
-	c.Client, c.Recorder, c.Logger, c.WriteAllowed = client, record.NewFakeRecorder(100), log, func(string) error { return nil }
+	c.Client, c.Recorder, c.Logger = client, record.NewFakeRecorder(100), log
 	metrics, err := controllers.NewReconcileMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

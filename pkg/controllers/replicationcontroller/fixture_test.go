@@ -59,7 +59,7 @@ func newFixtureWith(t *testing.T, setup func(*fixture), objs ...runtime.Object) 
 	// A real queue: retries after a failed sync happen (controllertest.Queue records them).
 	c := controllertest.Context(Descriptor(), factory, workqueue.NewTypedRateLimitingQueue(
 		workqueue.DefaultTypedControllerRateLimiter[string]()))
-	c.Client, c.Recorder, c.Logger, c.WriteAllowed = f.client, f.recorder, log, func(string) error { return nil }
+	c.Client, c.Recorder, c.Logger = f.client, f.recorder, log
 	ctrl, err := New(c)
 	if err != nil {
 		t.Fatal(err)

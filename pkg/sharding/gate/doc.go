@@ -5,10 +5,11 @@
 // the most important invariant of kshard is that no two shards ever work the same
 // partition at the same instant (two ReplicaSet workers on one namespace create duplicate
 // pods). Controllers, however, are ported from kube-controller-manager and must not know
-// about sharding. This package closes that gap: each controller gets a [Queue], which
-// implements client-go's workqueue.TypedRateLimitingInterface[string] and is built on
-// client-go's own typed rate-limiting queue, and all queues of a shard share one [Gate]
-// that knows which partitions are acquired and whether the shard is fenced.
+// about sharding. This package closes that gap: each controller gets a [Queue] (or
+// several, one per kind of key it works), which implements client-go's
+// workqueue.TypedRateLimitingInterface[string] and is built on client-go's own typed
+// rate-limiting queue, and all queues of a shard share one [Gate] that knows which
+// partitions are acquired and whether the shard is fenced.
 //
 // The Gate enforces, for every queue at once:
 //

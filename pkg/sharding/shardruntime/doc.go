@@ -4,9 +4,10 @@
 // is the session's shardrpc.Handler but knows nothing of the wire: it does not import
 // protocol, and the shard command hands its Stats to the session as protocol.Stats. When
 // it starts working a partition it adds the key of every cached primary object of it to
-// each controller's queue, so no controller needs to know that partitions move. It knows
-// controllers only as a small struct (Controller: a queue, primary resources, a Run func);
-// it does not import pkg/controllers.
+// each controller's queues (each queue the keys of its own primary resources), so no
+// controller needs to know that partitions move. It knows controllers only as a small
+// struct (Controller: queues with their primary resources, a Run func); it does not
+// import pkg/controllers.
 //
 // Operations on one partition run in the order they were issued, one at a time (a drop
 // followed at once by a new warm-up of the same partition must not interleave), while

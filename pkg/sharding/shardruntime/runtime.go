@@ -28,14 +28,24 @@ type Options struct {
 type Controller struct {
 	// Name names the controller in logs.
 	Name string
+	// Queues are the controller's queues (its primary one first, then any further ones),
+	// at least one. Each is one of the gate's, so each is drained and fenced on a release
+	// or revocation by the gate itself; the runtime fills each on acquire.
+	Queues []Queue
+	// Run runs the controller's workers until ctx ends.
+	Run func(ctx context.Context)
+}
+
+// Queue is one of a controller's queues as the runtime sees it.
+type Queue struct {
+	// Name names the queue in errors.
+	Name string
 	// Queue receives, when a partition is acquired, the key of every cached object of
 	// Primary in that partition: adds made while the partition was not acquired were
 	// dropped, and timers that lived on the previous owner are rebuilt by those syncs.
 	Queue interface{ Add(key string) }
 	// Primary are the informers whose objects' keys Queue holds.
 	Primary []shardcache.Key
-	// Run runs the controller's workers until ctx ends.
-	Run func(ctx context.Context)
 }
 
 // Runtime carries out the session's actions on the cache and the queues.
@@ -58,12 +68,17 @@ func New(c *shardcache.Cache, g *gate.Gate, ctrls []Controller, opts Options, lo
 		opts.RetryInterval = time.Second
 	}
 	for _, ctrl := range ctrls {
-		if ctrl.Queue == nil || ctrl.Run == nil {
-			return nil, fmt.Errorf("shardruntime: controller %q needs a Queue and a Run func", ctrl.Name)
+		if len(ctrl.Queues) == 0 || ctrl.Run == nil {
+			return nil, fmt.Errorf("shardruntime: controller %q needs a queue and a Run func", ctrl.Name)
 		}
-		for _, k := range ctrl.Primary {
-			if _, err := c.Informer(k); err != nil {
-				return nil, fmt.Errorf("shardruntime: controller %q: primary %s: %w", ctrl.Name, k, err)
+		for _, q := range ctrl.Queues {
+			if q.Queue == nil {
+				return nil, fmt.Errorf("shardruntime: controller %q: queue %q is nil", ctrl.Name, q.Name)
+			}
+			for _, k := range q.Primary {
+				if _, err := c.Informer(k); err != nil {
+					return nil, fmt.Errorf("shardruntime: controller %q: queue %q: primary %s: %w", ctrl.Name, q.Name, k, err)
+				}
 			}
 		}
 	}
@@ -111,8 +126,8 @@ func (r *Runtime) Warm(p partition.ID, done func()) {
 }
 
 // Work starts working p once its caches are synced: the key of every primary object of
-// p goes into its controller's queue, because adds made before were dropped by the
-// queues.
+// p goes into the queue whose primary it is (a controller's first queue or a further
+// one), because adds made before were dropped by the queues.
 func (r *Runtime) Work(p partition.ID) {
 	r.do(p, "work", func(ctx context.Context) error {
 		if err := r.cache.Prepare(ctx, []partition.ID{p}); err != nil {
@@ -126,13 +141,15 @@ func (r *Runtime) Work(p partition.ID) {
 		// listing through the listing; a key added by both is queued once.
 		r.gate.Acquire(p)
 		for _, c := range r.ctrls {
-			for _, k := range c.Primary {
-				keys, err := r.cache.Keys(k, p)
-				if err != nil {
-					return fmt.Errorf("controller %s: keys of %s: %w", c.Name, k, err)
-				}
-				for _, key := range keys {
-					c.Queue.Add(key)
+			for _, q := range c.Queues {
+				for _, k := range q.Primary {
+					keys, err := r.cache.Keys(k, p)
+					if err != nil {
+						return fmt.Errorf("controller %s: queue %s: keys of %s: %w", c.Name, q.Name, k, err)
+					}
+					for _, key := range keys {
+						q.Queue.Add(key)
+					}
 				}
 			}
 		}

@@ -68,7 +68,7 @@ func (f *fakeController) calls() []string {
 
 // runtimeController is ctrl as the runtime sees it: ConfigMaps are its primary objects.
 func runtimeController(ctrl *fakeController) Controller {
-	return Controller{Name: "fake", Queue: ctrl, Primary: []shardcache.Key{shardcache.ConfigMaps.Key()}, Run: ctrl.Run}
+	return Controller{Name: "fake", Queues: []Queue{{Name: "fake", Queue: ctrl, Primary: []shardcache.Key{shardcache.ConfigMaps.Key()}}}, Run: ctrl.Run}
 }
 
 // blocker holds configmap lists of one namespace until released.
@@ -137,7 +137,15 @@ func newEnv(t *testing.T, b *blocker) *env {
 	c.InformerFor(shardcache.ConfigMaps) // register before Start, as controllers do
 	g := gate.New(gate.NamespaceNameKeys(testPartition))
 	ctrl := &fakeController{}
-	rt, err := New(c, g, []Controller{runtimeController(ctrl)}, Options{RetryInterval: 10 * time.Millisecond}, logr.Discard())
+	e := runEnv(t, c, g, []Controller{runtimeController(ctrl)})
+	e.ctrl = ctrl
+	return e
+}
+
+// runEnv builds a runtime of ctrls over c and g and runs it until the test ends.
+func runEnv(t *testing.T, c *shardcache.Cache, g *gate.Gate, ctrls []Controller) *env {
+	t.Helper()
+	rt, err := New(c, g, ctrls, Options{RetryInterval: 10 * time.Millisecond}, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +160,7 @@ func newEnv(t *testing.T, b *blocker) *env {
 		cancel()
 		<-ran
 	})
-	e := &env{t: t, cache: c, gate: g, ctrl: ctrl, rt: rt}
+	e := &env{t: t, cache: c, gate: g, rt: rt}
 	// Actions arrive once the runtime runs (the session starts after Run).
 	e.eventually("Run sets the context", func() bool {
 		rt.mu.Lock()
@@ -597,4 +605,74 @@ func TestWarmBeforeRunStartsInformers(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-ran })
 	e := &env{t: t, cache: c, gate: g, rt: rt}
 	e.eventually("a Warm issued before Run is synced", synced.Load)
+}
+
+// TestFurtherQueueFollowsHandoff: a controller's second queue (of pods, beside its
+// ConfigMap queue) is handed off as its first is: on acquire it is filled with the keys
+// of the partition's cached pods; on a release its keys of the partition are refused
+// and discarded, and the release waits for its key in flight; a revocation cancels its
+// key in flight and fences that key's writes.
+func TestFurtherQueueFollowsHandoff(t *testing.T) {
+	pod := func(ns, name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	client := fake.NewClientset(append(world(), pod("p3-a", "pa"), pod("p3-b", "pb"), pod("p5-a", "pc"), pod("p7-a", "pd"))...)
+	c, err := shardcache.New(client, testPartition, shardcache.Options{PollInterval: 5 * time.Millisecond, StartWindow: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InformerFor(shardcache.ConfigMaps)
+	c.InformerFor(shardcache.Pods)
+	g := gate.New(gate.NamespaceNameKeys(testPartition))
+	first, second := g.NewQueue(gate.QueueConfig{Name: "two"}), g.NewQueue(gate.QueueConfig{Name: "two_pods"})
+	t.Cleanup(first.ShutDown)
+	t.Cleanup(second.ShutDown)
+	e := runEnv(t, c, g, []Controller{{Name: "two", Queues: []Queue{
+		{Name: "two", Queue: first, Primary: []shardcache.Key{shardcache.ConfigMaps.Key()}},
+		{Name: "two_pods", Queue: second, Primary: []shardcache.Key{shardcache.Pods.Key()}},
+	}, Run: func(ctx context.Context) { <-ctx.Done() }}})
+
+	e.rt.Work(3)
+	e.idle(3)
+	if s := first.Stats(); s.Pending != len(p3Objects) {
+		t.Errorf("first queue after acquiring 3: %+v, want %d keys pending", s, len(p3Objects))
+	}
+	if s := second.Stats(); s.Pending != 2 {
+		t.Fatalf("second queue after acquiring 3: %+v, want 2 keys pending (p3-a/pa, p3-b/pb)", s)
+	}
+	key, shutdown := second.Get()
+	if shutdown || key != "p3-a/pa" {
+		t.Fatalf("second queue's Get = %q, %v; want p3-a/pa", key, shutdown)
+	}
+	e.rt.Work(5)
+	e.idle(5)
+
+	var drained atomic.Bool
+	e.rt.Drain(3, func() { drained.Store(true) })
+	second.Add("p3-a/pa")
+	if s := second.Stats(); s.Dropped != 1 || s.Stale != 1 || s.Pending != 1 || s.InFlight != 1 {
+		t.Errorf("second queue while 3 drains: %+v, want 1 dropped, 1 stale (p3-b/pb), 1 pending (p5-a/pc), 1 in flight", s)
+	}
+	e.never("the drain is done while the second queue's key of 3 is in flight", drained.Load)
+	second.Done(key)
+	e.eventually("the drain is done once the second queue's key is done", drained.Load)
+
+	key, shutdown = second.Get()
+	if shutdown || key != "p5-a/pc" {
+		t.Fatalf("second queue's Get after draining 3 = %q, %v; want p5-a/pc (p3-b/pb discarded)", key, shutdown)
+	}
+	if s := second.Stats(); s.Discarded != 1 || s.Stale != 0 {
+		t.Errorf("second queue after draining 3: %+v, want 1 discarded, none stale", s)
+	}
+	ctx, cancel := second.KeyContext(context.Background(), key)
+	defer cancel()
+	if err := g.WriteAllowedFor(key); err != nil {
+		t.Errorf("write of %s before the revocation: %v", key, err)
+	}
+	e.rt.Stop(5)
+	e.eventually("the revocation cancels the second queue's key in flight", func() bool { return ctx.Err() != nil })
+	if err := g.WriteAllowedFor(key); err == nil {
+		t.Errorf("write of %s allowed after its partition was revoked", key)
+	}
+	second.Done(key)
 }

@@ -90,13 +90,21 @@ func TerminatingNamespaceError(resource schema.GroupResource, namespace string) 
 }
 
 // Context returns a controllers.Context for d's controller over factory and queue, with
-// the informers checked against d's declared reads as in a shard; the test sets the
-// other fields (Client, Recorder, Logger, …) it needs.
+// the informers checked against d's declared reads as in a shard, and a Queue (NewQueue)
+// for each of d's further queues (Context.Queues); the test sets the other fields
+// (Client, Recorder, Logger, …) it needs.
 func Context(d controllers.Descriptor, factory informers.SharedInformerFactory, queue workqueue.TypedRateLimitingInterface[string]) controllers.Context {
-	return controllers.Context{
+	c := controllers.Context{
 		Informers: controllers.Declared(d, Informers{SharedInformerFactory: factory}),
 		Queue:     queue,
 	}
+	for _, q := range d.Queues {
+		if c.Queues == nil {
+			c.Queues = map[string]workqueue.TypedRateLimitingInterface[string]{}
+		}
+		c.Queues[q.Name] = NewQueue()
+	}
+	return c
 }
 
 // Queue is a real rate-limited queue that records AddAfter and AddRateLimited instead of

@@ -62,7 +62,6 @@ func (f *Fixture) Restart() {
 func (f *Fixture) ControllerContext() controllers.Context {
 	c := Context(f.descriptor, f.Factory, f.Queue)
 	c.Client, c.Recorder, c.Logger = f.Client, f.Recorder, Logger(f.T)
-	c.WriteAllowed = func(string) error { return nil }
 	return c
 }
 

@@ -309,7 +309,7 @@ func (h *fakeHandler) Warm(p partition.ID, done func()) {
 	}()
 }
 
-func (h *fakeHandler) Work(p partition.ID) {
+func (h *fakeHandler) Work(p partition.ID, _ bool) {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	h.gen[p]++

@@ -120,6 +120,9 @@ type part struct {
 
 	move  *move
 	stale []staleHolder
+	// refresh: the owner was granted p by a move whose source released it (worked and
+	// wrote it until then), so its Acquire asks it to list p again (Command.Refresh).
+	refresh bool
 
 	// recorded is the owner the enforced owner record names (Config.OwnerRecord), and
 	// recordedInc the owner's incarnation this leader last had it enforced for
@@ -322,6 +325,12 @@ func (c *Coordinator) send(m *member, cmd Command) {
 
 func (c *Coordinator) sendPart(m *member, kind CommandKind, p int, e Epoch) {
 	c.send(m, Command{Kind: kind, Partition: partition.ID(p), Epoch: e})
+}
+
+// sendAcquireCmd sends p's Acquire to its owner, every time with the same Refresh.
+func (c *Coordinator) sendAcquireCmd(p int) {
+	pr := &c.parts[p]
+	c.send(c.members[pr.owner], Command{Kind: CmdAcquire, Partition: partition.ID(p), Epoch: pr.epoch, Refresh: pr.refresh})
 }
 
 func (c *Coordinator) emit(e Event) {

@@ -69,6 +69,11 @@ func TestMoveOrder(t *testing.T) {
 			o.release = i
 		case CmdAcquire:
 			o.acquire = i
+			// The move's new owner warmed while the source still wrote: it lists
+			// again. A first grant has nobody's writes to catch up with.
+			if moved := o.release >= 0; c.Refresh != moved {
+				t.Fatalf("partition %d: acquire %d has Refresh %v; a release was sent before it: %v", c.Partition, i, c.Refresh, moved)
+			}
 		}
 	}
 	moved := 0
@@ -111,6 +116,13 @@ func TestExpiry(t *testing.T) {
 	for _, a := range k.c.Assignments() {
 		if a.Owner != "b" || a.State != StateOwned {
 			t.Fatalf("after expiry partition %d is %s/%v", a.Partition, a.Owner, a.State)
+		}
+	}
+	// An expired owner's writes ended before its partitions were granted: the new
+	// owner's caches, warmed after the grant, need no second list.
+	for _, c := range k.sent {
+		if c.Kind == CmdAcquire && c.Refresh {
+			t.Fatalf("%v after an expiry asks for a refresh", c)
 		}
 	}
 }

@@ -20,6 +20,12 @@
 //     not released after ReleaseTimeout is fenced out (its heartbeats are no
 //     longer acknowledged) so its lease runs out.
 //  3. Acquire(e) → B: work it; B confirms with Acquired (resent until then).
+//     The Acquire carries Refresh: B warmed while A still wrote, and B's
+//     informers follow separate watches, so one may show A's last writes and
+//     another not yet; B lists p again before working it. Upstream's
+//     controllers never meet this: a new leader starts with fresh lists.
+//     A grant after an expiry or seizure carries none: the owner's writes
+//     ended with its lease, before the grant and its warm-up.
 //
 // A partition nobody holds (first start, owner expired) gets Acquire
 // directly (the shard warms, then works). Epochs are leaderTerm<<32|counter

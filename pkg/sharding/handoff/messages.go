@@ -105,7 +105,8 @@ const (
 	// CmdRelease: stop working Partition, drain in-flight work, drop its
 	// caches, report Released with Epoch.
 	CmdRelease
-	// CmdAcquire: work Partition from now on (warming first if cold).
+	// CmdAcquire: work Partition from now on (warming first if cold; listing it
+	// again first if Refresh).
 	CmdAcquire
 	// CmdCancel: drop prepared caches of Partition; the planned move was
 	// called off. Acquired partitions are not affected.
@@ -145,6 +146,15 @@ type Command struct {
 	// Partition and Epoch (Prepare, Release, Acquire, Cancel).
 	Partition partition.ID
 	Epoch     Epoch
+	// Refresh (Acquire): the partition comes from a shard that worked it, and wrote,
+	// until it released it, after this shard was asked to prepare it. A shard that
+	// prepared it lists it again before working it: caches warmed while the other shard
+	// still wrote may show its last writes in one informer and not yet in another (a
+	// Job's status counting a pod whose finalizer removal the pod cache has not seen),
+	// and a sync on such a view acts twice. A partition nobody worked since the Prepare
+	// (a first grant, an expired or seized owner, whose writes ended before it was
+	// granted) needs no second list.
+	Refresh bool
 }
 
 func (c Command) String() string {

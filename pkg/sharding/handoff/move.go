@@ -156,6 +156,7 @@ func (c *Coordinator) grant(p int, t string, now time.Time) {
 	pr.owner, pr.ownerInc, pr.epoch = t, m.session.Incarnation, e
 	c.recDirty = true
 	pr.acked = false
+	pr.refresh = false
 	pr.holdUntil = time.Time{}
 	c.stats.Grants++
 	c.sendAcquire(p, now)
@@ -246,7 +247,7 @@ func (c *Coordinator) retry(now time.Time) {
 		if pr.owner != "" && !pr.acked && pr.move == nil && c.recordReady(p) &&
 			(pr.lastSent.IsZero() || now.Sub(pr.lastSent) >= c.cfg.RetryInterval) {
 			pr.lastSent = now
-			c.sendPart(c.members[pr.owner], CmdAcquire, p, pr.epoch)
+			c.sendAcquireCmd(p)
 		}
 		for i := range pr.stale {
 			s := &pr.stale[i]
@@ -275,6 +276,7 @@ func (c *Coordinator) completeRelease(p int, now time.Time) {
 		pr.owner, pr.ownerInc, pr.epoch = dest.id, mv.toInc, mv.epoch
 		c.recDirty = true
 		pr.acked = false
+		pr.refresh = true // prepared while the source still wrote
 		pr.freedAt, pr.prevOwner = now, prev
 		if mv.capped {
 			pr.handoffStart = mv.started
@@ -312,6 +314,7 @@ func (c *Coordinator) orphan(p int, now, hold time.Time) {
 	}
 	pr.owner, pr.ownerInc = "", 0
 	pr.acked = false
+	pr.refresh = false
 	if hold.After(pr.holdUntil) {
 		pr.holdUntil = hold
 	}

@@ -109,7 +109,7 @@ func (c *Coordinator) RecordApplied(now time.Time, gen uint64, err error) {
 		pr.recorded, pr.recordedInc, pr.recordedFor = s, req.incs[p], true
 		if c.recordReady(int(p)) && !pr.acked && pr.move == nil {
 			pr.lastSent = now
-			c.sendPart(c.members[pr.owner], CmdAcquire, int(p), pr.epoch)
+			c.sendAcquireCmd(int(p))
 		}
 	}
 	c.step(now)
@@ -157,7 +157,7 @@ func (c *Coordinator) sendAcquire(p int, now time.Time) {
 	pr := &c.parts[p]
 	pr.lastSent = now
 	if c.recordReady(p) {
-		c.sendPart(c.members[pr.owner], CmdAcquire, p, pr.epoch)
+		c.sendAcquireCmd(p)
 	}
 }
 

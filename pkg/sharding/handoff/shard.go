@@ -42,6 +42,9 @@ type Action struct {
 	Kind      ActionKind
 	Partition partition.ID
 	Epoch     Epoch
+	// Refresh (ActionWork): list the partition again before working it, because
+	// its caches were warmed while another shard still wrote to it (Command.Refresh).
+	Refresh bool
 }
 
 // Shard is the shard-side pure state machine: its session, its lease and
@@ -331,7 +334,7 @@ func (s *Shard) Step(now time.Time, c Command) error {
 	case CmdRelease:
 		err = s.release(c.Partition, c.Epoch)
 	case CmdAcquire:
-		err = s.acquire(c.Partition, c.Epoch)
+		err = s.acquire(c.Partition, c.Epoch, c.Refresh)
 	case CmdCancel:
 		if sl := s.slots[c.Partition]; sl != nil && sl.state == SlotWarming && sl.epoch <= c.Epoch {
 			s.drop(c.Partition, c.Epoch)
@@ -465,7 +468,7 @@ func (s *Shard) release(p partition.ID, e Epoch) *Rejection {
 	return nil
 }
 
-func (s *Shard) acquire(p partition.ID, e Epoch) *Rejection {
+func (s *Shard) acquire(p partition.ID, e Epoch, refresh bool) *Rejection {
 	sl := s.slots[p]
 	if sl == nil {
 		if e <= s.tombs[p] {
@@ -490,10 +493,13 @@ func (s *Shard) acquire(p partition.ID, e Epoch) *Rejection {
 		s.report(ReportAcquired, p, e) // duplicate: confirm again
 		return nil
 	}
+	// Only caches this shard warmed for someone else's partition can be behind that
+	// shard's last writes; a partition it was releasing itself was nobody else's.
+	refresh = refresh && sl.state == SlotWarming
 	sl.state = SlotAcquired
 	sl.epoch = e
 	sl.stopped = false
-	s.act(ActionWork, p, e)
+	s.actions = append(s.actions, Action{Kind: ActionWork, Partition: p, Epoch: e, Refresh: refresh})
 	s.report(ReportAcquired, p, e)
 	return nil
 }

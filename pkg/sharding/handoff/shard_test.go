@@ -305,3 +305,43 @@ func TestShardFarewell(t *testing.T) {
 		})
 	}
 }
+
+// TestShardAcquireRefresh: an Acquire's Refresh reaches the Work action only for a
+// partition this shard prepared (its caches were warmed while the source still wrote); a
+// cold partition is warmed by the Acquire itself, after the source stopped.
+func TestShardAcquireRefresh(t *testing.T) {
+	e1 := MakeEpoch(1, 1)
+	tests := []struct {
+		name        string
+		prepared    bool
+		refresh     bool
+		wantActions []Action
+	}{
+		{name: "prepared, moved from a shard that released it", prepared: true, refresh: true,
+			wantActions: []Action{{Kind: ActionWork, Partition: 3, Epoch: e1, Refresh: true}}},
+		{name: "prepared, granted after an expiry", prepared: true,
+			wantActions: []Action{{Kind: ActionWork, Partition: 3, Epoch: e1}}},
+		{name: "cold", refresh: true,
+			wantActions: []Action{{Kind: ActionWarm, Partition: 3, Epoch: e1}, {Kind: ActionWork, Partition: 3, Epoch: e1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := welcomed()
+			if tt.prepared {
+				if err := s.Step(sec(1), cmd(s, CmdPrepare, 3, e1)); err != nil {
+					t.Fatal(err)
+				}
+				s.Synced(sec(1), 3, e1)
+				s.Actions()
+			}
+			c := cmd(s, CmdAcquire, 3, e1)
+			c.Refresh = tt.refresh
+			if err := s.Step(sec(2), c); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Actions(); !slices.Equal(got, tt.wantActions) {
+				t.Errorf("actions %+v, want %+v", got, tt.wantActions)
+			}
+		})
+	}
+}

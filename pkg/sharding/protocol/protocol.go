@@ -281,6 +281,7 @@ func CommandToWire(c handoff.Command, info SessionInfo) (*kshardv1.CoordinatorMe
 	case handoff.CmdRelease:
 		m.Kind = &kshardv1.CoordinatorMessage_Release{Release: pc}
 	case handoff.CmdAcquire:
+		pc.Refresh = c.Refresh
 		m.Kind = &kshardv1.CoordinatorMessage_Acquire{Acquire: pc}
 	case handoff.CmdCancel:
 		m.Kind = &kshardv1.CoordinatorMessage_Cancel{Cancel: pc}
@@ -312,7 +313,10 @@ func CommandFromWire(m *kshardv1.CoordinatorMessage, shard string, partitionCoun
 		if err := checkPartition(pc.Partition, pc.Epoch, partitionCount); err != nil {
 			return err
 		}
-		c.Kind, c.Partition, c.Epoch = kind, partition.ID(pc.Partition), handoff.Epoch(pc.Epoch)
+		if pc.Refresh && kind != handoff.CmdAcquire {
+			return malformed("%s with refresh, which only an acquire carries", kind)
+		}
+		c.Kind, c.Partition, c.Epoch, c.Refresh = kind, partition.ID(pc.Partition), handoff.Epoch(pc.Epoch), pc.Refresh
 		return nil
 	}
 	switch k := m.Kind.(type) {

@@ -97,9 +97,20 @@ func TestCommandRoundTripAndWelcomeChecks(t *testing.T) {
 		{name: "welcome with other partition count", c: welcome, count: 32, wantErr: true},
 		{name: "ack", c: handoff.Command{Kind: handoff.CmdAck, To: "a", Session: sess, Seq: 4}, count: 16},
 		{name: "acquire", c: handoff.Command{Kind: handoff.CmdAcquire, To: "a", Session: sess, Partition: 5, Epoch: 2}, count: 16},
+		{name: "acquire with refresh", c: handoff.Command{Kind: handoff.CmdAcquire, To: "a", Session: sess, Partition: 5, Epoch: 2, Refresh: true}, count: 16},
 		{name: "acquire out of range", c: handoff.Command{Kind: handoff.CmdAcquire, To: "a", Session: sess, Partition: 20, Epoch: 2}, count: 16, wantErr: true},
 		{name: "farewell", c: handoff.Command{Kind: handoff.CmdFarewell, To: "a", Session: sess}, count: 16},
 	}
+	t.Run("prepare with refresh", func(t *testing.T) {
+		w, err := CommandToWire(handoff.Command{Kind: handoff.CmdPrepare, To: "a", Session: sess, Partition: 5, Epoch: 2}, info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.GetPrepare().Refresh = true // only an acquire carries it
+		if _, err := CommandFromWire(w, "a", 16, Hasher); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("err = %v, want ErrMalformed", err)
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := CommandToWire(tc.c, info)

@@ -3,6 +3,7 @@ package shardcache
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -316,5 +318,54 @@ func TestCacheRewarmsLateNamespace(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := lists.count("p7-fresh"); n != 0 {
 		t.Errorf("a brand-new namespace was listed %d times", n)
+	}
+}
+
+// TestCacheRefresh: a partition warmed while another shard still wrote to it. Here the
+// ConfigMap watch never brings the changes made after the warm-up (in a shard it brings
+// them late, and another informer's watch may be ahead); Refresh lists the partition
+// again, so the store shows them before the partition is worked.
+func TestCacheRefresh(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p7-a"), ns("p8-a"), cm("p7-a", "x", 0), cm("p7-a", "gone", 0))
+	client.PrependWatchReactor("configmaps", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil // a watch that lags forever
+	})
+	c := startedConfigMapCache(t, ctx, client, Options{})
+	if err := c.Prepare(ctx, []partition.ID{7}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cachedNames(t, c), []string{"p7-a/gone", "p7-a/x"}; !slices.Equal(got, want) {
+		t.Fatalf("warmed %v, want %v", got, want)
+	}
+	// The previous owner's last writes.
+	changed := cm("p7-a", "x", 0)
+	changed.Data = map[string]string{"v": "2"}
+	if _, err := client.CoreV1().ConfigMaps("p7-a").Update(ctx, changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().ConfigMaps("p7-a").Create(ctx, cm("p7-a", "new", 0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().ConfigMaps("p7-a").Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cachedNames(t, c); !slices.Equal(got, []string{"p7-a/gone", "p7-a/x"}) {
+		t.Fatalf("the watch brought the changes (%v): the test shows nothing", got)
+	}
+
+	if err := c.Refresh(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cachedNames(t, c), []string{"p7-a/new", "p7-a/x"}; !slices.Equal(got, want) {
+		t.Errorf("after Refresh: %v, want %v", got, want)
+	}
+	x, err := configMapLister(c).ConfigMaps("p7-a").Get("x")
+	if err != nil || x.Data["v"] != "2" {
+		t.Errorf("after Refresh x is %+v (%v), want the update", x, err)
+	}
+	if err := c.Refresh(ctx, 8); !errors.Is(err, ErrReleased) {
+		t.Errorf("Refresh of a partition not prepared: %v, want ErrReleased", err)
 	}
 }

@@ -105,6 +105,55 @@ func (c *Cache) runWarmup(ctx context.Context, w *warmup, feeds []*feed) {
 	logger.V(2).Info("Partition warm", "namespaces", len(names), "resources", len(feeds), "duration", time.Since(start))
 }
 
+// Refresh lists partition p's namespaces again in every filtered informer and merges the
+// lists into the running watches as a warm-up does, returning once the stores hold them.
+// It is for a partition warmed while another shard still worked it: each informer
+// follows its own watch, so right after that shard's last writes one informer may show
+// them and another not yet; after Refresh every informer holds p as it was at the call
+// or later. A partition cached by the informers' first list, not yet started, needs none.
+//
+// The lists run on the Cache's context, like a warm-up's: a Refresh whose ctx ends
+// returns ctx's error and leaves them running (a namespace's buffered events are only
+// ever merged or superseded, never dropped while p is admitted); Release stops them.
+func (c *Cache) Refresh(ctx context.Context, p partition.ID) error {
+	c.mu.Lock()
+	_, held := c.parts[p]
+	runCtx, started := c.runCtx, c.started
+	feeds := append([]*feed(nil), c.order...)
+	c.mu.Unlock()
+	if !held {
+		return ErrReleased
+	}
+	if !started || runCtx == nil {
+		return nil
+	}
+	names := c.NamespacesOf(p)
+	klog.FromContext(ctx).V(2).Info("Listing partition again before working it", "partition", p, "namespaces", len(names))
+	var syncs []syncJob
+	var err error
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		syncs, err = c.warmNamespaces(runCtx, feeds, names, p)
+	}()
+	select {
+	case <-listed:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
+		for _, j := range syncs {
+			if done, err := j.f.syncDone(j.s); err != nil || !done {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
 // warmupErr maps the end of a warm-up's context to Prepare's error.
 func (c *Cache) warmupErr(ctx context.Context) error {
 	if c.runCtx.Err() != nil {

@@ -29,8 +29,9 @@ import (
 type Handler interface {
 	// Warm starts caching p and calls done once its caches are synced.
 	Warm(p partition.ID, done func())
-	// Work starts working p (its caches are synced or will be).
-	Work(p partition.ID)
+	// Work starts working p (its caches are synced or will be); with refresh, it lists p
+	// again first (handoff.Action.Refresh).
+	Work(p partition.ID, refresh bool)
 	// Drain stops taking keys of p and calls done when its in-flight work has finished.
 	Drain(p partition.ID, done func())
 	// Stop stops working p at once, keeping its caches.
@@ -207,8 +208,8 @@ func (c *Client) applyLocal() {
 			log.V(1).Info("warming partition")
 			c.handler.Warm(p, func() { c.post(func(now time.Time) { c.core.Synced(now, p, e) }) })
 		case handoff.ActionWork:
-			log.Info("partition acquired: working it")
-			c.handler.Work(p)
+			log.Info("partition acquired: working it", "refresh", a.Refresh)
+			c.handler.Work(p, a.Refresh)
 		case handoff.ActionDrain:
 			log.Info("releasing partition: draining in-flight work")
 			c.handler.Drain(p, func() { c.post(func(now time.Time) { c.core.Drained(now, p) }) })

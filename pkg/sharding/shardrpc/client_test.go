@@ -250,7 +250,7 @@ func TestRunPassesOverUnreachableLeader(t *testing.T) {
 type nopHandler struct{}
 
 func (nopHandler) Warm(_ partition.ID, done func())  { done() }
-func (nopHandler) Work(partition.ID)                 {}
+func (nopHandler) Work(partition.ID, bool)           {}
 func (nopHandler) Drain(_ partition.ID, done func()) { done() }
 func (nopHandler) Stop(partition.ID)                 {}
 func (nopHandler) Drop(partition.ID)                 {}

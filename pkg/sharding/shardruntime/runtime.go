@@ -127,11 +127,19 @@ func (r *Runtime) Warm(p partition.ID, done func()) {
 
 // Work starts working p once its caches are synced: the key of every primary object of
 // p goes into the queue whose primary it is (a controller's first queue or a further
-// one), because adds made before were dropped by the queues.
-func (r *Runtime) Work(p partition.ID) {
+// one), because adds made before were dropped by the queues. With refresh, p's caches
+// are listed again first (shardcache.Cache.Refresh): they were warmed while another
+// shard still worked p, and an informer may not show that shard's last writes yet while
+// another does; a sync on that view would act twice.
+func (r *Runtime) Work(p partition.ID, refresh bool) {
 	r.do(p, "work", func(ctx context.Context) error {
 		if err := r.cache.Prepare(ctx, []partition.ID{p}); err != nil {
 			return err
+		}
+		if refresh {
+			if err := r.cache.Refresh(ctx, p); err != nil {
+				return err
+			}
 		}
 		// Acquire first, then list the keys; the other order loses work. The queues drop
 		// the adds of a partition that is not acquired, so an object that changed between

@@ -130,6 +130,13 @@ func newEnv(t *testing.T, b *blocker) *env {
 		client.PrependReactor("list", "configmaps", b.react)
 		t.Cleanup(b.open)
 	}
+	return newEnvOver(t, client)
+}
+
+// newEnvOver builds a runtime over client's cluster (world's objects, reactors the test
+// adds) and runs it until the test ends.
+func newEnvOver(t *testing.T, client *fake.Clientset) *env {
+	t.Helper()
 	c, err := shardcache.New(client, testPartition, shardcache.Options{PollInterval: 5 * time.Millisecond, StartWindow: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +301,7 @@ func TestWarmThenWork(t *testing.T) {
 				t.Errorf("Warm enqueued %v", got)
 			}
 
-			e.rt.Work(tc.p)
+			e.rt.Work(tc.p, false)
 			e.eventually("Work acquires the partition", func() bool { return slices.Contains(e.gate.Partitions(), tc.p) })
 			e.idle(tc.p)
 			if got := e.ctrl.calls(); !slices.Equal(got, tc.wantKeys) {
@@ -310,12 +317,62 @@ func TestWarmThenWork(t *testing.T) {
 	}
 }
 
+// TestWorkRefresh: Work with refresh (a partition warmed while its previous owner still
+// wrote) lists the partition again, and acquires it only after that list.
+func TestWorkRefresh(t *testing.T) {
+	tests := []struct {
+		name    string
+		refresh bool
+		// wantLists: whether p5-a's configmap list found partition 5 acquired, per list.
+		wantLists []bool
+	}{
+		{name: "without", wantLists: []bool{false}},
+		{name: "with", refresh: true, wantLists: []bool{false, false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(world()...)
+			var mu sync.Mutex
+			var lists []bool
+			var g atomic.Pointer[gate.Gate]
+			client.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+				if a.GetNamespace() == "p5-a" {
+					mu.Lock()
+					lists = append(lists, slices.Contains(g.Load().Partitions(), 5))
+					mu.Unlock()
+				}
+				return false, nil, nil
+			})
+			e := newEnvOver(t, client)
+			g.Store(e.gate)
+			e.rt.Warm(7, func() {})
+			e.eventually("the informers run", e.cache.Started)
+			e.idle(7)
+			d, done := e.doneFor(5)
+			e.rt.Warm(5, done)
+			e.eventually("partition 5 is warm", d.called.Load)
+
+			e.rt.Work(5, tc.refresh)
+			e.eventually("Work acquires the partition", func() bool { return slices.Contains(e.gate.Partitions(), 5) })
+			e.idle(5)
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(lists, tc.wantLists) {
+				t.Errorf("lists of p5-a (acquired at the time) %v, want %v", lists, tc.wantLists)
+			}
+			if got := e.ctrl.calls(); !slices.Equal(got, p5Objects) {
+				t.Errorf("enqueued keys %v, want %v", got, p5Objects)
+			}
+		})
+	}
+}
+
 func TestWorkWithoutWarmWaitsForCaches(t *testing.T) {
 	b := newBlocker("p5-a")
 	e := newEnv(t, b)
 	e.rt.Warm(7, func() {})
 	e.eventually("the informers run", e.cache.Started)
-	e.rt.Work(5)
+	e.rt.Work(5, false)
 	<-b.entered
 	e.never("partition 5 is acquired before its caches are synced", func() bool { return slices.Contains(e.gate.Partitions(), 5) })
 	if got := e.ctrl.calls(); len(got) != 0 {
@@ -338,7 +395,7 @@ func TestOperationsRunInOrder(t *testing.T) {
 		e := newEnv(t, b)
 		e.rt.Warm(7, func() {})
 		e.eventually("the informers run", e.cache.Started)
-		e.rt.Work(5) // waits for the blocked warm-up
+		e.rt.Work(5, false) // waits for the blocked warm-up
 		<-b.entered
 		e.rt.Stop(5)
 		if slices.Contains(e.gate.Partitions(), 5) {
@@ -361,7 +418,7 @@ func TestOperationsRunInOrder(t *testing.T) {
 		e := newEnv(t, b)
 		e.rt.Warm(7, func() {})
 		e.eventually("the informers run", e.cache.Started)
-		e.rt.Work(5) // waits for the blocked warm-up
+		e.rt.Work(5, false) // waits for the blocked warm-up
 		<-b.entered
 		d, done := e.doneFor(5)
 		e.rt.Drain(5, done)
@@ -379,7 +436,7 @@ func TestOperationsRunInOrder(t *testing.T) {
 	t.Run("Work then Stop back to back", func(t *testing.T) {
 		e := newEnv(t, nil)
 		for _, p := range []partition.ID{3, 5, 7} {
-			e.rt.Work(p)
+			e.rt.Work(p, false)
 			e.rt.Stop(p)
 		}
 		for _, p := range []partition.ID{3, 5, 7} {
@@ -392,8 +449,8 @@ func TestOperationsRunInOrder(t *testing.T) {
 
 	t.Run("Work then Drop", func(t *testing.T) {
 		e := newEnv(t, nil)
-		e.rt.Work(3)
-		e.rt.Work(5)
+		e.rt.Work(3, false)
+		e.rt.Work(5, false)
 		e.rt.Drop(3)
 		e.idle(3)
 		e.idle(5)
@@ -435,8 +492,8 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	e := newEnv(t, nil)
 	q := e.gate.NewQueue(gate.QueueConfig{Name: "test"})
 	defer q.ShutDown()
-	e.rt.Work(3)
-	e.rt.Work(5)
+	e.rt.Work(3, false)
+	e.rt.Work(5, false)
 	e.eventually("partitions 3 and 5 are acquired", func() bool { return slices.Contains(e.gate.Partitions(), 3) && slices.Contains(e.gate.Partitions(), 5) })
 	q.Add("p3-a/x")
 	key, shutdown := q.Get()
@@ -493,13 +550,13 @@ func TestStats(t *testing.T) {
 	w3, done3 := e.doneFor(3)
 	e.rt.Warm(3, done3)
 	e.rt.Warm(5, func() {})
-	e.rt.Work(5)
+	e.rt.Work(5, false)
 	e.eventually("3 is warm", w3.called.Load)
 	e.idle(3)
 	e.idle(5)
 	check("3 warm, 5 worked", want{acquired: 1, prepared: 1, namespaces: 1, cached: wantKeys + 4})
 
-	e.rt.Work(3)
+	e.rt.Work(3, false)
 	e.idle(3)
 	q.Add("p3-a/x")
 	q.Add("p5-a/v")
@@ -632,7 +689,7 @@ func TestFurtherQueueFollowsHandoff(t *testing.T) {
 		{Name: "two_pods", Queue: second, Primary: []shardcache.Key{shardcache.Pods.Key()}},
 	}, Run: func(ctx context.Context) { <-ctx.Done() }}})
 
-	e.rt.Work(3)
+	e.rt.Work(3, false)
 	e.idle(3)
 	if s := first.Stats(); s.Pending != len(p3Objects) {
 		t.Errorf("first queue after acquiring 3: %+v, want %d keys pending", s, len(p3Objects))
@@ -644,7 +701,7 @@ func TestFurtherQueueFollowsHandoff(t *testing.T) {
 	if shutdown || key != "p3-a/pa" {
 		t.Fatalf("second queue's Get = %q, %v; want p3-a/pa", key, shutdown)
 	}
-	e.rt.Work(5)
+	e.rt.Work(5, false)
 	e.idle(5)
 
 	var drained atomic.Bool

@@ -955,9 +955,13 @@ func (x *HeartbeatAck) GetSeq() uint64 {
 // PartitionCommand is Prepare (warm caches, do not work), Release (stop working, drain,
 // drop caches), Acquire (work it) or Cancel (drop prepared caches of a called-off move).
 type PartitionCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch     uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Acquire only: the partition comes from a shard that worked it until it released it,
+	// after this shard was asked to prepare it; a shard that prepared it lists it again
+	// before working it, so that its caches show every write of the previous owner.
+	Refresh       bool `protobuf:"varint,3,opt,name=refresh,proto3" json:"refresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1004,6 +1008,13 @@ func (x *PartitionCommand) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *PartitionCommand) GetRefresh() bool {
+	if x != nil {
+		return x.Refresh
+	}
+	return false
 }
 
 // SessionEnded: the coordinator no longer honours this session; stop all work at once and
@@ -1153,10 +1164,11 @@ const file_kshard_v1_session_proto_rawDesc = "" +
 	"\vleader_term\x18\x06 \x01(\rR\n" +
 	"leaderTerm\" \n" +
 	"\fHeartbeatAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"F\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"`\n" +
 	"\x10PartitionCommand\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"&\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x18\n" +
+	"\arefresh\x18\x03 \x01(\bR\arefresh\"&\n" +
 	"\fSessionEnded\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\n" +
 	"\n" +

@@ -118,8 +118,9 @@ func TestExpiry(t *testing.T) {
 			t.Fatalf("after expiry partition %d is %s/%v", a.Partition, a.Owner, a.State)
 		}
 	}
-	// An expired owner's writes ended before its partitions were granted: the new
-	// owner's caches, warmed after the grant, need no second list.
+	// Without the owner record, an expired owner's partitions are granted with an
+	// Acquire, not warmed ahead of it: the new owner lists after the grant, when the
+	// expired owner's lease has ended, and needs no second list.
 	for _, c := range k.sent {
 		if c.Kind == CmdAcquire && c.Refresh {
 			t.Fatalf("%v after an expiry asks for a refresh", c)

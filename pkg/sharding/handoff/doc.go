@@ -24,8 +24,8 @@
 //     informers follow separate watches, so one may show A's last writes and
 //     another not yet; B lists p again before working it. Upstream's
 //     controllers never meet this: a new leader starts with fresh lists.
-//     A grant after an expiry or seizure carries none: the owner's writes
-//     ended with its lease, before the grant and its warm-up.
+//     A grant warmed ahead of the owner record (a seizure) carries it too;
+//     a grant without a warm-up ahead of it does not.
 //
 // A partition nobody holds (first start, owner expired) gets Acquire
 // directly (the shard warms, then works). Epochs are leaderTerm<<32|counter

@@ -146,14 +146,14 @@ type Command struct {
 	// Partition and Epoch (Prepare, Release, Acquire, Cancel).
 	Partition partition.ID
 	Epoch     Epoch
-	// Refresh (Acquire): the partition comes from a shard that worked it, and wrote,
-	// until it released it, after this shard was asked to prepare it. A shard that
-	// prepared it lists it again before working it: caches warmed while the other shard
-	// still wrote may show its last writes in one informer and not yet in another (a
-	// Job's status counting a pod whose finalizer removal the pod cache has not seen),
-	// and a sync on such a view acts twice. A partition nobody worked since the Prepare
-	// (a first grant, an expired or seized owner, whose writes ended before it was
-	// granted) needs no second list.
+	// Refresh (Acquire): this shard was told to warm the partition while another shard
+	// could still write to it: the source of a move, which works it until it releases
+	// it, or a seized shard, which may be alive and cut off and writes until the owner
+	// record is enforced. A shard that prepared it lists it again before working it:
+	// caches warmed meanwhile may show the other shard's last writes in one informer and
+	// not yet in another (a Job's status counting a pod whose finalizer removal the pod
+	// cache has not seen), and a sync on such a view acts twice. A grant without a warm-up
+	// ahead of it (no owner record) carries none: the shard lists after the grant.
 	Refresh bool
 }
 

@@ -156,16 +156,20 @@ func (c *Coordinator) grant(p int, t string, now time.Time) {
 	pr.owner, pr.ownerInc, pr.epoch = t, m.session.Incarnation, e
 	c.recDirty = true
 	pr.acked = false
-	pr.refresh = false
 	pr.holdUntil = time.Time{}
 	c.stats.Grants++
+	// The Acquire waits for the owner record when it does not name t yet (a seized or
+	// expired shard's partition: owner Roles to write and see enforced). The new owner's
+	// caches are warmed meanwhile, which needs no fence, so that the Acquire finds them
+	// synced instead of starting the warm-up only once the record is enforced. A seized
+	// shard may be alive, cut off from the coordinator, and write until the record is
+	// enforced: the warm-up may miss its last writes in one informer and not another, so
+	// that Acquire carries Refresh, as a move's does. The Prepared it answers is expected
+	// (see progress); a Release or another grant supersedes it as for a move.
+	early := !c.recordReady(p)
+	pr.refresh = early
 	c.sendAcquire(p, now)
-	if !c.recordReady(p) {
-		// The Acquire waits for the owner record (a seized or expired shard's partition:
-		// owner Roles to write and see enforced). Warm the new owner's caches meanwhile,
-		// which needs no fence, so that the Acquire finds them synced instead of starting
-		// the warm-up only once the record is enforced. The Prepared it answers is
-		// expected (see progress); a Release or another grant supersedes it as for a move.
+	if early {
 		c.sendPart(m, CmdPrepare, p, e)
 	}
 }

@@ -381,6 +381,11 @@ func TestSeizeWarmsWhileRecording(t *testing.T) {
 		if cmd.Kind == CmdAcquire && prepared[cmd.Partition].Epoch != cmd.Epoch {
 			t.Fatalf("partition %d: Acquire at epoch %v, Prepare was at %v", cmd.Partition, cmd.Epoch, prepared[cmd.Partition].Epoch)
 		}
+		// c may be alive, cut off, and have written until the record was enforced,
+		// after the survivors' warm-up began: they list again.
+		if cmd.Kind == CmdAcquire && !cmd.Refresh {
+			t.Fatalf("%v: the Acquire of a partition warmed before its record was enforced has no Refresh", cmd)
+		}
 	}
 	if n := k.acceptedWorkers(); n != 32 {
 		t.Fatalf("%d of 32 partitions worked after the record was enforced", n)

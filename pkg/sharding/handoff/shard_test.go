@@ -319,7 +319,7 @@ func TestShardAcquireRefresh(t *testing.T) {
 	}{
 		{name: "prepared, moved from a shard that released it", prepared: true, refresh: true,
 			wantActions: []Action{{Kind: ActionWork, Partition: 3, Epoch: e1, Refresh: true}}},
-		{name: "prepared, granted after an expiry", prepared: true,
+		{name: "prepared, Acquire without Refresh", prepared: true,
 			wantActions: []Action{{Kind: ActionWork, Partition: 3, Epoch: e1}}},
 		{name: "cold", refresh: true,
 			wantActions: []Action{{Kind: ActionWarm, Partition: 3, Epoch: e1}, {Kind: ActionWork, Partition: 3, Epoch: e1}}},

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,5 +368,50 @@ func TestCacheRefresh(t *testing.T) {
 	}
 	if err := c.Refresh(ctx, 8); !errors.Is(err, ErrReleased) {
 		t.Errorf("Refresh of a partition not prepared: %v, want ErrReleased", err)
+	}
+}
+
+// TestCacheRefreshResumes: a Refresh whose caller gives up leaves its lists running, and
+// the caller's next Refresh waits for them instead of listing again (the shard runtime
+// retries a Work whose attempt timed out: a refresh that takes longer than one attempt
+// must still end).
+func TestCacheRefreshResumes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p7-a"), cm("p7-a", "x", 0))
+	lists := &listCounter{}
+	client.PrependReactor("list", "configmaps", lists.react)
+	var block atomic.Bool
+	release := make(chan struct{})
+	client.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "p7-a" && block.Load() {
+			<-release
+		}
+		return false, nil, nil
+	})
+	c := startedConfigMapCache(t, ctx, client, Options{})
+	if err := c.Prepare(ctx, []partition.ID{7}); err != nil {
+		t.Fatal(err)
+	}
+	before := lists.count("p7-a")
+	block.Store(true)
+	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer stop()
+	if err := c.Refresh(short, 7); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Refresh with a blocked list: %v, want the caller's deadline", err)
+	}
+	again := make(chan error, 1)
+	go func() { again <- c.Refresh(ctx, 7) }()
+	select {
+	case err := <-again:
+		t.Fatalf("the second Refresh returned %v while the first one's list is blocked", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-again; err != nil {
+		t.Fatal(err)
+	}
+	if n := lists.count("p7-a") - before; n != 1 {
+		t.Errorf("p7-a listed %d times by two Refresh calls, want once", n)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // warmState is the warm-up part of a feed's state (guarded by feed.mu).
@@ -174,7 +175,10 @@ func (f *feed) completeSync(s *nsSync, items []runtime.Object, rv string) {
 }
 
 // syncDone reports whether s's objects are in the informer's store: each listed object is
-// there at its listed resourceVersion or newer, unless it has since been deleted.
+// there at its listed resourceVersion or newer, unless it has since been deleted, and the
+// store holds no object of the namespace that the shadow no longer has (the deletes of
+// objects the list did not return have been applied: a first warm-up has none, a refresh
+// of a cached namespace may).
 func (f *feed) syncDone(s *nsSync) (bool, error) {
 	f.mu.Lock()
 	for s.state == syncSuperseded && s.next != nil {
@@ -207,12 +211,25 @@ func (f *feed) syncDone(s *nsSync) (bool, error) {
 			check = append(check, name)
 		}
 	}
+	shadowed := make(map[string]struct{}, len(present))
+	for name := range present {
+		shadowed[name] = struct{}{}
+	}
 	f.mu.Unlock()
 
 	if !f.storeCaughtUp(relistRV) {
 		return false, nil
 	}
 	indexer := f.informer.GetIndexer()
+	cached, err := indexer.ByIndex(toolscache.NamespaceIndex, s.namespace)
+	if err != nil {
+		return false, err
+	}
+	for _, obj := range cached {
+		if _, ok := shadowed[objectName(obj)]; !ok {
+			return false, nil // its delete is queued, not applied yet
+		}
+	}
 	for _, name := range check {
 		obj, exists, err := indexer.GetByKey(s.namespace + "/" + name)
 		if err != nil || !exists {

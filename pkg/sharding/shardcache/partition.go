@@ -4,9 +4,9 @@ package shardcache
 //   - Admission changes here only, under Cache.mu, ahead of any work on the stores:
 //     Prepare admits first (so the watch keeps the partition's events while it warms),
 //     Release revokes first (so no event of the partition is queued behind its deletes).
-//   - A partition has at most one warm-up (warmup.go). A Prepare that gives up leaves it
-//     running and the next Prepare waits for the same one; only Release (or the end of the
-//     Cache) stops it.
+//   - A partition has at most one warm-up (warmup.go), and at most one refresh running. A
+//     Prepare (or Refresh) that gives up leaves it running and the next one waits for the
+//     same; only Release (or the end of the Cache) stops it.
 //   - Before the informers start, Prepare only admits: their first filtered list fills
 //     every admitted partition at once.
 //   - Release waits only for the partitions still not admitted: one prepared again
@@ -32,6 +32,9 @@ type partitionState struct {
 	// warm is the partition's warm-up; nil when the partition was admitted before Start,
 	// in which case the informers' first (filtered) list fills it.
 	warm *warmup
+	// refresh is the partition's latest second list (Refresh): a Refresh joins it while
+	// it runs, so that a caller that gives up and asks again does not start over.
+	refresh *warmup
 }
 
 // Prepare admits partitions and returns once their objects are in the store of every
@@ -180,6 +183,9 @@ func (c *Cache) Release(ctx context.Context, partitions []partition.ID) error {
 		if st := c.parts[p]; st != nil {
 			if st.warm != nil {
 				st.warm.cancel()
+			}
+			if st.refresh != nil {
+				st.refresh.cancel()
 			}
 			delete(c.parts, p)
 		}

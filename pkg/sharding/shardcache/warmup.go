@@ -86,15 +86,7 @@ func (c *Cache) runWarmup(ctx context.Context, w *warmup, feeds []*feed) {
 		w.err = err
 		return
 	}
-	err = wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
-		for _, j := range syncs {
-			done, err := j.f.syncDone(j.s)
-			if err != nil || !done {
-				return false, err
-			}
-		}
-		return true, nil
-	})
+	err = c.waitSynced(ctx, syncs)
 	if err != nil {
 		w.err = err
 		if ctx.Err() != nil {
@@ -109,41 +101,60 @@ func (c *Cache) runWarmup(ctx context.Context, w *warmup, feeds []*feed) {
 // lists into the running watches as a warm-up does, returning once the stores hold them.
 // It is for a partition warmed while another shard still worked it: each informer
 // follows its own watch, so right after that shard's last writes one informer may show
-// them and another not yet; after Refresh every informer holds p as it was at the call
-// or later. A partition cached by the informers' first list, not yet started, needs none.
+// them and another not yet; after Refresh every informer holds p's namespaces as they were
+// at the call or later. A partition cached by the informers' first list, not yet started,
+// needs none. Cluster-scoped informers and the Namespace informer are not listed again:
+// they are cached whole and no shard's move fences their writes.
 //
-// The lists run on the Cache's context, like a warm-up's: a Refresh whose ctx ends
-// returns ctx's error and leaves them running (a namespace's buffered events are only
-// ever merged or superseded, never dropped while p is admitted); Release stops them.
+// The lists run on the Cache's context, like a warm-up's, not on ctx: a Refresh whose
+// ctx ends returns ctx's error and leaves them running (a namespace's buffered events are
+// only ever merged or superseded, never dropped while p is admitted), and the next
+// Refresh of p waits for the same lists instead of starting over. Release stops them.
 func (c *Cache) Refresh(ctx context.Context, p partition.ID) error {
 	c.mu.Lock()
-	_, held := c.parts[p]
-	runCtx, started := c.runCtx, c.started
-	feeds := append([]*feed(nil), c.order...)
-	c.mu.Unlock()
-	if !held {
+	st := c.parts[p]
+	if st == nil {
+		c.mu.Unlock()
 		return ErrReleased
 	}
-	if !started || runCtx == nil {
+	if !c.started || c.runCtx == nil {
+		c.mu.Unlock()
 		return nil
 	}
-	names := c.NamespacesOf(p)
-	klog.FromContext(ctx).V(2).Info("Listing partition again before working it", "partition", p, "namespaces", len(names))
-	var syncs []syncJob
-	var err error
-	listed := make(chan struct{})
-	go func() {
-		defer close(listed)
-		syncs, err = c.warmNamespaces(runCtx, feeds, names, p)
-	}()
+	r := st.refresh
+	if r == nil || r.finished() {
+		rctx, cancel := context.WithCancel(c.runCtx)
+		r = &warmup{partition: p, cancel: cancel, done: make(chan struct{}), namespaces: map[string]struct{}{}}
+		st.refresh = r
+		go c.runRefresh(rctx, r, append([]*feed(nil), c.order...))
+	}
+	c.mu.Unlock()
 	select {
-	case <-listed:
+	case <-r.done:
+		return r.err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if err != nil {
-		return err
+}
+
+// runRefresh lists r.partition's namespaces again in feeds and closes r.done once the
+// stores hold the lists.
+func (c *Cache) runRefresh(ctx context.Context, r *warmup, feeds []*feed) {
+	defer close(r.done)
+	names := c.NamespacesOf(r.partition)
+	klog.FromContext(ctx).V(2).Info("Listing partition again before working it", "partition", r.partition, "namespaces", len(names))
+	syncs, err := c.warmNamespaces(ctx, feeds, names, r.partition)
+	if err == nil {
+		err = c.waitSynced(ctx, syncs)
 	}
+	if err != nil && ctx.Err() != nil {
+		err = c.warmupErr(ctx)
+	}
+	r.err = err
+}
+
+// waitSynced waits until every sync of syncs is in its informer's store.
+func (c *Cache) waitSynced(ctx context.Context, syncs []syncJob) error {
 	return wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
 		for _, j := range syncs {
 			if done, err := j.f.syncDone(j.s); err != nil || !done {
@@ -152,6 +163,16 @@ func (c *Cache) Refresh(ctx context.Context, p partition.ID) error {
 		}
 		return true, nil
 	})
+}
+
+// finished reports whether w has ended.
+func (w *warmup) finished() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // warmupErr maps the end of a warm-up's context to Prepare's error.

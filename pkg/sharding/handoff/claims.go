@@ -193,7 +193,7 @@ func (c *Coordinator) adopt(m *member, inc uint64, p int, e Epoch, now time.Time
 	pr.owner, pr.ownerInc, pr.epoch = m.id, inc, e
 	c.recDirty = true
 	pr.acked = true
-	pr.refresh = false
+	pr.refresh, pr.seized = false, false
 	// holdUntil is kept: it guards the partition against an older process whose lease
 	// may still run (a restarted owner's previous incarnation). A claim reported by a
 	// newer incarnation, possibly a replayed epoch, says nothing about that process;

@@ -123,6 +123,10 @@ type part struct {
 	// refresh: the owner was granted p by a move whose source released it (worked and
 	// wrote it until then), so its Acquire asks it to list p again (Command.Refresh).
 	refresh bool
+	// seized: p's last owner was seized. It may be alive, cut off from the coordinator,
+	// and write until the owner record is enforced, so the next grant is not warmed
+	// ahead of its record (grant).
+	seized bool
 
 	// recorded is the owner the enforced owner record names (Config.OwnerRecord), and
 	// recordedInc the owner's incarnation this leader last had it enforced for

@@ -24,8 +24,10 @@
 //     informers follow separate watches, so one may show A's last writes and
 //     another not yet; B lists p again before working it. Upstream's
 //     controllers never meet this: a new leader starts with fresh lists.
-//     A grant warmed ahead of the owner record (a seizure) carries it too;
-//     a grant without a warm-up ahead of it does not.
+//     A grant carries none: it is warmed ahead of its owner record only when
+//     the last owner cannot write any more (a first grant, an expiry); after
+//     a seizure, whose shard may be alive and writing until the record is
+//     enforced, the new owner warms once the Acquire comes.
 //
 // A partition nobody holds (first start, owner expired) gets Acquire
 // directly (the shard warms, then works). Epochs are leaderTerm<<32|counter

@@ -185,6 +185,7 @@ func (c *Coordinator) dropMember(m *member, now, hold time.Time, why EventKind) 
 		default:
 			c.orphan(p, now, hold)
 		}
+		pr.seized = pr.owner == "" && why == EventMemberSeized
 	}
 }
 

@@ -148,12 +148,11 @@ type Command struct {
 	Epoch     Epoch
 	// Refresh (Acquire): this shard was told to warm the partition while another shard
 	// could still write to it: the source of a move, which works it until it releases
-	// it, or a seized shard, which may be alive and cut off and writes until the owner
-	// record is enforced. A shard that prepared it lists it again before working it:
-	// caches warmed meanwhile may show the other shard's last writes in one informer and
-	// not yet in another (a Job's status counting a pod whose finalizer removal the pod
-	// cache has not seen), and a sync on such a view acts twice. A grant without a warm-up
-	// ahead of it (no owner record) carries none: the shard lists after the grant.
+	// it. A shard that prepared it lists it again before working it: caches warmed
+	// meanwhile may show the other shard's last writes in one informer and not yet in
+	// another (a Job's status counting a pod whose finalizer removal the pod cache has
+	// not seen), and a sync on such a view acts twice. Grants carry none: a grant is
+	// warmed ahead of its Acquire only when nobody can write the partition any more.
 	Refresh bool
 }
 

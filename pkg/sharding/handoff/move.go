@@ -158,16 +158,18 @@ func (c *Coordinator) grant(p int, t string, now time.Time) {
 	pr.acked = false
 	pr.holdUntil = time.Time{}
 	c.stats.Grants++
-	// The Acquire waits for the owner record when it does not name t yet (a seized or
-	// expired shard's partition: owner Roles to write and see enforced). The new owner's
-	// caches are warmed meanwhile, which needs no fence, so that the Acquire finds them
-	// synced instead of starting the warm-up only once the record is enforced. A seized
-	// shard may be alive, cut off from the coordinator, and write until the record is
-	// enforced: the warm-up may miss its last writes in one informer and not another, so
-	// that Acquire carries Refresh, as a move's does. The Prepared it answers is expected
-	// (see progress); a Release or another grant supersedes it as for a move.
-	early := !c.recordReady(p)
-	pr.refresh = early
+	// The Acquire waits for the owner record when it does not name t yet (a first
+	// grant, an expired or seized shard's partition: owner Roles to write and see
+	// enforced). The new owner's caches are warmed meanwhile, which needs no fence, so
+	// that the Acquire finds them synced instead of starting the warm-up only once the
+	// record is enforced; the Prepared it answers is expected (see progress), and a
+	// Release or another grant supersedes it as for a move. Not after a seizure: the
+	// seized shard may be alive, cut off from the coordinator, and write until the
+	// record is enforced, and caches warmed meanwhile may show its last writes in one
+	// informer and not another (see Command.Refresh). Listing them after the record
+	// costs the record's time (a few Role writes); warming twice would cost a list.
+	early := !c.recordReady(p) && !pr.seized
+	pr.refresh, pr.seized = false, false
 	c.sendAcquire(p, now)
 	if early {
 		c.sendPart(m, CmdPrepare, p, e)

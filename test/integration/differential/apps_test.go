@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -134,13 +135,24 @@ var appsSteps = []step{
 		}
 		return nil
 	}},
-	{name: "set image", do: func(ctx context.Context, s *side) error {
+	{name: "set image", do: func(ctx context.Context, s *side) (err error) {
+		// The Recreate rollout's old pods are held (holdFinalizer) until the controller has
+		// settled on the rollout's intermediate state, then let go: see holdRecreate.
+		release, err := s.holdRecreate(ctx)
+		defer func() {
+			if rErr := release(context.WithoutCancel(ctx)); err == nil {
+				err = rErr
+			}
+		}()
+		if err != nil {
+			return err
+		}
 		for _, d := range []string{"rolling", "percent", "recreate", "minready", "history"} {
 			if err := s.kubectl(ctx, "main", "set", "image", "deployment/"+d, "app="+imageV2); err != nil {
 				return err
 			}
 		}
-		return nil
+		return s.awaitRecreateIntermediate(ctx)
 	}},
 	{name: "pause, then change image and scale while paused", do: func(ctx context.Context, s *side) error {
 		for _, args := range [][]string{
@@ -187,6 +199,81 @@ var appsSteps = []step{
 		sort.Strings(owned)
 		return s.kubectl(ctx, "main", "label", "pod/"+owned[0], orphanLabel+"=released", "--overwrite")
 	}},
+}
+
+// holdFinalizer keeps the Recreate Deployment's old pods, once deleted, terminating
+// until the scenario lets them go.
+const holdFinalizer = "kshard.io/e2e-hold"
+
+// holdRecreate puts holdFinalizer on the Recreate Deployment's pods and returns the
+// function that takes it off again.
+//
+// Why: a Recreate rollout scales the old ReplicaSet to 0, writes the Deployment's status,
+// and creates the new ReplicaSet, writing Progressing "Created new replica set", at the
+// first sync that finds the old pods gone. With pods that vanish the instant they are
+// deleted (grace period 0, kwok), that sync can come before the controller's cache holds
+// its own status write of a moment ago; the "Created" write then fails on the stale
+// resourceVersion, the retry finds the new ReplicaSet existing and writes no condition, and
+// the Progressing condition from before the rollout (NewReplicaSetAvailable, naming the old
+// ReplicaSet) is kept for good: from then on every sync counts the rollout complete. That
+// is upstream's own controller losing a race on a loaded machine (it was seen on the
+// upstream side), not a difference, so the scenario takes the race away: the old pods stay
+// terminating until the controller has written the intermediate state (old ReplicaSet at
+// 0, nothing updated yet) and left it alone, and only then go.
+func (s *side) holdRecreate(ctx context.Context) (func(context.Context) error, error) {
+	pods, err := s.f.Client.CoreV1().Pods(s.ns["main"]).List(ctx, metav1.ListOptions{LabelSelector: framework.RolloutApp + "=recreate"})
+	if err != nil {
+		return func(context.Context) error { return nil }, err
+	}
+	var held []string
+	release := func(ctx context.Context) error {
+		for _, name := range held {
+			err := mergePatch(ctx, s.f.Client.CoreV1().Pods(s.ns["main"]), name, `{"metadata":{"finalizers":null}}`)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("releasing pod %s: %w", name, err)
+			}
+		}
+		return nil
+	}
+	for _, p := range pods.Items {
+		if err := mergePatch(ctx, s.f.Client.CoreV1().Pods(s.ns["main"]), p.Name, `{"metadata":{"finalizers":["`+holdFinalizer+`"]}}`); err != nil {
+			return release, fmt.Errorf("holding pod %s: %w", p.Name, err)
+		}
+		held = append(held, p.Name)
+	}
+	if len(held) == 0 {
+		return release, fmt.Errorf("the Recreate Deployment has no pods to hold")
+	}
+	return release, nil
+}
+
+// awaitRecreateIntermediate waits until the Recreate Deployment shows the rollout's
+// intermediate state, the new generation observed with every old pod terminating and none
+// updated yet, and its status has not been written for a while (the controller's cache has
+// its last write).
+func (s *side) awaitRecreateIntermediate(ctx context.Context) error {
+	var lastRV string
+	var since time.Time
+	err := pollCtx(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+		d, err := s.f.Client.AppsV1().Deployments(s.ns["main"]).Get(ctx, "recreate", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := d.Status
+		if st.ObservedGeneration < d.Generation || st.Replicas != 0 || st.UpdatedReplicas != 0 || ptr(st.TerminatingReplicas) != "2" {
+			lastRV = ""
+			return false, nil
+		}
+		if d.ResourceVersion != lastRV {
+			lastRV, since = d.ResourceVersion, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= 2*time.Second, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the Recreate Deployment's intermediate state: %w", err)
+	}
+	return nil
 }
 
 // rsKey names a ReplicaSet independently of its hash: its owner and image (a ReplicaSet

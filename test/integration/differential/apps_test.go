@@ -136,11 +136,11 @@ var appsSteps = []step{
 		return nil
 	}},
 	{name: "set image", do: func(ctx context.Context, s *side) (err error) {
-		// The Recreate rollout's old pods are held (holdFinalizer) until the controller has
-		// settled on the rollout's intermediate state, then let go: see holdRecreate.
-		release, err := s.holdRecreate(ctx)
+		// The Recreate rollout's old pods are held (holdFinalizer) and let go one at a time,
+		// each once the controller has settled: see holdRecreate.
+		held, release, err := s.holdRecreate(ctx)
 		defer func() {
-			if rErr := release(context.WithoutCancel(ctx)); err == nil {
+			if rErr := release(context.WithoutCancel(ctx), held...); err == nil {
 				err = rErr
 			}
 		}()
@@ -152,7 +152,15 @@ var appsSteps = []step{
 				return err
 			}
 		}
-		return s.awaitRecreateIntermediate(ctx)
+		for i, name := range held {
+			if err := s.awaitRecreateTerminating(ctx, int32(len(held)-i)); err != nil {
+				return err
+			}
+			if err := release(ctx, name); err != nil {
+				return err
+			}
+		}
+		return nil
 	}},
 	{name: "pause, then change image and scale while paused", do: func(ctx context.Context, s *side) error {
 		for _, args := range [][]string{
@@ -205,29 +213,27 @@ var appsSteps = []step{
 // until the scenario lets them go.
 const holdFinalizer = "kshard.io/e2e-hold"
 
-// holdRecreate puts holdFinalizer on the Recreate Deployment's pods and returns the
-// function that takes it off again.
+// holdRecreate puts holdFinalizer on the Recreate Deployment's pods and returns their
+// names and the function that takes it off the named pods again.
 //
-// Why: a Recreate rollout scales the old ReplicaSet to 0, writes the Deployment's status,
-// and creates the new ReplicaSet, writing Progressing "Created new replica set", at the
-// first sync that finds the old pods gone. With pods that vanish the instant they are
-// deleted (grace period 0, kwok), that sync can come before the controller's cache holds
-// its own status write of a moment ago; the "Created" write then fails on the stale
-// resourceVersion, the retry finds the new ReplicaSet existing and writes no condition, and
-// the Progressing condition from before the rollout (NewReplicaSetAvailable, naming the old
-// ReplicaSet) is kept for good: from then on every sync counts the rollout complete. That
-// is upstream's own controller losing a race on a loaded machine (it was seen on the
-// upstream side), not a difference, so the scenario takes the race away: the old pods stay
-// terminating until the controller has written the intermediate state (old ReplicaSet at
-// 0, nothing updated yet) and left it alone, and only then go.
-func (s *side) holdRecreate(ctx context.Context) (func(context.Context) error, error) {
-	pods, err := s.f.Client.CoreV1().Pods(s.ns["main"]).List(ctx, metav1.ListOptions{LabelSelector: framework.RolloutApp + "=recreate"})
-	if err != nil {
-		return func(context.Context) error { return nil }, err
-	}
-	var held []string
-	release := func(ctx context.Context) error {
-		for _, name := range held {
+// Why: a Recreate rollout scales the old ReplicaSet to 0 and creates the new one, writing
+// Progressing "Created new replica set", at the first sync that finds the old pods gone.
+// That write sends the Deployment from the controller's cache; if the controller wrote the
+// Deployment's status a moment before (at the last old pods' deletion, pods with grace
+// period 0 on kwok vanish at once and the ReplicaSet's status moves with them) the cache
+// can lack that write, the "Created" write fails on the stale resourceVersion, the retry
+// finds the new ReplicaSet existing and writes no condition, and the Progressing condition
+// from before the rollout (NewReplicaSetAvailable, naming the old ReplicaSet) stays for
+// good: every later sync counts the rollout complete. Upstream's own controller loses
+// that race on a loaded machine (seen on the upstream side, and with upstream against
+// itself), so the scenario takes it away: the old pods go one at a time, each once the
+// Deployment's status shows the pods still terminating and has not been written for a
+// while. After the last one, no status write of the Deployment precedes the sync that
+// creates the new ReplicaSet (the controller's pod cache, shared with the ReplicaSet
+// controller's, has the pod gone before the ReplicaSet's status can say so).
+func (s *side) holdRecreate(ctx context.Context) ([]string, func(context.Context, ...string) error, error) {
+	release := func(ctx context.Context, names ...string) error {
+		for _, name := range names {
 			err := mergePatch(ctx, s.f.Client.CoreV1().Pods(s.ns["main"]), name, `{"metadata":{"finalizers":null}}`)
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("releasing pod %s: %w", name, err)
@@ -235,23 +241,29 @@ func (s *side) holdRecreate(ctx context.Context) (func(context.Context) error, e
 		}
 		return nil
 	}
+	pods, err := s.f.Client.CoreV1().Pods(s.ns["main"]).List(ctx, metav1.ListOptions{LabelSelector: framework.RolloutApp + "=recreate"})
+	if err != nil {
+		return nil, release, err
+	}
+	var held []string
 	for _, p := range pods.Items {
 		if err := mergePatch(ctx, s.f.Client.CoreV1().Pods(s.ns["main"]), p.Name, `{"metadata":{"finalizers":["`+holdFinalizer+`"]}}`); err != nil {
-			return release, fmt.Errorf("holding pod %s: %w", p.Name, err)
+			return held, release, fmt.Errorf("holding pod %s: %w", p.Name, err)
 		}
 		held = append(held, p.Name)
 	}
 	if len(held) == 0 {
-		return release, fmt.Errorf("the Recreate Deployment has no pods to hold")
+		return nil, release, fmt.Errorf("the Recreate Deployment has no pods to hold")
 	}
-	return release, nil
+	sort.Strings(held)
+	return held, release, nil
 }
 
-// awaitRecreateIntermediate waits until the Recreate Deployment shows the rollout's
-// intermediate state, the new generation observed with every old pod terminating and none
-// updated yet, and its status has not been written for a while (the controller's cache has
-// its last write).
-func (s *side) awaitRecreateIntermediate(ctx context.Context) error {
+// awaitRecreateTerminating waits until the Recreate Deployment's status shows the
+// rollout's intermediate state, the new generation observed, nothing updated yet and
+// terminating old pods, and has not been written for 2s (the controller's cache has its
+// last write).
+func (s *side) awaitRecreateTerminating(ctx context.Context, terminating int32) error {
 	var lastRV string
 	var since time.Time
 	err := pollCtx(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
@@ -260,7 +272,7 @@ func (s *side) awaitRecreateIntermediate(ctx context.Context) error {
 			return false, err
 		}
 		st := d.Status
-		if st.ObservedGeneration < d.Generation || st.Replicas != 0 || st.UpdatedReplicas != 0 || ptr(st.TerminatingReplicas) != "2" {
+		if st.ObservedGeneration < d.Generation || st.Replicas != 0 || st.UpdatedReplicas != 0 || ptr(st.TerminatingReplicas) != fmt.Sprint(terminating) {
 			lastRV = ""
 			return false, nil
 		}
@@ -271,7 +283,7 @@ func (s *side) awaitRecreateIntermediate(ctx context.Context) error {
 		return time.Since(since) >= 2*time.Second, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the Recreate Deployment's intermediate state: %w", err)
+		return fmt.Errorf("the Recreate Deployment with %d old pods terminating: %w", terminating, err)
 	}
 	return nil
 }

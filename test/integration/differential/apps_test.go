@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -134,9 +135,28 @@ var appsSteps = []step{
 		}
 		return nil
 	}},
-	{name: "set image", do: func(ctx context.Context, s *side) error {
+	{name: "set image", do: func(ctx context.Context, s *side) (err error) {
+		// The Recreate rollout's old pods are held (holdFinalizer) and let go one at a time,
+		// each once the controller has settled: see holdRecreate.
+		held, release, err := s.holdRecreate(ctx)
+		defer func() {
+			if rErr := release(context.WithoutCancel(ctx), held...); err == nil {
+				err = rErr
+			}
+		}()
+		if err != nil {
+			return err
+		}
 		for _, d := range []string{"rolling", "percent", "recreate", "minready", "history"} {
 			if err := s.kubectl(ctx, "main", "set", "image", "deployment/"+d, "app="+imageV2); err != nil {
+				return err
+			}
+		}
+		for i, name := range held {
+			if err := s.awaitRecreateTerminating(ctx, int32(len(held)-i)); err != nil {
+				return err
+			}
+			if err := release(ctx, name); err != nil {
 				return err
 			}
 		}
@@ -187,6 +207,85 @@ var appsSteps = []step{
 		sort.Strings(owned)
 		return s.kubectl(ctx, "main", "label", "pod/"+owned[0], orphanLabel+"=released", "--overwrite")
 	}},
+}
+
+// holdFinalizer keeps the Recreate Deployment's old pods, once deleted, terminating
+// until the scenario lets them go.
+const holdFinalizer = "kshard.io/e2e-hold"
+
+// holdRecreate puts holdFinalizer on the Recreate Deployment's pods and returns their
+// names and the function that takes it off the named pods again.
+//
+// Why: a Recreate rollout scales the old ReplicaSet to 0 and creates the new one, writing
+// Progressing "Created new replica set", at the first sync that finds the old pods gone.
+// That write sends the Deployment from the controller's cache; if the controller wrote the
+// Deployment's status a moment before (at the last old pods' deletion, pods with grace
+// period 0 on kwok vanish at once and the ReplicaSet's status moves with them) the cache
+// can lack that write, the "Created" write fails on the stale resourceVersion, the retry
+// finds the new ReplicaSet existing and writes no condition, and the Progressing condition
+// from before the rollout (NewReplicaSetAvailable, naming the old ReplicaSet) stays for
+// good: every later sync counts the rollout complete. Upstream's own controller loses
+// that race on a loaded machine (seen on the upstream side, and with upstream against
+// itself), so the scenario takes it away: the old pods go one at a time, each once the
+// Deployment's status shows the pods still terminating and has not been written for a
+// while. After the last one, no status write of the Deployment precedes the sync that
+// creates the new ReplicaSet (the controller's pod cache, shared with the ReplicaSet
+// controller's, has the pod gone before the ReplicaSet's status can say so).
+func (s *side) holdRecreate(ctx context.Context) ([]string, func(context.Context, ...string) error, error) {
+	release := func(ctx context.Context, names ...string) error {
+		for _, name := range names {
+			err := mergePatch(ctx, s.f.Client.CoreV1().Pods(s.ns["main"]), name, `{"metadata":{"finalizers":null}}`)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("releasing pod %s: %w", name, err)
+			}
+		}
+		return nil
+	}
+	pods, err := s.f.Client.CoreV1().Pods(s.ns["main"]).List(ctx, metav1.ListOptions{LabelSelector: framework.RolloutApp + "=recreate"})
+	if err != nil {
+		return nil, release, err
+	}
+	var held []string
+	for _, p := range pods.Items {
+		if err := mergePatch(ctx, s.f.Client.CoreV1().Pods(s.ns["main"]), p.Name, `{"metadata":{"finalizers":["`+holdFinalizer+`"]}}`); err != nil {
+			return held, release, fmt.Errorf("holding pod %s: %w", p.Name, err)
+		}
+		held = append(held, p.Name)
+	}
+	if len(held) == 0 {
+		return nil, release, fmt.Errorf("the Recreate Deployment has no pods to hold")
+	}
+	sort.Strings(held)
+	return held, release, nil
+}
+
+// awaitRecreateTerminating waits until the Recreate Deployment's status shows the
+// rollout's intermediate state, the new generation observed, nothing updated yet and
+// terminating old pods, and has not been written for 2s (the controller's cache has its
+// last write).
+func (s *side) awaitRecreateTerminating(ctx context.Context, terminating int32) error {
+	var lastRV string
+	var since time.Time
+	err := pollCtx(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+		d, err := s.f.Client.AppsV1().Deployments(s.ns["main"]).Get(ctx, "recreate", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := d.Status
+		if st.ObservedGeneration < d.Generation || st.Replicas != 0 || st.UpdatedReplicas != 0 || ptr(st.TerminatingReplicas) != fmt.Sprint(terminating) {
+			lastRV = ""
+			return false, nil
+		}
+		if d.ResourceVersion != lastRV {
+			lastRV, since = d.ResourceVersion, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= 2*time.Second, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the Recreate Deployment with %d old pods terminating: %w", terminating, err)
+	}
+	return nil
 }
 
 // rsKey names a ReplicaSet independently of its hash: its owner and image (a ReplicaSet

@@ -13,6 +13,9 @@ package shardcache
 //   - In ModeServerFilter a namespace is listed only once its feed's selector covers it. A
 //     namespace that appears outside the selector is covered, then merged type by type,
 //     dependents before their owners (ownerRank).
+//   - A refresh (Refresh) is a warm-up of a partition already cached: same lists, same
+//     merge, on the Cache's context; it is done only once the store has also applied the
+//     deletes of objects the lists no longer return (syncDone).
 
 import (
 	"context"

@@ -67,9 +67,11 @@ type Cache struct {
 	// informer first.
 	plain      map[Key]toolscache.SharedIndexInformer
 	plainOrder []plainInformer
-	parts      map[partition.ID]*partitionState
-	started    bool
-	runCtx     context.Context
+	// stops stop each running informer on its own (Remove); Run's context stops them all.
+	stops   map[Key]context.CancelFunc
+	parts   map[partition.ID]*partitionState
+	started bool
+	runCtx  context.Context
 	// lazyCtx is Run's context: the first Prepare after Run arms startTimer;
 	// firstPrepare and lastPrepare are when Prepares before the start came.
 	firstPrepare, lastPrepare time.Time
@@ -111,6 +113,7 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		feeds:       map[Key]*feed{},
 		plain:       map[Key]toolscache.SharedIndexInformer{},
 		parts:       map[partition.ID]*partitionState{},
+		stops:       map[Key]context.CancelFunc{},
 		firstSync:   make(chan struct{}),
 	}
 	if opts.Mode == ModeServerFilter {
@@ -273,7 +276,7 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 		c.plain[key] = inf
 		c.plainOrder = append(c.plainOrder, plainInformer{key: key, inf: inf})
 		if c.started {
-			go inf.RunWithContext(c.runCtx)
+			c.runInformerLocked(key, inf)
 		}
 		return inf
 	}
@@ -300,7 +303,7 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	c.feeds[key] = f
 	c.order = append(c.order, f)
 	if c.started {
-		go inf.RunWithContext(c.runCtx)
+		c.runInformerLocked(key, inf)
 	}
 	return f.public
 }

@@ -415,3 +415,63 @@ func TestCacheRefreshResumes(t *testing.T) {
 		t.Errorf("p7-a listed %d times by two Refresh calls, want once", n)
 	}
 }
+
+// TestCacheRemove: removing an informer (its resource is no longer served) stops it,
+// releases a Prepare waiting for its warm-up, and lets a later Informer build a fresh one.
+func TestCacheRemove(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p7-a"), ns("p8-a"), cm("p7-a", "x", 0), cm("p8-a", "y", 0))
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	client.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "p8-a" {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return false, nil, nil
+	})
+	c := startedConfigMapCache(t, ctx, client, Options{})
+	if err := c.Prepare(ctx, []partition.ID{7}); err != nil {
+		t.Fatal(err)
+	}
+	old := c.InformerFor(ConfigMaps)
+	prepared := make(chan error, 1)
+	go func() { prepared <- c.Prepare(ctx, []partition.ID{8}) }()
+	<-entered // p8-a's warm-up list is in flight
+
+	if err := c.Remove(ConfigMaps.Key()); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case err := <-prepared:
+		if err != nil {
+			t.Fatalf("Prepare after the informer was removed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Prepare still waits for the warm-up of a removed informer")
+	}
+	if got := c.Resources(); slices.Contains(got, ConfigMaps.Name()) {
+		t.Errorf("resources after Remove: %v", got)
+	}
+	fresh, err := c.Informer(ConfigMaps.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh == old {
+		t.Fatal("Informer after Remove returned the removed informer")
+	}
+	waitFor(t, "the new informer lists the admitted partitions", func() bool {
+		names := cachedNames(t, c)
+		return slices.Equal(names, []string{"p7-a/x", "p8-a/y"})
+	})
+	if err := c.Remove(Key{Resource: corev1.SchemeGroupVersion.WithResource("namespaces")}); err == nil {
+		t.Error("the Namespace informer was removed")
+	}
+	if err := c.Remove(Key{Resource: corev1.SchemeGroupVersion.WithResource("secrets")}); err != nil {
+		t.Errorf("removing an informer the cache does not have: %v", err)
+	}
+}

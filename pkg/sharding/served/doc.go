@@ -10,6 +10,13 @@
 // the resources it had (its informers are not stopped because its API server did not
 // answer once), and a discovery that fails as a whole changes nothing.
 //
-// It does no I/O of its own beyond the discovery call it is handed, and starts no
-// goroutine: the shard runs the discovery loop and acts on Tracker's answers.
+// Loop is the shard's discovery loop: one discovery per round (upstream's period is
+// 30 s) for every Consumer, informers asked of the shard's cache once per resource and
+// removed once no consumer wants it, and each consumer's Subscriber told of what appeared
+// and what is gone. It does no I/O of its own beyond the discovery client and the
+// Informers it is handed; Run is its only goroutine.
+//
+// Not wired into the shard yet: the controller contract's side (a Descriptor asking for
+// served resources, RBAC derived from it, the cache's metadata informers behind
+// Informers) comes with the garbage collector (docs/design-gc-quota.md).
 package served

@@ -75,7 +75,18 @@ func sortResources(rs []Resource) {
 // is down, for example) are left out of the set and returned in failed; err is set only
 // when discovery failed as a whole, and then the set is nil.
 func Discover(d discovery.ServerResourcesInterface, spec Spec) (found Set, failed map[schema.GroupVersion]error, err error) {
-	lists, err := d.ServerPreferredResources()
+	lists, failed, err := Preferred(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	return spec.Select(lists), failed, nil
+}
+
+// Preferred asks d for the resources it serves, each in its group's preferred version:
+// one discovery for every Spec of a round. Groups whose discovery failed are returned in
+// failed; err is set only when discovery failed as a whole.
+func Preferred(d discovery.ServerResourcesInterface) (lists []*metav1.APIResourceList, failed map[schema.GroupVersion]error, err error) {
+	lists, err = d.ServerPreferredResources()
 	if err != nil {
 		var partial *discovery.ErrGroupDiscoveryFailed
 		if !errors.As(err, &partial) {
@@ -83,12 +94,17 @@ func Discover(d discovery.ServerResourcesInterface, spec Spec) (found Set, faile
 		}
 		failed = partial.Groups
 	}
+	return lists, failed, nil
+}
+
+// Select returns the resources of lists (Preferred's) that s wants.
+func (s Spec) Select(lists []*metav1.APIResourceList) Set {
 	ignored := map[schema.GroupResource]bool{}
-	for _, gr := range spec.Ignore {
+	for _, gr := range s.Ignore {
 		ignored[gr] = true
 	}
-	found = Set{}
-	for _, list := range discovery.FilteredBy(discovery.SupportsAllVerbs{Verbs: spec.Verbs}, lists) {
+	found := Set{}
+	for _, list := range discovery.FilteredBy(discovery.SupportsAllVerbs{Verbs: s.Verbs}, lists) {
 		gv, err := schema.ParseGroupVersion(list.GroupVersion)
 		if err != nil {
 			// Discovery answered something that is not a group version: leave it out,
@@ -96,14 +112,14 @@ func Discover(d discovery.ServerResourcesInterface, spec Spec) (found Set, faile
 			continue
 		}
 		for _, r := range list.APIResources {
-			if !wanted(r, spec, ignored, gv) {
+			if !wanted(r, s, ignored, gv) {
 				continue
 			}
 			gvr := gv.WithResource(r.Name)
 			found[gvr] = Resource{GroupVersionResource: gvr, Kind: r.Kind, Namespaced: r.Namespaced}
 		}
 	}
-	return found, failed, nil
+	return found
 }
 
 // wanted reports whether spec wants r, one of group version gv's resources.

@@ -53,3 +53,9 @@ func (t *Tracker) Update(found Set, failed map[schema.GroupVersion]error) (added
 	t.current = next
 	return added, removed
 }
+
+// forget drops r from the current set, so that the next Update reports it added again
+// (its informer could not be had this time).
+func (t *Tracker) forget(r Resource) {
+	delete(t.current, r.GroupVersionResource)
+}

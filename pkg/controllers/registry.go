@@ -142,6 +142,9 @@ type Context struct {
 	// and Metadata's writes are checked by their transport, whichever queue's work makes
 	// them, so a controller never calls it before an API write.
 	WriteAllowed func(key string) error
+	// Served hands over the served resources the Descriptor's Served asks for; nil when
+	// it asks for none.
+	Served ServedInformers
 }
 
 // Controller is a running controller.
@@ -205,6 +208,11 @@ type Descriptor struct {
 	// (events create, patch and update for the event recorder; namespaces list and watch),
 	// are not repeated here.
 	Permissions []Permission
+	// Served asks for every resource the API server serves that it describes, found by
+	// discovery while the shard runs and handed over through Context.Served; nil for a
+	// controller whose resources are all in Primary and Reads. AllPermissions adds its
+	// rule.
+	Served *ServedResources
 	// EventSource is the component name of the controller's events when it is not
 	// "<Name>-controller" (kube-controller-manager's replication manager records as
 	// "replication-controller"): users and tools filter events by it.
@@ -230,6 +238,18 @@ func (d Descriptor) AllPermissions() []Permission {
 			i = len(out) - 1
 		}
 		for _, v := range []string{"list", "watch"} {
+			if !slices.Contains(out[i].Verbs, v) {
+				out[i].Verbs = append(out[i].Verbs, v)
+			}
+		}
+	}
+	if d.Served != nil {
+		need := d.Served.permission()
+		i := slices.IndexFunc(out, func(p Permission) bool { return p.Group == "*" && p.Resource == "*" })
+		if i < 0 {
+			return append(out, need)
+		}
+		for _, v := range need.Verbs {
 			if !slices.Contains(out[i].Verbs, v) {
 				out[i].Verbs = append(out[i].Verbs, v)
 			}
@@ -279,6 +299,11 @@ func (d Descriptor) validate() error {
 	}
 	if len(d.Primary) == 0 {
 		errs = append(errs, errors.New("a descriptor's Primary must name the resources whose keys the controller's queue holds"))
+	}
+	if d.Served != nil {
+		if err := d.Served.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	names := []string{d.Name}
 	for _, q := range d.Queues {

@@ -1,0 +1,82 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// ServedResources is what a controller that acts on every resource the API server serves
+// asks for (the garbage collector, ResourceQuota): resources no Descriptor can list,
+// found by discovery in each group's preferred version and kept current while the shard
+// runs (a CRD created or deleted, an aggregated API registered), each read through a
+// metadata-only informer that is sharded like every other (namespaced: only the shard's
+// partitions). The shard shares the informers between the controllers that ask.
+type ServedResources struct {
+	// Verbs are the verbs every such resource supports: at least list and watch (the
+	// garbage collector adds delete).
+	Verbs []string
+	// NamespacedOnly leaves cluster-scoped resources out.
+	NamespacedOnly bool
+	// Ignore are resources the controller never acts on, whatever they support
+	// (upstream's garbage collector ignores events).
+	Ignore []schema.GroupResource
+	// Permissions are the verbs the controller needs on each such resource beyond list
+	// and watch (the garbage collector's get, patch and delete). RBAC grants them, with
+	// list and watch, on every resource of every group ("*"/"*"): a resource served later
+	// cannot be named now. Never "*".
+	Permissions []string
+}
+
+// validate reports a ServedResources the shard cannot serve.
+func (s ServedResources) validate() error {
+	for _, v := range []string{"list", "watch"} {
+		if !slices.Contains(s.Verbs, v) {
+			return fmt.Errorf("Served.Verbs %v must include %q: the shard watches every resource it finds", s.Verbs, v)
+		}
+	}
+	if slices.Contains(s.Verbs, "*") || slices.Contains(s.Permissions, "*") {
+		return fmt.Errorf("Served: a verb is never a wildcard (Verbs %v, Permissions %v)", s.Verbs, s.Permissions)
+	}
+	return nil
+}
+
+// permission is the rule Served needs: list, watch and Permissions on every resource.
+func (s ServedResources) permission() Permission {
+	verbs := []string{"list", "watch"}
+	for _, v := range s.Permissions {
+		if !slices.Contains(verbs, v) {
+			verbs = append(verbs, v)
+		}
+	}
+	return Permission{Group: "*", Resource: "*", Verbs: verbs}
+}
+
+// ServedResource is one resource served by the API server, in its group's preferred
+// version.
+type ServedResource struct {
+	schema.GroupVersionResource
+	// Kind is its kind, as discovery names it.
+	Kind string
+	// Namespaced reports whether its objects live in namespaces.
+	Namespaced bool
+}
+
+// ServedInformers hands a controller the resources its Descriptor's Served asks for.
+type ServedInformers interface {
+	// Subscribe registers s before the shard starts: it then hears of every resource
+	// found, and of every one that is gone, one call at a time.
+	Subscribe(s ServedSubscriber)
+}
+
+// ServedSubscriber is a controller's side of ServedInformers.
+type ServedSubscriber interface {
+	// Added hands it a resource now served, with its informer (metadata-only, already
+	// started; its store fills as partitions are prepared). Add event handlers to it.
+	Added(r ServedResource, informer toolscache.SharedIndexInformer)
+	// Removed says a resource it was handed is no longer served: its informer is
+	// stopped; drop it.
+	Removed(r ServedResource)
+}

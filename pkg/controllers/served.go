@@ -34,11 +34,11 @@ type ServedResources struct {
 func (s ServedResources) validate() error {
 	for _, v := range []string{"list", "watch"} {
 		if !slices.Contains(s.Verbs, v) {
-			return fmt.Errorf("Served.Verbs %v must include %q: the shard watches every resource it finds", s.Verbs, v)
+			return fmt.Errorf("a descriptor's Served.Verbs %v must include %q: the shard watches every resource it finds", s.Verbs, v)
 		}
 	}
 	if slices.Contains(s.Verbs, "*") || slices.Contains(s.Permissions, "*") {
-		return fmt.Errorf("Served: a verb is never a wildcard (Verbs %v, Permissions %v)", s.Verbs, s.Permissions)
+		return fmt.Errorf("served resources: a verb is never a wildcard (Verbs %v, Permissions %v)", s.Verbs, s.Permissions)
 	}
 	return nil
 }

@@ -297,8 +297,8 @@ func (d Descriptor) validate() error {
 			errs = append(errs, fmt.Errorf("permission %s/%s %v: a wildcard is only allowed as group \"*\" with resource \"*\", and never as a verb", p.Group, p.Resource, p.Verbs))
 		}
 	}
-	if len(d.Primary) == 0 {
-		errs = append(errs, errors.New("a descriptor's Primary must name the resources whose keys the controller's queue holds"))
+	if len(d.Primary) == 0 && d.Served == nil {
+		errs = append(errs, errors.New("a descriptor's Primary must name the resources whose keys the controller's queue holds (only a controller of served resources, which refills its queues itself through Resyncer, may leave it empty)"))
 	}
 	if d.Served != nil {
 		if err := d.Served.validate(); err != nil {
@@ -311,7 +311,7 @@ func (d Descriptor) validate() error {
 			errs = append(errs, fmt.Errorf("queue %q: a queue needs a name of its own, not the controller's nor another queue's", q.Name))
 		}
 		names = append(names, q.Name)
-		if len(q.Primary) == 0 {
+		if len(q.Primary) == 0 && d.Served == nil {
 			errs = append(errs, fmt.Errorf("queue %q: its Primary must name the resources whose keys it holds", q.Name))
 		}
 		for _, r := range q.Primary {

@@ -71,12 +71,34 @@ type ServedInformers interface {
 	Subscribe(s ServedSubscriber)
 }
 
-// ServedSubscriber is a controller's side of ServedInformers.
+// ServedSubscriber is a controller's side of ServedInformers. The informers it is handed
+// may hold typed objects (where another controller reads the resource typed, the shard
+// shares that informer, as kube-controller-manager does) or *metav1.PartialObjectMetadata:
+// read them through meta.Accessor.
 type ServedSubscriber interface {
-	// Added hands it a resource now served, with its informer (metadata-only, already
+	// Added hands it a resource now served, with its informer (shared, already
 	// started; its store fills as partitions are prepared). Add event handlers to it.
 	Added(r ServedResource, informer toolscache.SharedIndexInformer)
 	// Removed says a resource it was handed is no longer served: its informer is
 	// stopped; drop it.
 	Removed(r ServedResource)
+}
+
+// Resyncer is a controller whose queues hold keys of served resources, which no Primary
+// can name (the garbage collector's "<namespace>/<uid>" and "<uid>"): when the shard
+// starts working partitions, the runtime calls Resync instead of adding the keys of
+// cached Primary objects to the controller's queues, and the controller adds what it
+// would work after a restart. The shard's stores already hold scope's objects then
+// (Prepare), though event handlers may not all have run yet. A descriptor whose Served
+// is set and whose Primary (or a queue's Primary) is empty must build a Controller that
+// implements it.
+type Resyncer interface {
+	Resync(scope Scope)
+}
+
+// Scope names the objects of the partitions the shard starts working: those of
+// Namespaces, and every cluster-scoped one when Cluster is set.
+type Scope struct {
+	Namespaces []string
+	Cluster    bool
 }

@@ -68,7 +68,9 @@ type Cache struct {
 	plain      map[Key]toolscache.SharedIndexInformer
 	plainOrder []plainInformer
 	// stops stop each running informer on its own (Remove); Run's context stops them all.
-	stops   map[Key]context.CancelFunc
+	stops map[Key]context.CancelFunc
+	// health is the list state of each optional informer (optional.go).
+	health  map[Key]*health
 	parts   map[partition.ID]*partitionState
 	started bool
 	runCtx  context.Context
@@ -86,7 +88,12 @@ type Cache struct {
 type plainInformer struct {
 	key Key
 	inf toolscache.SharedIndexInformer
+	// health is set for an optional informer.
+	health *health
 }
+
+// synced is what the cache waits for of p: its HasSynced, or its failing (optional.go).
+func (p plainInformer) synced() toolscache.InformerSynced { return syncedOrFailing(p.inf, p.health) }
 
 // testHooks lets this package's tests act at precise points of a warm-up.
 type testHooks struct {
@@ -114,6 +121,7 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		plain:       map[Key]toolscache.SharedIndexInformer{},
 		parts:       map[partition.ID]*partitionState{},
 		stops:       map[Key]context.CancelFunc{},
+		health:      map[Key]*health{},
 		firstSync:   make(chan struct{}),
 	}
 	if opts.Mode == ModeServerFilter {
@@ -226,11 +234,12 @@ func (c *Cache) resourceType(key Key) (ResourceType, error) {
 	if err != nil {
 		return ResourceType{}, fmt.Errorf("shardcache: %s: %w", key, err)
 	}
-	return metadataType(key.Resource, mapping.Scope.Name() != meta.RESTScopeNameNamespace, c.opts.MetadataClient), nil
+	return MetadataType(key.Resource, mapping.Scope.Name() != meta.RESTScopeNameNamespace, c.opts.MetadataClient), nil
 }
 
-// metadataType describes a resource read metadata-only through mc.
-func metadataType(gvr schema.GroupVersionResource, clusterScoped bool, mc metadata.Interface) ResourceType {
+// MetadataType describes a resource read metadata-only through mc, for a caller that
+// knows its scope (from discovery) and passes it to InformerFor.
+func MetadataType(gvr schema.GroupVersionResource, clusterScoped bool, mc metadata.Interface) ResourceType {
 	client := func(ns string) metadata.ResourceInterface {
 		if clusterScoped {
 			return mc.Resource(gvr)
@@ -271,10 +280,11 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	if inf := c.plain[key]; inf != nil {
 		return inf
 	}
+	rt, h := c.optionalLocked(rt)
 	if rt.ClusterScoped {
 		inf := c.newPlainInformer(rt)
 		c.plain[key] = inf
-		c.plainOrder = append(c.plainOrder, plainInformer{key: key, inf: inf})
+		c.plainOrder = append(c.plainOrder, plainInformer{key: key, inf: inf, health: h})
 		if c.started {
 			c.runInformerLocked(key, inf)
 		}
@@ -282,6 +292,7 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	}
 	f := newFeed(rt, c.client, c.adm, c.opts.DisableWatchList, c.loggerLocked().WithValues("resource", rt.Name()))
 	f.hooks = &c.hooks
+	f.health = h
 	f.filter = c.filter
 	if c.filter != nil {
 		f.cov = c.filter.current()

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -473,5 +474,71 @@ func TestCacheRemove(t *testing.T) {
 	}
 	if err := c.Remove(Key{Resource: corev1.SchemeGroupVersion.WithResource("secrets")}); err != nil {
 		t.Errorf("removing an informer the cache does not have: %v", err)
+	}
+}
+
+// TestCacheOptional: an optional informer whose lists fail (an aggregated API that is
+// down) blocks neither the start, nor Prepare, nor readiness; it is reported failing, and
+// fills once its lists succeed again. A required one blocks, as before.
+func TestCacheOptional(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p7-a"), ns("p8-a"), cm("p7-a", "x", 0), cm("p8-a", "y", 0))
+	var down atomic.Bool
+	down.Store(true)
+	client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("the aggregated API is down")
+		}
+		return false, nil, nil
+	})
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	optional := ConfigMaps
+	optional.Optional = true
+	inf := c.InformerFor(optional)
+	c.Start(ctx)
+	bounded, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := c.WaitForCacheSync(bounded); err != nil {
+		t.Fatalf("the start waits for a failing optional informer: %v", err)
+	}
+	if err := c.Prepare(bounded, []partition.ID{7}); err != nil {
+		t.Fatalf("Prepare waits for a failing optional informer: %v", err)
+	}
+	if err := c.Synced([]partition.ID{7}); err != nil {
+		t.Errorf("readiness with a failing optional informer: %v", err)
+	}
+	if got := c.Failing(); got[optional.Name()] == nil {
+		t.Errorf("Failing() = %v, want %s", got, optional.Name())
+	}
+
+	down.Store(false)
+	waitFor(t, "the optional informer lists once its API is back", func() bool {
+		_, ok, _ := inf.GetIndexer().GetByKey("p7-a/x")
+		return ok && len(c.Failing()) == 0
+	})
+	// Healthy again, it is waited for: partition 8's ConfigMap is there when Prepare returns.
+	if err := c.Prepare(bounded, []partition.ID{8}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := inf.GetIndexer().GetByKey("p8-a/y"); !ok {
+		t.Error("Prepare of a healthy optional informer returned before its objects were cached")
+	}
+
+	// A required informer whose lists fail blocks Prepare, as it always did.
+	down.Store(true)
+	c2, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.InformerFor(ConfigMaps)
+	c2.Start(ctx)
+	short, stop2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer stop2()
+	if err := c2.Prepare(short, []partition.ID{7}); err == nil {
+		t.Error("Prepare returned while a required informer could not list")
 	}
 }

@@ -20,6 +20,7 @@ func (c *Cache) Remove(key Key) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.health, key)
 	if stop := c.stops[key]; stop != nil {
 		stop()
 		delete(c.stops, key)

@@ -54,6 +54,10 @@ type ResourceType struct {
 	// namespaced objects. The work on them belongs to the cluster partition (see
 	// partition.ClusterKey).
 	ClusterScoped bool
+	// Optional marks a resource the shard serves because discovery found it (for the
+	// controllers that act on every served resource): while its lists fail, nothing
+	// waits for its informer (optional.go).
+	Optional bool
 	// Object is an empty object of the type the informer stores (e.g. &corev1.Pod{}).
 	// The reflector drops events of any other type; synthetic bookmarks are copies of it.
 	Object runtime.Object

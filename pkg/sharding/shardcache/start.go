@@ -79,11 +79,11 @@ func (c *Cache) Start(ctx context.Context) {
 	}
 	synced := make([]toolscache.InformerSynced, 0, len(c.plainOrder)+len(c.order))
 	for _, p := range c.plainOrder {
-		synced = append(synced, p.inf.HasSynced)
+		synced = append(synced, p.synced())
 	}
 	for _, f := range c.order {
 		c.runInformerLocked(f.rt.Key(), f.informer)
-		synced = append(synced, f.informer.HasSynced)
+		synced = append(synced, syncedOrFailing(f.informer, f.health))
 	}
 	go func() {
 		if toolscache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -105,10 +105,10 @@ func (c *Cache) syncedFuncs() []toolscache.InformerSynced {
 	defer c.mu.Unlock()
 	var synced []toolscache.InformerSynced
 	for _, p := range c.plainOrder {
-		synced = append(synced, p.inf.HasSynced)
+		synced = append(synced, p.synced())
 	}
 	for _, f := range c.order {
-		synced = append(synced, f.informer.HasSynced)
+		synced = append(synced, syncedOrFailing(f.informer, f.health))
 	}
 	return synced
 }

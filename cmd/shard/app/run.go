@@ -33,6 +33,7 @@ import (
 	"github.com/kshard/kshard/pkg/metrics/restmetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/served"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/shardruntime"
@@ -109,6 +110,10 @@ type shard struct {
 
 	partitionOf func(namespace string) partition.ID // buildCache
 	cache       *shardcache.Cache                   // buildCache
+	metadata    metadata.Interface                  // buildCache
+	// discovery finds the resources the API server serves, for the controllers that act
+	// on all of them (buildRuntime; nil when none is enabled).
+	discovery *served.Loop
 	runtime     *shardruntime.Runtime               // buildRuntime
 	// broadcasters send the controllers' events, one per controller (buildRuntime); run
 	// shuts them down when it returns.
@@ -174,6 +179,7 @@ func (s *shard) buildCache(context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.metadata = metadataClient
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.client.Discovery()))
 	cacheMode := shardcache.ModeClientFilter
 	if s.o.ServerSideFiltering {
@@ -210,11 +216,15 @@ func (s *shard) buildRuntime(ctx context.Context) error {
 		return err
 	}
 	enabled := s.reg.Enabled(s.o.Controllers)
+	hub := &servedHub{}
 	ctrls, err := buildControllers(enabled, s.reg.Workers, controllerDeps{
 		config: s.config, apiServerCA: ca, cache: s.cache, gate: g, partitionOf: s.partitionOf, queues: queueProvider,
-		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics, shard: s.o.ShardID, log: s.log,
+		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics, served: hub, shard: s.o.ShardID, log: s.log,
 	})
 	if err != nil {
+		return err
+	}
+	if s.discovery, err = hub.loop(s.client.Discovery(), s.cache, s.metadata, typedResources(enabled), s.log); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(enabled))
@@ -290,6 +300,9 @@ func (s *shard) serve(ctx context.Context) error {
 func (s *shard) runUntilExit(ctx context.Context, stop context.CancelFunc) error {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	if s.discovery != nil {
+		runDiscovery(runCtx, s.discovery, s.log)
+	}
 	rtDone := make(chan struct{})
 	go func() {
 		defer close(rtDone)

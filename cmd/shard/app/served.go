@@ -1,0 +1,158 @@
+package app
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/metadata"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/sharding/served"
+	"github.com/kshard/kshard/pkg/sharding/shardcache"
+)
+
+// Serving the controllers that act on every resource the API server serves (the garbage
+// collector, ResourceQuota): one discovery loop per shard for all of them, whose informers
+// come from the shard's cache.
+
+// discoveryPeriod is how often the shard discovers served resources again (a CRD created
+// or deleted, an aggregated API registered): kube-controller-manager's garbage collector
+// and quota controller's period.
+const discoveryPeriod = 30 * time.Second
+
+// firstDiscoveryTimeout bounds the first round, run before the cache starts so that the
+// served informers are filled by the first assignment's lists: a shard whose API server's
+// discovery is slow still starts, and the next round adds what this one missed.
+const firstDiscoveryTimeout = 10 * time.Second
+
+// servedHub collects, while controllers are built, the consumers of served resources: one
+// per controller whose Descriptor asks for Served.
+type servedHub struct {
+	consumers []*served.Consumer
+}
+
+// forController returns d's Context.Served (nil when d asks for none).
+func (h *servedHub) forController(d controllers.Descriptor) controllers.ServedInformers {
+	if d.Served == nil {
+		return nil
+	}
+	f := &subscribers{}
+	h.consumers = append(h.consumers, &served.Consumer{
+		Name:       d.Name,
+		Spec:       served.Spec{Verbs: d.Served.Verbs, NamespacedOnly: d.Served.NamespacedOnly, Ignore: d.Served.Ignore},
+		Subscriber: f,
+	})
+	return f
+}
+
+// loop returns the discovery loop over the hub's consumers, nil when there are none.
+func (h *servedHub) loop(d discovery.ServerResourcesInterface, c *shardcache.Cache, mc metadata.Interface, typed map[schema.GroupVersionResource]bool, log logr.Logger) (*served.Loop, error) {
+	if len(h.consumers) == 0 {
+		return nil, nil
+	}
+	return served.NewLoop(d, servedInformers{cache: c, metadata: mc, typed: typed}, log.WithName("served"), h.consumers...)
+}
+
+// runDiscovery runs loop's first round, bounded by firstDiscoveryTimeout, then a round
+// every discoveryPeriod until ctx ends, in the background.
+func runDiscovery(ctx context.Context, loop *served.Loop, log logr.Logger) {
+	first := make(chan error, 1)
+	go func() { first <- loop.Sync() }()
+	select {
+	case err := <-first:
+		if err != nil {
+			log.Error(err, "First discovery of served resources incomplete; the next round, in 30s, tries again")
+		}
+	case <-time.After(firstDiscoveryTimeout):
+		log.Info("First discovery of served resources still running; the controllers that need them start without some", "timeout", firstDiscoveryTimeout)
+	}
+	go func() {
+		<-first
+		select {
+		case <-time.After(discoveryPeriod):
+		case <-ctx.Done():
+			return
+		}
+		loop.Run(ctx, discoveryPeriod)
+	}()
+}
+
+// subscribers is one controller's Context.Served: what its constructor subscribed, told of
+// each change in order.
+type subscribers struct {
+	mu   sync.Mutex
+	subs []controllers.ServedSubscriber
+}
+
+// Subscribe registers s.
+func (f *subscribers) Subscribe(s controllers.ServedSubscriber) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subs = append(f.subs, s)
+}
+
+// Added tells every subscriber that r is served.
+func (f *subscribers) Added(r served.Resource, inf toolscache.SharedIndexInformer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.subs {
+		s.Added(servedResource(r), inf)
+	}
+}
+
+// Removed tells every subscriber that r is gone.
+func (f *subscribers) Removed(r served.Resource) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.subs {
+		s.Removed(servedResource(r))
+	}
+}
+
+func servedResource(r served.Resource) controllers.ServedResource {
+	return controllers.ServedResource{GroupVersionResource: r.GroupVersionResource, Kind: r.Kind, Namespaced: r.Namespaced}
+}
+
+// servedInformers are served.Informers from the shard's cache: the typed informer of a
+// resource another enabled controller reads typed (shared, as kube-controller-manager's
+// informer factory shares it), otherwise an optional metadata-only one, which nothing
+// waits for while its lists fail (an aggregated API that is down).
+type servedInformers struct {
+	cache    *shardcache.Cache
+	metadata metadata.Interface
+	typed    map[schema.GroupVersionResource]bool
+}
+
+func (s servedInformers) Informer(r served.Resource) (toolscache.SharedIndexInformer, error) {
+	if s.typed[r.GroupVersionResource] {
+		return s.cache.Informer(shardcache.Key{Resource: r.GroupVersionResource})
+	}
+	rt := shardcache.MetadataType(r.GroupVersionResource, !r.Namespaced, s.metadata)
+	rt.Optional = true
+	return s.cache.InformerFor(rt), nil
+}
+
+func (s servedInformers) Remove(r served.Resource) error {
+	if s.typed[r.GroupVersionResource] {
+		return nil // other controllers read it
+	}
+	return s.cache.Remove(shardcache.Key{Resource: r.GroupVersionResource, Metadata: true})
+}
+
+// typedResources returns the resources the enabled controllers read typed.
+func typedResources(enabled []controllers.Descriptor) map[schema.GroupVersionResource]bool {
+	out := map[schema.GroupVersionResource]bool{}
+	for _, d := range enabled {
+		for _, r := range d.Resources() {
+			if !r.Metadata {
+				out[r.GroupVersionResource] = true
+			}
+		}
+	}
+	return out
+}

@@ -114,7 +114,7 @@ type shard struct {
 	// discovery finds the resources the API server serves, for the controllers that act
 	// on all of them (buildRuntime; nil when none is enabled).
 	discovery *served.Loop
-	runtime     *shardruntime.Runtime               // buildRuntime
+	runtime   *shardruntime.Runtime // buildRuntime
 	// broadcasters send the controllers' events, one per controller (buildRuntime); run
 	// shuts them down when it returns.
 	broadcasters []record.EventBroadcaster

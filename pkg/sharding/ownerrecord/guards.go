@@ -207,11 +207,12 @@ func RecordPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 // the shards' and the probe's identities what RBAC cannot.
 //
 //   - The shard ServiceAccount may not DELETE (nor deletecollection, which admission
-//     sees as one DELETE per object) any cluster-scoped object, Namespaces included. The
-//     namespace controller needs delete on */* for the content of a namespace being
-//     deleted, and RBAC cannot take the cluster-scoped resources out of a wildcard; no
-//     kshard controller deletes a cluster-scoped object (a garbage collector that does
-//     would need an exception here). Admission never sends the API server's own
+//     sees as one DELETE per object) a cluster-scoped object, Namespaces included, unless
+//     it has owner references and is not a Namespace: the garbage collector deletes
+//     cluster-scoped dependents whose owners are gone, and nothing else. The namespace
+//     controller needs delete on */* for the content of a namespace being deleted, and
+//     RBAC cannot take the cluster-scoped resources out of a wildcard. Admission never
+//     sends the API server's own
 //     admission configuration (ValidatingAdmissionPolicies, their bindings, webhook
 //     configurations) to a policy, so a shard can still delete the fence's own binding:
 //     Checker detects that.
@@ -229,6 +230,9 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 	// A cluster-scoped request has no request.namespace (a lookup of it fails); a
 	// Namespace's own requests carry its name there.
 	clusterScoped := `(!has(request.namespace) || request.namespace == '' || (request.resource.group == '' && request.resource.resource == 'namespaces'))`
+	// What the garbage collector deletes: a dependent, never a Namespace.
+	gcDependent := `oldObject != null && has(oldObject.metadata.ownerReferences) && size(oldObject.metadata.ownerReferences) > 0 && ` +
+		`!(request.resource.group == '' && request.resource.resource == 'namespaces')`
 	dryRunEventCreate := `request.operation == 'CREATE' && request.resource.group == '' && request.resource.resource == 'events' && ` +
 		`!(has(request.subResource) && request.subResource != '') && has(request.dryRun) && request.dryRun == true`
 	what := `request.operation + ' ' + request.resource.resource + ` + celSubresource + ` + ' ' + ` + celName + ` + ` +
@@ -265,10 +269,10 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 					Reason:            &forbidden,
 				},
 				{
-					Expression: `!(` + shard + `)`,
+					Expression: `!(` + shard + `) || (` + gcDependent + `)`,
 					MessageExpression: `'` + LimitsMessagePrefix + ` shard ' + (` + celShard + `) + ' may not ' + variables.what + ` +
-						`': no kshard controller deletes cluster-scoped objects'`,
-					Message: LimitsMessagePrefix + " shards may not delete cluster-scoped objects",
+						`': a shard deletes only cluster-scoped objects that have owner references (the garbage collector), and never a Namespace'`,
+					Message: LimitsMessagePrefix + " shards may delete only cluster-scoped objects that have owner references, never a Namespace",
 					Reason:  &forbidden,
 				},
 			},

@@ -327,7 +327,8 @@ func TestRecordGuard(t *testing.T) {
 }
 
 // TestShardLimits checks that the shard ServiceAccount may not delete cluster-scoped
-// objects (RBAC lets it, as the namespace controller's */* does), that other users may,
+// objects (RBAC lets it, as the namespace controller's */* does) unless they have owner
+// references (the garbage collector's dependents), that other users may,
 // and that the probe user the coordinator impersonates may only send dry-run Events,
 // which the fence judges as the shard it names.
 func TestShardLimits(t *testing.T) {
@@ -360,6 +361,18 @@ func TestShardLimits(t *testing.T) {
 		{name: "shard deletes a ClusterRole", as: "shard-a", want: byLimits,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				return c.RbacV1().ClusterRoles().Delete(ctx, scratchRole(t), metav1.DeleteOptions{})
+			}},
+		{name: "shard deletes a ClusterRole that has an owner (the garbage collector)", as: "shard-a", want: allowed,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				r, err := e.f.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
+					GenerateName: "kshard-limits-e2e-",
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "gone", UID: "5b1c2f7e-0000-4000-8000-000000000001"}},
+				}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = e.f.Client.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{}) })
+				return c.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
 			}},
 		{name: "shard deletes a Namespace", as: "shard-a", want: byLimits,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {

@@ -365,7 +365,7 @@ func TestShardLimits(t *testing.T) {
 		{name: "shard deletes a ClusterRole that has an owner (the garbage collector)", as: "shard-a", want: allowed,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				r, err := e.f.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
-					GenerateName: "kshard-limits-e2e-",
+					GenerateName:    "kshard-limits-e2e-",
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "gone", UID: "5b1c2f7e-0000-4000-8000-000000000001"}},
 				}}, metav1.CreateOptions{})
 				if err != nil {

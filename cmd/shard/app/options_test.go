@@ -32,6 +32,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "negative leave timeout", args: []string{"--leave-timeout=-1s"}, wantErr: []string{"--leave-timeout"}},
 		{name: "zero warm-up concurrency", args: []string{"--warmup-concurrency=0"}, wantErr: []string{"--warmup-concurrency=0 must be from 1 to 1000"}},
 		{name: "warm-up concurrency beyond the bound", args: []string{"--warmup-concurrency=1001"}, wantErr: []string{"--warmup-concurrency=1001 must be from 1 to 1000"}},
+		{name: "discovery every 5s", args: []string{"--served-discovery-period=5s"}},
+		{name: "discovery period below a second", args: []string{"--served-discovery-period=100ms"}, wantErr: []string{"--served-discovery-period=100ms must be at least 1s"}},
 		{name: "coordinator address of colons", args: []string{"--coordinator-address=::::"}, wantErr: []string{`--coordinator-address="::::": want host:port`}},
 		{name: "one bad coordinator address of two", args: []string{"--coordinator-address=coordinator-0:9090,a b:99999"},
 			wantErr: []string{`--coordinator-address="a b:99999"`, `the port "99999"`}},

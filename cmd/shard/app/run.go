@@ -301,7 +301,7 @@ func (s *shard) runUntilExit(ctx context.Context, stop context.CancelFunc) error
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	if s.discovery != nil {
-		runDiscovery(runCtx, s.discovery, s.log)
+		runDiscovery(runCtx, s.discovery, s.o.DiscoveryPeriod, s.log)
 	}
 	rtDone := make(chan struct{})
 	go func() {

@@ -20,9 +20,9 @@ import (
 // collector, ResourceQuota): one discovery loop per shard for all of them, whose informers
 // come from the shard's cache.
 
-// discoveryPeriod is how often the shard discovers served resources again (a CRD created
-// or deleted, an aggregated API registered): kube-controller-manager's garbage collector
-// and quota controller's period.
+// discoveryPeriod is --served-discovery-period's default: how often the shard discovers
+// served resources again (a CRD created or deleted, an aggregated API registered),
+// kube-controller-manager's garbage collector and quota controller's period.
 const discoveryPeriod = 30 * time.Second
 
 // firstDiscoveryTimeout bounds the first round, run before the cache starts so that the
@@ -59,14 +59,14 @@ func (h *servedHub) loop(d discovery.ServerResourcesInterface, c *shardcache.Cac
 }
 
 // runDiscovery runs loop's first round, bounded by firstDiscoveryTimeout, then a round
-// every discoveryPeriod until ctx ends, in the background.
-func runDiscovery(ctx context.Context, loop *served.Loop, log logr.Logger) {
+// every period until ctx ends, in the background.
+func runDiscovery(ctx context.Context, loop *served.Loop, period time.Duration, log logr.Logger) {
 	first := make(chan error, 1)
 	go func() { first <- loop.Sync() }()
 	select {
 	case err := <-first:
 		if err != nil {
-			log.Error(err, "First discovery of served resources incomplete; the next round, in 30s, tries again")
+			log.Error(err, "First discovery of served resources incomplete; the next round tries again", "period", period)
 		}
 	case <-time.After(firstDiscoveryTimeout):
 		log.Info("First discovery of served resources still running; the controllers that need them start without some", "timeout", firstDiscoveryTimeout)
@@ -74,11 +74,11 @@ func runDiscovery(ctx context.Context, loop *served.Loop, log logr.Logger) {
 	go func() {
 		<-first
 		select {
-		case <-time.After(discoveryPeriod):
+		case <-time.After(period):
 		case <-ctx.Done():
 			return
 		}
-		loop.Run(ctx, discoveryPeriod)
+		loop.Run(ctx, period)
 	}()
 }
 

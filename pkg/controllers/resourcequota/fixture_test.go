@@ -7,8 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/labels"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -108,7 +108,9 @@ func newQuota(name string, hard corev1.ResourceList, opts ...quotaOpt) *corev1.R
 
 // synced sets the quota's status: hard as spec, and used.
 func synced(used corev1.ResourceList) quotaOpt {
-	return func(q *corev1.ResourceQuota) { q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard.DeepCopy(), Used: used} }
+	return func(q *corev1.ResourceQuota) {
+		q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard.DeepCopy(), Used: used}
+	}
 }
 
 func inNamespace(ns string) quotaOpt { return func(q *corev1.ResourceQuota) { q.Namespace = ns } }
@@ -145,7 +147,9 @@ func resources(requests, limits corev1.ResourceList) podOpt {
 
 func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
 
-func deadline(s int64) podOpt { return func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(s) } }
+func deadline(s int64) podOpt {
+	return func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(s) }
+}
 
 func priorityClass(c string) podOpt { return func(p *corev1.Pod) { p.Spec.PriorityClassName = c } }
 

@@ -178,15 +178,24 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 }
 
 // Run runs workers on each of the three queues, as upstream runs them on each of its two,
-// and queues every quota for a full recalculation every sync period, until ctx ends.
+// and queues every quota for a full recalculation every sync period, until ctx ends. The
+// further queues' syncs are recorded in the controller's reconcile metrics too: each is a
+// sync of a quota.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	var wg sync.WaitGroup
 	wg.Go(func() { wait.UntilWithContext(ctx, c.enqueueAll, c.syncPeriod) })
-	for name, q := range map[string]workqueue.TypedRateLimitingInterface[string]{
-		Name: c.queue, PriorityQueue: c.priority, ReplenishmentQueue: c.replenishment,
-	} {
-		wg.Go(func() { controllers.RunWorkers(ctx, name, q, workers, c.sync, c.metrics) })
+	observed := func(ctx context.Context, key string) error {
+		start := time.Now()
+		err := c.sync(ctx, key)
+		c.metrics.Observe(Name, start, err)
+		return err
 	}
+	for name, q := range map[string]workqueue.TypedRateLimitingInterface[string]{
+		PriorityQueue: c.priority, ReplenishmentQueue: c.replenishment,
+	} {
+		wg.Go(func() { controllers.RunWorkers(ctx, name, q, workers, observed, nil) })
+	}
+	controllers.RunWorkers(ctx, Name, c.queue, workers, c.sync, c.metrics)
 	wg.Wait()
 }
 

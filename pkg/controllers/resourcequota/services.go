@@ -20,11 +20,13 @@ var serviceResourceNames = []corev1.ResourceName{
 
 func newServiceEvaluator(list generic.ListFuncByNamespace) *evaluator {
 	return &evaluator{
-		gr:       svcs.GroupResource(),
-		list:     list,
-		scope:    generic.MatchesNoScopeFunc,
-		matching: func(input []corev1.ResourceName) []corev1.ResourceName { return quota.Intersection(input, serviceResourceNames) },
-		usage:    serviceUsage,
+		gr:    svcs.GroupResource(),
+		list:  list,
+		scope: generic.MatchesNoScopeFunc,
+		matching: func(input []corev1.ResourceName) []corev1.ResourceName {
+			return quota.Intersection(input, serviceResourceNames)
+		},
+		usage: serviceUsage,
 	}
 }
 

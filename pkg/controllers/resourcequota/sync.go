@@ -2,13 +2,13 @@ package resourcequota
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	quota "k8s.io/apiserver/pkg/quota/v1"
 
 	"github.com/kshard/kshard/pkg/controllers"
@@ -70,5 +70,5 @@ func (c *Controller) syncQuota(ctx context.Context, rq *corev1.ResourceQuota) er
 			errs = append(errs, err)
 		}
 	}
-	return utilerrors.NewAggregate(errs)
+	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/apiserver/pkg/quota/v1/generic"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -101,16 +102,17 @@ func listIndexer(idx toolscache.Indexer) generic.ListFuncByNamespace {
 	}
 }
 
-// newRegistry returns the evaluators the controller always has: pods, services and PVCs
-// on their typed informers, and the object counts with a legacy name (configmaps, secrets,
+// newRegistry returns the evaluators the controller always has: pods, services, PVCs and
+// ResourceClaims on their typed informers, and the object counts with a legacy name (configmaps, secrets,
 // replicationcontrollers, resourcequotas), which count through the served informer of
 // their resource once the shard hands it over, and fail until then. Every other served
 // resource gets an object-count evaluator when handed over (Added).
-func (c *Controller) newRegistry(podInf, svcInf, pvcInf toolscache.SharedIndexInformer) quota.Registry {
+func (c *Controller) newRegistry(podInf, svcInf, pvcInf, claimInf, classInf toolscache.SharedIndexInformer) quota.Registry {
 	evals := []quota.Evaluator{
 		newPodEvaluator(listIndexer(podInf.GetIndexer()), c.clock),
 		newServiceEvaluator(listIndexer(svcInf.GetIndexer())),
 		newPVCEvaluator(listIndexer(pvcInf.GetIndexer())),
+		newClaimEvaluator(claimInf, classInf, corelisters.NewPodLister(podInf.GetIndexer()), c.clock),
 	}
 	for gr, alias := range legacyCountNames {
 		evals = append(evals, generic.NewObjectCountEvaluator(gr, c.listServed(gr), alias))

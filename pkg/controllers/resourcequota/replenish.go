@@ -16,7 +16,7 @@ import (
 
 // typedResources are the resources whose evaluators read typed informers of the
 // controller's own (Reads): their served informers are not read.
-var typedResources = []schema.GroupResource{pods.GroupResource(), svcs.GroupResource(), pvcs.GroupResource()}
+var typedResources = []schema.GroupResource{pods.GroupResource(), svcs.GroupResource(), pvcs.GroupResource(), claims.GroupResource()}
 
 // Added starts counting a resource the API server serves: an object-count evaluator over
 // its informer (the legacy-named counts already have one, which now finds the informer),

@@ -21,12 +21,13 @@ var (
 	pvcQuota     = newQuota("pvcs", list("gold.storageclass.storage.k8s.io/requests.storage", "1Gi"), synced(list()))
 	widgetQuota  = newQuota("widgets", list("count/widgets.example.com", "4"), synced(list()))
 	cmQuota      = newQuota("cms", list("configmaps", "4"), synced(list()))
+	claimQuota   = newQuota("claims", list("gpu.deviceclass.resource.k8s.io/devices", "1"), synced(list()))
 	otherQuota   = newQuota("other", list("requests.cpu", "4"), synced(list()), inNamespace("other"))
 	pendingQuota = newQuota("pending", list("pods", "4")) // status.hard not yet written
 )
 
 func TestReplenish(t *testing.T) {
-	all := []runtime.Object{podQuota, countQuota, svcQuota, pvcQuota, widgetQuota, cmQuota, otherQuota, pendingQuota}
+	all := []runtime.Object{podQuota, countQuota, svcQuota, pvcQuota, claimQuota, widgetQuota, cmQuota, otherQuota, pendingQuota}
 	for _, tc := range []struct {
 		name string
 		// event runs the event on the fixture's handlers.
@@ -76,6 +77,13 @@ func TestReplenish(t *testing.T) {
 		{name: "a PVC deleted",
 			event: func(f *fixture) { f.ctrl.replenishHandler(pvcs.GroupResource()).OnDelete(newPVC("p", "2Gi")) },
 			want:  []string{"ns/pvcs"}},
+		{name: "a claim deleted",
+			event: func(f *fixture) { f.ctrl.replenishHandler(claims.GroupResource()).OnDelete(newClaim("c")) },
+			want:  []string{"ns/claims"}},
+		{name: "a claim updated: never",
+			event: func(f *fixture) {
+				f.ctrl.replenishHandler(claims.GroupResource()).OnUpdate(newClaim("c"), newClaim("c", exactly("gpu", "ExactCount", 1)))
+			}},
 		{name: "a served resource's object deleted",
 			event: func(f *fixture) {
 				inf := newFakeInformer(true)
@@ -128,6 +136,7 @@ func TestAddedRemoved(t *testing.T) {
 		{name: "cluster-scoped: ignored", res: controllers.ServedResource{GroupVersionResource: widgets.GroupVersionResource}},
 		{name: "an ignored resource", res: served("", "events")},
 		{name: "pods are read typed: their served informer is not", res: served("", "pods"), wantCounted: true},
+		{name: "claims are read typed too", res: served("resource.k8s.io", "resourceclaims"), wantCounted: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
@@ -149,7 +158,7 @@ func TestAddedRemoved(t *testing.T) {
 				t.Errorf("%d handlers after Removed, want none", len(inf.handlers))
 			}
 			_, legacy := legacyCountNames[tc.res.GroupResource()]
-			wantAfter := legacy || tc.res.Resource == "pods"
+			wantAfter := legacy || slices.Contains(typedResources, tc.res.GroupResource())
 			if got := f.ctrl.registry.Get(tc.res.GroupResource()) != nil; got != wantAfter {
 				t.Errorf("evaluator after Removed %v, want %v", got, wantAfter)
 			}

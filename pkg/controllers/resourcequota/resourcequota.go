@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,12 +44,17 @@ const (
 const SyncPeriodFlag = "resource-quota-sync-period"
 
 // The informers the controller reads: its quotas, and the objects whose usage is more than
-// a count.
+// a count (upstream's evaluators with 1.37's default features: DynamicResourceAllocation
+// and DRAExtendedResource are GA and on).
 var (
 	quotas = controllers.Typed(corev1.SchemeGroupVersion.WithResource("resourcequotas"))
 	pods   = controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods"))
 	svcs   = controllers.Typed(corev1.SchemeGroupVersion.WithResource("services"))
 	pvcs   = controllers.Typed(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"))
+	claims = controllers.Typed(resourceapi.SchemeGroupVersion.WithResource("resourceclaims"))
+	// deviceClasses are cluster-scoped: every shard caches all of them. They say which
+	// extended resources a claim's devices provide.
+	deviceClasses = controllers.Typed(resourceapi.SchemeGroupVersion.WithResource("deviceclasses"))
 )
 
 // ignoredResources are the resources quota never counts, as upstream's
@@ -83,7 +89,7 @@ func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
 		Name: Name, OnByDefault: true, WorkersFlag: "concurrent-resource-quota-syncs", DefaultWorkers: 5,
 		Primary: []controllers.Resource{quotas},
-		Reads:   []controllers.Resource{pods, svcs, pvcs},
+		Reads:   []controllers.Resource{pods, svcs, pvcs, claims, deviceClasses},
 		Queues:  []controllers.QueueSpec{queue(PriorityQueue), queue(ReplenishmentQueue)},
 		Permissions: []controllers.Permission{
 			{Resource: "resourcequotas/status", Verbs: []string{"update"}},
@@ -137,11 +143,14 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 	if priority == nil || replenishment == nil {
 		return nil, fmt.Errorf("the %s controller needs its %s and %s queues in its context", Name, PriorityQueue, ReplenishmentQueue)
 	}
-	infs, err := controllers.InformersFor(c.Informers, quotas, pods, svcs, pvcs)
+	infs, err := controllers.InformersFor(c.Informers, quotas, pods, svcs, pvcs, claims, deviceClasses)
 	if err != nil {
 		return nil, err
 	}
-	quotaInf, podInf, svcInf, pvcInf := infs[0], infs[1], infs[2], infs[3]
+	quotaInf, podInf, svcInf, pvcInf, claimInf, classInf := infs[0], infs[1], infs[2], infs[3], infs[4], infs[5]
+	if err := addClaimOwnerIndex(claimInf); err != nil {
+		return nil, fmt.Errorf("resource claim index: %w", err)
+	}
 	ctrl := &Controller{
 		client:        c.Client,
 		quotaLister:   corelisters.NewResourceQuotaLister(quotaInf.GetIndexer()),
@@ -154,7 +163,7 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 		log:           c.Logger,
 		served:        map[schema.GroupResource]*servedResource{},
 	}
-	ctrl.registry = ctrl.newRegistry(podInf, svcInf, pvcInf)
+	ctrl.registry = ctrl.newRegistry(podInf, svcInf, pvcInf, claimInf, classInf)
 	log := c.Logger
 	if _, err := quotaInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { ctrl.addQuota(log, obj) },
@@ -164,10 +173,11 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 	}); err != nil {
 		return nil, err
 	}
-	// Pods, services and PVCs are read typed, so that an update that changes what they
-	// use replenishes; their served informers, when handed over, are not watched twice.
+	// Pods, services, PVCs and ResourceClaims are read typed, so that an update that
+	// changes what they use replenishes; their served informers, when handed over, are not
+	// watched twice.
 	for gr, inf := range map[schema.GroupResource]toolscache.SharedIndexInformer{
-		pods.GroupResource(): podInf, svcs.GroupResource(): svcInf, pvcs.GroupResource(): pvcInf,
+		pods.GroupResource(): podInf, svcs.GroupResource(): svcInf, pvcs.GroupResource(): pvcInf, claims.GroupResource(): claimInf,
 	} {
 		if _, err := inf.AddEventHandler(ctrl.replenishHandler(gr)); err != nil {
 			return nil, err

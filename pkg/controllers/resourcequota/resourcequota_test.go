@@ -51,6 +51,7 @@ func TestDescriptor(t *testing.T) {
 	want := map[string][]string{
 		"/resourcequotas/status": {"update"}, "/resourcequotas": {"list", "watch"}, "/pods": {"list", "watch"},
 		"/services": {"list", "watch"}, "/persistentvolumeclaims": {"list", "watch"}, "*/*": {"list", "watch"},
+		"resource.k8s.io/resourceclaims": {"list", "watch"}, "resource.k8s.io/deviceclasses": {"list", "watch"},
 	}
 	if !maps.EqualFunc(perms, want, slices.Equal) {
 		t.Errorf("permissions %v, want %v", perms, want)

@@ -8,7 +8,9 @@
 // Usage is computed from the shard's caches of the quota's own namespace: pods (compute
 // requests and limits, hugepages, extended resources, the pods count of non-terminal
 // pods), services (count, load balancers, node ports), PersistentVolumeClaims (count and
-// storage, also per storage class), and an object count (count/<resource>.<group>, and the
+// storage, also per storage class), ResourceClaims (count, devices per device class, and
+// the extended resources device classes provide, read from the cluster's DeviceClasses),
+// and an object count (count/<resource>.<group>, and the
 // legacy names configmaps, secrets, replicationcontrollers and resourcequotas) for every
 // namespaced resource the API server serves, handed over by the shard as discovery finds
 // it (Context.Served). Quota scopes (Terminating, NotTerminating, BestEffort,
@@ -29,4 +31,5 @@
 // then admission refuses every create they cover), and resourcequota_replenishment,
 // which upstream does not have (it replenishes through the primary queue): a periodic
 // recalculation of many quotas cannot delay the release of usage (kubernetes#122483).
+// When the shard starts working a namespace it queues each of its quotas on all three.
 package resourcequota

@@ -33,12 +33,16 @@ type evaluator struct {
 
 var _ quota.Evaluator = (*evaluator)(nil)
 
+// GroupResource is the resource whose objects the evaluator reads.
 func (e *evaluator) GroupResource() schema.GroupResource { return e.gr }
 
+// MatchingResources returns the names of input that the resource's usage has: what
+// decides which quotas a change of the resource replenishes.
 func (e *evaluator) MatchingResources(input []corev1.ResourceName) []corev1.ResourceName {
 	return e.matching(input)
 }
 
+// Usage is one object's usage.
 func (e *evaluator) Usage(item runtime.Object) (corev1.ResourceList, error) { return e.usage(item) }
 
 // UsageStats sums the usage of the namespace's objects that match every scope. As
@@ -48,6 +52,7 @@ func (e *evaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageStat
 	return generic.CalculateUsageStats(options, e.list, e.scope, e.usage)
 }
 
+// Matches is admission's: whether a quota covers an object.
 func (e *evaluator) Matches(rq *corev1.ResourceQuota, item runtime.Object) (bool, error) {
 	return generic.Matches(rq, item, e.matching, e.scope)
 }
@@ -58,6 +63,7 @@ func (e *evaluator) Constraints([]corev1.ResourceName, runtime.Object) error { r
 // Handles is admission's: the controller never handles a request.
 func (e *evaluator) Handles(admission.Attributes) bool { return false }
 
+// MatchingScopes is admission's: the selectors an object matches.
 func (e *evaluator) MatchingScopes(item runtime.Object, selectors []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
 	matched := []corev1.ScopedResourceSelectorRequirement{}
 	for _, s := range selectors {
@@ -72,6 +78,7 @@ func (e *evaluator) MatchingScopes(item runtime.Object, selectors []corev1.Scope
 	return matched, nil
 }
 
+// UncoveredQuotaScopes is admission's: the limited scopes no matched scope covers.
 func (e *evaluator) UncoveredQuotaScopes(limited, matched []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
 	uncovered := []corev1.ScopedResourceSelectorRequirement{}
 	for _, l := range limited {

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kshard/kshard/pkg/controllers"
@@ -23,7 +24,6 @@ type item struct {
 	virtual            bool
 	beingDeleted       bool
 	deletingDependents bool
-	orphaning          bool
 }
 
 // take resolves a queue key to its node, clearing its want bit (want), and reports
@@ -46,7 +46,7 @@ func (c *Controller) take(key string, want func(*node) bool) (item, bool) {
 		return item{}, false
 	}
 	return item{n: n, identity: n.identity, virtual: n.virtual, beingDeleted: n.beingDeleted,
-		deletingDependents: n.deletingDependents, orphaning: n.orphaning}, true
+		deletingDependents: n.deletingDependents}, true
 }
 
 // syncDelete is attemptToDelete's sync, upstream's attemptToDeleteWorker: it collects the
@@ -99,6 +99,9 @@ func (c *Controller) attemptToDeleteItem(ctx context.Context, it item) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		log.V(5).Info("item not found, generating a virtual delete event")
+		if it.virtual {
+			c.reportOwnerElsewhere(ctx, it)
+		}
 		c.enqueueVirtualDelete(it.identity)
 		return errEnqueuedVirtualDelete
 	case err != nil:
@@ -310,4 +313,38 @@ func (c *Controller) checkRemote(ctx context.Context, owner objectReference, fin
 			Reason: fmt.Sprintf("dependents in other shards' namespaces may still reference the cluster-scoped owner (finalizer %s)", finalizer)}
 	}
 	return nil
+}
+
+// reportOwnerElsewhere looks for a virtual owner, not found in its dependents' namespace,
+// in every namespace: an owner in a namespace another shard works is never observed here,
+// so upstream's OwnerRefInvalidNamespace event, recorded when the owner is observed in
+// another namespace, would be missed. A consistent read is not needed (resourceVersion 0,
+// the watch cache); the lookup is best effort, and its failure only costs the event. The
+// dependents are then collected as dangling in their own namespace, as upstream.
+func (c *Controller) reportOwnerElsewhere(ctx context.Context, it item) {
+	_, log := nodeLogger(ctx, it.identity)
+	gvr, namespaced, err := c.resources.mapping(it.identity.APIVersion, it.identity.Kind)
+	if err != nil || !namespaced {
+		return
+	}
+	list, err := c.metadata.Resource(gvr).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", it.identity.Name).String(), ResourceVersion: "0"})
+	if err != nil {
+		log.V(4).Info("cannot look for the owner in other namespaces", "err", err)
+		return
+	}
+	for _, o := range list.Items {
+		if o.UID != it.identity.UID || o.Name != it.identity.Name || o.Namespace == it.identity.Namespace {
+			continue
+		}
+		c.graph.mu.RLock()
+		for dep := range it.n.dependents {
+			if dep.identity.Namespace != o.Namespace {
+				log.V(2).Info("item references an owner but does not match namespaces", "item", dep.identity, "ownerNamespace", o.Namespace)
+				c.reportInvalidNamespaceOwnerRef(dep, it.identity.UID)
+			}
+		}
+		c.graph.mu.RUnlock()
+		return
+	}
 }

@@ -103,6 +103,19 @@ func TestAttemptToDelete(t *testing.T) {
 			wantEvents: []string{`Warning OwnerRefInvalidNamespace ownerRef [apps/v1/ReplicaSet, namespace: b, name: rs, uid: rs-1] does not exist in namespace "b"`},
 		},
 		{
+			name:       "owner in a namespace this shard does not work: found by a lookup in every namespace, the same event",
+			live:       []*metav1.PartialObjectMetadata{object(replicaSets, "a", "rs", "rs-1")},
+			observed:   []*metav1.PartialObjectMetadata{object(pods, "b", "p", "p-1", ref("apps/v1", "ReplicaSet", "rs", "rs-1"))},
+			wantWrites: []string{"delete pods b/p Background"},
+			wantEvents: []string{`Warning OwnerRefInvalidNamespace ownerRef [apps/v1/ReplicaSet, namespace: b, name: rs, uid: rs-1] does not exist in namespace "b"`},
+		},
+		{
+			name:       "owner of the same name and another UID in another namespace: no event",
+			live:       []*metav1.PartialObjectMetadata{object(replicaSets, "a", "rs", "rs-9")},
+			observed:   []*metav1.PartialObjectMetadata{object(pods, "b", "p", "p-1", ref("apps/v1", "ReplicaSet", "rs", "rs-1"))},
+			wantWrites: []string{"delete pods b/p Background"},
+		},
+		{
 			name:     "cluster-scoped dependent of a namespaced owner: invalid, forgotten, never collected",
 			observed: []*metav1.PartialObjectMetadata{object(nodes, "", "n", "n-1", ref("apps/v1", "ReplicaSet", "rs", "rs-1"))},
 		},

@@ -56,8 +56,6 @@ type node struct {
 	beingDeleted bool
 	// deletingDependents: being deleted with the foregroundDeletion finalizer.
 	deletingDependents bool
-	// orphaning: being deleted with the orphan finalizer.
-	orphaning bool
 	// wantDelete and wantOrphan are set whenever the node's key is added to a queue and
 	// cleared when a worker takes it: a key the shard's gate dropped (its partition was
 	// not held) keeps its bit, and Resync queues it again once the partition is held.

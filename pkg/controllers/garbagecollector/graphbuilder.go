@@ -142,7 +142,6 @@ func (c *Controller) processGraphChange(log logr.Logger, e *event) {
 			dependents:         map[*node]struct{}{},
 			beingDeleted:       obj.GetDeletionTimestamp() != nil,
 			deletingDependents: obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, metav1.FinalizerDeleteDependents),
-			orphaning:          obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, metav1.FinalizerOrphanDependents),
 		}
 		g.nodes[n.identity.UID] = n
 		c.addDependentToOwners(log, n, n.owners)
@@ -157,7 +156,6 @@ func (c *Controller) processGraphChange(log logr.Logger, e *event) {
 		}
 		if obj.GetDeletionTimestamp() != nil {
 			existing.beingDeleted = true
-			existing.orphaning = hasFinalizer(obj, metav1.FinalizerOrphanDependents)
 		}
 		c.processTransitions(log, e.oldObj, obj, existing)
 	case e.typ == deleteEvent:
@@ -385,7 +383,6 @@ func deletionStartsWithFinalizer(old any, obj metav1.Object, finalizer string) b
 func (c *Controller) processTransitions(log logr.Logger, old any, obj metav1.Object, n *node) {
 	if deletionStartsWithFinalizer(old, obj, metav1.FinalizerOrphanDependents) {
 		log.V(5).Info("add item to attemptToOrphan", "item", n.identity)
-		n.orphaning = true
 		c.enqueueOrphan(n)
 		return
 	}

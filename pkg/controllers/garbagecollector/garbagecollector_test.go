@@ -2,8 +2,10 @@ package garbagecollector
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,4 +109,33 @@ func TestRun(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+func TestProcessNext(t *testing.T) {
+	tests := []struct {
+		name            string
+		err             error
+		wantRateLimited bool
+		wantAfter       bool
+	}{
+		{name: "success forgets the key"},
+		{name: "a failure retries with backoff", err: errors.New("boom"), wantRateLimited: true},
+		{name: "a quiet retry (owner kind not served yet, virtual not observed) retries with backoff", err: errNotObserved, wantRateLimited: true},
+		{name: "a wait requeues after its delay", err: &controllers.RequeueAfterError{After: time.Minute}, wantAfter: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := controllertest.NewQueue()
+			defer q.ShutDown()
+			q.Add("ns/u-1")
+			processNext(context.Background(), controllertest.Logger(t), "q", q,
+				func(context.Context, string) error { return tt.err }, nil)
+			if got := len(q.RateLimited()) == 1; got != tt.wantRateLimited {
+				t.Errorf("rate-limited %v; want %v", q.RateLimited(), tt.wantRateLimited)
+			}
+			if _, got := q.After("ns/u-1"); got != tt.wantAfter {
+				t.Errorf("requeued after a delay %v; want %v", got, tt.wantAfter)
+			}
+		})
+	}
 }

@@ -1,0 +1,260 @@
+package garbagecollector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/kshard/kshard/pkg/controllers"
+)
+
+// Name is kshard's name for the controller: the alias kube-controller-manager accepts for
+// its garbage-collector-controller.
+const Name = "garbagecollector"
+
+// The controller's gated queues, named as upstream's workqueues so that their client-go
+// workqueue series read as upstream's.
+const (
+	attemptToDeleteQueue = "garbage_collector_attempt_to_delete"
+	attemptToOrphanQueue = "garbage_collector_attempt_to_orphan"
+	graphChangesQueue    = "garbage_collector_graph_changes"
+)
+
+// eventSource is upstream's event component (not "garbagecollector-controller"): users
+// and tools filter events by it.
+const eventSource = "garbage-collector-controller"
+
+// IgnoredResources are the resources upstream's garbage collector ignores by default:
+// events, core and events.k8s.io. Events carry no owners worth collecting, and there are
+// many.
+func IgnoredResources() []schema.GroupResource {
+	return []schema.GroupResource{{Group: "", Resource: "events"}, {Group: "events.k8s.io", Resource: "events"}}
+}
+
+// Descriptor registers the controller: on by default, with kube-controller-manager's
+// --concurrent-gc-syncs flag and default of 20 workers per queue, every served resource
+// that supports delete, list and watch (upstream's GetDeletableResources filter), and
+// twice the client QPS ("each object deletion takes two API calls", as upstream).
+//
+// Upstream's --enable-garbage-collector is not exposed: kshard selects controllers with
+// --controllers (-garbagecollector switches it off). The API server's flag of the same
+// name must stay on.
+func Descriptor() controllers.Descriptor {
+	return controllers.Descriptor{
+		Name: Name, OnByDefault: true, WorkersFlag: "concurrent-gc-syncs", DefaultWorkers: 20,
+		ClientQPSScale: 2,
+		Served: &controllers.ServedResources{
+			Verbs:       []string{"delete", "list", "watch"},
+			Ignore:      IgnoredResources(),
+			Permissions: []string{"get", "patch", "delete"},
+		},
+		Queues:      []controllers.QueueSpec{{Name: attemptToDeleteQueue}, {Name: attemptToOrphanQueue}},
+		EventSource: eventSource,
+		New:         New,
+	}
+}
+
+// Controller is the garbage collector of one shard: a dependency graph of the shard's
+// namespaces' objects and of every cluster-scoped object, and the workers that delete
+// objects whose owners are gone and orphan dependents of owners deleted with the orphan
+// finalizer.
+type Controller struct {
+	metadata metadata.Interface
+	recorder record.EventRecorder
+	log      logr.Logger
+	metrics  *controllers.ReconcileMetrics
+	gcm      *Metrics
+
+	graph  *graph
+	absent *absentOwners
+	// graphChanges carries informer events, virtual deletes and Resync markers to the
+	// graph builder's single goroutine. It is internal, not gated: the graph holds
+	// whatever the shard's stores hold.
+	graphChanges    workqueue.TypedInterface[*event]
+	attemptToDelete workqueue.TypedRateLimitingInterface[string]
+	attemptToOrphan workqueue.TypedRateLimitingInterface[string]
+
+	resources *resources
+	remote    RemoteDependents
+	// remoteRetry is how long a cluster-scoped owner waits before RemoteDependents is
+	// asked again.
+	remoteRetry time.Duration
+}
+
+// New builds the controller and subscribes it to the shard's served resources.
+func New(c controllers.Context) (controllers.Controller, error) {
+	return newController(c, ConservativeRemote{})
+}
+
+func newController(c controllers.Context, remote RemoteDependents) (*Controller, error) {
+	del, orph := c.Queues[attemptToDeleteQueue], c.Queues[attemptToOrphanQueue]
+	if del == nil || orph == nil || c.Served == nil || c.Metadata == nil {
+		return nil, errors.New("the garbage collector needs its two queues, served resources and a metadata client")
+	}
+	m, err := NewMetrics(c.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	ctrl := &Controller{
+		metadata: c.Metadata, recorder: c.Recorder, log: c.Logger, metrics: c.Metrics, gcm: m,
+		graph:           newGraph(),
+		absent:          newAbsentOwners(absentOwnerCacheSize),
+		graphChanges:    workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[*event]{Name: graphChangesQueue}),
+		attemptToDelete: del,
+		attemptToOrphan: orph,
+		resources:       newResources(),
+		remote:          remote,
+		remoteRetry:     30 * time.Second,
+	}
+	c.Served.Subscribe(ctrl)
+	return ctrl, nil
+}
+
+// Run runs the graph builder and workers attemptToDelete and attemptToOrphan workers
+// until ctx ends. Upstream waits for its monitors to sync first; here the shard's gate
+// admits keys of a partition only once its stores are filled (and Resync has run).
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		c.runGraphBuilder(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		runWorkers(ctx, attemptToDeleteQueue, c.attemptToDelete, workers, c.syncDelete, c.metrics)
+	}()
+	go func() {
+		defer wg.Done()
+		runWorkers(ctx, attemptToOrphanQueue, c.attemptToOrphan, workers, c.syncOrphan, c.metrics)
+	}()
+	<-ctx.Done()
+	c.graphChanges.ShutDown()
+	wg.Wait()
+}
+
+// runGraphBuilder applies graph changes one at a time until the queue shuts down.
+func (c *Controller) runGraphBuilder(ctx context.Context) {
+	log := klog.FromContext(ctx).WithValues("controller", Name)
+	for {
+		e, quit := c.graphChanges.Get()
+		if quit {
+			return
+		}
+		c.processGraphChange(log, e)
+		c.graphChanges.Done(e)
+	}
+}
+
+// quietError is a retry that is expected and not a failure worth an error log: an owner
+// kind not (yet) served (upstream's REST-mapping error, retried at log level 5), or a
+// virtual node not yet observed (upstream #56121).
+type quietError struct{ error }
+
+func (e quietError) Unwrap() error { return e.error }
+
+// quietRetries is how many failures in a row stay at log level 2 before one is reported.
+const quietRetries = 5
+
+// keyContexter is the shard's gated queue's bound on one key's work (see
+// controllers.RunWorkers).
+type keyContexter interface {
+	KeyContext(parent context.Context, key string) (context.Context, context.CancelFunc)
+}
+
+// runWorkers is controllers.RunWorkers with upstream's garbage collector retry policy:
+// a quietError is requeued rate-limited without being logged above level 5 (RunWorkers
+// reports a key that keeps failing, which a virtual owner waiting to be observed would).
+func runWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[string], workers int,
+	syncFn controllers.SyncFunc, metrics *controllers.ReconcileMetrics) {
+	log := klog.FromContext(ctx).WithValues("controller", Name, "queue", name)
+	ctx = klog.NewContext(ctx, log)
+	metrics.Init(name)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for processNext(ctx, log, name, queue, syncFn, metrics) {
+				}
+			}, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	queue.ShutDown()
+	wg.Wait()
+}
+
+func processNext(ctx context.Context, log logr.Logger, name string, queue workqueue.TypedRateLimitingInterface[string],
+	syncFn controllers.SyncFunc, metrics *controllers.ReconcileMetrics) bool {
+	key, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(key)
+	if kc, ok := queue.(keyContexter); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = kc.KeyContext(ctx, key)
+		defer cancel()
+	}
+	start := time.Now()
+	err := syncFn(ctx, key)
+	var requeue *controllers.RequeueAfterError
+	var quiet quietError
+	switch {
+	case err == nil:
+		metrics.Observe(name, start, nil)
+		queue.Forget(key)
+	case errors.As(err, &requeue):
+		metrics.Observe(name, start, nil)
+		log.V(4).Info("requeued to wait", "key", key, "after", requeue.After, "reason", requeue.Reason)
+		queue.AddAfter(key, requeue.After)
+	case errors.As(err, &quiet):
+		metrics.Observe(name, start, nil)
+		log.V(5).Info("requeued", "key", key, "reason", err.Error())
+		queue.AddRateLimited(key)
+	default:
+		metrics.Observe(name, start, err)
+		if retries := queue.NumRequeues(key); retries < quietRetries {
+			log.V(2).Info("sync failed; retrying with backoff", "key", key, "err", err.Error(), "retries", retries)
+		} else {
+			utilruntime.HandleErrorWithContext(ctx, err, "sync keeps failing; retrying with backoff", "key", key, "retries", retries)
+		}
+		queue.AddRateLimited(key)
+	}
+	return true
+}
+
+// enqueueDelete adds n's key to attemptToDelete. The caller holds the graph's lock (read
+// or write).
+func (c *Controller) enqueueDelete(n *node) {
+	n.wantDelete.Store(true)
+	c.attemptToDelete.Add(n.key())
+}
+
+// enqueueOrphan adds n's key to attemptToOrphan. The caller holds the graph's lock.
+func (c *Controller) enqueueOrphan(n *node) {
+	n.wantOrphan.Store(true)
+	c.attemptToOrphan.Add(n.key())
+}
+
+// nodeLogger names the node's object in log lines.
+func nodeLogger(ctx context.Context, id objectReference) (context.Context, logr.Logger) {
+	log := klog.FromContext(ctx).WithValues("namespace", id.Namespace, "name", id.Name, "kind", id.Kind, "uid", id.UID)
+	return klog.NewContext(ctx, log), log
+}
+
+var errNotObserved = quietError{fmt.Errorf("item has not been observed by an informer yet")}

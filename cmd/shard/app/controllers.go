@@ -22,10 +22,12 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
+	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/namespace"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
+	"github.com/kshard/kshard/pkg/controllers/resourcequota"
 	"github.com/kshard/kshard/pkg/controllers/rootcacertpublisher"
 	"github.com/kshard/kshard/pkg/controllers/serviceaccount"
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
@@ -44,10 +46,12 @@ func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		cronjob.Descriptor(),
 		deployment.Descriptor(),
+		garbagecollector.Descriptor(),
 		job.Descriptor(),
 		namespace.Descriptor(),
 		replicaset.Descriptor(),
 		replicationcontroller.Descriptor(),
+		resourcequota.Descriptor(),
 		rootcacertpublisher.Descriptor(),
 		serviceaccount.Descriptor(),
 		ttlafterfinished.Descriptor(),

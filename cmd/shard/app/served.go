@@ -61,13 +61,15 @@ func (h *servedHub) loop(d discovery.ServerResourcesInterface, c *shardcache.Cac
 // runDiscovery runs loop's first round, bounded by firstDiscoveryTimeout, then a round
 // every period until ctx ends, in the background.
 func runDiscovery(ctx context.Context, loop *served.Loop, period time.Duration, log logr.Logger) {
-	first := make(chan error, 1)
-	go func() { first <- loop.Sync() }()
-	select {
-	case err := <-first:
-		if err != nil {
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		if err := loop.Sync(); err != nil {
 			log.Error(err, "First discovery of served resources incomplete; the next round tries again", "period", period)
 		}
+	}()
+	select {
+	case <-first:
 	case <-time.After(firstDiscoveryTimeout):
 		log.Info("First discovery of served resources still running; the controllers that need them start without some", "timeout", firstDiscoveryTimeout)
 	}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -122,6 +123,7 @@ var (
 	policy    = policyv1.SchemeGroupVersion
 	discovery = discoveryv1.SchemeGroupVersion
 	autoscale = autoscalingv2.SchemeGroupVersion
+	dra       = resourcev1.SchemeGroupVersion
 )
 
 // builtin lists the built-in types the controllers of kube-controller-manager read,
@@ -207,6 +209,14 @@ var builtin = indexTypes(
 	namespaced(autoscale.WithResource("horizontalpodautoscalers"), &autoscalingv2.HorizontalPodAutoscaler{},
 		func(c kubernetes.Interface, ns string) listWatcher[*autoscalingv2.HorizontalPodAutoscalerList] {
 			return c.AutoscalingV2().HorizontalPodAutoscalers(ns)
+		}),
+	namespaced(dra.WithResource("resourceclaims"), &resourcev1.ResourceClaim{},
+		func(c kubernetes.Interface, ns string) listWatcher[*resourcev1.ResourceClaimList] {
+			return c.ResourceV1().ResourceClaims(ns)
+		}),
+	clusterScoped(dra.WithResource("deviceclasses"), &resourcev1.DeviceClass{},
+		func(c kubernetes.Interface) listWatcher[*resourcev1.DeviceClassList] {
+			return c.ResourceV1().DeviceClasses()
 		}),
 	clusterScoped(core.WithResource("nodes"), &corev1.Node{},
 		func(c kubernetes.Interface) listWatcher[*corev1.NodeList] { return c.CoreV1().Nodes() }),

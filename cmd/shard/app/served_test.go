@@ -46,7 +46,7 @@ func (plainInformers) Remove(served.Resource) error { return nil }
 type added chan string
 
 func (a added) Added(r controllers.ServedResource, _ toolscache.SharedIndexInformer) { a <- r.Resource }
-func (a added) Removed(controllers.ServedResource)                                  {}
+func (a added) Removed(controllers.ServedResource)                                   {}
 
 // TestRunDiscovery: the first round runs before runDiscovery returns, and later rounds
 // pick up a resource served afterwards (a CRD created while the shard runs).

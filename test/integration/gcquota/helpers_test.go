@@ -236,8 +236,9 @@ func (d *deletions) last(resource string) (int64, int) {
 	return top, n
 }
 
-// webDeployment creates a Deployment of replicas pods that kwok runs, and waits until its
-// ReplicaSet and pods exist; it returns the Deployment, the ReplicaSet and the pods' names.
+// webDeployment creates a Deployment of replicas pods (labelled app=name) that kwok runs,
+// and waits until its ReplicaSet and pods exist; it returns the Deployment, the
+// ReplicaSet and the pods' names.
 func (e *env) webDeployment(name string, replicas int32) (*appsv1.Deployment, *appsv1.ReplicaSet, []string) {
 	e.t.Helper()
 	ctx := context.Background()
@@ -265,12 +266,12 @@ func (e *env) webDeployment(name string, replicas int32) (*appsv1.Deployment, *a
 	var rs *appsv1.ReplicaSet
 	var podNames []string
 	framework.Eventually(e.t, 60*time.Second, "Deployment "+name+"'s ReplicaSet and pods", func(ctx context.Context) (bool, error) {
-		rss, err := e.cs.AppsV1().ReplicaSets(e.ns).List(ctx, metav1.ListOptions{})
+		rss, err := e.cs.AppsV1().ReplicaSets(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 		if err != nil || len(rss.Items) != 1 {
 			return false, err
 		}
 		rs = &rss.Items[0]
-		ps, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		ps, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 		if err != nil {
 			return false, err
 		}

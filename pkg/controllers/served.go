@@ -96,6 +96,15 @@ type Resyncer interface {
 	Resync(scope Scope)
 }
 
+// DiscoveryFailureCounter is a controller of served resources that counts the shard's
+// failed discovery rounds (wholly or for some groups, or empty) in a metric of its own, as
+// kube-controller-manager's garbage collector counts them in
+// garbagecollector_controller_resources_sync_error_total. The shard calls it once per
+// such round.
+type DiscoveryFailureCounter interface {
+	DiscoveryFailed()
+}
+
 // Scope names the objects of the partitions the shard starts working: those of
 // Namespaces, and every cluster-scoped one when Cluster is set.
 type Scope struct {

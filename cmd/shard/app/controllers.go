@@ -128,6 +128,9 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 			Name: d.Name, Queues: rqs,
 			Run: func(ctx context.Context) { ctrl.Run(ctx, n) },
 		}
+		if c, ok := ctrl.(controllers.DiscoveryFailureCounter); ok && deps.served != nil {
+			deps.served.counters = append(deps.served.counters, c)
+		}
 		if r, ok := ctrl.(controllers.Resyncer); ok {
 			rc.Resync = func(namespaces []string, cluster bool) {
 				r.Resync(controllers.Scope{Namespaces: namespaces, Cluster: cluster})

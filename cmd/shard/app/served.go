@@ -34,6 +34,8 @@ const firstDiscoveryTimeout = 10 * time.Second
 // per controller whose Descriptor asks for Served.
 type servedHub struct {
 	consumers []*served.Consumer
+	// counters count failed discovery rounds (controllers.DiscoveryFailureCounter).
+	counters []controllers.DiscoveryFailureCounter
 }
 
 // forController returns d's Context.Served (nil when d asks for none).
@@ -55,7 +57,16 @@ func (h *servedHub) loop(d discovery.ServerResourcesInterface, c *shardcache.Cac
 	if len(h.consumers) == 0 {
 		return nil, nil
 	}
-	return served.NewLoop(d, servedInformers{cache: c, metadata: mc, typed: typed}, log.WithName("served"), h.consumers...)
+	loop, err := served.NewLoop(d, servedInformers{cache: c, metadata: mc, typed: typed}, log.WithName("served"), h.consumers...)
+	if err != nil {
+		return nil, err
+	}
+	loop.OnDiscoveryFailure(func() {
+		for _, c := range h.counters {
+			c.DiscoveryFailed()
+		}
+	})
+	return loop, nil
 }
 
 // runDiscovery runs loop's first round, bounded by firstDiscoveryTimeout, then a round

@@ -36,5 +36,5 @@
 //
 // Metrics. garbagecollector_controller_resources_sync_error_total is registered under
 // upstream's name; discovery is the shard's, which counts it through
-// Controller.IncResourcesSyncError.
+// Controller.DiscoveryFailed.
 package garbagecollector

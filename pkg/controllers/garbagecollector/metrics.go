@@ -17,7 +17,7 @@ const metricsSubsystem = "garbagecollector_controller"
 type Metrics struct {
 	// ResourcesSyncError: garbagecollector_controller_resources_sync_error_total, a
 	// discovery round that found nothing or failed for some groups, or resources that did
-	// not sync in time. Discovery is the shard's, so the shard counts it (IncResourcesSyncError).
+	// not sync in time. Discovery is the shard's, so the shard counts it (DiscoveryFailed).
 	ResourcesSyncError prometheus.Counter
 }
 
@@ -38,6 +38,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// IncResourcesSyncError counts one resources sync error; the shard's discovery calls it
+// DiscoveryFailed counts one failed discovery round (controllers.DiscoveryFailureCounter): the shard's discovery calls it
 // (see the package documentation).
-func (c *Controller) IncResourcesSyncError() { c.gcm.ResourcesSyncError.Inc() }
+func (c *Controller) DiscoveryFailed() { c.gcm.ResourcesSyncError.Inc() }

@@ -13,7 +13,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	(&Controller{gcm: m}).IncResourcesSyncError()
+	(&Controller{gcm: m}).DiscoveryFailed()
 	if n, err := testutil.GatherAndCount(reg, "garbagecollector_controller_resources_sync_error_total"); err != nil || n != 1 {
 		t.Errorf("upstream's series: %d, %v", n, err)
 	}

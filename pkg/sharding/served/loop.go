@@ -56,6 +56,21 @@ type Loop struct {
 	// informer meanwhile.
 	wanted map[schema.GroupVersionResource]int
 	have   map[schema.GroupVersionResource]toolscache.SharedIndexInformer
+	// onFailure is called for each round whose discovery failed, wholly or for some
+	// groups, or found nothing (OnDiscoveryFailure).
+	onFailure func()
+}
+
+// OnDiscoveryFailure has f called, from the loop's goroutine, for each round whose
+// discovery failed wholly or for some groups, or found no resource: for a controller
+// that counts them (the garbage collector's
+// garbagecollector_controller_resources_sync_error_total). Call it before the first round.
+func (l *Loop) OnDiscoveryFailure(f func()) { l.onFailure = f }
+
+func (l *Loop) failed() {
+	if l.onFailure != nil {
+		l.onFailure()
+	}
 }
 
 // NewLoop returns a loop over d for consumers, whose informers come from informers.
@@ -82,7 +97,15 @@ func NewLoop(d discovery.ServerResourcesInterface, informers Informers, log logr
 func (l *Loop) Sync() error {
 	lists, failed, err := Preferred(l.discovery)
 	if err != nil {
+		l.failed()
 		return err
+	}
+	if len(failed) > 0 || len(lists) == 0 {
+		l.failed()
+	}
+	if len(lists) == 0 {
+		// Upstream skips such a round too: an empty answer would remove every resource.
+		return fmt.Errorf("served: discovery found no resource; the served resources stay as they were")
 	}
 	for gv, gerr := range failed {
 		l.log.Info("Discovery failed for a group; its resources are kept as they were", "groupVersion", gv.String(), "err", gerr.Error())

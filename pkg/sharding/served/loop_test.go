@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -64,11 +65,14 @@ func TestLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	failures := 0
+	loop.OnDiscoveryFailure(func() { failures++ })
 	rounds := []struct {
 		name                 string
 		lists                []*metav1.APIResourceList
 		err                  error
 		wantErr              bool
+		wantFailure          bool
 		wantGC, wantQuota    []string
 		wantCreated, wantRem []schema.GroupVersionResource
 	}{
@@ -77,7 +81,11 @@ func TestLoop(t *testing.T) {
 			wantCreated: []schema.GroupVersionResource{pods, widgets, events}},
 		{name: "the failed informer is had now", lists: withWidgets,
 			wantGC: []string{"added nodes"}, wantCreated: []schema.GroupVersionResource{nodes}},
-		{name: "discovery down: nothing changes", err: errors.New("connection refused"), wantErr: true},
+		{name: "the CRD's group fails discovery: its resource is kept", lists: podsOnly,
+			err:         &discovery.ErrGroupDiscoveryFailed{Groups: map[schema.GroupVersion]error{widgets.GroupVersion(): errors.New("503")}},
+			wantFailure: true},
+		{name: "discovery down: nothing changes", err: errors.New("connection refused"), wantErr: true, wantFailure: true},
+		{name: "discovery answers nothing: nothing changes", wantErr: true, wantFailure: true},
 		{name: "the CRD is deleted: both told, its informer removed once neither wants it", lists: podsOnly,
 			wantGC: []string{"removed widgets"}, wantQuota: []string{"removed widgets"},
 			wantRem: []schema.GroupVersionResource{widgets}},
@@ -86,8 +94,12 @@ func TestLoop(t *testing.T) {
 		*gc, *quota = nil, nil
 		inf.created, inf.removed = nil, nil
 		d.lists, d.err = r.lists, r.err
+		failures = 0
 		if err := loop.Sync(); (err != nil) != r.wantErr {
 			t.Fatalf("%s: Sync() = %v, want error %v", r.name, err, r.wantErr)
+		}
+		if (failures == 1) != r.wantFailure || failures > 1 {
+			t.Errorf("%s: %d discovery failures counted, want failure %v", r.name, failures, r.wantFailure)
 		}
 		if !reflect.DeepEqual([]string(*gc), r.wantGC) {
 			t.Errorf("%s: garbage collector heard %v, want %v", r.name, *gc, r.wantGC)

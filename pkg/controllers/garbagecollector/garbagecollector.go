@@ -137,6 +137,9 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 // admits keys of a partition only once its stores are filled (and Resync has run).
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
+	if s, ok := c.remote.(*sweeper); ok {
+		s.bind(ctx)
+	}
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() {

@@ -72,6 +72,8 @@ type sweeper struct {
 	log       logr.Logger
 
 	mu sync.Mutex
+	// base is the context sweeps run under: the controller's, once Run binds it.
+	base context.Context
 	// next gathers the owners of the sweep that starts when the running one ends (or at
 	// once when none runs).
 	next    *sweep
@@ -94,7 +96,14 @@ type sweep struct {
 type reference struct{ any, blocking bool }
 
 func newSweeper(list listFunc, resources func() []schema.GroupVersionResource, clk clock.PassiveClock, log logr.Logger) *sweeper {
-	return &sweeper{list: list, resources: resources, clock: clk, log: log}
+	return &sweeper{list: list, resources: resources, clock: clk, log: log, base: context.Background()}
+}
+
+// bind makes sweeps end with ctx (the controller's Run), not only with sweepTimeout.
+func (s *sweeper) bind(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.base = ctx
 }
 
 // Pending joins the next sweep and answers from it: pending when an object references
@@ -151,7 +160,10 @@ func (s *sweeper) run(sw *sweep) {
 // failing list is recorded and the sweep goes on: references found elsewhere still
 // answer pending.
 func (s *sweeper) do(sw *sweep) {
-	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), s.log), sweepTimeout)
+	s.mu.Lock()
+	base := s.base
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(klog.NewContext(base, s.log), sweepTimeout)
 	defer cancel()
 	start := s.clock.Now()
 	found := map[types.UID]reference{}

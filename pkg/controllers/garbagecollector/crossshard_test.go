@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -169,6 +170,9 @@ func TestCrossShardForeground(t *testing.T) {
 				}
 			}
 			equal(t, "waits", waits, tt.wantWaits)
+			if got := testutil.ToFloat64(f.ctrl.gcm.CrossPartitionWaitingOwners); got != float64(min(len(tt.wantWaits), 1)) {
+				t.Errorf("waiting owners %v while the remote dependents stay", got)
+			}
 			// The remote dependents' shards delete them.
 			for _, o := range tt.remote {
 				if isBlocking(o.OwnerReferences[0]) {
@@ -182,6 +186,12 @@ func TestCrossShardForeground(t *testing.T) {
 			}
 			if fins := f.finalizers(d); len(fins) != 0 {
 				t.Errorf("finalizers %q; want foregroundDeletion removed", fins)
+			}
+			if got := testutil.ToFloat64(f.ctrl.gcm.CrossPartitionWaitingOwners); got != 0 {
+				t.Errorf("waiting owners %v once done", got)
+			}
+			if got := testutil.ToFloat64(f.ctrl.gcm.CrossPartitionSweeps.WithLabelValues("complete")); got != float64(len(tt.wantWaits)+1) {
+				t.Errorf("%v complete sweeps; want one per wait and the last", got)
 			}
 		})
 	}
@@ -329,6 +339,9 @@ func TestCrossShardPartialSweep(t *testing.T) {
 			}
 			if !slices.Contains(f.finalizers(d), tt.finalizer) {
 				t.Error("the finalizer went on a partial sweep")
+			}
+			if got := testutil.ToFloat64(f.ctrl.gcm.CrossPartitionSweeps.WithLabelValues("failed")); got != 1 {
+				t.Errorf("%v failed sweeps; want 1", got)
 			}
 		})
 	}

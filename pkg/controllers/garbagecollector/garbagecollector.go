@@ -123,10 +123,20 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 		remote:          remote,
 		remoteRetry:     newRemoteBackoff(),
 	}
+	ctrl.remoteRetry.waiting = func(n int) { m.CrossPartitionWaitingOwners.Set(float64(n)) }
 	if remote == nil {
-		ctrl.remote = newSweeper(func(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+		s := newSweeper(func(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
 			return c.Metadata.Resource(gvr).List(ctx, opts)
 		}, ctrl.resources.namespacedResources, clock.RealClock{}, c.Logger.WithName("sweep"))
+		s.observe = func(d time.Duration, complete bool) {
+			result := "complete"
+			if !complete {
+				result = "failed"
+			}
+			m.CrossPartitionSweeps.WithLabelValues(result).Inc()
+			m.CrossPartitionSweepSeconds.Observe(d.Seconds())
+		}
+		ctrl.remote = s
 	}
 	c.Served.Subscribe(ctrl)
 	return ctrl, nil

@@ -70,6 +70,8 @@ type sweeper struct {
 	resources func() []schema.GroupVersionResource
 	clock     clock.PassiveClock
 	log       logr.Logger
+	// observe, when set, is told each sweep's duration and whether it was complete.
+	observe func(d time.Duration, complete bool)
 
 	mu sync.Mutex
 	// base is the context sweeps run under: the controller's, once Run binds it.
@@ -196,6 +198,9 @@ func (s *sweeper) do(sw *sweep) {
 		}
 	}
 	sw.found, sw.err = found, errors.Join(errs...)
+	if s.observe != nil {
+		s.observe(s.clock.Since(start), len(errs) == 0)
+	}
 	s.log.V(2).Info("swept namespaced resources for references to cluster-scoped owners", "owners", len(sw.owners),
 		"resources", len(resources), "objects", objects, "referenced", len(found), "failed", len(errs), "duration", s.clock.Since(start))
 }
@@ -234,9 +239,17 @@ const (
 type remoteBackoff struct {
 	mu   sync.Mutex
 	next map[types.UID]time.Duration
+	// waiting, when set, is told how many owners wait.
+	waiting func(n int)
 }
 
 func newRemoteBackoff() *remoteBackoff { return &remoteBackoff{next: map[types.UID]time.Duration{}} }
+
+func (b *remoteBackoff) report() {
+	if b.waiting != nil {
+		b.waiting(len(b.next))
+	}
+}
 
 // When returns how long uid waits now, and doubles its next wait.
 func (b *remoteBackoff) When(uid types.UID) time.Duration {
@@ -247,6 +260,7 @@ func (b *remoteBackoff) When(uid types.UID) time.Duration {
 		d = remoteRetryMin
 	}
 	b.next[uid] = min(2*d, remoteRetryMax)
+	b.report()
 	return d
 }
 
@@ -254,5 +268,8 @@ func (b *remoteBackoff) When(uid types.UID) time.Duration {
 func (b *remoteBackoff) Forget(uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.next, uid)
+	if _, ok := b.next[uid]; ok {
+		delete(b.next, uid)
+		b.report()
+	}
 }

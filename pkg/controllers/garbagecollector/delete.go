@@ -299,7 +299,8 @@ func (c *Controller) classifyReferences(ctx context.Context, id objectReference,
 // checkRemote returns nil when the owner's finalizer may go as far as dependents outside
 // this shard are concerned: always for a namespaced owner (its dependents share its
 // namespace, hence its shard), RemoteDependents' answer for a cluster-scoped one, whose
-// dependents may live in other shards' namespaces. A wait is a RequeueAfterError.
+// dependents may live in other shards' namespaces. A wait is a RequeueAfterError, after
+// remoteRetryMin doubling up to remoteRetryMax while the owner stays pending.
 func (c *Controller) checkRemote(ctx context.Context, owner objectReference, finalizer string) error {
 	if owner.Namespace != "" {
 		return nil
@@ -309,9 +310,10 @@ func (c *Controller) checkRemote(ctx context.Context, owner objectReference, fin
 		return err
 	}
 	if pending {
-		return &controllers.RequeueAfterError{After: c.remoteRetry,
+		return &controllers.RequeueAfterError{After: c.remoteRetry.When(owner.UID),
 			Reason: fmt.Sprintf("dependents in other shards' namespaces may still reference the cluster-scoped owner (finalizer %s)", finalizer)}
 	}
+	c.remoteRetry.Forget(owner.UID)
 	return nil
 }
 

@@ -28,11 +28,65 @@
 // garbage collector ran are collected then, as a fresh kube-controller-manager collects
 // them at start.
 //
-// Cluster-scoped owners. Their dependents may live in other shards' namespaces. Background
-// deletion needs nothing more: every shard sees the owner go and collects its own
-// dependents. Foreground and orphan deletion need the cross-shard barrier of
-// docs/design-gc-quota.md §3.4 before the owner's finalizer goes; the controller asks a
-// RemoteDependents for it, whose default (ConservativeRemote) never allows it yet.
+// Across shards. A cluster-scoped owner O is observed by every shard (cluster-scoped
+// informers are whole), but its key "<uid>" is worked only by S_c, the holder of the
+// cluster partition, and its namespaced dependents live in whichever shards' namespaces.
+// Background deletion needs nothing more: every shard sees O go and collects its own
+// dependents. For foreground and orphan deletion:
+//
+//   - Foreground. Every shard that sees O's transition to foreground deletion queues its
+//     own dependents of O in attemptToDelete (keyed "<ns>/<uid>", admitted on their own
+//     shard), as upstream's graph does, and so does a shard that observes a dependent of
+//     O after the transition or replays it on Resync. They are deleted there, O being
+//     "waiting for its dependents". S_c alone removes foregroundDeletion: when its graph
+//     shows no blocking dependent, it asks RemoteDependents.
+//   - Orphan. Every shard that sees O's transition to deletion with the orphan finalizer
+//     queues its own dependents of O in attemptToOrphan, keyed by the dependent (its
+//     wantOrphanRefs bit), likewise for a dependent observed later or replayed by Resync;
+//     the worker removes from the dependent its references to every cluster-scoped owner
+//     that is orphaning. S_c works O's own item as upstream (orphaning the dependents its
+//     graph holds, a repeat of their shards' patch for its own namespaces) and removes
+//     the orphan finalizer only once RemoteDependents says no reference is left.
+//
+// RemoteDependents is a sweep (sweeper): a paginated (500), consistent (no
+// resourceVersion) metadata list, cluster-wide, of every namespaced resource served to
+// the controller, looking for an object whose owner references name O's UID, with
+// blockOwnerDeletion for foregroundDeletion, any for orphan. Found: pending, and O is
+// requeued after 1 s, doubling to 30 s while it stays pending. A list that fails (an
+// aggregated API down) makes the answer an error, retried with backoff: the finalizer
+// never goes on a partial sweep. Concurrent callers join the next sweep to start after
+// they asked; one sweep answers every owner that joined it, and a sweep that had already
+// started never answers a later caller.
+//
+// The invariant: S_c removes foregroundDeletion from a cluster-scoped owner O only
+// after (i) its own graph showed no blocking dependent of O, and then (ii) a list of
+// every namespaced served resource, each begun after (i), found no object with a
+// blocking reference to O; for orphan, (i) its graph's dependents were orphaned and (ii)
+// found no reference at all. Each list is a consistent read, so a blocking dependent
+// (a reference) still present at removal did not exist, or did not block, when its
+// resource was listed: it was created or made blocking after that list, the race
+// upstream has between a create and its informer's event (and, as upstream, it is
+// collected as dangling once O is gone). Nothing else brings one back: dependents are
+// removed, or lose their references, only through their own shards, and the garbage
+// collector never adds a reference. Conversely S_c asks again 1 s to 30 s after each
+// pending answer, so the finalizer goes within one wait and one sweep of the last
+// blocking dependent (reference) going: exactly when it is gone, as far as any shard
+// can tell.
+//
+// The cost: one cluster-wide metadata list per namespaced served resource (⌈objects/500⌉
+// pages) per sweep, batched over every owner waiting, and only for cluster-scoped owners
+// in foreground or orphan deletion, which are rare; one sweep per wait while remote
+// dependents remain (1 s to 30 s apart). Background deletion and namespaced owners cost
+// nothing more.
+//
+// Moves and failures. The decision reads only the API server and S_c's own graph: a
+// namespace's partition that moves, or a shard that is killed, changes who deletes or
+// orphans the remote dependents, never whether the sweep sees them. The dependents'
+// new shard (a move, or the seizure of a killed shard's partitions) queues them when it
+// observes them during warm-up, and Resync queues them again once the partition is held
+// (the gate dropped the first adds). If the cluster partition moves or S_c dies, the
+// new holder's Resync queues O again (its want bit) and it sweeps from scratch: no state
+// is handed over.
 //
 // Metrics. garbagecollector_controller_resources_sync_error_total is registered under
 // upstream's name; discovery is the shard's, which counts it through

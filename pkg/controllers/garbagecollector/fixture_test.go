@@ -49,9 +49,29 @@ type fixture struct {
 
 func newFixture(t *testing.T, remote RemoteDependents) *fixture {
 	t.Helper()
+	if remote == nil {
+		remote = ConservativeRemote{}
+	}
+	return buildFixture(t, remote, nil)
+}
+
+// newShard is a fixture standing for one shard whose barrier is the controller's own
+// sweep through its metadata client. meta, when not nil, is the API server it shares
+// with other shards' fixtures; objects only there and not observed are the "remote"
+// ones, in namespaces other shards work.
+func newShard(t *testing.T, meta *metadatafake.FakeMetadataClient) *fixture {
+	t.Helper()
+	return buildFixture(t, nil, meta)
+}
+
+func buildFixture(t *testing.T, remote RemoteDependents, meta *metadatafake.FakeMetadataClient) *fixture {
+	t.Helper()
+	if meta == nil {
+		meta = metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+	}
 	f := &fixture{
 		t:         t,
-		meta:      metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+		meta:      meta,
 		served:    &controllertest.Served{},
 		informers: map[schema.GroupVersionResource]toolscache.SharedIndexInformer{},
 		deleteQ:   controllertest.NewQueue(),
@@ -70,9 +90,6 @@ func newFixture(t *testing.T, remote RemoteDependents) *fixture {
 		Logger:     controllertest.Logger(t),
 		Registerer: prometheus.NewRegistry(),
 		Served:     f.served,
-	}
-	if remote == nil {
-		remote = ConservativeRemote{}
 	}
 	ctrl, err := newController(c, remote)
 	if err != nil {

@@ -161,8 +161,8 @@ func TestForegroundClusterScopedOwner(t *testing.T) {
 			processNext(f.ctx(), controllertest.Logger(t), attemptToDeleteQueue, f.deleteQ, f.ctrl.syncDelete, nil)
 			f.drainGraph()
 			after, waiting := f.deleteQ.After("n-1")
-			if waiting != tt.wantWait || (waiting && after != f.ctrl.remoteRetry) {
-				t.Errorf("requeued after %v (%v); want a wait of %v: %v", after, waiting, f.ctrl.remoteRetry, tt.wantWait)
+			if waiting != tt.wantWait || (waiting && after != remoteRetryMin) {
+				t.Errorf("requeued after %v (%v); want a wait of %v: %v", after, waiting, remoteRetryMin, tt.wantWait)
 			}
 			if f.wantDelete("n-1") != tt.wantWait {
 				t.Errorf("want bit %v; want %v", f.wantDelete("n-1"), tt.wantWait)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/pkg/controllers"
 )
@@ -86,17 +88,21 @@ type Controller struct {
 	attemptToOrphan workqueue.TypedRateLimitingInterface[string]
 
 	resources *resources
-	remote    RemoteDependents
-	// remoteRetry is how long a cluster-scoped owner waits before RemoteDependents is
-	// asked again.
-	remoteRetry time.Duration
+	// remote is the cross-shard barrier: asked before a cluster-scoped owner loses
+	// foregroundDeletion or orphan.
+	remote RemoteDependents
+	// remoteRetry is how long each cluster-scoped owner RemoteDependents keeps pending
+	// waits before it is asked again.
+	remoteRetry *remoteBackoff
 }
 
 // New builds the controller and subscribes it to the shard's served resources.
 func New(c controllers.Context) (controllers.Controller, error) {
-	return newController(c, ConservativeRemote{})
+	return newController(c, nil)
 }
 
+// newController builds the controller with remote as its barrier; nil is the sweep
+// through c.Metadata (see sweeper).
 func newController(c controllers.Context, remote RemoteDependents) (*Controller, error) {
 	del, orph := c.Queues[attemptToDeleteQueue], c.Queues[attemptToOrphanQueue]
 	if del == nil || orph == nil || c.Served == nil || c.Metadata == nil {
@@ -115,7 +121,22 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 		attemptToOrphan: orph,
 		resources:       newResources(),
 		remote:          remote,
-		remoteRetry:     30 * time.Second,
+		remoteRetry:     newRemoteBackoff(),
+	}
+	ctrl.remoteRetry.waiting = func(n int) { m.CrossPartitionWaitingOwners.Set(float64(n)) }
+	if remote == nil {
+		s := newSweeper(func(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+			return c.Metadata.Resource(gvr).List(ctx, opts)
+		}, ctrl.resources.namespacedResources, clock.RealClock{}, c.Logger.WithName("sweep"))
+		s.observe = func(d time.Duration, complete bool) {
+			result := "complete"
+			if !complete {
+				result = "failed"
+			}
+			m.CrossPartitionSweeps.WithLabelValues(result).Inc()
+			m.CrossPartitionSweepSeconds.Observe(d.Seconds())
+		}
+		ctrl.remote = s
 	}
 	c.Served.Subscribe(ctrl)
 	return ctrl, nil
@@ -126,6 +147,9 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 // admits keys of a partition only once its stores are filled (and Resync has run).
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
+	if s, ok := c.remote.(*sweeper); ok {
+		s.bind(ctx)
+	}
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() {
@@ -245,9 +269,18 @@ func (c *Controller) enqueueDelete(n *node) {
 	c.attemptToDelete.Add(n.key())
 }
 
-// enqueueOrphan adds n's key to attemptToOrphan. The caller holds the graph's lock.
+// enqueueOrphan adds n's key to attemptToOrphan, to orphan n's dependents. The caller
+// holds the graph's lock.
 func (c *Controller) enqueueOrphan(n *node) {
 	n.wantOrphan.Store(true)
+	c.attemptToOrphan.Add(n.key())
+}
+
+// enqueueOrphanRefs adds n's key to attemptToOrphan, to remove from n its references to
+// cluster-scoped owners being deleted with the orphan finalizer. The caller holds the
+// graph's lock.
+func (c *Controller) enqueueOrphanRefs(n *node) {
+	n.wantOrphanRefs.Store(true)
 	c.attemptToOrphan.Add(n.key())
 }
 

@@ -2,6 +2,7 @@ package garbagecollector
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,11 +57,17 @@ type node struct {
 	beingDeleted bool
 	// deletingDependents: being deleted with the foregroundDeletion finalizer.
 	deletingDependents bool
+	// orphaning: being deleted with the orphan finalizer (as last observed).
+	orphaning bool
 	// wantDelete and wantOrphan are set whenever the node's key is added to a queue and
 	// cleared when a worker takes it: a key the shard's gate dropped (its partition was
 	// not held) keeps its bit, and Resync queues it again once the partition is held.
 	wantDelete atomic.Bool
 	wantOrphan atomic.Bool
+	// wantOrphanRefs is attemptToOrphan's bit for n as a dependent: its references to
+	// cluster-scoped owners that are orphaning are to be removed (the dependent's shard
+	// does this; see doc.go, "Across shards").
+	wantOrphanRefs atomic.Bool
 }
 
 // key is the node's queue key: "<namespace>/<uid>", or "<uid>" when cluster-scoped. UIDs
@@ -98,6 +105,18 @@ func (n *node) blockingDependents() []*node {
 				out = append(out, d)
 				break
 			}
+		}
+	}
+	return out
+}
+
+// orphaningClusterOwners returns the UIDs of n's cluster-scoped, observed owners that
+// are being deleted with the orphan finalizer. The caller holds the graph's lock.
+func (g *graph) orphaningClusterOwners(n *node) []types.UID {
+	var out []types.UID
+	for _, ref := range n.owners {
+		if o, ok := g.nodes[ref.UID]; ok && o.orphaning && !o.virtual && o.identity.Namespace == "" && !slices.Contains(out, ref.UID) {
+			out = append(out, ref.UID)
 		}
 	}
 	return out

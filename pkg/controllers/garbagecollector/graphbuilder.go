@@ -142,6 +142,7 @@ func (c *Controller) processGraphChange(log logr.Logger, e *event) {
 			dependents:         map[*node]struct{}{},
 			beingDeleted:       obj.GetDeletionTimestamp() != nil,
 			deletingDependents: obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, metav1.FinalizerDeleteDependents),
+			orphaning:          isOrphaning(obj),
 		}
 		g.nodes[n.identity.UID] = n
 		c.addDependentToOwners(log, n, n.owners)
@@ -156,6 +157,16 @@ func (c *Controller) processGraphChange(log logr.Logger, e *event) {
 		}
 		if obj.GetDeletionTimestamp() != nil {
 			existing.beingDeleted = true
+		}
+		existing.orphaning = isOrphaning(obj)
+		if e.typ == addEvent {
+			// A known node added again (Resync): its cluster-scoped owners may have
+			// started waiting while its key could not be queued.
+			for _, ref := range existing.owners {
+				if owner, ok := g.nodes[ref.UID]; ok {
+					c.queueForWaitingClusterOwner(log, existing, owner)
+				}
+			}
 		}
 		c.processTransitions(log, e.oldObj, obj, existing)
 	case e.typ == deleteEvent:
@@ -211,6 +222,9 @@ func (c *Controller) processDelete(e *event, obj metav1.Object, existing *node) 
 		return
 	}
 	delete(g.nodes, existing.identity.UID)
+	if existing.identity.Namespace == "" {
+		c.remoteRetry.Forget(existing.identity.UID)
+	}
 	c.removeDependentFromOwners(existing, existing.owners)
 	if len(existing.dependents) > 0 {
 		c.absent.Add(identityOf(e, obj))
@@ -245,6 +259,9 @@ func (c *Controller) addDependentToOwners(log logr.Logger, n *node, refs []metav
 			g.nodes[ref.UID] = owner
 		}
 		owner.dependents[n] = struct{}{}
+		if ok {
+			c.queueForWaitingClusterOwner(log, n, owner)
+		}
 		switch {
 		case !ok:
 			c.enqueueDelete(owner)
@@ -267,6 +284,26 @@ func (c *Controller) addDependentToOwners(log logr.Logger, n *node, refs []metav
 		}
 	}
 	if suspect {
+		c.enqueueDelete(n)
+	}
+}
+
+// queueForWaitingClusterOwner queues n, a new dependent of owner, when owner is a
+// cluster-scoped owner already being deleted with the orphan finalizer (n's references
+// to it are to be removed) or in the foreground (n is to be deleted): the owner's own
+// item is worked only by the cluster partition's holder, and n may have reached this
+// shard's graph after the owner's transition (a partition moved here, a warm-up). The
+// caller holds the graph's lock.
+func (c *Controller) queueForWaitingClusterOwner(log logr.Logger, n, owner *node) {
+	if owner.virtual || owner.identity.Namespace != "" || n.identity.Namespace == "" {
+		return
+	}
+	switch {
+	case owner.orphaning:
+		log.V(5).Info("add dependent of an orphaning cluster-scoped owner to attemptToOrphan", "item", n.identity, "owner", owner.identity)
+		c.enqueueOrphanRefs(n)
+	case owner.deletingDependents:
+		log.V(5).Info("add dependent of a cluster-scoped owner deleting its dependents to attemptToDelete", "item", n.identity, "owner", owner.identity)
 		c.enqueueDelete(n)
 	}
 }
@@ -352,6 +389,11 @@ func (c *Controller) addUnblockedOwnersToDeleteQueue(removed []metav1.OwnerRefer
 	}
 }
 
+// isOrphaning reports whether obj is being deleted with the orphan finalizer.
+func isOrphaning(obj metav1.Object) bool {
+	return obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, metav1.FinalizerOrphanDependents)
+}
+
 func hasFinalizer(obj metav1.Object, finalizer string) bool {
 	for _, f := range obj.GetFinalizers() {
 		if f == finalizer {
@@ -379,11 +421,20 @@ func deletionStartsWithFinalizer(old any, obj metav1.Object, finalizer string) b
 
 // processTransitions queues n for orphaning when its deletion starts with the orphan
 // finalizer, and marks it deletingDependents and queues it and its dependents when it
-// starts with foregroundDeletion.
+// starts with foregroundDeletion. A cluster-scoped n's namespaced dependents are queued
+// for orphaning too, keyed by themselves: n's own key is worked only by the cluster
+// partition's holder, theirs by their namespaces' shards (doc.go, "Across shards").
 func (c *Controller) processTransitions(log logr.Logger, old any, obj metav1.Object, n *node) {
 	if deletionStartsWithFinalizer(old, obj, metav1.FinalizerOrphanDependents) {
 		log.V(5).Info("add item to attemptToOrphan", "item", n.identity)
 		c.enqueueOrphan(n)
+		if n.identity.Namespace == "" {
+			for dep := range n.dependents {
+				if dep.identity.Namespace != "" {
+					c.enqueueOrphanRefs(dep)
+				}
+			}
+		}
 		return
 	}
 	if deletionStartsWithFinalizer(old, obj, metav1.FinalizerDeleteDependents) {

@@ -11,34 +11,82 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// syncOrphan is attemptToOrphan's sync, upstream's attemptToOrphanWorker: it removes the
-// owner's references from every dependent in the graph, then the owner's orphan
-// finalizer (for a cluster-scoped owner only once RemoteDependents says no dependent is
-// left elsewhere). Any failure retries the whole.
+// syncOrphan is attemptToOrphan's sync. A key is worked in up to two roles:
+//
+//   - as an owner being deleted with the orphan finalizer (its wantOrphan bit, or it is
+//     orphaning), upstream's attemptToOrphanWorker: it removes the owner's references
+//     from every dependent in the graph, then the owner's orphan finalizer (for a
+//     cluster-scoped owner only once RemoteDependents says no reference is left
+//     elsewhere);
+//   - as a namespaced dependent (its wantOrphanRefs bit) of cluster-scoped owners being
+//     deleted with the orphan finalizer: it removes its references to them. Every shard
+//     does this for its own namespaces' dependents, since only the cluster partition's
+//     holder works the owner's key.
+//
+// Any failure retries the whole.
 func (c *Controller) syncOrphan(ctx context.Context, key string) error {
-	it, ok := c.take(key, func(n *node) bool { return n.wantOrphan.Swap(false) })
+	var asOwner, asDependent bool
+	it, ok := c.take(key, func(n *node) bool {
+		asOwner, asDependent = n.wantOrphan.Swap(false), n.wantOrphanRefs.Swap(false)
+		return asOwner || asDependent
+	})
 	if !ok {
 		return nil
 	}
 	ctx, log := nodeLogger(ctx, it.identity)
 	c.graph.mu.RLock()
-	deps := make([]objectReference, 0, len(it.n.dependents))
-	for d := range it.n.dependents {
-		deps = append(deps, d.identity)
+	ownerWork := asOwner || it.n.orphaning || !asDependent
+	var owners []types.UID
+	if asDependent && it.identity.Namespace != "" {
+		owners = c.graph.orphaningClusterOwners(it.n)
 	}
-	c.graph.mu.RUnlock()
-	err := c.orphanDependents(ctx, it.identity, deps)
-	if err == nil {
-		err = c.checkRemote(ctx, it.identity, metav1.FinalizerOrphanDependents)
-	}
-	if err == nil {
-		if err = c.removeFinalizer(ctx, it.identity, metav1.FinalizerOrphanDependents); err != nil {
-			err = fmt.Errorf("removeOrphanFinalizer for %s failed with %w", it.identity, err)
+	var deps []objectReference
+	if ownerWork {
+		deps = make([]objectReference, 0, len(it.n.dependents))
+		for d := range it.n.dependents {
+			deps = append(deps, d.identity)
 		}
 	}
+	c.graph.mu.RUnlock()
+	var err error
+	if len(owners) > 0 {
+		log.V(5).Info("removing references to cluster-scoped owners being deleted with the orphan finalizer", "owners", owners)
+		err = c.patchWithFallback(ctx, it.identity, deleteOwnerRefsSMP(it.identity.UID, owners), func() ([]byte, error) {
+			return c.deleteOwnerRefsJMP(ctx, it.identity, owners)
+		})
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("removing the references of %s to orphaning cluster-scoped owners %v failed: %w", it.identity, owners, err)
+		}
+	}
+	if err == nil && ownerWork {
+		err = c.orphanOwner(ctx, it, deps)
+	}
 	if err != nil {
-		it.n.wantOrphan.Store(true)
+		if asOwner {
+			it.n.wantOrphan.Store(true)
+		}
+		if asDependent {
+			it.n.wantOrphanRefs.Store(true)
+		}
 		return err
+	}
+	return nil
+}
+
+// orphanOwner orphans the dependents deps of it, then removes its orphan finalizer.
+func (c *Controller) orphanOwner(ctx context.Context, it item, deps []objectReference) error {
+	_, log := nodeLogger(ctx, it.identity)
+	if err := c.orphanDependents(ctx, it.identity, deps); err != nil {
+		return err
+	}
+	if err := c.checkRemote(ctx, it.identity, metav1.FinalizerOrphanDependents); err != nil {
+		return err
+	}
+	if err := c.removeFinalizer(ctx, it.identity, metav1.FinalizerOrphanDependents); err != nil {
+		return fmt.Errorf("removeOrphanFinalizer for %s failed with %w", it.identity, err)
 	}
 	log.V(5).Info("orphaned the item's dependents and removed its orphan finalizer")
 	return nil

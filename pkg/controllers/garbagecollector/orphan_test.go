@@ -26,6 +26,9 @@ func TestAttemptToOrphan(t *testing.T) {
 		wantWrites []string
 		wantErr    bool
 		wantWait   bool
+		// wantQueued is attemptToOrphan's keys after the owner's transition; nil is the
+		// owner's alone.
+		wantQueued []string
 	}{
 		{
 			name:     "dependents lose their reference, then the owner its orphan finalizer",
@@ -46,17 +49,21 @@ func TestAttemptToOrphan(t *testing.T) {
 			wantErr:    true,
 		},
 		{
-			name:       "a cluster-scoped owner: local dependents orphaned, the finalizer kept by the default barrier",
+			name: "a cluster-scoped owner: local dependents orphaned, the finalizer kept by the default barrier",
+			// The dependent is queued by itself too, for the shard of its namespace.
+			wantQueued: []string{"n-1", "ns/p1-1"},
 			observed:   []*metav1.PartialObjectMetadata{node, object(pods, "ns", "p1", "p1-1", ownedBy(node, false))},
 			owner:      node,
 			wantWrites: []string{`patch pods ns/p1 strategic-merge-patch+json {"metadata":{"ownerReferences":[{"$patch":"delete","uid":"n-1"}],"uid":"p1-1"}}`},
 			wantWait:   true,
 		},
 		{
-			name:     "a cluster-scoped owner with no remote dependents loses the finalizer",
-			observed: []*metav1.PartialObjectMetadata{node, object(pods, "ns", "p1", "p1-1", ownedBy(node, false))},
-			owner:    node,
-			remote:   &remoteAnswer{},
+			name: "a cluster-scoped owner with no remote dependents loses the finalizer",
+			// The dependent is queued by itself too, for the shard of its namespace.
+			wantQueued: []string{"n-1", "ns/p1-1"},
+			observed:   []*metav1.PartialObjectMetadata{node, object(pods, "ns", "p1", "p1-1", ownedBy(node, false))},
+			owner:      node,
+			remote:     &remoteAnswer{},
 			wantWrites: []string{
 				`patch pods ns/p1 strategic-merge-patch+json {"metadata":{"ownerReferences":[{"$patch":"delete","uid":"n-1"}],"uid":"p1-1"}}`,
 				`patch nodes n merge-patch+json {"metadata":{"resourceVersion":"2","finalizers":null}}`,
@@ -81,7 +88,11 @@ func TestAttemptToOrphan(t *testing.T) {
 			f.exists(tt.observed...)
 			f.deleteQ.Keys()
 			f.startDeletion(tt.owner, metav1.FinalizerOrphanDependents)
-			equal(t, "attemptToOrphan", f.orphanQ.Keys(), []string{keyOf(tt.owner)})
+			wantQueued := tt.wantQueued
+			if wantQueued == nil {
+				wantQueued = []string{keyOf(tt.owner)}
+			}
+			equal(t, "attemptToOrphan", f.orphanQ.Keys(), wantQueued)
 			err := f.syncOrphan(keyOf(tt.owner))
 			if (err != nil && !tt.wantErr && !tt.wantWait) || (err == nil && (tt.wantErr || tt.wantWait)) {
 				t.Errorf("sync = %v; want an error %v, a wait %v", err, tt.wantErr, tt.wantWait)

@@ -2,8 +2,18 @@ package garbagecollector
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // RemoteDependents is the seam of the cross-shard barrier (docs/design-gc-quota.md §3.4).
@@ -26,14 +36,240 @@ type RemoteDependents interface {
 	Pending(ctx context.Context, owner metav1.OwnerReference, finalizer string) (bool, error)
 }
 
-// ConservativeRemote is the default RemoteDependents until §3.4's sweep exists: it always
-// answers pending, so this shard never removes foregroundDeletion or orphan from a
-// cluster-scoped owner, and such an owner stays (deletionTimestamp set) rather than
-// leaving remote dependents collected wrongly. Background deletion of cluster-scoped
-// owners, and every namespaced owner, is unaffected.
+// ConservativeRemote is a RemoteDependents that always answers pending, so that a
+// cluster-scoped owner never loses foregroundDeletion or orphan: a stand-in for tests
+// and for a shard that must not decide.
 type ConservativeRemote struct{}
 
 // Pending always reports pending.
 func (ConservativeRemote) Pending(context.Context, metav1.OwnerReference, string) (bool, error) {
 	return true, nil
+}
+
+// sweepPageSize is the page size of a sweep's lists.
+const sweepPageSize = 500
+
+// sweepTimeout bounds one sweep: its lists run for every caller that joined it, so they
+// are not bound by any one caller's context.
+const sweepTimeout = 5 * time.Minute
+
+// listFunc lists one page of a resource's objects' metadata in every namespace.
+type listFunc func(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error)
+
+// sweeper is the RemoteDependents of the controller: a live sweep of every namespaced
+// resource the controller is served, cluster-wide, metadata only, paginated, each list a
+// consistent read (no resourceVersion), looking for objects whose owner references name
+// a waiting owner's UID.
+//
+// Sweeps are batched: a Pending call joins the next sweep that starts after it was
+// made, and one sweep answers every owner that joined it. At most one sweep runs at a
+// time; callers arriving while one runs wait for the next, because a list begun before
+// they asked may predate the local check that made them ask.
+type sweeper struct {
+	list      listFunc
+	resources func() []schema.GroupVersionResource
+	clock     clock.PassiveClock
+	log       logr.Logger
+	// observe, when set, is told each sweep's duration and whether it was complete.
+	observe func(d time.Duration, complete bool)
+
+	mu sync.Mutex
+	// base is the context sweeps run under: the controller's, once Run binds it.
+	base context.Context
+	// next gathers the owners of the sweep that starts when the running one ends (or at
+	// once when none runs).
+	next    *sweep
+	running bool
+	// sweeps counts the sweeps started, for tests.
+	sweeps int
+}
+
+// sweep is one pass over every namespaced resource, for the owners that joined it.
+type sweep struct {
+	owners map[types.UID]struct{}
+	done   chan struct{}
+	// Set before done is closed.
+	found map[types.UID]reference
+	err   error
+}
+
+// reference is what a sweep found of one owner: whether any object references it, and
+// whether any of those references blocks its deletion.
+type reference struct{ any, blocking bool }
+
+func newSweeper(list listFunc, resources func() []schema.GroupVersionResource, clk clock.PassiveClock, log logr.Logger) *sweeper {
+	return &sweeper{list: list, resources: resources, clock: clk, log: log, base: context.Background()}
+}
+
+// bind makes sweeps end with ctx (the controller's Run), not only with sweepTimeout.
+func (s *sweeper) bind(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.base = ctx
+}
+
+// Pending joins the next sweep and answers from it: pending when an object references
+// owner (with blockOwnerDeletion, for foregroundDeletion); an error when no reference
+// was found but some resource could not be listed, so that a partial sweep never lets a
+// finalizer go.
+func (s *sweeper) Pending(ctx context.Context, owner metav1.OwnerReference, finalizer string) (bool, error) {
+	s.mu.Lock()
+	if s.next == nil {
+		s.next = &sweep{owners: map[types.UID]struct{}{}, done: make(chan struct{})}
+	}
+	sw := s.next
+	sw.owners[owner.UID] = struct{}{}
+	if !s.running {
+		s.running = true
+		s.next = nil
+		s.sweeps++
+		go s.run(sw)
+	}
+	s.mu.Unlock()
+	select {
+	case <-sw.done:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	ref := sw.found[owner.UID]
+	if ref.blocking || (ref.any && finalizer == metav1.FinalizerOrphanDependents) {
+		return true, nil
+	}
+	if sw.err != nil {
+		return false, fmt.Errorf("cannot tell whether dependents in other shards' namespaces still reference the owner: %w", sw.err)
+	}
+	return false, nil
+}
+
+// run runs sw, then every sweep gathered meanwhile, until none is waiting.
+func (s *sweeper) run(sw *sweep) {
+	for sw != nil {
+		s.do(sw)
+		close(sw.done)
+		s.mu.Lock()
+		sw = s.next
+		s.next = nil
+		if sw == nil {
+			s.running = false
+		} else {
+			s.sweeps++
+		}
+		s.mu.Unlock()
+	}
+}
+
+// do lists every namespaced resource and records the references to sw's owners. A
+// failing list is recorded and the sweep goes on: references found elsewhere still
+// answer pending.
+func (s *sweeper) do(sw *sweep) {
+	s.mu.Lock()
+	base := s.base
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(klog.NewContext(base, s.log), sweepTimeout)
+	defer cancel()
+	start := s.clock.Now()
+	found := map[types.UID]reference{}
+	var errs []error
+	resources := s.resources()
+	var objects int
+	for _, gvr := range resources {
+		opts := metav1.ListOptions{Limit: sweepPageSize}
+		for {
+			list, err := s.list(ctx, gvr, opts)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("listing %s: %w", gvr, err))
+				break
+			}
+			objects += len(list.Items)
+			for i := range list.Items {
+				for _, ref := range list.Items[i].OwnerReferences {
+					if _, ok := sw.owners[ref.UID]; ok {
+						r := found[ref.UID]
+						r.any = true
+						r.blocking = r.blocking || isBlocking(ref)
+						found[ref.UID] = r
+					}
+				}
+			}
+			if list.Continue == "" {
+				break
+			}
+			opts.Continue = list.Continue
+		}
+	}
+	sw.found, sw.err = found, errors.Join(errs...)
+	if s.observe != nil {
+		s.observe(s.clock.Since(start), len(errs) == 0)
+	}
+	s.log.V(2).Info("swept namespaced resources for references to cluster-scoped owners", "owners", len(sw.owners),
+		"resources", len(resources), "objects", objects, "referenced", len(found), "failed", len(errs), "duration", s.clock.Since(start))
+}
+
+// namespacedResources returns the namespaced resources served to the controller, sorted.
+func (r *resources) namespacedResources() []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	for _, s := range r.all() {
+		if s.res.Namespaced {
+			out = append(out, s.res.GroupVersionResource)
+		}
+	}
+	slices.SortFunc(out, func(a, b schema.GroupVersionResource) int {
+		switch {
+		case a.String() < b.String():
+			return -1
+		case a.String() > b.String():
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Requeue delays of a cluster-scoped owner that RemoteDependents keeps pending: a
+// foreground deletion should finish within seconds of its last remote dependent going,
+// and a long one should not cost a sweep every second.
+const (
+	remoteRetryMin = time.Second
+	remoteRetryMax = 30 * time.Second
+)
+
+// remoteBackoff is the per-owner requeue delay while RemoteDependents answers pending:
+// remoteRetryMin, doubled at each answer up to remoteRetryMax, forgotten when the owner
+// is no longer pending or leaves the graph.
+type remoteBackoff struct {
+	mu   sync.Mutex
+	next map[types.UID]time.Duration
+	// waiting, when set, is told how many owners wait.
+	waiting func(n int)
+}
+
+func newRemoteBackoff() *remoteBackoff { return &remoteBackoff{next: map[types.UID]time.Duration{}} }
+
+func (b *remoteBackoff) report() {
+	if b.waiting != nil {
+		b.waiting(len(b.next))
+	}
+}
+
+// When returns how long uid waits now, and doubles its next wait.
+func (b *remoteBackoff) When(uid types.UID) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.next[uid]
+	if !ok {
+		d = remoteRetryMin
+	}
+	b.next[uid] = min(2*d, remoteRetryMax)
+	b.report()
+	return d
+}
+
+// Forget resets uid's wait.
+func (b *remoteBackoff) Forget(uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.next[uid]; ok {
+		delete(b.next, uid)
+		b.report()
+	}
 }

@@ -76,7 +76,7 @@ func (c *Controller) resyncMarker(log logr.Logger, scope controllers.Scope) {
 			c.attemptToDelete.Add(n.key())
 			deletes++
 		}
-		if n.wantOrphan.Load() {
+		if n.wantOrphan.Load() || n.wantOrphanRefs.Load() {
 			c.attemptToOrphan.Add(n.key())
 			orphans++
 		}

@@ -306,7 +306,7 @@ func TestCrossShardOrphanLateDependent(t *testing.T) {
 }
 
 func TestCrossShardPartialSweep(t *testing.T) {
-	// A resource that cannot be listed (an aggregated API that is down) keeps the
+	// A resource that cannot be listed for now (the API server sheds load) keeps the
 	// finalizer: the owner is retried with backoff, not let go.
 	n := object(nodes, "", "n", "n-1")
 	tests := []struct {
@@ -321,7 +321,7 @@ func TestCrossShardPartialSweep(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newShard(t, nil)
 			f.meta.PrependReactor("list", "replicasets", func(clienttesting.Action) (bool, runtime.Object, error) {
-				return true, nil, apierrors.NewServiceUnavailable("the aggregated API is down")
+				return true, nil, apierrors.NewTooManyRequests("the API server sheds load", 1)
 			})
 			f.exists(n)
 			d := f.startDeletion(n, tt.finalizer)

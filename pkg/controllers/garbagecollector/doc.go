@@ -52,15 +52,18 @@
 // resourceVersion) metadata list, cluster-wide, of every namespaced resource served to
 // the controller, looking for an object whose owner references name O's UID, with
 // blockOwnerDeletion for foregroundDeletion, any for orphan. Found: pending, and O is
-// requeued after 1 s, doubling to 30 s while it stays pending. A list that fails (an
-// aggregated API down) makes the answer an error, retried with backoff: the finalizer
-// never goes on a partial sweep. Concurrent callers join the next sweep to start after
+// requeued after 1 s, doubling to 30 s while it stays pending. A resource whose list
+// answers 503 (an aggregated API whose backend is down) or 404 (no longer served) is left
+// out, as upstream's graph leaves out a resource whose monitor could not sync: otherwise
+// one broken aggregated API would stall every cluster-scoped owner's foreground and
+// orphan deletion. Any other failure (a timeout, 429, a 500) makes the answer an error,
+// retried with backoff: the finalizer never goes on a sweep cut short. Concurrent callers join the next sweep to start after
 // they asked; one sweep answers every owner that joined it, and a sweep that had already
 // started never answers a later caller.
 //
 // The invariant: S_c removes foregroundDeletion from a cluster-scoped owner O only
 // after (i) its own graph showed no blocking dependent of O, and then (ii) a list of
-// every namespaced served resource, each begun after (i), found no object with a
+// every namespaced served resource (but those not served then), each begun after (i), found no object with a
 // blocking reference to O; for orphan, (i) its graph's dependents were orphaned and (ii)
 // found no reference at all. Each list is a consistent read, so a blocking dependent
 // (a reference) still present at removal did not exist, or did not block, when its

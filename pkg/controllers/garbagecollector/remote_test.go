@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -29,7 +30,7 @@ func TestConservativeRemote(t *testing.T) {
 type pagedLister struct {
 	mu    sync.Mutex
 	objs  map[schema.GroupVersionResource][]*metav1.PartialObjectMetadata
-	fail  map[schema.GroupVersionResource]bool
+	fail  map[schema.GroupVersionResource]error
 	calls []string
 }
 
@@ -37,8 +38,8 @@ func (l *pagedLister) list(_ context.Context, gvr schema.GroupVersionResource, o
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls = append(l.calls, fmt.Sprintf("%s limit=%d rv=%q continue=%q", gvr.Resource, opts.Limit, opts.ResourceVersion, opts.Continue))
-	if l.fail[gvr] {
-		return nil, errors.New("the aggregated API is down")
+	if err := l.fail[gvr]; err != nil {
+		return nil, err
 	}
 	i := 0
 	if opts.Continue != "" {
@@ -86,6 +87,7 @@ func TestSweep(t *testing.T) {
 		name      string
 		objs      []*metav1.PartialObjectMetadata
 		fail      []schema.GroupVersionResource
+		failWith  error // the failing lists' error (default: a timeout)
 		finalizer string
 		want      bool
 		wantErr   bool
@@ -153,6 +155,20 @@ func TestSweep(t *testing.T) {
 			wantErr:   true,
 		},
 		{
+			name:      "a resource whose API is down (503) is left out, as upstream leaves out what its monitors could not sync",
+			objs:      []*metav1.PartialObjectMetadata{object(pods, "remote", "p", "p-1")},
+			fail:      []schema.GroupVersionResource{replicaSets.GroupVersionResource},
+			failWith:  apierrors.NewServiceUnavailable("metrics.k8s.io/v1beta1: the server is currently unable to handle the request"),
+			finalizer: metav1.FinalizerDeleteDependents,
+		},
+		{
+			name:      "a resource no longer served (404) is left out",
+			objs:      []*metav1.PartialObjectMetadata{object(pods, "remote", "p", "p-1")},
+			fail:      []schema.GroupVersionResource{replicaSets.GroupVersionResource},
+			failWith:  apierrors.NewNotFound(replicaSets.GroupResource(), ""),
+			finalizer: metav1.FinalizerOrphanDependents,
+		},
+		{
 			name:      "a failing list does not hide a reference found elsewhere: pending",
 			objs:      []*metav1.PartialObjectMetadata{object(pods, "remote", "p", "p-1", ownedBy(n, false))},
 			fail:      []schema.GroupVersionResource{replicaSets.GroupVersionResource},
@@ -169,10 +185,13 @@ func TestSweep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := &pagedLister{fail: map[schema.GroupVersionResource]bool{}}
+			l := &pagedLister{fail: map[schema.GroupVersionResource]error{}}
 			l.add(tt.objs...)
 			for _, gvr := range tt.fail {
-				l.fail[gvr] = true
+				l.fail[gvr] = tt.failWith
+				if tt.failWith == nil {
+					l.fail[gvr] = apierrors.NewTimeoutError("the list took too long", 1)
+				}
 			}
 			s := newTestSweeper(t, l.list)
 			got, err := s.Pending(context.Background(), ownerRef(n), tt.finalizer)

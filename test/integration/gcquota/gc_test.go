@@ -156,21 +156,50 @@ func TestNewCRD(t *testing.T) {
 }
 
 // TestClusterScopedOwner: namespaced dependents, in three namespaces (so, with kshard,
-// on several shards), of a cluster-scoped owner are collected once it is deleted in the
-// background.
+// on several shards), of cluster-scoped owners: deleted in the background, they are
+// collected; in the foreground, the owner stays until the last blocking dependent is gone
+// (one is held by a finalizer: the owner waits for it, then goes); orphaned, they stay
+// with the reference removed, and the owner goes without its orphan finalizer.
 func TestClusterScopedOwner(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	owners := e.crd("Owner", "Cluster")
-	owner := e.custom(owners, "Owner", "", "o-"+e.ns)
+	gv := owners.GroupVersion().String()
+	bg := e.custom(owners, "Owner", "", "bg-"+e.ns)
+	fg := e.custom(owners, "Owner", "", "fg-"+e.ns)
+	orphan := e.custom(owners, "Owner", "", "orphan-"+e.ns)
 	nss := []string{e.ns, e.namespace(), e.namespace()}
-	for _, ns := range nss {
-		e.configMap(ns, "dependent", false, ref(owner, owners.GroupVersion().String(), "Owner", false))
+	for i, ns := range nss {
+		e.configMap(ns, "of-bg", false, ref(bg, gv, "Owner", false))
+		e.configMap(ns, "of-fg", i == 2, ref(fg, gv, "Owner", true))
+		e.configMap(ns, "of-orphan", false, ref(orphan, gv, "Owner", true))
 	}
-	e.del(owners, "", owner.GetName(), ptr.To(metav1.DeletePropagationBackground))
+	e.del(owners, "", bg.GetName(), ptr.To(metav1.DeletePropagationBackground))
+	e.del(owners, "", fg.GetName(), ptr.To(metav1.DeletePropagationForeground))
+	e.del(owners, "", orphan.GetName(), ptr.To(metav1.DeletePropagationOrphan))
 	for _, ns := range nss {
-		e.waitGone(configMaps, ns, "dependent")
+		e.waitGone(configMaps, ns, "of-bg")
 	}
+	for _, ns := range nss[:2] {
+		e.waitGone(configMaps, ns, "of-fg")
+	}
+	e.waitGone(owners, "", orphan.GetName())
+	for _, ns := range nss {
+		o, err := e.get(context.Background(), configMaps, ns, "of-orphan")
+		if err != nil || o == nil || len(o.OwnerReferences) != 0 || o.DeletionTimestamp != nil {
+			t.Errorf("%s/of-orphan after its owner was orphan-deleted: %v (err %v); want it kept, without owner references", ns, o, err)
+		}
+	}
+	// The held dependent is being deleted; its owner waits for it.
+	framework.Eventually(t, collectTimeout, "the held dependent being deleted", func(ctx context.Context) (bool, error) {
+		o, err := e.get(ctx, configMaps, nss[2], "of-fg")
+		return err == nil && o != nil && o.DeletionTimestamp != nil, err
+	})
+	if o, err := e.get(context.Background(), owners, "", fg.GetName()); err != nil || o == nil || !slices.Contains(o.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Fatalf("foreground owner while a blocking dependent is held: %v (err %v); want it kept with %s", o, err, metav1.FinalizerDeleteDependents)
+	}
+	e.release(configMaps, nss[2], "of-fg")
+	e.waitGone(owners, "", fg.GetName())
 }
 
 // TestClusterScopedDependent: a cluster-scoped dependent of a namespaced owner is never

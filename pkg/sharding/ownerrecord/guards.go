@@ -211,8 +211,15 @@ func RecordPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 //     it has owner references and is not a Namespace: the garbage collector deletes
 //     cluster-scoped dependents whose owners are gone, and nothing else. The namespace
 //     controller needs delete on */* for the content of a namespace being deleted, and
-//     RBAC cannot take the cluster-scoped resources out of a wildcard. Admission never
-//     sends the API server's own
+//     RBAC cannot take the cluster-scoped resources out of a wildcard.
+//   - The shard ServiceAccount may UPDATE (or patch) a cluster-scoped object only to
+//     remove owner references (or turn their blockOwnerDeletion off) and finalizers,
+//     everything else unchanged: what the garbage collector writes (orphaning dependents,
+//     finishing a foreground or orphan deletion); and the namespace controller's
+//     namespaces/status and namespaces/finalize. The garbage collector's patch on */*
+//     would otherwise let a shard rewrite webhook configurations, APIServices, CRDs or
+//     labels of any Namespace; nor can a shard add an owner reference to an object and
+//     then delete it as a dependent. Admission never sends the API server's own
 //     admission configuration (ValidatingAdmissionPolicies, their bindings, webhook
 //     configurations) to a policy, so a shard can still delete the fence's own binding:
 //     Checker detects that.
@@ -233,6 +240,23 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 	// What the garbage collector deletes: a dependent, never a Namespace.
 	gcDependent := `oldObject != null && has(oldObject.metadata.ownerReferences) && size(oldObject.metadata.ownerReferences) > 0 && ` +
 		`!(request.resource.group == '' && request.resource.resource == 'namespaces')`
+	// What the shard updates: the namespace controller's namespaces/status and
+	// namespaces/finalize, and the garbage collector's removal of owner references (or of
+	// their blockOwnerDeletion) and finalizers, with nothing else changed (metadata's
+	// resourceVersion and managedFields aside).
+	namespaceSubresource := `request.resource.group == '' && request.resource.resource == 'namespaces' && ` +
+		`has(request.subResource) && (request.subResource == 'status' || request.subResource == 'finalize')`
+	free := `['ownerReferences', 'finalizers', 'managedFields', 'resourceVersion']`
+	shrinkOnly := `!(has(request.subResource) && request.subResource != '') && object != null && oldObject != null && ` +
+		`object.all(k, k == 'metadata' || (k in oldObject && object[k] == oldObject[k])) && ` +
+		`oldObject.all(k, k == 'metadata' || k in object) && ` +
+		`object.metadata.all(k, k in ` + free + ` || (k in oldObject.metadata && object.metadata[k] == oldObject.metadata[k])) && ` +
+		`oldObject.metadata.all(k, k in ` + free + ` || k in object.metadata) && ` +
+		`(!has(object.metadata.finalizers) || object.metadata.finalizers.all(f, has(oldObject.metadata.finalizers) && f in oldObject.metadata.finalizers)) && ` +
+		`(!has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, has(oldObject.metadata.ownerReferences) && ` +
+		`oldObject.metadata.ownerReferences.exists(o, o.uid == r.uid && o.apiVersion == r.apiVersion && o.kind == r.kind && o.name == r.name && ` +
+		`(has(o.controller) ? o.controller : false) == (has(r.controller) ? r.controller : false) && ` +
+		`(!(has(r.blockOwnerDeletion) && r.blockOwnerDeletion) || (has(o.blockOwnerDeletion) && o.blockOwnerDeletion)))))`
 	dryRunEventCreate := `request.operation == 'CREATE' && request.resource.group == '' && request.resource.resource == 'events' && ` +
 		`!(has(request.subResource) && request.subResource != '') && has(request.dryRun) && request.dryRun == true`
 	what := `request.operation + ' ' + request.resource.resource + ` + celSubresource + ` + ' ' + ` + celName + ` + ` +
@@ -256,7 +280,8 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 				}},
 			},
 			MatchConditions: []admissionregistrationv1.MatchCondition{
-				{Name: "shard-cluster-delete-or-probe", Expression: `(` + shard + ` && request.operation == 'DELETE' && ` + clusterScoped + `) || ` + probe},
+				{Name: "shard-cluster-delete-update-or-probe", Expression: `(` + shard + ` && (request.operation == 'DELETE' || request.operation == 'UPDATE') && ` +
+					clusterScoped + `) || ` + probe},
 			},
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "what", Expression: what},
@@ -269,7 +294,14 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 					Reason:            &forbidden,
 				},
 				{
-					Expression: `!(` + shard + `) || (` + gcDependent + `)`,
+					Expression: `!(` + shard + ` && request.operation == 'UPDATE') || (` + namespaceSubresource + `) || (` + shrinkOnly + `)`,
+					MessageExpression: `'` + LimitsMessagePrefix + ` shard ' + (` + celShard + `) + ' may not ' + variables.what + ` +
+						`': a shard may update a cluster-scoped object only to remove owner references or finalizers (the garbage collector), nothing else'`,
+					Message: LimitsMessagePrefix + " shards may update a cluster-scoped object only to remove owner references or finalizers",
+					Reason:  &forbidden,
+				},
+				{
+					Expression: `!(` + shard + ` && request.operation == 'DELETE') || (` + gcDependent + `)`,
 					MessageExpression: `'` + LimitsMessagePrefix + ` shard ' + (` + celShard + `) + ' may not ' + variables.what + ` +
 						`': a shard deletes only cluster-scoped objects that have owner references (the garbage collector), and never a Namespace'`,
 					Message: LimitsMessagePrefix + " shards may delete only cluster-scoped objects that have owner references, never a Namespace",

@@ -69,6 +69,12 @@ type ServedInformers interface {
 	// Subscribe registers s before the shard starts: it then hears of every resource
 	// found, and of every one that is gone, one call at a time.
 	Subscribe(s ServedSubscriber)
+	// Failing reports whether the lists of r fail now (an aggregated API whose backend is
+	// down, a CRD whose conversion webhook fails): its informer's store may then miss
+	// objects of any namespace, and a controller that counts them (ResourceQuota) must
+	// not trust it. Resources of the API server's built-in groups never fail so: the shard
+	// waits for them as for every informer a controller declares.
+	Failing(r ServedResource) bool
 }
 
 // ServedSubscriber is a controller's side of ServedInformers. The informers it is handed

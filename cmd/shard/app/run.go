@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -216,7 +217,9 @@ func (s *shard) buildRuntime(ctx context.Context) error {
 		return err
 	}
 	enabled := s.reg.Enabled(s.o.Controllers)
-	hub := &servedHub{}
+	hub := &servedHub{failing: func(gvr schema.GroupVersionResource) bool {
+		return s.cache.ListsFailing(shardcache.Key{Resource: gvr, Metadata: true})
+	}}
 	ctrls, err := buildControllers(enabled, s.reg.Workers, controllerDeps{
 		config: s.config, apiServerCA: ca, cache: s.cache, gate: g, partitionOf: s.partitionOf, queues: queueProvider,
 		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics, served: hub, shard: s.o.ShardID, log: s.log,

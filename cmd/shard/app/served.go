@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -33,6 +34,8 @@ const firstDiscoveryTimeout = 10 * time.Second
 // servedHub collects, while controllers are built, the consumers of served resources: one
 // per controller whose Descriptor asks for Served.
 type servedHub struct {
+	// failing reports an optional informer whose lists fail (Cache.ListsFailing).
+	failing   func(gvr schema.GroupVersionResource) bool
 	consumers []*served.Consumer
 	// counters count failed discovery rounds (controllers.DiscoveryFailureCounter).
 	counters []controllers.DiscoveryFailureCounter
@@ -43,7 +46,7 @@ func (h *servedHub) forController(d controllers.Descriptor) controllers.ServedIn
 	if d.Served == nil {
 		return nil
 	}
-	f := &subscribers{}
+	f := &subscribers{failing: h.failing}
 	h.consumers = append(h.consumers, &served.Consumer{
 		Name:       d.Name,
 		Spec:       served.Spec{Verbs: d.Served.Verbs, NamespacedOnly: d.Served.NamespacedOnly, Ignore: d.Served.Ignore},
@@ -98,8 +101,14 @@ func runDiscovery(ctx context.Context, loop *served.Loop, period time.Duration, 
 // subscribers is one controller's Context.Served: what its constructor subscribed, told of
 // each change in order.
 type subscribers struct {
-	mu   sync.Mutex
-	subs []controllers.ServedSubscriber
+	mu      sync.Mutex
+	subs    []controllers.ServedSubscriber
+	failing func(gvr schema.GroupVersionResource) bool
+}
+
+// Failing reports whether r's lists fail now.
+func (f *subscribers) Failing(r controllers.ServedResource) bool {
+	return f.failing != nil && f.failing(r.GroupVersionResource)
 }
 
 // Subscribe registers s.
@@ -146,7 +155,10 @@ func (s servedInformers) Informer(r served.Resource) (toolscache.SharedIndexInfo
 		return s.cache.Informer(shardcache.Key{Resource: r.GroupVersionResource})
 	}
 	rt := shardcache.MetadataType(r.GroupVersionResource, !r.Namespaced, s.metadata)
-	rt.Optional = true
+	// A resource of the API server's own groups lists as reliably as the typed ones: it
+	// is waited for, so that a controller counting it (ResourceQuota's count/secrets)
+	// never reads a partial store. CRDs and aggregated APIs are optional.
+	rt.Optional = !builtinGroup(r.Group)
 	return s.cache.InformerFor(rt), nil
 }
 
@@ -155,6 +167,12 @@ func (s servedInformers) Remove(r served.Resource) error {
 		return nil // other controllers read it
 	}
 	return s.cache.Remove(shardcache.Key{Resource: r.GroupVersionResource, Metadata: true})
+}
+
+// builtinGroup reports whether group is one of kube-apiserver's own (client-go's scheme
+// knows it).
+func builtinGroup(group string) bool {
+	return scheme.Scheme.IsGroupRegistered(group)
 }
 
 // typedResources returns the resources the enabled controllers read typed.

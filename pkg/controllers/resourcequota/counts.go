@@ -47,6 +47,10 @@ func (c *Controller) listServed(gr schema.GroupResource) func(namespace string) 
 		if !s.informer.HasSynced() {
 			return nil, fmt.Errorf("%s not yet synced", gr)
 		}
+		if c.servedInformers != nil && c.servedInformers.Failing(s.resource) {
+			// Its store may miss objects of any namespace: the old usage stays.
+			return nil, fmt.Errorf("%s cannot be listed now: its count would be short", gr)
+		}
 		return listIndexer(s.informer.GetIndexer())(namespace)
 	}
 }

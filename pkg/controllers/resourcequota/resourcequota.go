@@ -125,6 +125,8 @@ type Controller struct {
 
 	// registry holds an evaluator for every resource usage is computed of.
 	registry quota.Registry
+	// servedInformers is Context.Served: whether a served resource's lists fail now.
+	servedInformers controllers.ServedInformers
 	// served are the served resources the shard handed over, by group and resource.
 	mu     sync.Mutex
 	served map[schema.GroupResource]*servedResource
@@ -183,6 +185,7 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 			return nil, err
 		}
 	}
+	ctrl.servedInformers = c.Served
 	c.Served.Subscribe(ctrl)
 	return ctrl, nil
 }

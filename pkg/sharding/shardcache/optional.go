@@ -113,6 +113,14 @@ func (c *Cache) healthList() []*health {
 	return hs
 }
 
+// ListsFailing reports whether key is an optional informer whose lists fail now.
+func (c *Cache) ListsFailing(key Key) bool {
+	c.mu.Lock()
+	h := c.health[key]
+	c.mu.Unlock()
+	return h.isFailing()
+}
+
 // Failing returns the optional resources whose lists fail now, by name, with the
 // error of the last list.
 func (c *Cache) Failing() map[string]error {

@@ -3,6 +3,7 @@ package controllertest
 import (
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/pkg/controllers"
@@ -14,6 +15,15 @@ import (
 type Served struct {
 	mu   sync.Mutex
 	subs []controllers.ServedSubscriber
+	// Down are the resources Failing reports.
+	Down map[schema.GroupVersionResource]bool
+}
+
+// Failing reports whether the test put r in Down.
+func (s *Served) Failing(r controllers.ServedResource) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Down[r.GroupVersionResource]
 }
 
 var _ controllers.ServedInformers = (*Served)(nil)

@@ -27,7 +27,9 @@ type item struct {
 }
 
 // take resolves a queue key to its node, clearing its want bit (want), and reports
-// whether the key is still the node's. A node that is gone, or that was observed under
+// whether there is work: want reports whether the node has work for this queue. A key taken with nothing wanted is a stale copy (a
+// Resync that read a bit a worker cleared meanwhile, a delayed AddAfter copy of a key
+// worked since) and is nothing to do. A node that is gone, or that was observed under
 // another key meanwhile (a virtual owner turned out to live elsewhere), is nothing to do;
 // a virtual node whose identity was replaced is queued under its new key.
 func (c *Controller) take(key string, want func(*node) bool) (item, bool) {
@@ -38,11 +40,14 @@ func (c *Controller) take(key string, want func(*node) bool) (item, bool) {
 	if !ok {
 		return item{}, false
 	}
-	want(n)
+	wanted := want(n)
 	if n.key() != key {
 		if n.virtual {
 			c.enqueueDelete(n)
 		}
+		return item{}, false
+	}
+	if !wanted {
 		return item{}, false
 	}
 	return item{n: n, identity: n.identity, virtual: n.virtual, beingDeleted: n.beingDeleted,
@@ -53,7 +58,12 @@ func (c *Controller) take(key string, want func(*node) bool) (item, bool) {
 // key's object if every owner is gone, verified live, or finishes a foreground deletion
 // it waits for.
 func (c *Controller) syncDelete(ctx context.Context, key string) error {
-	it, ok := c.take(key, func(n *node) bool { return n.wantDelete.Swap(false) })
+	// Any key is worked, bit or not, as upstream: the work reads the object and its
+	// owners live, so a stale copy costs reads, never a wrong write.
+	it, ok := c.take(key, func(n *node) bool {
+		n.wantDelete.Store(false)
+		return true
+	})
 	if !ok {
 		return nil
 	}

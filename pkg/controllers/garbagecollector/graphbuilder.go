@@ -270,8 +270,17 @@ func (c *Controller) addDependentToOwners(log logr.Logger, n *node, refs []metav
 	for _, ref := range refs {
 		owner, ok := g.nodes[ref.UID]
 		if !ok {
+			// A virtual owner lives in its dependent's namespace, unless its kind is
+			// known to be cluster-scoped: then it is keyed "<uid>", worked by the cluster
+			// partition's holder (keyed by the dependent's namespace, a shard without
+			// the cluster partition would retry a delete its fence refuses, forever). A
+			// kind not known yet keeps the dependent's namespace, as upstream.
+			ns := n.identity.Namespace
+			if _, namespaced, err := c.resources.mapping(ref.APIVersion, ref.Kind); err == nil && !namespaced {
+				ns = ""
+			}
 			owner = &node{
-				identity:   objectReference{OwnerReference: coordinates(ref), Namespace: n.identity.Namespace},
+				identity:   objectReference{OwnerReference: coordinates(ref), Namespace: ns},
 				dependents: map[*node]struct{}{},
 				virtual:    true,
 			}

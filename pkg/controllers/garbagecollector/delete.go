@@ -327,17 +327,47 @@ func (c *Controller) checkRemote(ctx context.Context, owner objectReference, fin
 	return nil
 }
 
+// The bound of reportOwnerElsewhere's lookups across the controller.
+const (
+	elsewhereLookupQPS   = 1
+	elsewhereLookupBurst = 10
+)
+
 // reportOwnerElsewhere looks for a virtual owner, not found in its dependents' namespace,
 // in every namespace: an owner in a namespace another shard works is never observed here,
 // so upstream's OwnerRefInvalidNamespace event, recorded when the owner is observed in
 // another namespace, would be missed. A consistent read is not needed (resourceVersion 0,
 // the watch cache); the lookup is best effort, and its failure only costs the event. The
 // dependents are then collected as dangling in their own namespace, as upstream.
+//
+// Each lookup is a cluster-wide list, and owner references are the tenants' to write: a
+// dependent gets at most one lookup (one whose dependents all had theirs is skipped), and
+// lookups across the controller are bounded by a token bucket (elsewhereLookupQPS,
+// elsewhereLookupBurst); with the bucket empty the lookup is skipped, costing only the
+// event.
 func (c *Controller) reportOwnerElsewhere(ctx context.Context, it item) {
 	_, log := nodeLogger(ctx, it.identity)
 	gvr, namespaced, err := c.resources.mapping(it.identity.APIVersion, it.identity.Kind)
 	if err != nil || !namespaced {
 		return
+	}
+	c.graph.mu.RLock()
+	deps := it.n.dependentList()
+	c.graph.mu.RUnlock()
+	fresh := false
+	for _, d := range deps {
+		fresh = fresh || !d.ownerLookedUp.Load()
+	}
+	if !fresh {
+		log.V(5).Info("not looking for the owner in other namespaces: its dependents had their lookup")
+		return
+	}
+	if !c.elsewhereLookups.TryAccept() {
+		log.V(4).Info("not looking for the owner in other namespaces: too many lookups")
+		return
+	}
+	for _, d := range deps {
+		d.ownerLookedUp.Store(true)
 	}
 	list, err := c.metadata.Resource(gvr).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", it.identity.Name).String(), ResourceVersion: "0"})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -94,6 +95,9 @@ type Controller struct {
 	// remoteRetry is how long each cluster-scoped owner RemoteDependents keeps pending
 	// waits before it is asked again.
 	remoteRetry *remoteBackoff
+	// elsewhereLookups bounds reportOwnerElsewhere's cluster-wide lookups across the
+	// controller (elsewhereLookupQPS, elsewhereLookupBurst).
+	elsewhereLookups flowcontrol.PassiveRateLimiter
 }
 
 // New builds the controller and subscribes it to the shard's served resources.
@@ -114,14 +118,15 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 	}
 	ctrl := &Controller{
 		metadata: c.Metadata, recorder: c.Recorder, log: c.Logger, metrics: c.Metrics, gcm: m,
-		graph:           newGraph(),
-		absent:          newAbsentOwners(absentOwnerCacheSize),
-		graphChanges:    workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[*event]{Name: graphChangesQueue}),
-		attemptToDelete: del,
-		attemptToOrphan: orph,
-		resources:       newResources(),
-		remote:          remote,
-		remoteRetry:     newRemoteBackoff(),
+		graph:            newGraph(),
+		absent:           newAbsentOwners(absentOwnerCacheSize),
+		graphChanges:     workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[*event]{Name: graphChangesQueue}),
+		attemptToDelete:  del,
+		attemptToOrphan:  orph,
+		resources:        newResources(),
+		remote:           remote,
+		remoteRetry:      newRemoteBackoff(),
+		elsewhereLookups: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(elsewhereLookupQPS, elsewhereLookupBurst, clock.RealClock{}),
 	}
 	ctrl.remoteRetry.waiting = func(n int) { m.CrossPartitionWaitingOwners.Set(float64(n)) }
 	if remote == nil {

@@ -57,9 +57,13 @@
 // out, as upstream's graph leaves out a resource whose monitor could not sync: otherwise
 // one broken aggregated API would stall every cluster-scoped owner's foreground and
 // orphan deletion. Any other failure (a timeout, 429, a 500) makes the answer an error,
-// retried with backoff: the finalizer never goes on a sweep cut short. Concurrent callers join the next sweep to start after
-// they asked; one sweep answers every owner that joined it, and a sweep that had already
-// started never answers a later caller.
+// retried with backoff: the finalizer never goes on a sweep cut short. Each resource's
+// list (every page of it) is bounded by 2 minutes, and restarted from the beginning once
+// when its continue token expires (410 Gone). Concurrent callers join the next sweep to
+// start after they asked; one sweep answers every owner that joined it, and a sweep that
+// had already started never answers a later caller. Sweeps never run back to back: one
+// starts no earlier than max(2 s, twice the last sweep's duration) after the last one
+// started.
 //
 // The invariant: S_c removes foregroundDeletion from a cluster-scoped owner O only
 // after (i) its own graph showed no blocking dependent of O, and then (ii) a list of

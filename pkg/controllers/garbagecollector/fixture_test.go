@@ -96,6 +96,9 @@ func buildFixture(t *testing.T, remote RemoteDependents, meta *metadatafake.Fake
 		t.Fatal(err)
 	}
 	t.Cleanup(ctrl.graphChanges.ShutDown)
+	if s, ok := ctrl.remote.(*sweeper); ok {
+		s.minGap = 0 // sweeps a few microseconds long, at most that apart
+	}
 	f.ctrl = ctrl
 	for _, r := range allServed {
 		inf := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &metav1.PartialObjectMetadata{}, 0,

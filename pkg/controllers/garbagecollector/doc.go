@@ -63,7 +63,10 @@
 // start after they asked; one sweep answers every owner that joined it, and a sweep that
 // had already started never answers a later caller. Sweeps never run back to back: one
 // starts no earlier than max(2 s, twice the last sweep's duration) after the last one
-// started.
+// started. Until the shard has handed every served resource over, a sweep could miss
+// the one holding a reference: the sweep answers an error until the controller's first
+// Resync (the shard calls it only after its first discovery round) and while no
+// namespaced resource is known.
 //
 // The invariant: S_c removes foregroundDeletion from a cluster-scoped owner O only
 // after (i) its own graph showed no blocking dependent of O, and then (ii) a list of

@@ -98,6 +98,7 @@ func buildFixture(t *testing.T, remote RemoteDependents, meta *metadatafake.Fake
 	t.Cleanup(ctrl.graphChanges.ShutDown)
 	if s, ok := ctrl.remote.(*sweeper); ok {
 		s.minGap = 0 // sweeps a few microseconds long, at most that apart
+		ctrl.resynced.Store(true)
 	}
 	f.ctrl = ctrl
 	for _, r := range allServed {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -98,6 +99,10 @@ type Controller struct {
 	// elsewhereLookups bounds reportOwnerElsewhere's cluster-wide lookups across the
 	// controller (elsewhereLookupQPS, elsewhereLookupBurst).
 	elsewhereLookups flowcontrol.PassiveRateLimiter
+	// resynced is set by the first Resync, which the shard calls only after its first
+	// discovery round has handed every served resource over: until then the sweep
+	// answers an error.
+	resynced atomic.Bool
 }
 
 // New builds the controller and subscribes it to the shard's served resources.
@@ -133,6 +138,7 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 		s := newSweeper(func(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
 			return c.Metadata.Resource(gvr).List(ctx, opts)
 		}, ctrl.resources.namespacedResources, clock.RealClock{}, c.Logger.WithName("sweep"))
+		s.ready = ctrl.resynced.Load
 		s.observe = func(d time.Duration, complete bool) {
 			result := "complete"
 			if !complete {

@@ -80,6 +80,9 @@ type sweeper struct {
 	log       logr.Logger
 	// observe, when set, is told each sweep's duration and whether it was complete.
 	observe func(d time.Duration, complete bool)
+	// ready, when set, reports whether the shard's first discovery round is complete
+	// (see Pending).
+	ready func() bool
 	// minGap is sweepMinGap (tests change it); resourceTimeout is sweepResourceTimeout.
 	minGap          time.Duration
 	resourceTimeout time.Duration
@@ -130,7 +133,18 @@ func (s *sweeper) bind(ctx context.Context) {
 // owner (with blockOwnerDeletion, for foregroundDeletion); an error when no reference
 // was found but some resource could not be listed, so that a partial sweep never lets a
 // finalizer go.
+//
+// Until the shard has handed the controller every resource it serves, a sweep could miss
+// the resource holding a reference: Pending answers an error until ready says so (the
+// controller's Resync has run: the shard calls it only after its first discovery round)
+// and at least one namespaced resource is known.
 func (s *sweeper) Pending(ctx context.Context, owner metav1.OwnerReference, finalizer string) (bool, error) {
+	if s.ready != nil && !s.ready() {
+		return false, errors.New("cannot tell whether dependents in other shards' namespaces still reference the owner: the shard's first discovery round is not complete")
+	}
+	if len(s.resources()) == 0 {
+		return false, errors.New("cannot tell whether dependents in other shards' namespaces still reference the owner: no namespaced resource is known yet")
+	}
 	s.mu.Lock()
 	if s.next == nil {
 		s.next = &sweep{owners: map[types.UID]struct{}{}, done: make(chan struct{})}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
@@ -494,4 +495,29 @@ func TestSweepTimeoutPerResource(t *testing.T) {
 	if !p || err != nil {
 		t.Errorf("Pending = %v, %v; want pending: the replicaset listed after the pods' timeout references the owner", p, err)
 	}
+}
+
+// TestSweepNotReady: the controller's sweep answers an error until the shard's first
+// discovery round is complete (its first Resync) and a namespaced resource is known.
+func TestSweepNotReady(t *testing.T) {
+	owner := metav1.OwnerReference{UID: "n-1"}
+	t.Run("no namespaced resource known", func(t *testing.T) {
+		s := newTestSweeper(t, (&pagedLister{}).list)
+		s.resources = func() []schema.GroupVersionResource { return nil }
+		if p, err := s.Pending(context.Background(), owner, metav1.FinalizerDeleteDependents); err == nil {
+			t.Errorf("Pending = %v, nil; want an error", p)
+		}
+	})
+	t.Run("before the first Resync", func(t *testing.T) {
+		f := newShard(t, nil)
+		f.ctrl.resynced.Store(false)
+		if p, err := f.ctrl.remote.Pending(context.Background(), owner, metav1.FinalizerDeleteDependents); err == nil {
+			t.Errorf("Pending = %v, nil before Resync; want an error", p)
+		}
+		f.ctrl.Resync(controllers.Scope{Cluster: true})
+		f.drainGraph()
+		if p, err := f.ctrl.remote.Pending(context.Background(), owner, metav1.FinalizerDeleteDependents); p || err != nil {
+			t.Errorf("Pending = %v, %v after Resync; want not pending", p, err)
+		}
+	})
 }

@@ -28,7 +28,11 @@ var _ controllers.Resyncer = (*Controller)(nil)
 //
 // So objects whose owners were deleted while no garbage collector ran are collected:
 // their owners are virtual nodes, queued for a live check.
+//
+// The shard calls Resync only after its first discovery round: the first call also
+// tells the sweep that every served resource has been handed over (sweeper.Pending).
 func (c *Controller) Resync(scope controllers.Scope) {
+	c.resynced.Store(true)
 	for _, s := range c.resources.all() {
 		gvk := s.res.GroupVersion().WithKind(s.res.Kind)
 		for _, obj := range scopedObjects(s.informer.GetIndexer(), s.res.Namespaced, scope) {

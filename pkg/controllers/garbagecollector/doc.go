@@ -15,12 +15,15 @@
 // The queues. attemptToDelete and attemptToOrphan are the shard's gated queues, keyed
 // "<namespace>/<uid>", or "<uid>" for cluster-scoped nodes, so that the gate maps a node
 // to its namespace's partition or to the cluster partition; the graph changes queue is
-// internal. An attemptToDelete worker reads the object live through the fenced metadata
+// internal. An attemptToDelete worker reads the object live through the shard's metadata
 // client, reads every owner live (or in the bounded cache of owners known absent), and
 // deletes the object when every owner is gone or waiting for its dependents, with a UID
 // and resourceVersion precondition and the propagation its finalizers ask for. An
 // attemptToOrphan worker patches the owner's reference out of its dependents, then
-// removes the orphan finalizer.
+// removes the orphan finalizer. Namespaced writes are fenced server-side as well as by
+// the shard's gate; cluster-scoped writes are fenced client-side only: the shard's gate
+// refuses them unless the shard holds the cluster partition, and the shard limits policy
+// restricts cluster-scoped deletes and updates.
 //
 // Starting work. The shard warms a partition's stores before it holds it, so the graph
 // builder's queue adds for it are dropped by the gate; Resync (controllers.Resyncer)

@@ -153,8 +153,8 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 	return ctrl, nil
 }
 
-// Run runs the graph builder and workers attemptToDelete and attemptToOrphan workers
-// until ctx ends. Upstream waits for its monitors to sync first; here the shard's gate
+// Run runs the graph builder and the attemptToDelete and attemptToOrphan workers until
+// ctx ends. Upstream waits for its monitors to sync first; here the shard's gate
 // admits keys of a partition only once its stores are filled (and Resync has run).
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()

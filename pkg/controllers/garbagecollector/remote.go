@@ -17,7 +17,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// RemoteDependents is the seam of the cross-shard barrier (docs/design-gc-quota.md §3.4).
+// RemoteDependents is the seam of the cross-shard barrier (docs/architecture.md, "The
+// garbage collector across shards").
 // A cluster-scoped owner's dependents may live in namespaces other shards work, which
 // this shard's graph does not hold; removing the owner's foregroundDeletion finalizer
 // when the local graph shows no blocking dependent, or its orphan finalizer when the
@@ -35,16 +36,6 @@ type RemoteDependents interface {
 	// true makes the owner wait (its key is worked again later); an error retries it
 	// with backoff.
 	Pending(ctx context.Context, owner metav1.OwnerReference, finalizer string) (bool, error)
-}
-
-// ConservativeRemote is a RemoteDependents that always answers pending, so that a
-// cluster-scoped owner never loses foregroundDeletion or orphan: a stand-in for tests
-// and for a shard that must not decide.
-type ConservativeRemote struct{}
-
-// Pending always reports pending.
-func (ConservativeRemote) Pending(context.Context, metav1.OwnerReference, string) (bool, error) {
-	return true, nil
 }
 
 // sweepPageSize is the page size of a sweep's lists.

@@ -20,8 +20,8 @@ import (
 
 func TestConservativeRemote(t *testing.T) {
 	for _, fin := range []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents} {
-		if pending, err := (ConservativeRemote{}).Pending(context.Background(), metav1.OwnerReference{Name: "n"}, fin); !pending || err != nil {
-			t.Errorf("%s: pending %v, %v; ConservativeRemote must always hold the finalizer", fin, pending, err)
+		if pending, err := (conservativeRemote{}).Pending(context.Background(), metav1.OwnerReference{Name: "n"}, fin); !pending || err != nil {
+			t.Errorf("%s: pending %v, %v; conservativeRemote must always hold the finalizer", fin, pending, err)
 		}
 	}
 }

@@ -82,14 +82,15 @@
 // collected as dangling once O is gone). Nothing else brings one back: dependents are
 // removed, or lose their references, only through their own shards, and the garbage
 // collector never adds a reference. Conversely S_c asks again 1 s to 30 s after each
-// pending answer, so the finalizer goes within one wait and one sweep of the last
-// blocking dependent (reference) going: exactly when it is gone, as far as any shard
-// can tell.
+// pending answer, so the finalizer goes within one wait, the gap between sweeps and one
+// sweep of the last blocking dependent (reference) going: exactly when it is gone, as
+// far as any shard can tell.
 //
 // The cost: one cluster-wide metadata list per namespaced served resource (⌈objects/500⌉
 // pages) per sweep, batched over every owner waiting, and only for cluster-scoped owners
 // in foreground or orphan deletion, which are rare; one sweep per wait while remote
-// dependents remain (1 s to 30 s apart). Background deletion and namespaced owners cost
+// dependents remain (1 s to 30 s apart, and sweeps start at least max(2 s, twice the
+// last sweep's duration) apart). Background deletion and namespaced owners cost
 // nothing more.
 //
 // Moves and failures. The decision reads only the API server and S_c's own graph: a

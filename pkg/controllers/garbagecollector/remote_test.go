@@ -477,7 +477,7 @@ func TestSweepTimeoutPerResource(t *testing.T) {
 			return nil, ctx.Err()
 		}
 		select {
-		case <-time.After(60 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -490,7 +490,7 @@ func TestSweepTimeoutPerResource(t *testing.T) {
 	s := newSweeper(list, func() []schema.GroupVersionResource {
 		return []schema.GroupVersionResource{pods.GroupVersionResource, replicaSets.GroupVersionResource}
 	}, clocktesting.NewFakeClock(time.Unix(0, 0)), controllertest.Logger(t))
-	s.resourceTimeout = 100 * time.Millisecond
+	s.resourceTimeout = 500 * time.Millisecond
 	p, err := s.Pending(context.Background(), ownerRef(n), metav1.FinalizerDeleteDependents)
 	if !p || err != nil {
 		t.Errorf("Pending = %v, %v; want pending: the replicaset listed after the pods' timeout references the owner", p, err)

@@ -27,7 +27,9 @@ type item struct {
 }
 
 // take resolves a queue key to its node, clearing its want bit (want), and reports
-// whether the key is still the node's. A node that is gone, or that was observed under
+// whether there is work: want reports whether the node has work for this queue. A key taken with nothing wanted is a stale copy (a
+// Resync that read a bit a worker cleared meanwhile, a delayed AddAfter copy of a key
+// worked since) and is nothing to do. A node that is gone, or that was observed under
 // another key meanwhile (a virtual owner turned out to live elsewhere), is nothing to do;
 // a virtual node whose identity was replaced is queued under its new key.
 func (c *Controller) take(key string, want func(*node) bool) (item, bool) {
@@ -38,11 +40,14 @@ func (c *Controller) take(key string, want func(*node) bool) (item, bool) {
 	if !ok {
 		return item{}, false
 	}
-	want(n)
+	wanted := want(n)
 	if n.key() != key {
 		if n.virtual {
 			c.enqueueDelete(n)
 		}
+		return item{}, false
+	}
+	if !wanted {
 		return item{}, false
 	}
 	return item{n: n, identity: n.identity, virtual: n.virtual, beingDeleted: n.beingDeleted,
@@ -53,7 +58,12 @@ func (c *Controller) take(key string, want func(*node) bool) (item, bool) {
 // key's object if every owner is gone, verified live, or finishes a foreground deletion
 // it waits for.
 func (c *Controller) syncDelete(ctx context.Context, key string) error {
-	it, ok := c.take(key, func(n *node) bool { return n.wantDelete.Swap(false) })
+	// Any key is worked, bit or not, as upstream: the work reads the object and its
+	// owners live, so a stale copy costs reads, never a wrong write.
+	it, ok := c.take(key, func(n *node) bool {
+		n.wantDelete.Store(false)
+		return true
+	})
 	if !ok {
 		return nil
 	}
@@ -317,17 +327,47 @@ func (c *Controller) checkRemote(ctx context.Context, owner objectReference, fin
 	return nil
 }
 
+// The bound of reportOwnerElsewhere's lookups across the controller.
+const (
+	elsewhereLookupQPS   = 1
+	elsewhereLookupBurst = 10
+)
+
 // reportOwnerElsewhere looks for a virtual owner, not found in its dependents' namespace,
 // in every namespace: an owner in a namespace another shard works is never observed here,
 // so upstream's OwnerRefInvalidNamespace event, recorded when the owner is observed in
 // another namespace, would be missed. A consistent read is not needed (resourceVersion 0,
 // the watch cache); the lookup is best effort, and its failure only costs the event. The
 // dependents are then collected as dangling in their own namespace, as upstream.
+//
+// Each lookup is a cluster-wide list, and owner references are the tenants' to write: a
+// dependent gets at most one lookup (one whose dependents all had theirs is skipped), and
+// lookups across the controller are bounded by a token bucket (elsewhereLookupQPS,
+// elsewhereLookupBurst); with the bucket empty the lookup is skipped, costing only the
+// event.
 func (c *Controller) reportOwnerElsewhere(ctx context.Context, it item) {
 	_, log := nodeLogger(ctx, it.identity)
 	gvr, namespaced, err := c.resources.mapping(it.identity.APIVersion, it.identity.Kind)
 	if err != nil || !namespaced {
 		return
+	}
+	c.graph.mu.RLock()
+	deps := it.n.dependentList()
+	c.graph.mu.RUnlock()
+	fresh := false
+	for _, d := range deps {
+		fresh = fresh || !d.ownerLookedUp.Load()
+	}
+	if !fresh {
+		log.V(5).Info("not looking for the owner in other namespaces: its dependents had their lookup")
+		return
+	}
+	if !c.elsewhereLookups.TryAccept() {
+		log.V(4).Info("not looking for the owner in other namespaces: too many lookups")
+		return
+	}
+	for _, d := range deps {
+		d.ownerLookedUp.Store(true)
 	}
 	list, err := c.metadata.Resource(gvr).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", it.identity.Name).String(), ResourceVersion: "0"})

@@ -2,14 +2,18 @@ package garbagecollector
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/flowcontrol"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kshard/kshard/pkg/controllers"
 )
@@ -239,4 +243,47 @@ func TestAttemptToDeleteConflictRetriedWithoutResourceVersion(t *testing.T) {
 	if f.stored(pod) != nil {
 		t.Error("the pod was not deleted")
 	}
+}
+
+// TestReportOwnerElsewhereBounded: made-up owner references cost at most one
+// cluster-wide lookup per dependent, and at most the bucket's burst across the
+// controller while no time passes; the dependents are collected as dangling anyway.
+func TestReportOwnerElsewhereBounded(t *testing.T) {
+	lists := func(f *fixture) int {
+		n := 0
+		for _, a := range f.meta.Actions() {
+			if _, ok := a.(clienttesting.ListActionImpl); ok {
+				n++
+			}
+		}
+		return n
+	}
+	t.Run("one dependent, many made-up owners", func(t *testing.T) {
+		f := newFixture(t, nil)
+		var opts []func(*metav1.PartialObjectMetadata)
+		for i := range 20 {
+			opts = append(opts, ref("apps/v1", "ReplicaSet", fmt.Sprintf("rs%d", i), fmt.Sprintf("rs-%d", i)))
+		}
+		f.exists(object(pods, "ns", "p", "p-1", opts...))
+		f.settle()
+		if n := lists(f); n != 1 {
+			t.Errorf("%d lookups in every namespace; want 1", n)
+		}
+		equal(t, "writes", f.writes(), []string{"delete pods ns/p Background"})
+	})
+	t.Run("many dependents: the bucket", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.ctrl.elsewhereLookups = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(elsewhereLookupQPS, elsewhereLookupBurst,
+			clocktesting.NewFakePassiveClock(time.Unix(0, 0)))
+		for i := range 20 {
+			f.exists(object(pods, "ns", fmt.Sprintf("p%d", i), fmt.Sprintf("p-%d", i), ref("apps/v1", "ReplicaSet", fmt.Sprintf("rs%d", i), fmt.Sprintf("rs-%d", i))))
+		}
+		f.settle()
+		if n := lists(f); n != elsewhereLookupBurst {
+			t.Errorf("%d lookups in every namespace; want %d", n, elsewhereLookupBurst)
+		}
+		if n := len(f.writes()); n != 20 {
+			t.Errorf("%d writes; want the 20 dependents deleted", n)
+		}
+	})
 }

@@ -15,12 +15,15 @@
 // The queues. attemptToDelete and attemptToOrphan are the shard's gated queues, keyed
 // "<namespace>/<uid>", or "<uid>" for cluster-scoped nodes, so that the gate maps a node
 // to its namespace's partition or to the cluster partition; the graph changes queue is
-// internal. An attemptToDelete worker reads the object live through the fenced metadata
+// internal. An attemptToDelete worker reads the object live through the shard's metadata
 // client, reads every owner live (or in the bounded cache of owners known absent), and
 // deletes the object when every owner is gone or waiting for its dependents, with a UID
 // and resourceVersion precondition and the propagation its finalizers ask for. An
 // attemptToOrphan worker patches the owner's reference out of its dependents, then
-// removes the orphan finalizer.
+// removes the orphan finalizer. Namespaced writes are fenced server-side as well as by
+// the shard's gate; cluster-scoped writes are fenced client-side only: the shard's gate
+// refuses them unless the shard holds the cluster partition, and the shard limits policy
+// restricts cluster-scoped deletes and updates.
 //
 // Starting work. The shard warms a partition's stores before it holds it, so the graph
 // builder's queue adds for it are dropped by the gate; Resync (controllers.Resyncer)
@@ -57,9 +60,16 @@
 // out, as upstream's graph leaves out a resource whose monitor could not sync: otherwise
 // one broken aggregated API would stall every cluster-scoped owner's foreground and
 // orphan deletion. Any other failure (a timeout, 429, a 500) makes the answer an error,
-// retried with backoff: the finalizer never goes on a sweep cut short. Concurrent callers join the next sweep to start after
-// they asked; one sweep answers every owner that joined it, and a sweep that had already
-// started never answers a later caller.
+// retried with backoff: the finalizer never goes on a sweep cut short. Each resource's
+// list (every page of it) is bounded by 2 minutes, and restarted from the beginning once
+// when its continue token expires (410 Gone). Concurrent callers join the next sweep to
+// start after they asked; one sweep answers every owner that joined it, and a sweep that
+// had already started never answers a later caller. Sweeps never run back to back: one
+// starts no earlier than max(2 s, twice the last sweep's duration) after the last one
+// started. Until the shard has handed every served resource over, a sweep could miss
+// the one holding a reference: the sweep answers an error until the controller's first
+// Resync (the shard calls it only after its first discovery round) and while no
+// namespaced resource is known.
 //
 // The invariant: S_c removes foregroundDeletion from a cluster-scoped owner O only
 // after (i) its own graph showed no blocking dependent of O, and then (ii) a list of
@@ -72,14 +82,15 @@
 // collected as dangling once O is gone). Nothing else brings one back: dependents are
 // removed, or lose their references, only through their own shards, and the garbage
 // collector never adds a reference. Conversely S_c asks again 1 s to 30 s after each
-// pending answer, so the finalizer goes within one wait and one sweep of the last
-// blocking dependent (reference) going: exactly when it is gone, as far as any shard
-// can tell.
+// pending answer, so the finalizer goes within one wait, the gap between sweeps and one
+// sweep of the last blocking dependent (reference) going: exactly when it is gone, as
+// far as any shard can tell.
 //
 // The cost: one cluster-wide metadata list per namespaced served resource (⌈objects/500⌉
 // pages) per sweep, batched over every owner waiting, and only for cluster-scoped owners
 // in foreground or orphan deletion, which are rare; one sweep per wait while remote
-// dependents remain (1 s to 30 s apart). Background deletion and namespaced owners cost
+// dependents remain (1 s to 30 s apart, and sweeps start at least max(2 s, twice the
+// last sweep's duration) apart). Background deletion and namespaced owners cost
 // nothing more.
 //
 // Moves and failures. The decision reads only the API server and S_c's own graph: a

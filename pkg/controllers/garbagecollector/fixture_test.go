@@ -50,7 +50,7 @@ type fixture struct {
 func newFixture(t *testing.T, remote RemoteDependents) *fixture {
 	t.Helper()
 	if remote == nil {
-		remote = ConservativeRemote{}
+		remote = conservativeRemote{}
 	}
 	return buildFixture(t, remote, nil)
 }
@@ -96,6 +96,10 @@ func buildFixture(t *testing.T, remote RemoteDependents, meta *metadatafake.Fake
 		t.Fatal(err)
 	}
 	t.Cleanup(ctrl.graphChanges.ShutDown)
+	if s, ok := ctrl.remote.(*sweeper); ok {
+		s.minGap = 0 // sweeps a few microseconds long, at most that apart
+		ctrl.resynced.Store(true)
+	}
 	f.ctrl = ctrl
 	for _, r := range allServed {
 		inf := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &metav1.PartialObjectMetadata{}, 0,
@@ -343,3 +347,12 @@ func (r *remoteAnswer) Pending(_ context.Context, owner metav1.OwnerReference, f
 }
 
 var _ runtime.Object = (*metav1.PartialObjectMetadata)(nil)
+
+// conservativeRemote is a RemoteDependents that always answers pending, so that a
+// cluster-scoped owner never loses foregroundDeletion or orphan.
+type conservativeRemote struct{}
+
+// Pending always reports pending.
+func (conservativeRemote) Pending(context.Context, metav1.OwnerReference, string) (bool, error) {
+	return true, nil
+}

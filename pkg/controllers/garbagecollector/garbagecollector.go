@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -94,6 +96,13 @@ type Controller struct {
 	// remoteRetry is how long each cluster-scoped owner RemoteDependents keeps pending
 	// waits before it is asked again.
 	remoteRetry *remoteBackoff
+	// elsewhereLookups bounds reportOwnerElsewhere's cluster-wide lookups across the
+	// controller (elsewhereLookupQPS, elsewhereLookupBurst).
+	elsewhereLookups flowcontrol.PassiveRateLimiter
+	// resynced is set by the first Resync, which the shard calls only after its first
+	// discovery round has handed every served resource over: until then the sweep
+	// answers an error.
+	resynced atomic.Bool
 }
 
 // New builds the controller and subscribes it to the shard's served resources.
@@ -114,20 +123,22 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 	}
 	ctrl := &Controller{
 		metadata: c.Metadata, recorder: c.Recorder, log: c.Logger, metrics: c.Metrics, gcm: m,
-		graph:           newGraph(),
-		absent:          newAbsentOwners(absentOwnerCacheSize),
-		graphChanges:    workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[*event]{Name: graphChangesQueue}),
-		attemptToDelete: del,
-		attemptToOrphan: orph,
-		resources:       newResources(),
-		remote:          remote,
-		remoteRetry:     newRemoteBackoff(),
+		graph:            newGraph(),
+		absent:           newAbsentOwners(absentOwnerCacheSize),
+		graphChanges:     workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[*event]{Name: graphChangesQueue}),
+		attemptToDelete:  del,
+		attemptToOrphan:  orph,
+		resources:        newResources(),
+		remote:           remote,
+		remoteRetry:      newRemoteBackoff(),
+		elsewhereLookups: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(elsewhereLookupQPS, elsewhereLookupBurst, clock.RealClock{}),
 	}
 	ctrl.remoteRetry.waiting = func(n int) { m.CrossPartitionWaitingOwners.Set(float64(n)) }
 	if remote == nil {
 		s := newSweeper(func(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
 			return c.Metadata.Resource(gvr).List(ctx, opts)
 		}, ctrl.resources.namespacedResources, clock.RealClock{}, c.Logger.WithName("sweep"))
+		s.ready = ctrl.resynced.Load
 		s.observe = func(d time.Duration, complete bool) {
 			result := "complete"
 			if !complete {
@@ -142,8 +153,8 @@ func newController(c controllers.Context, remote RemoteDependents) (*Controller,
 	return ctrl, nil
 }
 
-// Run runs the graph builder and workers attemptToDelete and attemptToOrphan workers
-// until ctx ends. Upstream waits for its monitors to sync first; here the shard's gate
+// Run runs the graph builder and the attemptToDelete and attemptToOrphan workers until
+// ctx ends. Upstream waits for its monitors to sync first; here the shard's gate
 // admits keys of a partition only once its stores are filled (and Resync has run).
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()

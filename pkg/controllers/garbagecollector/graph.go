@@ -68,6 +68,9 @@ type node struct {
 	// cluster-scoped owners that are orphaning are to be removed (the dependent's shard
 	// does this; see doc.go, "Across shards").
 	wantOrphanRefs atomic.Bool
+	// ownerLookedUp: one of n's virtual owners was looked for in every namespace
+	// (reportOwnerElsewhere); n gets no other such lookup.
+	ownerLookedUp atomic.Bool
 }
 
 // key is the node's queue key: "<namespace>/<uid>", or "<uid>" when cluster-scoped. UIDs

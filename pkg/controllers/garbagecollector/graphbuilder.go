@@ -22,6 +22,11 @@ const (
 	deleteEvent
 	// markerEvent is Resync's marker: every event queued before it has been applied.
 	markerEvent
+	// resyncEvent is Resync's add of one object, by key: the graph builder reads the
+	// object from the informer's store when it applies it (and skips it when gone), so
+	// that a delete delivered after Resync listed the store is never undone by a stale
+	// snapshot.
+	resyncEvent
 )
 
 // event is one change of the graph: an informer's add, update or delete of an object of
@@ -33,6 +38,9 @@ type event struct {
 	oldObj  any
 	gvk     schema.GroupVersionKind
 	scope   controllers.Scope
+	// gvr and key name a resyncEvent's object: its resource and store key.
+	gvr schema.GroupVersionResource
+	key string
 }
 
 var _ controllers.ServedSubscriber = (*Controller)(nil)
@@ -106,6 +114,18 @@ func (c *Controller) processGraphChange(log logr.Logger, e *event) {
 	if e.typ == markerEvent {
 		c.resyncMarker(log, e.scope)
 		return
+	}
+	if e.typ == resyncEvent {
+		inf := c.resources.informer(e.gvr)
+		if inf == nil {
+			return
+		}
+		obj, exists, err := inf.GetIndexer().GetByKey(e.key)
+		if err != nil || !exists {
+			log.V(5).Info("resynced object no longer in the store", "resource", e.gvr.String(), "key", e.key)
+			return
+		}
+		e = &event{typ: addEvent, obj: obj, gvk: e.gvk}
 	}
 	obj, err := meta.Accessor(e.obj)
 	if err != nil {
@@ -250,8 +270,17 @@ func (c *Controller) addDependentToOwners(log logr.Logger, n *node, refs []metav
 	for _, ref := range refs {
 		owner, ok := g.nodes[ref.UID]
 		if !ok {
+			// A virtual owner lives in its dependent's namespace, unless its kind is
+			// known to be cluster-scoped: then it is keyed "<uid>", worked by the cluster
+			// partition's holder (keyed by the dependent's namespace, a shard without
+			// the cluster partition would retry a delete its fence refuses, forever). A
+			// kind not known yet keeps the dependent's namespace, as upstream.
+			ns := n.identity.Namespace
+			if _, namespaced, err := c.resources.mapping(ref.APIVersion, ref.Kind); err == nil && !namespaced {
+				ns = ""
+			}
 			owner = &node{
-				identity:   objectReference{OwnerReference: coordinates(ref), Namespace: n.identity.Namespace},
+				identity:   objectReference{OwnerReference: coordinates(ref), Namespace: ns},
 				dependents: map[*node]struct{}{},
 				virtual:    true,
 			}

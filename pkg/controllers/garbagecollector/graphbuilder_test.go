@@ -151,3 +151,11 @@ func TestGraphBuilder(t *testing.T) {
 		})
 	}
 }
+
+// TestVirtualClusterScopedOwnerKey: a virtual owner of a cluster-scoped kind is keyed
+// "<uid>" (the cluster partition), not by its dependent's namespace.
+func TestVirtualClusterScopedOwnerKey(t *testing.T) {
+	f := newFixture(t, nil)
+	f.exists(object(pods, "ns", "p", "p-1", ref("v1", "Node", "n", "n-1"), ref("apps/v1", "ReplicaSet", "rs", "rs-1")))
+	equal(t, "attemptToDelete", f.deleteQ.Keys(), []string{"n-1", "ns/rs-1"})
+}

@@ -23,19 +23,25 @@ import (
 //     does this for its own namespaces' dependents, since only the cluster partition's
 //     holder works the owner's key.
 //
+// A key taken with neither bit set, for a node that is not orphaning, is a stale copy
+// (see take) and does nothing: treating it as an owner would strip a live owner's
+// references from its dependents.
+//
 // Any failure retries the whole.
 func (c *Controller) syncOrphan(ctx context.Context, key string) error {
-	var asOwner, asDependent bool
+	var asOwner, asDependent, ownerWork bool
 	it, ok := c.take(key, func(n *node) bool {
 		asOwner, asDependent = n.wantOrphan.Swap(false), n.wantOrphanRefs.Swap(false)
-		return asOwner || asDependent
+		// Owner work only for an owner queued as such or still orphaning (a delayed
+		// copy of an owner waiting for RemoteDependents).
+		ownerWork = asOwner || n.orphaning
+		return ownerWork || asDependent
 	})
 	if !ok {
 		return nil
 	}
 	ctx, log := nodeLogger(ctx, it.identity)
 	c.graph.mu.RLock()
-	ownerWork := asOwner || it.n.orphaning || !asDependent
 	var owners []types.UID
 	if asDependent && it.identity.Namespace != "" {
 		owners = c.graph.orphaningClusterOwners(it.n)

@@ -146,3 +146,21 @@ func (f *fixture) wantOrphan(uid string) bool {
 	n, ok := f.ctrl.graph.nodes[types.UID(uid)]
 	return ok && n.wantOrphan.Load()
 }
+
+// TestOrphanStaleKeyOfLiveOwner: a live owner's key taken with no bit set (a Resync that
+// read a bit a worker cleared before it added the key, or a delayed copy) is nothing to
+// do: it must not be treated as an orphaning owner, whose dependents lose their reference.
+func TestOrphanStaleKeyOfLiveOwner(t *testing.T) {
+	f := newFixture(t, nil)
+	rs := object(replicaSets, "ns", "rs", "rs-1")
+	f.exists(rs, object(pods, "ns", "p1", "p1-1", ownedBy(rs, true)))
+	f.settle()
+	f.meta.ClearActions()
+	f.orphanQ.Add("ns/rs-1")
+	for _, k := range f.orphanQ.Keys() {
+		if err := f.syncOrphan(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	equal(t, "writes", f.writes(), nil)
+}

@@ -17,7 +17,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// RemoteDependents is the seam of the cross-shard barrier (docs/design-gc-quota.md §3.4).
+// RemoteDependents is the seam of the cross-shard barrier (docs/architecture.md, "The
+// garbage collector across shards").
 // A cluster-scoped owner's dependents may live in namespaces other shards work, which
 // this shard's graph does not hold; removing the owner's foregroundDeletion finalizer
 // when the local graph shows no blocking dependent, or its orphan finalizer when the
@@ -37,22 +38,19 @@ type RemoteDependents interface {
 	Pending(ctx context.Context, owner metav1.OwnerReference, finalizer string) (bool, error)
 }
 
-// ConservativeRemote is a RemoteDependents that always answers pending, so that a
-// cluster-scoped owner never loses foregroundDeletion or orphan: a stand-in for tests
-// and for a shard that must not decide.
-type ConservativeRemote struct{}
-
-// Pending always reports pending.
-func (ConservativeRemote) Pending(context.Context, metav1.OwnerReference, string) (bool, error) {
-	return true, nil
-}
-
 // sweepPageSize is the page size of a sweep's lists.
 const sweepPageSize = 500
 
-// sweepTimeout bounds one sweep: its lists run for every caller that joined it, so they
-// are not bound by any one caller's context.
-const sweepTimeout = 5 * time.Minute
+// sweepResourceTimeout bounds the list of one resource in a sweep (every page of it):
+// a sweep's lists run for every caller that joined it, so they are not bound by any one
+// caller's context, and a bound on the whole sweep would fail every sweep of a cluster
+// with many resources.
+const sweepResourceTimeout = 2 * time.Minute
+
+// sweepMinGap is the least time between the starts of two sweeps; the gap is also at
+// least twice the last sweep's duration, so that sweeps never run back to back
+// (callers meanwhile join the next sweep).
+const sweepMinGap = 2 * time.Second
 
 // listFunc lists one page of a resource's objects' metadata in every namespace.
 type listFunc func(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error)
@@ -69,10 +67,16 @@ type listFunc func(ctx context.Context, gvr schema.GroupVersionResource, opts me
 type sweeper struct {
 	list      listFunc
 	resources func() []schema.GroupVersionResource
-	clock     clock.PassiveClock
+	clock     clock.Clock
 	log       logr.Logger
 	// observe, when set, is told each sweep's duration and whether it was complete.
 	observe func(d time.Duration, complete bool)
+	// ready, when set, reports whether the shard's first discovery round is complete
+	// (see Pending).
+	ready func() bool
+	// minGap is sweepMinGap (tests change it); resourceTimeout is sweepResourceTimeout.
+	minGap          time.Duration
+	resourceTimeout time.Duration
 
 	mu sync.Mutex
 	// base is the context sweeps run under: the controller's, once Run binds it.
@@ -81,6 +85,11 @@ type sweeper struct {
 	// once when none runs).
 	next    *sweep
 	running bool
+	// lastStart and lastDuration are the last sweep's, once started is set: the next
+	// starts no earlier than lastStart + max(minGap, 2 × lastDuration).
+	started      bool
+	lastStart    time.Time
+	lastDuration time.Duration
 	// sweeps counts the sweeps started, for tests.
 	sweeps int
 }
@@ -98,11 +107,13 @@ type sweep struct {
 // whether any of those references blocks its deletion.
 type reference struct{ any, blocking bool }
 
-func newSweeper(list listFunc, resources func() []schema.GroupVersionResource, clk clock.PassiveClock, log logr.Logger) *sweeper {
-	return &sweeper{list: list, resources: resources, clock: clk, log: log, base: context.Background()}
+func newSweeper(list listFunc, resources func() []schema.GroupVersionResource, clk clock.Clock, log logr.Logger) *sweeper {
+	return &sweeper{list: list, resources: resources, clock: clk, log: log, base: context.Background(),
+		minGap: sweepMinGap, resourceTimeout: sweepResourceTimeout}
 }
 
-// bind makes sweeps end with ctx (the controller's Run), not only with sweepTimeout.
+// bind makes sweeps end with ctx (the controller's Run), not only with
+// sweepResourceTimeout.
 func (s *sweeper) bind(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,7 +124,18 @@ func (s *sweeper) bind(ctx context.Context) {
 // owner (with blockOwnerDeletion, for foregroundDeletion); an error when no reference
 // was found but some resource could not be listed, so that a partial sweep never lets a
 // finalizer go.
+//
+// Until the shard has handed the controller every resource it serves, a sweep could miss
+// the resource holding a reference: Pending answers an error until ready says so (the
+// controller's Resync has run: the shard calls it only after its first discovery round)
+// and at least one namespaced resource is known.
 func (s *sweeper) Pending(ctx context.Context, owner metav1.OwnerReference, finalizer string) (bool, error) {
+	if s.ready != nil && !s.ready() {
+		return false, errors.New("cannot tell whether dependents in other shards' namespaces still reference the owner: the shard's first discovery round is not complete")
+	}
+	if len(s.resources()) == 0 {
+		return false, errors.New("cannot tell whether dependents in other shards' namespaces still reference the owner: no namespaced resource is known yet")
+	}
 	s.mu.Lock()
 	if s.next == nil {
 		s.next = &sweep{owners: map[types.UID]struct{}{}, done: make(chan struct{})}
@@ -122,9 +144,7 @@ func (s *sweeper) Pending(ctx context.Context, owner metav1.OwnerReference, fina
 	sw.owners[owner.UID] = struct{}{}
 	if !s.running {
 		s.running = true
-		s.next = nil
-		s.sweeps++
-		go s.run(sw)
+		go s.run()
 	}
 	s.mu.Unlock()
 	select {
@@ -142,78 +162,130 @@ func (s *sweeper) Pending(ctx context.Context, owner metav1.OwnerReference, fina
 	return false, nil
 }
 
-// run runs sw, then every sweep gathered meanwhile, until none is waiting.
-func (s *sweeper) run(sw *sweep) {
-	for sw != nil {
-		s.do(sw)
-		close(sw.done)
+// run runs the sweep gathered in next, then every sweep gathered meanwhile, until none
+// is waiting. Each starts no earlier than the gap after the last one's start; callers
+// arriving during the wait join it.
+func (s *sweeper) run() {
+	for {
 		s.mu.Lock()
-		sw = s.next
-		s.next = nil
-		if sw == nil {
+		if s.next == nil {
 			s.running = false
-		} else {
-			s.sweeps++
+			s.mu.Unlock()
+			return
 		}
+		var wait time.Duration
+		if s.started {
+			wait = s.lastStart.Add(max(s.minGap, 2*s.lastDuration)).Sub(s.clock.Now())
+		}
+		base := s.base
 		s.mu.Unlock()
+		if wait > 0 {
+			select {
+			case <-s.clock.After(wait):
+			case <-base.Done():
+			}
+		}
+		s.mu.Lock()
+		sw := s.next
+		s.next = nil
+		s.sweeps++
+		s.started, s.lastStart = true, s.clock.Now()
+		s.mu.Unlock()
+		d := s.do(sw)
+		s.mu.Lock()
+		s.lastDuration = d
+		s.mu.Unlock()
+		close(sw.done)
 	}
 }
 
-// do lists every namespaced resource and records the references to sw's owners. A
-// failing list is recorded and the sweep goes on: references found elsewhere still
-// answer pending.
-func (s *sweeper) do(sw *sweep) {
+// do lists every namespaced resource and records the references to sw's owners, and
+// returns how long it took. A failing list is recorded and the sweep goes on: references
+// found elsewhere still answer pending.
+func (s *sweeper) do(sw *sweep) time.Duration {
 	s.mu.Lock()
 	base := s.base
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(klog.NewContext(base, s.log), sweepTimeout)
-	defer cancel()
 	start := s.clock.Now()
 	found := map[types.UID]reference{}
 	var errs []error
 	resources := s.resources()
 	var objects, skipped int
 	for _, gvr := range resources {
-		opts := metav1.ListOptions{Limit: sweepPageSize}
-		for {
-			list, err := s.list(ctx, gvr, opts)
-			if err != nil && ctx.Err() == nil && (apierrors.IsServiceUnavailable(err) || apierrors.IsNotFound(err)) {
-				// An aggregated API that is down, or a resource no longer served: left
-				// out, as upstream's graph leaves out a resource whose monitor could not
-				// sync. Its objects' references are not seen; refusing every finalizer
-				// while any aggregated API is down would stall every cluster-scoped
-				// owner's foreground and orphan deletion.
-				s.log.V(2).Info("left out of the sweep: not served now", "resource", gvr.String(), "err", err.Error())
-				skipped++
-				break
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("listing %s: %w", gvr, err))
-				break
-			}
-			objects += len(list.Items)
-			for i := range list.Items {
-				for _, ref := range list.Items[i].OwnerReferences {
-					if _, ok := sw.owners[ref.UID]; ok {
-						r := found[ref.UID]
-						r.any = true
-						r.blocking = r.blocking || isBlocking(ref)
-						found[ref.UID] = r
-					}
-				}
-			}
-			if list.Continue == "" {
-				break
-			}
-			opts.Continue = list.Continue
+		n, skip, err := s.listResource(base, gvr, sw.owners, found)
+		objects += n
+		if skip {
+			skipped++
+		}
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
 	sw.found, sw.err = found, errors.Join(errs...)
+	d := s.clock.Since(start)
 	if s.observe != nil {
-		s.observe(s.clock.Since(start), len(errs) == 0)
+		s.observe(d, len(errs) == 0)
 	}
 	s.log.V(2).Info("swept namespaced resources for references to cluster-scoped owners", "owners", len(sw.owners),
-		"resources", len(resources), "objects", objects, "referenced", len(found), "failed", len(errs), "skipped", skipped, "duration", s.clock.Since(start))
+		"resources", len(resources), "objects", objects, "referenced", len(found), "failed", len(errs), "skipped", skipped, "duration", d)
+	return d
+}
+
+// listResource lists every page of gvr, within resourceTimeout, and records in found the
+// references to owners. A 410 Gone (an expired continue token) restarts the list from
+// the beginning, once. skipped reports a resource left out: not served now.
+func (s *sweeper) listResource(base context.Context, gvr schema.GroupVersionResource, owners map[types.UID]struct{},
+	found map[types.UID]reference) (objects int, skipped bool, err error) {
+	ctx, cancel := context.WithTimeout(klog.NewContext(base, s.log), s.resourceTimeout)
+	defer cancel()
+	local := map[types.UID]reference{}
+	defer func() {
+		for uid, r := range local {
+			f := found[uid]
+			f.any, f.blocking = f.any || r.any, f.blocking || r.blocking
+			found[uid] = f
+		}
+	}()
+	restarted := false
+	opts := metav1.ListOptions{Limit: sweepPageSize}
+	for {
+		list, err := s.list(ctx, gvr, opts)
+		if err != nil && ctx.Err() == nil && (apierrors.IsServiceUnavailable(err) || apierrors.IsNotFound(err)) {
+			// An aggregated API that is down, or a resource no longer served: left
+			// out, as upstream's graph leaves out a resource whose monitor could not
+			// sync. Its objects' references are not seen; refusing every finalizer
+			// while any aggregated API is down would stall every cluster-scoped
+			// owner's foreground and orphan deletion.
+			s.log.V(2).Info("left out of the sweep: not served now", "resource", gvr.String(), "err", err.Error())
+			return objects, true, nil
+		}
+		if err != nil && opts.Continue != "" && !restarted && ctx.Err() == nil && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+			s.log.V(2).Info("continue token expired; listing again from the beginning", "resource", gvr.String(), "err", err.Error())
+			restarted = true
+			opts.Continue = ""
+			objects = 0
+			clear(local)
+			continue
+		}
+		if err != nil {
+			return objects, false, fmt.Errorf("listing %s: %w", gvr, err)
+		}
+		objects += len(list.Items)
+		for i := range list.Items {
+			for _, ref := range list.Items[i].OwnerReferences {
+				if _, ok := owners[ref.UID]; ok {
+					r := local[ref.UID]
+					r.any = true
+					r.blocking = r.blocking || isBlocking(ref)
+					local[ref.UID] = r
+				}
+			}
+		}
+		if list.Continue == "" {
+			return objects, false, nil
+		}
+		opts.Continue = list.Continue
+	}
 }
 
 // namespacedResources returns the namespaced resources served to the controller, sorted.

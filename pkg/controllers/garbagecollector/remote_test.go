@@ -14,13 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 func TestConservativeRemote(t *testing.T) {
 	for _, fin := range []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents} {
-		if pending, err := (ConservativeRemote{}).Pending(context.Background(), metav1.OwnerReference{Name: "n"}, fin); !pending || err != nil {
-			t.Errorf("%s: pending %v, %v; ConservativeRemote must always hold the finalizer", fin, pending, err)
+		if pending, err := (conservativeRemote{}).Pending(context.Background(), metav1.OwnerReference{Name: "n"}, fin); !pending || err != nil {
+			t.Errorf("%s: pending %v, %v; conservativeRemote must always hold the finalizer", fin, pending, err)
 		}
 	}
 }
@@ -72,8 +73,12 @@ func namespacedFixtureResources() []schema.GroupVersionResource {
 	return []schema.GroupVersionResource{pods.GroupVersionResource, deployments.GroupVersionResource, replicaSets.GroupVersionResource}
 }
 
+// newTestSweeper is a sweeper on a fake clock that never moves, with no least gap
+// between sweeps.
 func newTestSweeper(t *testing.T, list listFunc) *sweeper {
-	return newSweeper(list, namespacedFixtureResources, clocktesting.NewFakePassiveClock(time.Unix(0, 0)), controllertest.Logger(t))
+	s := newSweeper(list, namespacedFixtureResources, clocktesting.NewFakeClock(time.Unix(0, 0)), controllertest.Logger(t))
+	s.minGap = 0
+	return s
 }
 
 func ownerRef(o *metav1.PartialObjectMetadata) metav1.OwnerReference {
@@ -239,7 +244,8 @@ func TestSweepBatching(t *testing.T) {
 	a, b, c := object(nodes, "", "a", "a-1"), object(nodes, "", "b", "b-1"), object(nodes, "", "c", "c-1")
 	l := &blockingLister{calls: make(chan listCall)}
 	s := newSweeper(l.list, func() []schema.GroupVersionResource { return []schema.GroupVersionResource{pods.GroupVersionResource} },
-		clocktesting.NewFakePassiveClock(time.Unix(0, 0)), controllertest.Logger(t))
+		clocktesting.NewFakeClock(time.Unix(0, 0)), controllertest.Logger(t))
+	s.minGap = 0
 	ask := func(o *metav1.PartialObjectMetadata) chan answer {
 		ch := make(chan answer, 1)
 		go func() {
@@ -312,7 +318,8 @@ func TestSweepBatching(t *testing.T) {
 func TestSweepCallerGivesUp(t *testing.T) {
 	l := &blockingLister{calls: make(chan listCall)}
 	s := newSweeper(l.list, func() []schema.GroupVersionResource { return []schema.GroupVersionResource{pods.GroupVersionResource} },
-		clocktesting.NewFakePassiveClock(time.Unix(0, 0)), controllertest.Logger(t))
+		clocktesting.NewFakeClock(time.Unix(0, 0)), controllertest.Logger(t))
+	s.minGap = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -364,4 +371,153 @@ func TestRemoteNamespacedResources(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("swept %v; want the namespaced served resources %v", got, want)
 	}
+}
+
+// TestSweepGap: a sweep starts no earlier than max(2 s, 2 × the last sweep's duration)
+// after the last one started; a caller meanwhile waits for it.
+func TestSweepGap(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	var mu sync.Mutex
+	calls := 0
+	list := func(context.Context, schema.GroupVersionResource, metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			clk.Step(3 * time.Second) // the first sweep lasts 3 s: the gap is 6 s
+		}
+		return &metav1.PartialObjectMetadataList{}, nil
+	}
+	called := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls
+	}
+	s := newSweeper(list, func() []schema.GroupVersionResource { return []schema.GroupVersionResource{pods.GroupVersionResource} },
+		clk, controllertest.Logger(t))
+	owner := metav1.OwnerReference{UID: "n-1"}
+	if p, err := s.Pending(context.Background(), owner, metav1.FinalizerDeleteDependents); p || err != nil {
+		t.Fatalf("first sweep: %v, %v", p, err)
+	}
+	got := make(chan answer, 1)
+	go func() {
+		p, err := s.Pending(context.Background(), owner, metav1.FinalizerDeleteDependents)
+		got <- answer{p, err}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !clk.HasWaiters() {
+		if called() > 1 {
+			t.Fatal("the second sweep started right after the first")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second sweep does not wait")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(2 * time.Second) // 5 s after the first start
+	time.Sleep(20 * time.Millisecond)
+	if n := called(); n != 1 {
+		t.Fatalf("%d lists 5 s after a 3 s sweep started; want the second to wait for 6 s", n)
+	}
+	clk.Step(time.Second)
+	select {
+	case a := <-got:
+		if a.pending || a.err != nil {
+			t.Errorf("second sweep: %v", a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second sweep did not start 6 s after the first")
+	}
+	if n := called(); n != 2 {
+		t.Errorf("%d lists; want 2", n)
+	}
+}
+
+// TestSweepRestartsOnExpiredContinue: a 410 on a continue token restarts that resource's
+// list from the beginning, once; a second one fails the sweep.
+func TestSweepRestartsOnExpiredContinue(t *testing.T) {
+	n := object(nodes, "", "n", "n-1")
+	for _, tt := range []struct {
+		name        string
+		expire      int
+		wantPending bool
+		wantErr     bool
+	}{
+		{name: "once: listed again", expire: 1, wantPending: true},
+		{name: "twice: an error", expire: 2, wantErr: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &pagedLister{}
+			l.add(object(pods, "a", "p0", "p0-1"), object(pods, "b", "p1", "p1-1"), object(pods, "c", "p2", "p2-1", ownedBy(n, true)))
+			expired := 0
+			list := func(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+				if opts.Continue == "2" && expired < tt.expire {
+					expired++
+					return nil, apierrors.NewResourceExpired("the provided continue parameter is too old")
+				}
+				return l.list(ctx, gvr, opts)
+			}
+			s := newTestSweeper(t, list)
+			p, err := s.Pending(context.Background(), ownerRef(n), metav1.FinalizerDeleteDependents)
+			if p != tt.wantPending || (err != nil) != tt.wantErr {
+				t.Errorf("Pending = %v, %v; want %v, error %v (lists %q)", p, err, tt.wantPending, tt.wantErr, l.calls)
+			}
+		})
+	}
+}
+
+// TestSweepTimeoutPerResource: the timeout bounds each resource's list, not the sweep: a
+// resource that times out does not cut the next one short.
+func TestSweepTimeoutPerResource(t *testing.T) {
+	n := object(nodes, "", "n", "n-1")
+	list := func(ctx context.Context, gvr schema.GroupVersionResource, _ metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+		if gvr == pods.GroupVersionResource {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		out := &metav1.PartialObjectMetadataList{}
+		if gvr == replicaSets.GroupVersionResource {
+			out.Items = append(out.Items, *object(replicaSets, "r", "rs", "rs-1", ownedBy(n, true)))
+		}
+		return out, nil
+	}
+	s := newSweeper(list, func() []schema.GroupVersionResource {
+		return []schema.GroupVersionResource{pods.GroupVersionResource, replicaSets.GroupVersionResource}
+	}, clocktesting.NewFakeClock(time.Unix(0, 0)), controllertest.Logger(t))
+	s.resourceTimeout = 500 * time.Millisecond
+	p, err := s.Pending(context.Background(), ownerRef(n), metav1.FinalizerDeleteDependents)
+	if !p || err != nil {
+		t.Errorf("Pending = %v, %v; want pending: the replicaset listed after the pods' timeout references the owner", p, err)
+	}
+}
+
+// TestSweepNotReady: the controller's sweep answers an error until the shard's first
+// discovery round is complete (its first Resync) and a namespaced resource is known.
+func TestSweepNotReady(t *testing.T) {
+	owner := metav1.OwnerReference{UID: "n-1"}
+	t.Run("no namespaced resource known", func(t *testing.T) {
+		s := newTestSweeper(t, (&pagedLister{}).list)
+		s.resources = func() []schema.GroupVersionResource { return nil }
+		if p, err := s.Pending(context.Background(), owner, metav1.FinalizerDeleteDependents); err == nil {
+			t.Errorf("Pending = %v, nil; want an error", p)
+		}
+	})
+	t.Run("before the first Resync", func(t *testing.T) {
+		f := newShard(t, nil)
+		f.ctrl.resynced.Store(false)
+		if p, err := f.ctrl.remote.Pending(context.Background(), owner, metav1.FinalizerDeleteDependents); err == nil {
+			t.Errorf("Pending = %v, nil before Resync; want an error", p)
+		}
+		f.ctrl.Resync(controllers.Scope{Cluster: true})
+		f.drainGraph()
+		if p, err := f.ctrl.remote.Pending(context.Background(), owner, metav1.FinalizerDeleteDependents); p || err != nil {
+			t.Errorf("Pending = %v, %v after Resync; want not pending", p, err)
+		}
+	})
 }

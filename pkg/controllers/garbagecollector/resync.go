@@ -17,7 +17,10 @@ var _ controllers.Resyncer = (*Controller)(nil)
 //
 //  1. every cached object of scope is added to the graph again (a known node's add is a
 //     no-op update plus the transition check), closing the window in which the stores
-//     hold the partition but event handlers have not yet seen every object;
+//     hold the partition but event handlers have not yet seen every object. Objects are
+//     queued by key and read from the store when the graph builder applies them (an
+//     object gone by then is skipped): a snapshot taken here could be applied after the
+//     delete the informer delivered meanwhile and bring the object back as a ghost;
 //  2. a marker follows them through the graph builder's queue;
 //  3. when the marker is applied, the absent owner cache is cleared (a release's
 //     synthetic deletes may have put owners there that still exist), and every node of
@@ -25,11 +28,19 @@ var _ controllers.Resyncer = (*Controller)(nil)
 //
 // So objects whose owners were deleted while no garbage collector ran are collected:
 // their owners are virtual nodes, queued for a live check.
+//
+// The shard calls Resync only after its first discovery round: the first call also
+// tells the sweep that every served resource has been handed over (sweeper.Pending).
 func (c *Controller) Resync(scope controllers.Scope) {
+	c.resynced.Store(true)
 	for _, s := range c.resources.all() {
 		gvk := s.res.GroupVersion().WithKind(s.res.Kind)
 		for _, obj := range scopedObjects(s.informer.GetIndexer(), s.res.Namespaced, scope) {
-			c.graphChanges.Add(&event{typ: addEvent, obj: obj, gvk: gvk})
+			key, err := toolscache.MetaNamespaceKeyFunc(obj)
+			if err != nil {
+				continue
+			}
+			c.graphChanges.Add(&event{typ: resyncEvent, gvr: s.res.GroupVersionResource, key: key, gvk: gvk})
 		}
 	}
 	c.graphChanges.Add(&event{typ: markerEvent, scope: scope})

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
 func TestResync(t *testing.T) {
@@ -112,5 +113,32 @@ func TestResyncClearsAbsentOwners(t *testing.T) {
 	f.drainGraph()
 	if f.ctrl.absent.Has(id) {
 		t.Error("an owner a release may have marked absent is still in the cache after Resync")
+	}
+}
+
+// TestResyncDeletedMeanwhile: an object Resync found in the store and that the informer
+// deletes before the graph builder applies Resync's add (its delete event applied first)
+// does not come back as a ghost node.
+func TestResyncDeletedMeanwhile(t *testing.T) {
+	f := newFixture(t, nil)
+	rs := object(replicaSets, "ns", "rs", "rs-1", deleting(metav1.FinalizerDeleteDependents))
+	pod := object(pods, "ns", "p", "p-1", ownedBy(rs, true), deleting("example.com/hold"))
+	f.exists(rs, pod)
+	f.ctrl.Resync(controllers.Scope{Namespaces: []string{"ns"}})
+	// Take Resync's events out of the queue, deliver the delete, then apply them.
+	var queued []*event
+	for f.ctrl.graphChanges.Len() > 0 {
+		e, _ := f.ctrl.graphChanges.Get()
+		f.ctrl.graphChanges.Done(e)
+		queued = append(queued, e)
+	}
+	f.gone(pod)
+	log := controllertest.Logger(t)
+	for _, e := range queued {
+		f.ctrl.processGraphChange(log, e)
+	}
+	f.drainGraph()
+	if found, _ := f.inGraph("p-1"); found {
+		t.Error("a pod deleted after Resync listed the store is back in the graph")
 	}
 }

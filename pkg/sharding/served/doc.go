@@ -16,7 +16,9 @@
 // and what is gone. It does no I/O of its own beyond the discovery client and the
 // Informers it is handed; Run is its only goroutine.
 //
-// Not wired into the shard yet: the controller contract's side (a Descriptor asking for
-// served resources, RBAC derived from it, the cache's metadata informers behind
-// Informers) comes with the garbage collector (docs/design-gc-quota.md).
+// The shard wires it in cmd/shard/app/served.go: one Consumer per enabled controller whose
+// Descriptor sets Served, Informers from the shard's cache (typed where another controller
+// reads the resource typed; metadata-only otherwise, optional unless of the API server's
+// own groups). docs/architecture.md, "Controllers of every served resource", tells the
+// whole path.
 package served

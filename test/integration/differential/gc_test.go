@@ -32,7 +32,7 @@ import (
 // true), the Realm in the background; then the held dependents are released.
 //
 // Left out: foreground and orphan deletion of a cluster-scoped owner (kshard needs the
-// cross-shard barrier of docs/design-gc-quota.md §3.4 for them, being built).
+// cross-shard barrier of docs/architecture.md, "The garbage collector across shards" for them, being built).
 //
 // Compared: which objects exist in both namespaces and the side's Realms (pods counted per
 // owner), whether each is being deleted, its finalizers and owner references

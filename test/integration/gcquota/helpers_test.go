@@ -140,15 +140,6 @@ func (e *env) names(ctx context.Context, gvr schema.GroupVersionResource, ns str
 	return out, nil
 }
 
-// waitNone waits until ns holds no object of gvr.
-func (e *env) waitNone(gvr schema.GroupVersionResource, ns string) {
-	e.t.Helper()
-	framework.Eventually(e.t, collectTimeout, fmt.Sprintf("no %s left in %s", gvr.Resource, ns), func(ctx context.Context) (bool, error) {
-		n, err := e.names(ctx, gvr, ns)
-		return len(n) == 0 && err == nil, err
-	})
-}
-
 // release removes holdFinalizer from gvr ns/name.
 func (e *env) release(gvr schema.GroupVersionResource, ns, name string) {
 	e.t.Helper()

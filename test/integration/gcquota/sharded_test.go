@@ -16,8 +16,9 @@ import (
 )
 
 // TestShardedCascades: cascading deletions, in the background and in the foreground, of
-// Deployments (Deployment → ReplicaSet → pods), of a custom resource owner and of a
-// cluster-scoped owner whose dependents live in every namespace, and an orphaning, while
+// Deployments (Deployment → ReplicaSet → pods), of a custom resource owner and of
+// cluster-scoped owners whose dependents live in every namespace (the one deleted in the
+// foreground goes exactly after its last blocking dependent), and an orphaning, while
 // a shard is SIGKILLed and its namespaces move to the others and to a new shard. Then,
 // with every shard down, owners are deleted; the shards that start afterwards collect
 // their dependents. Nothing is left behind; nothing that was not to be deleted is (the
@@ -34,6 +35,11 @@ func TestShardedCascades(t *testing.T) {
 	things := first.crd("Thing", "Namespaced")
 	owners := first.crd("Owner", "Cluster")
 	clusterOwner := first.custom(owners, "Owner", "", "o-"+first.ns)
+	// A cluster-scoped owner deleted in the foreground, whose blocking dependents live in
+	// every namespace: it must go exactly after the last of them, held by a finalizer in
+	// the first namespace until the end.
+	fgOwner := first.custom(owners, "Owner", "", "fg-"+first.ns)
+	ownerDeletions := first.watchDeletions("", owners)
 
 	type nsState struct {
 		e        *env
@@ -68,10 +74,12 @@ func TestShardedCascades(t *testing.T) {
 		owner := e.custom(things, "Thing", e.ns, "owner")
 		e.configMap(e.ns, "of-thing", false, ref(owner, things.GroupVersion().String(), "Thing", true))
 		e.configMap(e.ns, "of-cluster-owner", false, ref(clusterOwner, owners.GroupVersion().String(), "Owner", false))
-		st.seen = e.watchDeletions(e.ns, deployments, replicaSets, pods)
+		e.configMap(e.ns, "of-fg-owner", i == 0, ref(fgOwner, owners.GroupVersion().String(), "Owner", true))
+		st.seen = e.watchDeletions(e.ns, deployments, replicaSets, pods, configMaps)
 		all = append(all, st)
 	}
 
+	first.del(owners, "", fgOwner.GetName(), ptr.To(metav1.DeletePropagationForeground))
 	for i, st := range all {
 		e := st.e
 		e.del(deployments, e.ns, "fg", ptr.To(metav1.DeletePropagationForeground))
@@ -108,6 +116,9 @@ func TestShardedCascades(t *testing.T) {
 		e.waitGone(things, e.ns, "owner")
 		for _, cm := range []string{"of-thing", "of-cluster-owner"} {
 			e.waitGone(configMaps, e.ns, cm)
+		}
+		if e != first {
+			e.waitGone(configMaps, e.ns, "of-fg-owner")
 		}
 		framework.Eventually(t, collectTimeout, "only the keep and orphaned ReplicaSets' pods left in "+e.ns, func(ctx context.Context) (bool, error) {
 			rss, err := e.names(ctx, replicaSets, e.ns)
@@ -146,6 +157,26 @@ func TestShardedCascades(t *testing.T) {
 		}
 		if st.seen.at("replicasets", st.keepRS) != 0 {
 			t.Errorf("%s: the keep Deployment's ReplicaSet was deleted", e.ns)
+		}
+	}
+
+	// The foreground cluster-scoped owner waits for its last blocking dependent, held in
+	// the first namespace, and goes once it is released; etcd deleted it after that
+	// dependent.
+	if o, err := first.get(context.Background(), owners, "", fgOwner.GetName()); err != nil || o == nil || !slices.Contains(o.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Fatalf("the foreground cluster-scoped owner while a blocking dependent is held: %v (err %v); want it kept with %s", o, err, metav1.FinalizerDeleteDependents)
+	}
+	first.release(configMaps, first.ns, "of-fg-owner")
+	first.waitGone(owners, "", fgOwner.GetName())
+	framework.Eventually(t, 10*time.Second, "the owner's and its held dependent's deletions seen", func(context.Context) (bool, error) {
+		return ownerDeletions.at("things", fgOwner.GetName()) > 0 && all[0].seen.at("configmaps", "of-fg-owner") > 0, nil
+	})
+	if d, o := all[0].seen.at("configmaps", "of-fg-owner"), ownerDeletions.at("things", fgOwner.GetName()); o < d {
+		t.Errorf("the foreground cluster-scoped owner was deleted at resourceVersion %d, before its blocking dependent (%d)", o, d)
+	}
+	for _, st := range all[1:] {
+		if d, o := st.seen.at("configmaps", "of-fg-owner"), ownerDeletions.at("things", fgOwner.GetName()); d == 0 || o < d {
+			t.Errorf("%s: the foreground cluster-scoped owner deleted at %d, its dependent at %d: want the dependent first", st.e.ns, o, d)
 		}
 	}
 

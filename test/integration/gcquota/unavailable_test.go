@@ -133,4 +133,3 @@ func (e *env) brokenCRD() schema.GroupVersionResource {
 	}
 	return v2
 }
-

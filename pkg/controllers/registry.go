@@ -109,7 +109,8 @@ type Context struct {
 	// Queue is the controller's rate-limited work queue, named after it (client-go
 	// workqueue metrics). Its keys are client-go's MetaNamespaceKeyFunc keys of the
 	// Descriptor's Primary objects. The shard fills it when it starts working a
-	// namespace, and drops keys of namespaces it does not work.
+	// namespace, and drops keys of namespaces it does not work. Nil for a controller of
+	// served resources whose Descriptor has no Primary (it works its Queues only).
 	Queue workqueue.TypedRateLimitingInterface[string]
 	// Queues are the further queues the Descriptor's Queues declare, by QueueSpec.Name,
 	// each behind the shard's gate as Queue is (filled when the shard starts working a

@@ -84,11 +84,17 @@ type controllerDeps struct {
 func buildControllers(enabled []controllers.Descriptor, workers func(name string) int, deps controllerDeps) ([]shardruntime.Controller, error) {
 	var out []shardruntime.Controller
 	for _, d := range enabled {
-		queue, rq, err := deps.newQueue(d.Name, d.Primary, d.RateLimiter, d.Served != nil)
-		if err != nil {
-			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
+		// A controller of served resources without Primary (the garbage collector) has
+		// only its further queues: a queue named after it would stay empty.
+		var queue workqueue.TypedRateLimitingInterface[string]
+		var rqs []shardruntime.Queue
+		if len(d.Primary) > 0 || d.Served == nil {
+			q, rq, err := deps.newQueue(d.Name, d.Primary, d.RateLimiter, d.Served != nil)
+			if err != nil {
+				return nil, fmt.Errorf("controller %s: %w", d.Name, err)
+			}
+			queue, rqs = q, []shardruntime.Queue{rq}
 		}
-		rqs := []shardruntime.Queue{rq}
 		var more map[string]workqueue.TypedRateLimitingInterface[string]
 		for _, spec := range d.Queues {
 			q, rq, err := deps.newQueue(spec.Name, spec.Primary, spec.RateLimiter, d.Served != nil)

@@ -336,6 +336,9 @@ func TestBuildControllersServed(t *testing.T) {
 			if ctrls[0].Resync == nil {
 				t.Fatal("the runtime does not call the controller's Resync")
 			}
+			if built.ctx.Queue != nil || len(ctrls[0].Queues) != 1 || ctrls[0].Queues[0].Name != "served_more" {
+				t.Errorf("queues: Context.Queue %v, runtime queues %+v; want no queue named after the controller, only served_more", built.ctx.Queue, ctrls[0].Queues)
+			}
 			ctrls[0].Resync([]string{"a"}, true)
 			if want := []controllers.Scope{{Namespaces: []string{"a"}, Cluster: true}}; !reflect.DeepEqual(built.resyncs, want) {
 				t.Errorf("resyncs %+v, want %+v", built.resyncs, want)

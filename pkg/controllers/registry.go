@@ -342,7 +342,9 @@ type QueueSpec struct {
 	// Primary are the resources whose objects' keys the queue holds (client-go's
 	// MetaNamespaceKeyFunc keys, mapped to partitions as Descriptor.Primary's are); each
 	// must also be among the descriptor's Primary or Reads. When the shard starts working a
-	// namespace it adds the key of every cached object of them in it.
+	// namespace it adds the key of every cached object of them in it. Only a controller of
+	// served resources (Descriptor.Served) may leave it empty: the queue then holds object
+	// keys of any resource, and only the controller fills it.
 	Primary []Resource
 	// RateLimiter builds the queue's rate limiter (optional; nil is client-go's
 	// DefaultTypedControllerRateLimiter).

@@ -149,18 +149,12 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 	return out, nil
 }
 
-// refillsItself reports whether one of d's queues has no Primary (a controller of served
-// resources, whose keys no Primary names).
+// refillsItself reports whether d has no Primary (a controller of served resources whose
+// keys no Primary names): nothing fills its queues on acquire but its own Resync. A
+// further queue without Primary beside a Primary is filled by the controller's handlers
+// only.
 func refillsItself(d controllers.Descriptor) bool {
-	if len(d.Primary) == 0 {
-		return true
-	}
-	for _, q := range d.Queues {
-		if len(q.Primary) == 0 {
-			return true
-		}
-	}
-	return false
+	return len(d.Primary) == 0
 }
 
 // newQueue returns a queue named name behind the gate, whose keys are those of primary's

@@ -83,9 +83,10 @@ type Options struct {
 // and --resource-quota-sync-period (default 5m).
 func Descriptor() controllers.Descriptor {
 	opts := &Options{SyncPeriod: 5 * time.Minute}
-	queue := func(name string) controllers.QueueSpec {
-		return controllers.QueueSpec{Name: name, Primary: []controllers.Resource{quotas}}
-	}
+	// The priority and replenishment queues are filled by the controller's handlers only:
+	// when the shard starts working a namespace, the primary queue gets each of its quotas
+	// once (a Primary here would sync every quota three times).
+	queue := func(name string) controllers.QueueSpec { return controllers.QueueSpec{Name: name} }
 	return controllers.Descriptor{
 		Name: Name, OnByDefault: true, WorkersFlag: "concurrent-resource-quota-syncs", DefaultWorkers: 5,
 		Primary: []controllers.Resource{quotas},

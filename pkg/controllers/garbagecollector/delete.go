@@ -122,6 +122,13 @@ func (c *Controller) attemptToDeleteItem(ctx context.Context, it item) error {
 		c.enqueueVirtualDelete(it.identity)
 		return errEnqueuedVirtualDelete
 	}
+	if it.virtual && it.n.verifiedIn != "" {
+		// A cluster-scoped object a dependent here named exists: this shard's informer
+		// will observe it, and its own collection is the cluster partition's holder's
+		// (this shard's writes to it would be fenced).
+		log.V(5).Info("virtual cluster-scoped owner exists; its own work belongs to the cluster partition")
+		return nil
+	}
 	if it.deletingDependents {
 		return c.processDeletingDependents(ctx, it)
 	}

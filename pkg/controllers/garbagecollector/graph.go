@@ -51,8 +51,15 @@ type node struct {
 	owners     []metav1.OwnerReference
 	dependents map[*node]struct{}
 	// virtual: not observed by an informer; its identity comes from a dependent's
-	// reference, with the dependent's namespace.
+	// reference, with the dependent's namespace (none for a kind known to be
+	// cluster-scoped).
 	virtual bool
+	// verifiedIn is, for a virtual node of a cluster-scoped kind, the namespace of the
+	// dependent that named it: its key's namespace, so that the dependent's shard, whose
+	// graph holds the dependent, verifies it (a "<uid>" key would be worked only by the
+	// cluster partition's holder, whose graph may not hold the dependent, and the
+	// dependent would never be collected). Once observed, the node is keyed "<uid>".
+	verifiedIn string
 	// beingDeleted: it has a deletionTimestamp (never turns off).
 	beingDeleted bool
 	// deletingDependents: being deleted with the foregroundDeletion finalizer.
@@ -77,10 +84,14 @@ type node struct {
 // hold no "/", so the shard's gate maps it to the namespace's partition, or the cluster
 // partition.
 func (n *node) key() string {
-	if n.identity.Namespace == "" {
+	ns := n.identity.Namespace
+	if n.virtual && ns == "" {
+		ns = n.verifiedIn
+	}
+	if ns == "" {
 		return string(n.identity.UID)
 	}
-	return n.identity.Namespace + "/" + string(n.identity.UID)
+	return ns + "/" + string(n.identity.UID)
 }
 
 // parseKey returns the namespace and UID of a queue key.

@@ -271,18 +271,18 @@ func (c *Controller) addDependentToOwners(log logr.Logger, n *node, refs []metav
 		owner, ok := g.nodes[ref.UID]
 		if !ok {
 			// A virtual owner lives in its dependent's namespace, unless its kind is
-			// known to be cluster-scoped: then it is keyed "<uid>", worked by the cluster
-			// partition's holder (keyed by the dependent's namespace, a shard without
-			// the cluster partition would retry a delete its fence refuses, forever). A
-			// kind not known yet keeps the dependent's namespace, as upstream.
-			ns := n.identity.Namespace
+			// known to be cluster-scoped: then it has none (its live read is
+			// cluster-wide), and it is verified by its dependent's shard (verifiedIn).
+			// A kind not known yet keeps the dependent's namespace, as upstream.
+			ns, verifiedIn := n.identity.Namespace, ""
 			if _, namespaced, err := c.resources.mapping(ref.APIVersion, ref.Kind); err == nil && !namespaced {
-				ns = ""
+				ns, verifiedIn = "", n.identity.Namespace
 			}
 			owner = &node{
 				identity:   objectReference{OwnerReference: coordinates(ref), Namespace: ns},
 				dependents: map[*node]struct{}{},
 				virtual:    true,
+				verifiedIn: verifiedIn,
 			}
 			log.V(5).Info("add virtual item", "identity", owner.identity)
 			g.nodes[ref.UID] = owner

@@ -152,10 +152,19 @@ func TestGraphBuilder(t *testing.T) {
 	}
 }
 
-// TestVirtualClusterScopedOwnerKey: a virtual owner of a cluster-scoped kind is keyed
-// "<uid>" (the cluster partition), not by its dependent's namespace.
+// TestVirtualClusterScopedOwnerKey: a virtual owner of a cluster-scoped kind has no
+// namespace (its live read is cluster-wide) but is keyed by its dependent's namespace, so
+// that the dependent's shard verifies it: keyed "<uid>", only the cluster partition's
+// holder would, and a dependent in another shard's namespace would never be collected
+// (TestShardedCascades found it).
 func TestVirtualClusterScopedOwnerKey(t *testing.T) {
 	f := newFixture(t, nil)
 	f.exists(object(pods, "ns", "p", "p-1", ref("v1", "Node", "n", "n-1"), ref("apps/v1", "ReplicaSet", "rs", "rs-1")))
-	equal(t, "attemptToDelete", f.deleteQ.Keys(), []string{"n-1", "ns/rs-1"})
+	equal(t, "attemptToDelete", f.deleteQ.Keys(), []string{"ns/n-1", "ns/rs-1"})
+	f.ctrl.graph.mu.RLock()
+	n := f.ctrl.graph.nodes["n-1"]
+	f.ctrl.graph.mu.RUnlock()
+	if n == nil || n.identity.Namespace != "" {
+		t.Fatalf("virtual Node owner %+v: want no namespace", n)
+	}
 }

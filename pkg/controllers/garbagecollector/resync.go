@@ -79,7 +79,9 @@ func (c *Controller) resyncMarker(log logr.Logger, scope controllers.Scope) {
 	defer c.graph.mu.RUnlock()
 	var deletes, orphans int
 	for _, n := range c.graph.nodes {
-		ns := n.identity.Namespace
+		// The key's namespace, not the identity's: a virtual owner of a cluster-scoped
+		// kind is verified by its dependent's shard (node.verifiedIn).
+		ns, _ := parseKey(n.key())
 		if (ns == "" && !scope.Cluster) || (ns != "" && !slices.Contains(scope.Namespaces, ns)) {
 			continue
 		}

@@ -1,6 +1,7 @@
 package garbagecollector
 
 import (
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,5 +141,23 @@ func TestResyncDeletedMeanwhile(t *testing.T) {
 	f.drainGraph()
 	if found, _ := f.inGraph("p-1"); found {
 		t.Error("a pod deleted after Resync listed the store is back in the graph")
+	}
+}
+
+// TestResyncVirtualClusterScopedOwner: a virtual owner of a cluster-scoped kind, made
+// while its dependent's namespace was warmed and its key dropped by the gate, is queued
+// again by the Resync of the dependent's namespace (its key's), not only by the cluster
+// partition's: otherwise the dependent of an owner deleted meanwhile is never collected.
+func TestResyncVirtualClusterScopedOwner(t *testing.T) {
+	f := newFixture(t, nil)
+	f.exists(object(pods, "ns", "p", "p-1", ref("v1", "Node", "n", "n-1")))
+	for f.deleteQ.Len() > 0 { // the gate dropped them: the namespace was not acquired yet
+		k, _ := f.deleteQ.Get()
+		f.deleteQ.Done(k)
+	}
+	f.ctrl.Resync(controllers.Scope{Namespaces: []string{"ns"}})
+	f.drainGraph()
+	if keys := f.deleteQ.Keys(); !slices.Contains(keys, "ns/n-1") {
+		t.Errorf("attemptToDelete after the namespace's Resync: %v, want ns/n-1", keys)
 	}
 }

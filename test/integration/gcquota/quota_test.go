@@ -110,6 +110,43 @@ func (e *env) waitCounted(ns, name string, r corev1.ResourceName) {
 	})
 }
 
+// waitRootCA waits until the namespace's kube-root-ca.crt is published, before a test
+// creates a quota that counts ConfigMaps: one created just before the quota may be missing
+// from the controller's first count (its informer a few milliseconds behind the API
+// server), upstream's as kshard's, and admission charges only what is created after.
+func (e *env) waitRootCA() {
+	e.t.Helper()
+	framework.Eventually(e.t, quotaTimeout, "kube-root-ca.crt published", func(ctx context.Context) (bool, error) {
+		_, err := e.cs.CoreV1().ConfigMaps(e.ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err == nil, err
+	})
+}
+
+// waitCountsLive waits until quota ns/name's status counts exactly the ConfigMaps the API
+// server lists; each poll that finds it otherwise changes the quota's count/secrets,
+// which makes the controller count again.
+func (e *env) waitCountsLive(ns, name string) {
+	e.t.Helper()
+	bump := map[string]string{"100": "101", "101": "100"}
+	framework.Eventually(e.t, quotaTimeout, fmt.Sprintf("quota %s/%s counting the live ConfigMaps", ns, name), func(ctx context.Context) (bool, error) {
+		q, err := e.cs.CoreV1().ResourceQuotas(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cms, err := e.names(ctx, configMaps, ns)
+		if err != nil {
+			return false, err
+		}
+		if used, ok := q.Status.Used["count/configmaps"]; ok && used.Value() == int64(len(cms)) {
+			return true, nil
+		}
+		hard := q.Spec.Hard["count/secrets"]
+		q.Spec.Hard["count/secrets"] = resource.MustParse(bump[hard.String()])
+		_, err = e.cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{})
+		return false, err
+	})
+}
+
 // pod creates a pod in ns with requests and limits (nil: BestEffort).
 func (e *env) pod(ns, name string, requests, limits corev1.ResourceList, deadline *int64) {
 	e.t.Helper()
@@ -152,6 +189,7 @@ func TestQuotaUsage(t *testing.T) {
 		"persistentvolumeclaims", "5", "requests.storage", "20Gi",
 		"gold.storageclass.storage.k8s.io/requests.storage", "10Gi", "gold.storageclass.storage.k8s.io/persistentvolumeclaims", "5",
 		"count/deployments.apps", "5", thingsCount, "5")
+	e.waitRootCA()
 	e.quota(e.ns, "all", hard)
 	e.f.WaitDefaultServiceAccount(t, e.ns)
 	e.waitCounted(e.ns, "all", corev1.ResourceName(thingsCount))
@@ -275,11 +313,9 @@ func TestQuotaAdmission(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.quota(e.ns, "two", rl("count/configmaps", "2"))
-	framework.Eventually(t, quotaTimeout, "the quota's first status", func(ctx context.Context) (bool, error) {
-		q, err := e.cs.CoreV1().ResourceQuotas(e.ns).Get(ctx, "two", metav1.GetOptions{})
-		return err == nil && len(q.Status.Hard) > 0, err
-	})
+	e.waitRootCA()
+	e.quota(e.ns, "two", rl("count/configmaps", "2", "count/secrets", "100"))
+	e.waitCountsLive(e.ns, "two")
 	cms, err := e.names(ctx, configMaps, e.ns)
 	if err != nil {
 		t.Fatal(err)
@@ -302,5 +338,5 @@ func TestQuotaAdmission(t *testing.T) {
 		_, err := e.cs.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "over"}}, metav1.CreateOptions{})
 		return err == nil, err
 	})
-	e.waitUsed(e.ns, "two", rl("count/configmaps", "2"))
+	e.waitCountsLive(e.ns, "two")
 }

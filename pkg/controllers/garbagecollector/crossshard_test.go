@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
+	"k8s.io/klog/v2"
+
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
@@ -332,7 +334,7 @@ func TestCrossShardPartialSweep(t *testing.T) {
 				q, sync = f.orphanQ, f.ctrl.syncOrphan
 			}
 			q.Add("n-1")
-			processNext(f.ctx(), controllertest.Logger(t), tt.queue, q, sync, nil)
+			controllers.ProcessNext(klog.NewContext(f.ctx(), controllertest.Logger(t)), tt.queue, q, sync, nil)
 			equal(t, "rate-limited", q.RateLimited(), []string{"n-1"})
 			if _, ok := q.After("n-1"); ok {
 				t.Error("a failed sweep was taken for a pending answer")

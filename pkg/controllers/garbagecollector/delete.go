@@ -75,7 +75,7 @@ func (c *Controller) syncDelete(ctx context.Context, key string) error {
 		return nil
 	case errors.As(err, &mapping):
 		it.n.wantDelete.Store(true)
-		return quietError{err}
+		return controllers.QuietRetryError{Err: err}
 	case err != nil:
 		it.n.wantDelete.Store(true)
 		return err

@@ -175,7 +175,7 @@ func TestAttemptToDeleteUnservedKind(t *testing.T) {
 	f.exists(object(pods, "ns", "p", "p-1", ref("example.com/v1", "Gadget", "g", "g-1")))
 	equal(t, "queued", f.deleteQ.Keys(), []string{"ns/g-1"})
 	err := f.syncDelete("ns/g-1")
-	var quiet quietError
+	var quiet controllers.QuietRetryError
 	var mapping *restMappingError
 	if !errors.As(err, &quiet) || !errors.As(err, &mapping) {
 		t.Fatalf("sync of an owner of a kind not served = %v; want a quiet REST-mapping error (retried, as upstream)", err)

@@ -5,7 +5,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
+	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
@@ -158,7 +160,7 @@ func TestForegroundClusterScopedOwner(t *testing.T) {
 			if f.deleteQ.Len() != 1 {
 				t.Fatalf("queued %d keys; want the owner's", f.deleteQ.Len())
 			}
-			processNext(f.ctx(), controllertest.Logger(t), attemptToDeleteQueue, f.deleteQ, f.ctrl.syncDelete, nil)
+			controllers.ProcessNext(klog.NewContext(f.ctx(), controllertest.Logger(t)), attemptToDeleteQueue, f.deleteQ, f.ctrl.syncDelete, nil)
 			f.drainGraph()
 			after, waiting := f.deleteQ.After("n-1")
 			if waiting != tt.wantWait || (waiting && after != remoteRetryMin) {

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -169,11 +168,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}()
 	go func() {
 		defer wg.Done()
-		runWorkers(ctx, attemptToDeleteQueue, c.attemptToDelete, workers, c.syncDelete, c.metrics)
+		controllers.RunWorkers(ctx, attemptToDeleteQueue, c.attemptToDelete, workers, c.syncDelete, c.metrics)
 	}()
 	go func() {
 		defer wg.Done()
-		runWorkers(ctx, attemptToOrphanQueue, c.attemptToOrphan, workers, c.syncOrphan, c.metrics)
+		controllers.RunWorkers(ctx, attemptToOrphanQueue, c.attemptToOrphan, workers, c.syncOrphan, c.metrics)
 	}()
 	<-ctx.Done()
 	c.graphChanges.ShutDown()
@@ -191,86 +190,6 @@ func (c *Controller) runGraphBuilder(ctx context.Context) {
 		c.processGraphChange(log, e)
 		c.graphChanges.Done(e)
 	}
-}
-
-// quietError is a retry that is expected and not a failure worth an error log: an owner
-// kind not (yet) served (upstream's REST-mapping error, retried at log level 5), or a
-// virtual node not yet observed (upstream #56121).
-type quietError struct{ error }
-
-func (e quietError) Unwrap() error { return e.error }
-
-// quietRetries is how many failures in a row stay at log level 2 before one is reported.
-const quietRetries = 5
-
-// keyContexter is the shard's gated queue's bound on one key's work (see
-// controllers.RunWorkers).
-type keyContexter interface {
-	KeyContext(parent context.Context, key string) (context.Context, context.CancelFunc)
-}
-
-// runWorkers is controllers.RunWorkers with upstream's garbage collector retry policy:
-// a quietError is requeued rate-limited without being logged above level 5 (RunWorkers
-// reports a key that keeps failing, which a virtual owner waiting to be observed would).
-func runWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[string], workers int,
-	syncFn controllers.SyncFunc, metrics *controllers.ReconcileMetrics) {
-	log := klog.FromContext(ctx).WithValues("controller", Name, "queue", name)
-	ctx = klog.NewContext(ctx, log)
-	metrics.Init(name)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				for processNext(ctx, log, name, queue, syncFn, metrics) {
-				}
-			}, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	queue.ShutDown()
-	wg.Wait()
-}
-
-func processNext(ctx context.Context, log logr.Logger, name string, queue workqueue.TypedRateLimitingInterface[string],
-	syncFn controllers.SyncFunc, metrics *controllers.ReconcileMetrics) bool {
-	key, quit := queue.Get()
-	if quit {
-		return false
-	}
-	defer queue.Done(key)
-	if kc, ok := queue.(keyContexter); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = kc.KeyContext(ctx, key)
-		defer cancel()
-	}
-	start := time.Now()
-	err := syncFn(ctx, key)
-	var requeue *controllers.RequeueAfterError
-	var quiet quietError
-	switch {
-	case err == nil:
-		metrics.Observe(name, start, nil)
-		queue.Forget(key)
-	case errors.As(err, &requeue):
-		metrics.Observe(name, start, nil)
-		log.V(4).Info("requeued to wait", "key", key, "after", requeue.After, "reason", requeue.Reason)
-		queue.AddAfter(key, requeue.After)
-	case errors.As(err, &quiet):
-		metrics.Observe(name, start, nil)
-		log.V(5).Info("requeued", "key", key, "reason", err.Error())
-		queue.AddRateLimited(key)
-	default:
-		metrics.Observe(name, start, err)
-		if retries := queue.NumRequeues(key); retries < quietRetries {
-			log.V(2).Info("sync failed; retrying with backoff", "key", key, "err", err.Error(), "retries", retries)
-		} else {
-			utilruntime.HandleErrorWithContext(ctx, err, "sync keeps failing; retrying with backoff", "key", key, "retries", retries)
-		}
-		queue.AddRateLimited(key)
-	}
-	return true
 }
 
 // enqueueDelete adds n's key to attemptToDelete. The caller holds the graph's lock (read
@@ -301,4 +220,4 @@ func nodeLogger(ctx context.Context, id objectReference) (context.Context, logr.
 	return klog.NewContext(ctx, log), log
 }
 
-var errNotObserved = quietError{fmt.Errorf("item has not been observed by an informer yet")}
+var errNotObserved = controllers.QuietRetryError{Err: fmt.Errorf("item has not been observed by an informer yet")}

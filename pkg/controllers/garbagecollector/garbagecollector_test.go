@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"k8s.io/klog/v2"
+
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
@@ -111,6 +113,8 @@ func TestRun(t *testing.T) {
 	<-done
 }
 
+// TestProcessNext: the garbage collector's errors under the shared worker loop's retry
+// policy (controllers.ProcessNext).
 func TestProcessNext(t *testing.T) {
 	tests := []struct {
 		name            string
@@ -128,7 +132,7 @@ func TestProcessNext(t *testing.T) {
 			q := controllertest.NewQueue()
 			defer q.ShutDown()
 			q.Add("ns/u-1")
-			processNext(context.Background(), controllertest.Logger(t), "q", q,
+			controllers.ProcessNext(klog.NewContext(context.Background(), controllertest.Logger(t)), "q", q,
 				func(context.Context, string) error { return tt.err }, nil)
 			if got := len(q.RateLimited()) == 1; got != tt.wantRateLimited {
 				t.Errorf("rate-limited %v; want %v", q.RateLimited(), tt.wantRateLimited)

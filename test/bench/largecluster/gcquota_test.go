@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 
 	"github.com/kshard/kshard/test/framework"
 )
@@ -151,32 +152,9 @@ func (bn *bench) populateGCQuota(b *testing.B) {
 	ctx := context.Background()
 	start := time.Now()
 	core := bn.client.CoreV1()
-	cms := bn.fixtureKeys(b, func(opts metav1.ListOptions) ([]metav1.ObjectMeta, string, error) {
-		l, err := core.ConfigMaps(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		var out []metav1.ObjectMeta
-		for _, o := range l.Items {
-			out = append(out, o.ObjectMeta)
-		}
-		return out, l.Continue, nil
-	})
-	secrets := bn.fixtureKeys(b, func(opts metav1.ListOptions) ([]metav1.ObjectMeta, string, error) {
-		l, err := core.Secrets(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		var out []metav1.ObjectMeta
-		for _, o := range l.Items {
-			out = append(out, o.ObjectMeta)
-		}
-		return out, l.Continue, nil
-	})
-	quotas := map[string]bool{}
-	for _, q := range bn.listQuotas(b) {
-		quotas[q.Namespace+"/"+q.Name] = true
-	}
+	cms := bn.fixtureKeys(b, "configmaps")
+	secrets := bn.fixtureKeys(b, "secrets")
+	quotas := bn.fixtureKeys(b, "resourcequotas")
 	meta := func(ns, name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{fixtureLabel: "fixture"}}
 	}
@@ -215,23 +193,28 @@ func (bn *bench) populateGCQuota(b *testing.B) {
 	b.Logf("fixture: %d ConfigMaps, Secrets and ResourceQuotas created (%s)", len(create), time.Since(start).Round(time.Second))
 }
 
-// fixtureKeys lists the fixture's objects of one resource (in pages) as namespace/name.
-func (bn *bench) fixtureKeys(b *testing.B, list func(metav1.ListOptions) ([]metav1.ObjectMeta, string, error)) map[string]bool {
+// fixtureKeys lists the fixture's objects of one core resource (metadata only, in pages)
+// as namespace/name.
+func (bn *bench) fixtureKeys(b *testing.B, resource string) map[string]bool {
 	b.Helper()
+	mc, err := metadata.NewForConfig(bn.f.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
 	out := map[string]bool{}
 	opts := metav1.ListOptions{LabelSelector: fixtureLabel, Limit: 5000}
 	for {
-		items, cont, err := list(opts)
+		l, err := mc.Resource(corev1.SchemeGroupVersion.WithResource(resource)).List(context.Background(), opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, m := range items {
+		for _, m := range l.Items {
 			out[m.Namespace+"/"+m.Name] = true
 		}
-		if cont == "" {
+		if l.Continue == "" {
 			return out
 		}
-		opts.Continue = cont
+		opts.Continue = l.Continue
 	}
 }
 

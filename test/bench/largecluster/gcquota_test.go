@@ -107,7 +107,7 @@ var (
 	// restoreEach restores the fixture after every run (KSHARD_BENCH_RESTORE=1, the
 	// default); with 0 it is restored only when the benchmark starts, and the deletions and
 	// replacements of later runs pick namespaces earlier runs left alone.
-	restoreEach = framework.EnvInt("KSHARD_BENCH_RESTORE", 1) != 0
+	restoreEach = os.Getenv("KSHARD_BENCH_RESTORE") != "0"
 )
 
 // intactNS picks a random namespace whose Deployment no run has deleted or replaced since

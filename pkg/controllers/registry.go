@@ -109,7 +109,8 @@ type Context struct {
 	// Queue is the controller's rate-limited work queue, named after it (client-go
 	// workqueue metrics). Its keys are client-go's MetaNamespaceKeyFunc keys of the
 	// Descriptor's Primary objects. The shard fills it when it starts working a
-	// namespace, and drops keys of namespaces it does not work.
+	// namespace, and drops keys of namespaces it does not work. Nil for a controller of
+	// served resources whose Descriptor has no Primary (it works its Queues only).
 	Queue workqueue.TypedRateLimitingInterface[string]
 	// Queues are the further queues the Descriptor's Queues declare, by QueueSpec.Name,
 	// each behind the shard's gate as Queue is (filled when the shard starts working a
@@ -142,6 +143,9 @@ type Context struct {
 	// and Metadata's writes are checked by their transport, whichever queue's work makes
 	// them, so a controller never calls it before an API write.
 	WriteAllowed func(key string) error
+	// Served hands over the served resources the Descriptor's Served asks for; nil when
+	// it asks for none.
+	Served ServedInformers
 }
 
 // Controller is a running controller.
@@ -205,6 +209,11 @@ type Descriptor struct {
 	// (events create, patch and update for the event recorder; namespaces list and watch),
 	// are not repeated here.
 	Permissions []Permission
+	// Served asks for every resource the API server serves that it describes, found by
+	// discovery while the shard runs and handed over through Context.Served; nil for a
+	// controller whose resources are all in Primary and Reads. AllPermissions adds its
+	// rule.
+	Served *ServedResources
 	// EventSource is the component name of the controller's events when it is not
 	// "<Name>-controller" (kube-controller-manager's replication manager records as
 	// "replication-controller"): users and tools filter events by it.
@@ -230,6 +239,18 @@ func (d Descriptor) AllPermissions() []Permission {
 			i = len(out) - 1
 		}
 		for _, v := range []string{"list", "watch"} {
+			if !slices.Contains(out[i].Verbs, v) {
+				out[i].Verbs = append(out[i].Verbs, v)
+			}
+		}
+	}
+	if d.Served != nil {
+		need := d.Served.permission()
+		i := slices.IndexFunc(out, func(p Permission) bool { return p.Group == "*" && p.Resource == "*" })
+		if i < 0 {
+			return append(out, need)
+		}
+		for _, v := range need.Verbs {
 			if !slices.Contains(out[i].Verbs, v) {
 				out[i].Verbs = append(out[i].Verbs, v)
 			}
@@ -277,8 +298,13 @@ func (d Descriptor) validate() error {
 			errs = append(errs, fmt.Errorf("permission %s/%s %v: a wildcard is only allowed as group \"*\" with resource \"*\", and never as a verb", p.Group, p.Resource, p.Verbs))
 		}
 	}
-	if len(d.Primary) == 0 {
-		errs = append(errs, errors.New("a descriptor's Primary must name the resources whose keys the controller's queue holds"))
+	if len(d.Primary) == 0 && d.Served == nil {
+		errs = append(errs, errors.New("a descriptor's Primary must name the resources whose keys the controller's queue holds (only a controller of served resources, which refills its queues itself through Resyncer, may leave it empty)"))
+	}
+	if d.Served != nil {
+		if err := d.Served.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	names := []string{d.Name}
 	for _, q := range d.Queues {
@@ -286,7 +312,7 @@ func (d Descriptor) validate() error {
 			errs = append(errs, fmt.Errorf("queue %q: a queue needs a name of its own, not the controller's nor another queue's", q.Name))
 		}
 		names = append(names, q.Name)
-		if len(q.Primary) == 0 {
+		if len(q.Primary) == 0 && d.Served == nil {
 			errs = append(errs, fmt.Errorf("queue %q: its Primary must name the resources whose keys it holds", q.Name))
 		}
 		for _, r := range q.Primary {
@@ -316,7 +342,9 @@ type QueueSpec struct {
 	// Primary are the resources whose objects' keys the queue holds (client-go's
 	// MetaNamespaceKeyFunc keys, mapped to partitions as Descriptor.Primary's are); each
 	// must also be among the descriptor's Primary or Reads. When the shard starts working a
-	// namespace it adds the key of every cached object of them in it.
+	// namespace it adds the key of every cached object of them in it. Only a controller of
+	// served resources (Descriptor.Served) may leave it empty: the queue then holds object
+	// keys of any resource, and only the controller fills it.
 	Primary []Resource
 	// RateLimiter builds the queue's rate limiter (optional; nil is client-go's
 	// DefaultTypedControllerRateLimiter).

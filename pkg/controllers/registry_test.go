@@ -60,6 +60,15 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 		{name: "wildcard verb", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Permissions = []Permission{{Group: "*", Resource: "*", Verbs: []string{"*"}}}
 		})}, wantErr: "a wildcard is only allowed"},
+		{name: "every served resource", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Served = &ServedResources{Verbs: []string{"delete", "list", "watch"}, Permissions: []string{"get", "patch", "delete"}}
+		})}},
+		{name: "served resources that cannot be watched", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Served = &ServedResources{Verbs: []string{"list", "delete"}}
+		})}, wantErr: `must include "watch"`},
+		{name: "every verb on served resources", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Served = &ServedResources{Verbs: []string{"list", "watch"}, Permissions: []string{"*"}}
+		})}, wantErr: "never a wildcard"},
 		{name: "duplicate", ds: []Descriptor{descriptor("a", nil), descriptor("a", nil)}, wantErr: "registered twice"},
 		{name: "alias and canonical name of one controller", ds: []Descriptor{descriptor("replicaset", nil), descriptor("replicaset-controller", nil)}, wantErr: `"replicaset" and "replicaset-controller" are one kube-controller-manager controller`},
 		{name: "a further queue", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
@@ -144,6 +153,27 @@ func TestAllPermissions(t *testing.T) {
 			}),
 			want: []Permission{
 				{Resource: "pods", Verbs: []string{"create", "watch", "list"}},
+				{Group: "apps", Resource: "deployments", Verbs: []string{"list", "watch"}},
+			},
+		},
+		{
+			name: "served resources: list, watch and their verbs on every resource",
+			d: descriptor("a", func(d *Descriptor) {
+				d.Served = &ServedResources{Verbs: []string{"delete", "list", "watch"}, Permissions: []string{"get", "patch", "delete"}}
+			}),
+			want: []Permission{
+				{Group: "apps", Resource: "deployments", Verbs: []string{"list", "watch"}},
+				{Group: "*", Resource: "*", Verbs: []string{"list", "watch", "get", "patch", "delete"}},
+			},
+		},
+		{
+			name: "served resources merged into a declared rule on every resource",
+			d: descriptor("a", func(d *Descriptor) {
+				d.Permissions = []Permission{{Group: "*", Resource: "*", Verbs: []string{"delete"}}}
+				d.Served = &ServedResources{Verbs: []string{"list", "watch"}, Permissions: []string{"get"}}
+			}),
+			want: []Permission{
+				{Group: "*", Resource: "*", Verbs: []string{"delete", "list", "watch", "get"}},
 				{Group: "apps", Resource: "deployments", Verbs: []string{"list", "watch"}},
 			},
 		},

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
@@ -34,6 +33,16 @@ func (e *RequeueAfterError) Error() string {
 	return fmt.Sprintf("requeue after %s: %s", e.After, e.Reason)
 }
 
+// QuietRetryError is what a sync returns for an expected retry that is not a failure worth
+// an error log: RunWorkers requeues the key rate-limited (with the failure backoff) and
+// logs it at level 5 only, never as a failure (the garbage collector's owner of a kind
+// not served yet, or a virtual node not observed yet: upstream's quiet retries).
+type QuietRetryError struct{ Err error }
+
+func (e QuietRetryError) Error() string { return e.Err.Error() }
+
+func (e QuietRetryError) Unwrap() error { return e.Err }
+
 // keyContexter is a queue that bounds each key's reconcile with a context of its own: the
 // shard's queues end it when the key's namespace is taken away, so that a reconcile of
 // work the process no longer owns stops instead of running on.
@@ -58,7 +67,7 @@ func RunWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimit
 		go func() {
 			defer wg.Done()
 			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				for processNext(ctx, log, name, queue, syncFn, metrics) {
+				for ProcessNext(ctx, name, queue, syncFn, metrics) {
 				}
 			}, time.Second)
 		}()
@@ -69,8 +78,12 @@ func RunWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimit
 	log.Info("workers stopped")
 }
 
-func processNext(ctx context.Context, log logr.Logger, name string, queue workqueue.TypedRateLimitingInterface[string],
+// ProcessNext is one worker step of RunWorkers: it takes a key from queue, syncs it and
+// applies the retry policy; false once the queue is shut down. Tests that drive a
+// controller's queue item by item call it (metrics may be nil; the logger is ctx's).
+func ProcessNext(ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[string],
 	syncFn SyncFunc, metrics *ReconcileMetrics) bool {
+	log := klog.FromContext(ctx)
 	key, shutdown := queue.Get()
 	if shutdown {
 		return false
@@ -93,6 +106,11 @@ func processNext(ctx context.Context, log logr.Logger, name string, queue workqu
 		queue.AddAfter(key, requeue.After)
 		return true
 	}
+	if quiet := (QuietRetryError{}); errors.As(err, &quiet) {
+		log.V(5).Info("requeued", "key", key, "reason", err.Error())
+		queue.AddRateLimited(key)
+		return true
+	}
 	// A few failures are routine (a conflict with a lagging cache, a cache that has not yet
 	// seen the controller's own writes) and are retried quietly; a key that keeps failing
 	// is reported as an error. Either way it is retried with backoff, never dropped.
@@ -105,9 +123,13 @@ func processNext(ctx context.Context, log logr.Logger, name string, queue workqu
 	return true
 }
 
-// ignoreRequeue returns err, or nil for a RequeueAfterError (a wait, not a failure).
+// ignoreRequeue returns err, or nil for a RequeueAfterError or a QuietRetryError (a wait,
+// not a failure).
 func ignoreRequeue(err error) error {
 	if requeue := (*RequeueAfterError)(nil); errors.As(err, &requeue) {
+		return nil
+	}
+	if quiet := (QuietRetryError{}); errors.As(err, &quiet) {
 		return nil
 	}
 	return err

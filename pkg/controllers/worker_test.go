@@ -79,7 +79,8 @@ func (q *recordingQueue) Forget(key string)                    { q.forgotten <- 
 
 // TestRunWorkersRequeue: a sync that fails is queued again rate-limited; one that returns
 // a RequeueAfterError (also wrapped) is queued after its delay, neither rate-limited nor
-// forgotten; one that succeeds is forgotten.
+// forgotten; a QuietRetryError is queued again rate-limited, as a failure but not logged as
+// one; one that succeeds is forgotten.
 func TestRunWorkersRequeue(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -92,6 +93,8 @@ func TestRunWorkersRequeue(t *testing.T) {
 		{name: "failure", err: errors.New("boom"), wantLimited: true},
 		{name: "wait", err: &RequeueAfterError{After: 8 * time.Second, Reason: "content remains"}, wantAfter: 8 * time.Second},
 		{name: "wrapped wait", err: fmt.Errorf("ns: %w", &RequeueAfterError{After: time.Second}), wantAfter: time.Second},
+		{name: "quiet retry", err: QuietRetryError{Err: errors.New("owner not observed yet")}, wantLimited: true},
+		{name: "wrapped quiet retry", err: fmt.Errorf("item: %w", QuietRetryError{Err: errors.New("kind not served yet")}), wantLimited: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

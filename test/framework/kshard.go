@@ -151,12 +151,14 @@ func (f *Framework) NewKShard(t testing.TB, opts KShardOptions) *KShard {
 // therefore no longer runs: without the default ServiceAccount the API server refuses
 // every pod of a namespace (the ServiceAccount admission plugin), pods expect
 // kube-root-ca.crt, and a deleted namespace stays Terminating until a namespace
-// controller finishes it (a benchmark waits for its namespaces to be gone between runs). Shards a test
+// controller finishes it (a benchmark waits for its namespaces to be gone between runs);
+// without a garbage collector a ReplicaSet's pods outlive it and an object deleted in the
+// foreground (the TTL controller deletes Jobs so) is never gone. Shards a test
 // starts with a --controllers list run them too (StartShard adds them, unless
 // KShardOptions.NoHousekeeping), the way a cluster's kube-controller-manager would, so a
 // test of other controllers finds its namespaces usable. A --controllers entry "-name"
 // still switches one off.
-var HousekeepingControllers = []string{"serviceaccount", "root-ca-cert-publisher", NamespaceController}
+var HousekeepingControllers = []string{"serviceaccount", "root-ca-cert-publisher", NamespaceController, "garbagecollector"}
 
 // housekeeping returns the flag that adds, to a shard's --controllers list in args, the
 // HousekeepingControllers the cluster's kube-controller-manager does not run. Without a

@@ -317,7 +317,8 @@ func (r SurgeReport) String() string {
 }
 
 // WaitAllOwned fails t unless, within timeout, the leading coordinator reports a converged
-// assignment in which every live shard owns partitions (so every namespace has a worker).
+// assignment in which every live shard owns partitions and no shard that no longer runs
+// owns any (so every namespace has a worker, and none moves later).
 func (k *KShard) WaitAllOwned(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	if err := waitOwned(k, timeout); err != nil {

@@ -22,10 +22,12 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
+	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/namespace"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
+	"github.com/kshard/kshard/pkg/controllers/resourcequota"
 	"github.com/kshard/kshard/pkg/controllers/rootcacertpublisher"
 	"github.com/kshard/kshard/pkg/controllers/serviceaccount"
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
@@ -44,10 +46,12 @@ func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		cronjob.Descriptor(),
 		deployment.Descriptor(),
+		garbagecollector.Descriptor(),
 		job.Descriptor(),
 		namespace.Descriptor(),
 		replicaset.Descriptor(),
 		replicationcontroller.Descriptor(),
+		resourcequota.Descriptor(),
 		rootcacertpublisher.Descriptor(),
 		serviceaccount.Descriptor(),
 		ttlafterfinished.Descriptor(),
@@ -68,8 +72,10 @@ type controllerDeps struct {
 	metrics  *controllers.ReconcileMetrics
 	// registerer takes the controllers' own series (with the shard label).
 	registerer prometheus.Registerer
-	shard      string
-	log        logr.Logger
+	// served collects the consumers of served resources (Context.Served).
+	served *servedHub
+	shard  string
+	log    logr.Logger
 }
 
 // buildControllers builds each enabled controller against the contract, and returns what
@@ -78,14 +84,20 @@ type controllerDeps struct {
 func buildControllers(enabled []controllers.Descriptor, workers func(name string) int, deps controllerDeps) ([]shardruntime.Controller, error) {
 	var out []shardruntime.Controller
 	for _, d := range enabled {
-		queue, rq, err := deps.newQueue(d.Name, d.Primary, d.RateLimiter)
-		if err != nil {
-			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
+		// A controller of served resources without Primary (the garbage collector) has
+		// only its further queues: a queue named after it would stay empty.
+		var queue workqueue.TypedRateLimitingInterface[string]
+		var rqs []shardruntime.Queue
+		if len(d.Primary) > 0 || d.Served == nil {
+			q, rq, err := deps.newQueue(d.Name, d.Primary, d.RateLimiter, d.Served != nil)
+			if err != nil {
+				return nil, fmt.Errorf("controller %s: %w", d.Name, err)
+			}
+			queue, rqs = q, []shardruntime.Queue{rq}
 		}
-		rqs := []shardruntime.Queue{rq}
 		var more map[string]workqueue.TypedRateLimitingInterface[string]
 		for _, spec := range d.Queues {
-			q, rq, err := deps.newQueue(spec.Name, spec.Primary, spec.RateLimiter)
+			q, rq, err := deps.newQueue(spec.Name, spec.Primary, spec.RateLimiter, d.Served != nil)
 			if err != nil {
 				return nil, fmt.Errorf("controller %s: queue %s: %w", d.Name, spec.Name, err)
 			}
@@ -112,24 +124,46 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 			Registerer:   deps.registerer,
 			APIServerCA:  deps.apiServerCA,
 			WriteAllowed: deps.gate.WriteAllowedFor,
+			Served:       deps.served.forController(d),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
 		n := workers(d.Name)
-		out = append(out, shardruntime.Controller{
+		rc := shardruntime.Controller{
 			Name: d.Name, Queues: rqs,
 			Run: func(ctx context.Context) { ctrl.Run(ctx, n) },
-		})
+		}
+		if c, ok := ctrl.(controllers.DiscoveryFailureCounter); ok && deps.served != nil {
+			deps.served.counters = append(deps.served.counters, c)
+		}
+		if r, ok := ctrl.(controllers.Resyncer); ok {
+			rc.Resync = func(namespaces []string, cluster bool) {
+				r.Resync(controllers.Scope{Namespaces: namespaces, Cluster: cluster})
+			}
+		} else if refillsItself(d) {
+			return nil, fmt.Errorf("controller %s: a queue of it has no Primary, so it must refill its queues itself (controllers.Resyncer), and does not", d.Name)
+		}
+		out = append(out, rc)
 	}
 	return out, nil
 }
 
+// refillsItself reports whether d has no Primary (a controller of served resources whose
+// keys no Primary names): nothing fills its queues on acquire but its own Resync. A
+// further queue without Primary beside a Primary is filled by the controller's handlers
+// only.
+func refillsItself(d controllers.Descriptor) bool {
+	return len(d.Primary) == 0
+}
+
 // newQueue returns a queue named name behind the gate, whose keys are those of primary's
 // objects (their partitions as gate.KeysFor maps them), and what the runtime needs to fill
-// it on acquire.
+// it on acquire. A queue of a controller of served resources without a primary holds
+// object keys of any resource ("namespace/…" in its namespace's partition, a key without
+// a namespace in the cluster partition: gate.ObjectKeys); the controller refills it.
 func (deps controllerDeps) newQueue(name string, primary []controllers.Resource,
-	rateLimiter func() workqueue.TypedRateLimiter[string]) (*gate.Queue, shardruntime.Queue, error) {
+	rateLimiter func() workqueue.TypedRateLimiter[string], served bool) (*gate.Queue, shardruntime.Queue, error) {
 	cacheKeys, kinds, err := primaries(primary, deps.cache)
 	if err != nil {
 		return nil, shardruntime.Queue{}, err
@@ -137,6 +171,9 @@ func (deps controllerDeps) newQueue(name string, primary []controllers.Resource,
 	keys, err := gate.KeysFor(deps.partitionOf, kinds)
 	if err != nil {
 		return nil, shardruntime.Queue{}, err
+	}
+	if len(primary) == 0 && served {
+		keys = gate.ObjectKeys(deps.partitionOf)
 	}
 	qcfg := gate.QueueConfig{Name: name, MetricsProvider: deps.queues, Keys: keys}
 	if rateLimiter != nil {

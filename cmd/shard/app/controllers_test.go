@@ -260,3 +260,98 @@ func TestControllerNames(t *testing.T) {
 		}
 	}
 }
+
+// servedController is a controller of served resources for TestBuildControllersServed.
+type servedController struct {
+	ctx     controllers.Context
+	resyncs []controllers.Scope
+}
+
+func (c *servedController) Run(context.Context, int) {}
+
+type resyncingController struct{ *servedController }
+
+func (c resyncingController) Resync(s controllers.Scope) { c.resyncs = append(c.resyncs, s) }
+
+// TestBuildControllersServed: a controller of served resources gets Context.Served, a
+// consumer of the shard's discovery with its Spec, queues that hold object keys of any
+// resource, and its Resync called by the runtime; one that cannot refill its queues
+// itself is refused.
+func TestBuildControllersServed(t *testing.T) {
+	partitionOf := func(ns string) partition.ID {
+		if ns == "" {
+			return 0
+		}
+		return 1
+	}
+	c, err := shardcache.New(fake.NewClientset(), partitionOf, shardcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues, err := queuemetrics.NewProvider(prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		resyncer bool
+		wantErr  bool
+	}{
+		{name: "resyncer", resyncer: true},
+		{name: "no resyncer", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			built := &servedController{}
+			d := controllers.Descriptor{
+				Name: "served", FixedWorkers: 1,
+				Served: &controllers.ServedResources{Verbs: []string{"list", "watch", "delete"}, NamespacedOnly: true},
+				Queues: []controllers.QueueSpec{{Name: "served_more"}},
+				New: func(ctx controllers.Context) (controllers.Controller, error) {
+					built.ctx = ctx
+					if tc.resyncer {
+						return resyncingController{built}, nil
+					}
+					return built, nil
+				},
+			}
+			hub := &servedHub{}
+			g := gate.New(gate.ObjectKeys(partitionOf))
+			ctrls, err := buildControllers([]controllers.Descriptor{d}, func(string) int { return 1 }, controllerDeps{
+				config: &rest.Config{Host: "http://127.0.0.1:1"}, cache: c, gate: g, partitionOf: partitionOf, queues: queues,
+				recorder: func(string, typedcorev1.EventInterface) record.EventRecorder { return record.NewFakeRecorder(1) },
+				served:   hub, log: logr.Discard(),
+			})
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("a controller whose queues no Primary fills, and which is no Resyncer, was built")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if built.ctx.Served == nil || len(hub.consumers) != 1 || !hub.consumers[0].Spec.NamespacedOnly {
+				t.Fatalf("Context.Served %v, consumers %+v: want one consumer with the descriptor's Spec", built.ctx.Served, hub.consumers)
+			}
+			if ctrls[0].Resync == nil {
+				t.Fatal("the runtime does not call the controller's Resync")
+			}
+			if built.ctx.Queue != nil || len(ctrls[0].Queues) != 1 || ctrls[0].Queues[0].Name != "served_more" {
+				t.Errorf("queues: Context.Queue %v, runtime queues %+v; want no queue named after the controller, only served_more", built.ctx.Queue, ctrls[0].Queues)
+			}
+			ctrls[0].Resync([]string{"a"}, true)
+			if want := []controllers.Scope{{Namespaces: []string{"a"}, Cluster: true}}; !reflect.DeepEqual(built.resyncs, want) {
+				t.Errorf("resyncs %+v, want %+v", built.resyncs, want)
+			}
+			// Object keys of any resource: "<namespace>/<uid>" in the namespace's partition,
+			// "<uid>" in the cluster partition.
+			g.Acquire(1)
+			q := built.ctx.Queues["served_more"]
+			q.Add("ns/3f2a")
+			q.Add("9c1b")
+			if got := q.Len(); got != 1 {
+				t.Errorf("queue holds %d keys with only the namespace's partition acquired, want 1 (the cluster-scoped key dropped)", got)
+			}
+		})
+	}
+}

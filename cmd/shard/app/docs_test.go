@@ -44,14 +44,41 @@ func controllersTable(ds []controllers.Descriptor) string {
 			}
 			perms = append(perms, fmt.Sprintf("%s: %s", gr, strings.Join(p.Verbs, ", ")))
 		}
+		reads := resourceList(d.Reads)
+		if d.Served != nil {
+			if len(d.Served.Permissions) > 0 {
+				perms = append(perms, fmt.Sprintf("*/*: %s", strings.Join(d.Served.Permissions, ", ")))
+			}
+			reads = servedText(*d.Served, reads)
+		}
 		names := "`" + d.Name + "`"
 		if n, ok := controllers.NamesOf(d.Name); ok && n.Alias != "" {
 			names = fmt.Sprintf("`%s`, `%s`", n.Canonical, n.Alias)
 		}
 		fmt.Fprintf(&b, "| %s | %t | %s | %s | %s | %s |\n", names, d.OnByDefault, workers,
-			resourceList(d.Primary), resourceList(d.Reads), strings.Join(perms, "; "))
+			resourceList(d.Primary), reads, strings.Join(perms, "; "))
 	}
 	return b.String()
+}
+
+// servedText describes a Served in the table's "also reads" column, after reads.
+func servedText(s controllers.ServedResources, reads string) string {
+	what := "every served resource"
+	if s.NamespacedOnly {
+		what = "every served namespaced resource"
+	}
+	what += " that supports " + strings.Join(s.Verbs, ", ")
+	if len(s.Ignore) > 0 {
+		var ig []string
+		for _, gr := range s.Ignore {
+			ig = append(ig, gr.String())
+		}
+		what += " (but " + strings.Join(ig, ", ") + ")"
+	}
+	if reads == "—" {
+		return what
+	}
+	return reads + "; " + what
 }
 
 func resourceList(rs []controllers.Resource) string {

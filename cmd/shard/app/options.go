@@ -29,6 +29,9 @@ type Options struct {
 	Partitions   int
 	LeaveTimeout time.Duration
 	WarmupLists  int
+	// DiscoveryPeriod is how often the shard discovers the served resources again, for
+	// the controllers that act on all of them.
+	DiscoveryPeriod time.Duration
 	// ClusterListThreshold: see shardcache.Options.ClusterListThreshold (0 turns it off here).
 	ClusterListThreshold int
 	// ServerSideFiltering selects shardcache.ModeServerFilter; SelectorRanges bounds each
@@ -58,6 +61,7 @@ func NewOptions() *Options {
 		ShardID:              componentopts.PodIdentity(),
 		Partitions:           partition.DefaultCount,
 		LeaveTimeout:         60 * time.Second,
+		DiscoveryPeriod:      discoveryPeriod,
 		WarmupLists:          4,
 		ClusterListThreshold: shardcache.DefaultClusterListThreshold,
 		SelectorRanges:       hashrange.DefaultMaxRanges,
@@ -78,6 +82,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	o.addCoordinatorAuthFlags(fs)
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "number of namespace partitions; must equal the coordinator's")
 	fs.DurationVar(&o.LeaveTimeout, "leave-timeout", o.LeaveTimeout, "on SIGTERM, how long to wait for the coordinator to move this shard's partitions away before exiting anyway")
+	fs.DurationVar(&o.DiscoveryPeriod, "served-discovery-period", o.DiscoveryPeriod, "how often the shard asks the API server which resources it serves, for the controllers that act on every resource (the garbage collector, "+
+		"ResourceQuota): a CRD created or deleted, an aggregated API registered, is picked up within this period (kube-controller-manager's is 30s)")
 	fs.IntVar(&o.WarmupLists, "warmup-concurrency", o.WarmupLists, "namespace-scoped LIST calls a partition warm-up runs at once")
 	fs.IntVar(&o.ClusterListThreshold, "warmup-cluster-list-threshold", o.ClusterListThreshold, "namespace-scoped LIST calls (namespaces × resource types) waiting in warm-ups above which the shard warms them with cluster-wide LISTs instead, "+
 		"one per resource type for all of them (a scale-out or a killed shard hands over thousands of namespaces at once); 0 never does")
@@ -118,6 +124,9 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	}
 	if o.LeaveTimeout < 0 {
 		errs = append(errs, errors.New("--leave-timeout must not be negative"))
+	}
+	if o.DiscoveryPeriod < time.Second {
+		errs = append(errs, fmt.Errorf("--served-discovery-period=%s must be at least 1s", o.DiscoveryPeriod))
 	}
 	if err := componentopts.ValidateWorkers("warmup-concurrency", o.WarmupLists); err != nil {
 		errs = append(errs, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -33,6 +34,7 @@ import (
 	"github.com/kshard/kshard/pkg/metrics/restmetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/served"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/shardruntime"
@@ -109,7 +111,11 @@ type shard struct {
 
 	partitionOf func(namespace string) partition.ID // buildCache
 	cache       *shardcache.Cache                   // buildCache
-	runtime     *shardruntime.Runtime               // buildRuntime
+	metadata    metadata.Interface                  // buildCache
+	// discovery finds the resources the API server serves, for the controllers that act
+	// on all of them (buildRuntime; nil when none is enabled).
+	discovery *served.Loop
+	runtime   *shardruntime.Runtime // buildRuntime
 	// broadcasters send the controllers' events, one per controller (buildRuntime); run
 	// shuts them down when it returns.
 	broadcasters []record.EventBroadcaster
@@ -174,6 +180,7 @@ func (s *shard) buildCache(context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.metadata = metadataClient
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.client.Discovery()))
 	cacheMode := shardcache.ModeClientFilter
 	if s.o.ServerSideFiltering {
@@ -210,11 +217,17 @@ func (s *shard) buildRuntime(ctx context.Context) error {
 		return err
 	}
 	enabled := s.reg.Enabled(s.o.Controllers)
+	hub := &servedHub{failing: func(gvr schema.GroupVersionResource) bool {
+		return s.cache.ListsFailing(shardcache.Key{Resource: gvr, Metadata: true})
+	}}
 	ctrls, err := buildControllers(enabled, s.reg.Workers, controllerDeps{
 		config: s.config, apiServerCA: ca, cache: s.cache, gate: g, partitionOf: s.partitionOf, queues: queueProvider,
-		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics, shard: s.o.ShardID, log: s.log,
+		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics, served: hub, shard: s.o.ShardID, log: s.log,
 	})
 	if err != nil {
+		return err
+	}
+	if s.discovery, err = hub.loop(s.client.Discovery(), s.cache, s.metadata, typedResources(enabled), s.log); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(enabled))
@@ -290,6 +303,9 @@ func (s *shard) serve(ctx context.Context) error {
 func (s *shard) runUntilExit(ctx context.Context, stop context.CancelFunc) error {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	if s.discovery != nil {
+		runDiscovery(runCtx, s.discovery, s.o.DiscoveryPeriod, s.log)
+	}
 	rtDone := make(chan struct{})
 	go func() {
 		defer close(rtDone)

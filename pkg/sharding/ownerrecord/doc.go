@@ -47,8 +47,11 @@
 //     included), the owner Roles, their RoleBindings and any binding of an owner subject
 //     — and the coordinator to the record, in the record's shape (never an owner rule
 //     without resourceNames, which would grant every partition). LimitsPolicy refuses the
-//     shard ServiceAccount's deletes of cluster-scoped objects and everything of the probe
-//     user but a dry-run Event create: the coordinator impersonates that user, never the
+//     shard ServiceAccount's deletes of cluster-scoped objects (but the garbage
+//     collector's: objects with owner references, never a Namespace), its updates of
+//     cluster-scoped objects that do more than remove owner references or finalizers
+//     (namespaces/status and namespaces/finalize aside), and everything of the probe user
+//     but a dry-run Event create: the coordinator impersonates that user, never the
 //     shards.
 //
 //   - The check (check.go). No policy can guard the admission configuration itself, so a
@@ -78,9 +81,12 @@
 //     workload. Dry-run events are fenced because they are the probe.
 //   - Cluster-scoped requests (the match is Namespaced). Namespaces, Nodes and the like
 //     are worked through partition.ClusterKey's partition, which a namespace's label
-//     cannot express. A shard may not delete them at all (LimitsPolicy), nor change a
-//     Namespace's partition label (RecordPolicy); it may update namespaces/status and
-//     namespaces/finalize of any Namespace otherwise.
+//     cannot express. A shard may delete only those that have owner references and are
+//     not Namespaces, and update them only to remove owner references or finalizers
+//     (LimitsPolicy: the garbage collector's writes), nor change a Namespace's partition
+//     label (RecordPolicy); it may update namespaces/status and namespaces/finalize of any
+//     Namespace otherwise. The shard's gate refuses its cluster-scoped writes unless it
+//     holds the cluster partition (client-side only).
 //   - Requests of every other user, including the coordinator (which writes the record)
 //     and the namespace controller.
 //

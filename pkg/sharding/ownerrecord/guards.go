@@ -207,11 +207,19 @@ func RecordPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 // the shards' and the probe's identities what RBAC cannot.
 //
 //   - The shard ServiceAccount may not DELETE (nor deletecollection, which admission
-//     sees as one DELETE per object) any cluster-scoped object, Namespaces included. The
-//     namespace controller needs delete on */* for the content of a namespace being
-//     deleted, and RBAC cannot take the cluster-scoped resources out of a wildcard; no
-//     kshard controller deletes a cluster-scoped object (a garbage collector that does
-//     would need an exception here). Admission never sends the API server's own
+//     sees as one DELETE per object) a cluster-scoped object, Namespaces included, unless
+//     it has owner references and is not a Namespace: the garbage collector deletes
+//     cluster-scoped dependents whose owners are gone, and nothing else. The namespace
+//     controller needs delete on */* for the content of a namespace being deleted, and
+//     RBAC cannot take the cluster-scoped resources out of a wildcard.
+//   - The shard ServiceAccount may UPDATE (or patch) a cluster-scoped object only to
+//     remove owner references (or turn their blockOwnerDeletion off) and finalizers,
+//     everything else unchanged: what the garbage collector writes (orphaning dependents,
+//     finishing a foreground or orphan deletion); and the namespace controller's
+//     namespaces/status and namespaces/finalize. The garbage collector's patch on */*
+//     would otherwise let a shard rewrite webhook configurations, APIServices, CRDs or
+//     labels of any Namespace; nor can a shard add an owner reference to an object and
+//     then delete it as a dependent. Admission never sends the API server's own
 //     admission configuration (ValidatingAdmissionPolicies, their bindings, webhook
 //     configurations) to a policy, so a shard can still delete the fence's own binding:
 //     Checker detects that.
@@ -229,6 +237,26 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 	// A cluster-scoped request has no request.namespace (a lookup of it fails); a
 	// Namespace's own requests carry its name there.
 	clusterScoped := `(!has(request.namespace) || request.namespace == '' || (request.resource.group == '' && request.resource.resource == 'namespaces'))`
+	// What the garbage collector deletes: a dependent, never a Namespace.
+	gcDependent := `oldObject != null && has(oldObject.metadata.ownerReferences) && size(oldObject.metadata.ownerReferences) > 0 && ` +
+		`!(request.resource.group == '' && request.resource.resource == 'namespaces')`
+	// What the shard updates: the namespace controller's namespaces/status and
+	// namespaces/finalize, and the garbage collector's removal of owner references (or of
+	// their blockOwnerDeletion) and finalizers, with nothing else changed (metadata's
+	// resourceVersion and managedFields aside).
+	namespaceSubresource := `request.resource.group == '' && request.resource.resource == 'namespaces' && ` +
+		`has(request.subResource) && (request.subResource == 'status' || request.subResource == 'finalize')`
+	free := `['ownerReferences', 'finalizers', 'managedFields', 'resourceVersion']`
+	shrinkOnly := `!(has(request.subResource) && request.subResource != '') && object != null && oldObject != null && ` +
+		`object.all(k, k == 'metadata' || (k in oldObject && object[k] == oldObject[k])) && ` +
+		`oldObject.all(k, k == 'metadata' || k in object) && ` +
+		`object.metadata.all(k, k in ` + free + ` || (k in oldObject.metadata && object.metadata[k] == oldObject.metadata[k])) && ` +
+		`oldObject.metadata.all(k, k in ` + free + ` || k in object.metadata) && ` +
+		`(!has(object.metadata.finalizers) || object.metadata.finalizers.all(f, has(oldObject.metadata.finalizers) && f in oldObject.metadata.finalizers)) && ` +
+		`(!has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, has(oldObject.metadata.ownerReferences) && ` +
+		`oldObject.metadata.ownerReferences.exists(o, o.uid == r.uid && o.apiVersion == r.apiVersion && o.kind == r.kind && o.name == r.name && ` +
+		`(has(o.controller) ? o.controller : false) == (has(r.controller) ? r.controller : false) && ` +
+		`(!(has(r.blockOwnerDeletion) && r.blockOwnerDeletion) || (has(o.blockOwnerDeletion) && o.blockOwnerDeletion)))))`
 	dryRunEventCreate := `request.operation == 'CREATE' && request.resource.group == '' && request.resource.resource == 'events' && ` +
 		`!(has(request.subResource) && request.subResource != '') && has(request.dryRun) && request.dryRun == true`
 	what := `request.operation + ' ' + request.resource.resource + ` + celSubresource + ` + ' ' + ` + celName + ` + ` +
@@ -252,7 +280,8 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 				}},
 			},
 			MatchConditions: []admissionregistrationv1.MatchCondition{
-				{Name: "shard-cluster-delete-or-probe", Expression: `(` + shard + ` && request.operation == 'DELETE' && ` + clusterScoped + `) || ` + probe},
+				{Name: "shard-cluster-delete-update-or-probe", Expression: `(` + shard + ` && (request.operation == 'DELETE' || request.operation == 'UPDATE') && ` +
+					clusterScoped + `) || ` + probe},
 			},
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "what", Expression: what},
@@ -265,10 +294,17 @@ func LimitsPolicy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPo
 					Reason:            &forbidden,
 				},
 				{
-					Expression: `!(` + shard + `)`,
+					Expression: `!(` + shard + ` && request.operation == 'UPDATE') || (` + namespaceSubresource + `) || (` + shrinkOnly + `)`,
 					MessageExpression: `'` + LimitsMessagePrefix + ` shard ' + (` + celShard + `) + ' may not ' + variables.what + ` +
-						`': no kshard controller deletes cluster-scoped objects'`,
-					Message: LimitsMessagePrefix + " shards may not delete cluster-scoped objects",
+						`': a shard may update a cluster-scoped object only to remove owner references or finalizers (the garbage collector), nothing else'`,
+					Message: LimitsMessagePrefix + " shards may update a cluster-scoped object only to remove owner references or finalizers",
+					Reason:  &forbidden,
+				},
+				{
+					Expression: `!(` + shard + ` && request.operation == 'DELETE') || (` + gcDependent + `)`,
+					MessageExpression: `'` + LimitsMessagePrefix + ` shard ' + (` + celShard + `) + ' may not ' + variables.what + ` +
+						`': a shard deletes only cluster-scoped objects that have owner references (the garbage collector), and never a Namespace'`,
+					Message: LimitsMessagePrefix + " shards may delete only cluster-scoped objects that have owner references, never a Namespace",
 					Reason:  &forbidden,
 				},
 			},

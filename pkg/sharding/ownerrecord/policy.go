@@ -248,7 +248,8 @@ func bindingFor(name string) *admissionregistrationv1.ValidatingAdmissionPolicyB
 // kshard's namespace (RecordRole, bound to p.CoordinatorUser by RecordRoleBinding), as
 // the chart does; kshard's namespace must exist. From then on a shard may write only in
 // namespaces whose partition its owner Role grants, only p.CoordinatorUser may change the
-// partition labels and the owner Roles, and shards may not delete cluster-scoped objects.
+// partition labels and the owner Roles, and shards may delete no cluster-scoped object
+// but a garbage collector's dependent (LimitsPolicy).
 // p.CoordinatorUser is required. The coordinator's rights on Namespaces (get, list, watch,
 // patch: the partition label) are the caller's to grant, as the chart's ClusterRole does.
 func Install(ctx context.Context, client kubernetes.Interface, p PolicyParams) error {

@@ -67,9 +67,13 @@ type Cache struct {
 	// informer first.
 	plain      map[Key]toolscache.SharedIndexInformer
 	plainOrder []plainInformer
-	parts      map[partition.ID]*partitionState
-	started    bool
-	runCtx     context.Context
+	// stops stop each running informer on its own (Remove); Run's context stops them all.
+	stops map[Key]context.CancelFunc
+	// health is the list state of each optional informer (optional.go).
+	health  map[Key]*health
+	parts   map[partition.ID]*partitionState
+	started bool
+	runCtx  context.Context
 	// lazyCtx is Run's context: the first Prepare after Run arms startTimer;
 	// firstPrepare and lastPrepare are when Prepares before the start came.
 	firstPrepare, lastPrepare time.Time
@@ -84,7 +88,12 @@ type Cache struct {
 type plainInformer struct {
 	key Key
 	inf toolscache.SharedIndexInformer
+	// health is set for an optional informer.
+	health *health
 }
+
+// synced is what the cache waits for of p: its HasSynced, or its failing (optional.go).
+func (p plainInformer) synced() toolscache.InformerSynced { return syncedOrFailing(p.inf, p.health) }
 
 // testHooks lets this package's tests act at precise points of a warm-up.
 type testHooks struct {
@@ -111,6 +120,8 @@ func New(client kubernetes.Interface, partitionOf PartitionFunc, opts Options) (
 		feeds:       map[Key]*feed{},
 		plain:       map[Key]toolscache.SharedIndexInformer{},
 		parts:       map[partition.ID]*partitionState{},
+		stops:       map[Key]context.CancelFunc{},
+		health:      map[Key]*health{},
 		firstSync:   make(chan struct{}),
 	}
 	if opts.Mode == ModeServerFilter {
@@ -223,11 +234,12 @@ func (c *Cache) resourceType(key Key) (ResourceType, error) {
 	if err != nil {
 		return ResourceType{}, fmt.Errorf("shardcache: %s: %w", key, err)
 	}
-	return metadataType(key.Resource, mapping.Scope.Name() != meta.RESTScopeNameNamespace, c.opts.MetadataClient), nil
+	return MetadataType(key.Resource, mapping.Scope.Name() != meta.RESTScopeNameNamespace, c.opts.MetadataClient), nil
 }
 
-// metadataType describes a resource read metadata-only through mc.
-func metadataType(gvr schema.GroupVersionResource, clusterScoped bool, mc metadata.Interface) ResourceType {
+// MetadataType describes a resource read metadata-only through mc, for a caller that
+// knows its scope (from discovery) and passes it to InformerFor.
+func MetadataType(gvr schema.GroupVersionResource, clusterScoped bool, mc metadata.Interface) ResourceType {
 	client := func(ns string) metadata.ResourceInterface {
 		if clusterScoped {
 			return mc.Resource(gvr)
@@ -268,17 +280,19 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	if inf := c.plain[key]; inf != nil {
 		return inf
 	}
+	rt, h := c.optionalLocked(rt)
 	if rt.ClusterScoped {
 		inf := c.newPlainInformer(rt)
 		c.plain[key] = inf
-		c.plainOrder = append(c.plainOrder, plainInformer{key: key, inf: inf})
+		c.plainOrder = append(c.plainOrder, plainInformer{key: key, inf: inf, health: h})
 		if c.started {
-			go inf.RunWithContext(c.runCtx)
+			c.runInformerLocked(key, inf)
 		}
 		return inf
 	}
 	f := newFeed(rt, c.client, c.adm, c.opts.DisableWatchList, c.loggerLocked().WithValues("resource", rt.Name()))
 	f.hooks = &c.hooks
+	f.health = h
 	f.filter = c.filter
 	if c.filter != nil {
 		f.cov = c.filter.current()
@@ -300,7 +314,7 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 	c.feeds[key] = f
 	c.order = append(c.order, f)
 	if c.started {
-		go inf.RunWithContext(c.runCtx)
+		c.runInformerLocked(key, inf)
 	}
 	return f.public
 }

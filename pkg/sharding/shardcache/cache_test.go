@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -413,5 +414,131 @@ func TestCacheRefreshResumes(t *testing.T) {
 	}
 	if n := lists.count("p7-a") - before; n != 1 {
 		t.Errorf("p7-a listed %d times by two Refresh calls, want once", n)
+	}
+}
+
+// TestCacheRemove: removing an informer (its resource is no longer served) stops it,
+// releases a Prepare waiting for its warm-up, and lets a later Informer build a fresh one.
+func TestCacheRemove(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p7-a"), ns("p8-a"), cm("p7-a", "x", 0), cm("p8-a", "y", 0))
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	client.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "p8-a" {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return false, nil, nil
+	})
+	c := startedConfigMapCache(t, ctx, client, Options{})
+	if err := c.Prepare(ctx, []partition.ID{7}); err != nil {
+		t.Fatal(err)
+	}
+	old := c.InformerFor(ConfigMaps)
+	prepared := make(chan error, 1)
+	go func() { prepared <- c.Prepare(ctx, []partition.ID{8}) }()
+	<-entered // p8-a's warm-up list is in flight
+
+	if err := c.Remove(ConfigMaps.Key()); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case err := <-prepared:
+		if err != nil {
+			t.Fatalf("Prepare after the informer was removed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Prepare still waits for the warm-up of a removed informer")
+	}
+	if got := c.Resources(); slices.Contains(got, ConfigMaps.Name()) {
+		t.Errorf("resources after Remove: %v", got)
+	}
+	fresh, err := c.Informer(ConfigMaps.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh == old {
+		t.Fatal("Informer after Remove returned the removed informer")
+	}
+	waitFor(t, "the new informer lists the admitted partitions", func() bool {
+		names := cachedNames(t, c)
+		return slices.Equal(names, []string{"p7-a/x", "p8-a/y"})
+	})
+	if err := c.Remove(Key{Resource: corev1.SchemeGroupVersion.WithResource("namespaces")}); err == nil {
+		t.Error("the Namespace informer was removed")
+	}
+	if err := c.Remove(Key{Resource: corev1.SchemeGroupVersion.WithResource("secrets")}); err != nil {
+		t.Errorf("removing an informer the cache does not have: %v", err)
+	}
+}
+
+// TestCacheOptional: an optional informer whose lists fail (an aggregated API that is
+// down) blocks neither the start, nor Prepare, nor readiness; it is reported failing, and
+// fills once its lists succeed again. A required one blocks, as before.
+func TestCacheOptional(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(ns("p7-a"), ns("p8-a"), cm("p7-a", "x", 0), cm("p8-a", "y", 0))
+	var down atomic.Bool
+	down.Store(true)
+	client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("the aggregated API is down")
+		}
+		return false, nil, nil
+	})
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	optional := ConfigMaps
+	optional.Optional = true
+	inf := c.InformerFor(optional)
+	c.Start(ctx)
+	bounded, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := c.WaitForCacheSync(bounded); err != nil {
+		t.Fatalf("the start waits for a failing optional informer: %v", err)
+	}
+	if err := c.Prepare(bounded, []partition.ID{7}); err != nil {
+		t.Fatalf("Prepare waits for a failing optional informer: %v", err)
+	}
+	if err := c.Synced([]partition.ID{7}); err != nil {
+		t.Errorf("readiness with a failing optional informer: %v", err)
+	}
+	if got := c.Failing(); got[optional.Name()] == nil {
+		t.Errorf("Failing() = %v, want %s", got, optional.Name())
+	}
+
+	down.Store(false)
+	waitFor(t, "the optional informer lists once its API is back", func() bool {
+		_, ok, _ := inf.GetIndexer().GetByKey("p7-a/x")
+		return ok && len(c.Failing()) == 0
+	})
+	// Healthy again, it is waited for: partition 8's ConfigMap is there when Prepare returns.
+	if err := c.Prepare(bounded, []partition.ID{8}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := inf.GetIndexer().GetByKey("p8-a/y"); !ok {
+		t.Error("Prepare of a healthy optional informer returned before its objects were cached")
+	}
+
+	// A required informer whose lists fail blocks Prepare, as it always did.
+	down.Store(true)
+	c2, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.InformerFor(ConfigMaps)
+	c2.Start(ctx)
+	short, stop2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer stop2()
+	if err := c2.Prepare(short, []partition.ID{7}); err == nil {
+		t.Error("Prepare returned while a required informer could not list")
 	}
 }

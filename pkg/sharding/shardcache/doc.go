@@ -155,6 +155,8 @@
 //	cache.go      the Cache, its informers by Key (typed, metadata-only, cluster-scoped), Keys
 //	start.go      starting the informers: lazily after Run, or Start; WaitForCacheSync
 //	partition.go  Prepare, Release, Synced: admitting and dropping partitions
+//	remove.go     Remove: stopping the informer of a resource no longer served
+//	optional.go   optional informers (resources found by discovery): nobody waits while they fail
 //	warmup.go     warming a partition while the informers run, namespace by namespace; Refresh
 //	admission.go  the admitted partitions (a lock-free bitset), PartitionFunc, PartitionIndex
 //	filter.go     ModeServerFilter's selector: computed, grown, shrunk, handed to the feeds

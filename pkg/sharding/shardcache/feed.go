@@ -59,6 +59,8 @@ type feed struct {
 	informer    toolscache.SharedIndexInformer // set once, right after construction
 	public      *feedInformer                  // the informer controllers get
 	hooks       *testHooks
+	// health is set for an optional resource (optional.go); nil otherwise.
+	health *health
 	// filter is the server-side filter (ModeServerFilter); nil in ModeClientFilter.
 	filter *serverFilter
 	// restartBackoff spaces the restarts of a paged list whose continue token expired

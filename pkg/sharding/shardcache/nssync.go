@@ -27,6 +27,8 @@ import (
 
 // warmState is the warm-up part of a feed's state (guarded by feed.mu).
 type warmState struct {
+	// removed: the feed was removed from its Cache (Cache.Remove); its warm-ups are done.
+	removed bool
 	// syncs are the namespaces being warmed (buffering or waiting to be merged).
 	syncs map[string]*nsSync
 	// pending are the listed syncs waiting for the watch goroutine to merge them.
@@ -49,6 +51,8 @@ const (
 	syncSuperseded
 	// syncCancelled: the partition was released, or the warm-up abandoned.
 	syncCancelled
+	// syncRemoved: the feed was removed (Cache.Remove): there is nothing left to cache.
+	syncRemoved
 )
 
 // nsSync is the warm-up of one namespace in one feed: buffer the namespace's events, list
@@ -93,6 +97,9 @@ func (f *feed) beginSync(ctx context.Context, namespace string, partition partit
 	defer f.mu.Unlock()
 	if ctx.Err() != nil || !f.adm.admitted(partition) {
 		return nil
+	}
+	if f.removed {
+		return &nsSync{namespace: namespace, partition: partition, epoch: f.epoch, state: syncRemoved}
 	}
 	s := &nsSync{namespace: namespace, partition: partition, epoch: f.epoch, state: syncBuffering}
 	if old := f.syncs[namespace]; old != nil {
@@ -181,6 +188,10 @@ func (f *feed) completeSync(s *nsSync, items []runtime.Object, rv string) {
 // of a cached namespace may).
 func (f *feed) syncDone(s *nsSync) (bool, error) {
 	f.mu.Lock()
+	if f.removed {
+		f.mu.Unlock()
+		return true, nil // the resource is gone from the cache: nothing to wait for
+	}
 	for s.state == syncSuperseded && s.next != nil {
 		s = s.next
 	}
@@ -241,4 +252,20 @@ func (f *feed) syncDone(s *nsSync) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// remove marks the feed removed from its Cache: every warm-up of it counts as done and no
+// new one starts, so that nothing waits for a resource that is no longer cached.
+func (f *feed) remove() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = true
+	for ns, s := range f.syncs {
+		s.stop(syncRemoved)
+		delete(f.syncs, ns)
+	}
+	for _, s := range f.pending {
+		s.stop(syncRemoved)
+	}
+	f.pending = nil
 }

@@ -226,6 +226,9 @@ func (c *Cache) Release(ctx context.Context, partitions []partition.ID) error {
 	})
 }
 
+// ClusterPartition is the partition whose holder works cluster-scoped objects.
+func (c *Cache) ClusterPartition() partition.ID { return c.partitionOf(partition.ClusterKey) }
+
 // NamespacesOf returns the namespaces of partition known to the Namespace informer.
 func (c *Cache) NamespacesOf(partition partition.ID) []string {
 	objs, err := c.nsInformer.GetIndexer().ByIndex(PartitionIndex, PartitionIndexValue(partition))

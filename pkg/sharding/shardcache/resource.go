@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -54,6 +55,10 @@ type ResourceType struct {
 	// namespaced objects. The work on them belongs to the cluster partition (see
 	// partition.ClusterKey).
 	ClusterScoped bool
+	// Optional marks a resource the shard serves because discovery found it (for the
+	// controllers that act on every served resource): while its lists fail, nothing
+	// waits for its informer (optional.go).
+	Optional bool
 	// Object is an empty object of the type the informer stores (e.g. &corev1.Pod{}).
 	// The reflector drops events of any other type; synthetic bookmarks are copies of it.
 	Object runtime.Object
@@ -118,6 +123,7 @@ var (
 	policy    = policyv1.SchemeGroupVersion
 	discovery = discoveryv1.SchemeGroupVersion
 	autoscale = autoscalingv2.SchemeGroupVersion
+	dra       = resourcev1.SchemeGroupVersion
 )
 
 // builtin lists the built-in types the controllers of kube-controller-manager read,
@@ -203,6 +209,14 @@ var builtin = indexTypes(
 	namespaced(autoscale.WithResource("horizontalpodautoscalers"), &autoscalingv2.HorizontalPodAutoscaler{},
 		func(c kubernetes.Interface, ns string) listWatcher[*autoscalingv2.HorizontalPodAutoscalerList] {
 			return c.AutoscalingV2().HorizontalPodAutoscalers(ns)
+		}),
+	namespaced(dra.WithResource("resourceclaims"), &resourcev1.ResourceClaim{},
+		func(c kubernetes.Interface, ns string) listWatcher[*resourcev1.ResourceClaimList] {
+			return c.ResourceV1().ResourceClaims(ns)
+		}),
+	clusterScoped(dra.WithResource("deviceclasses"), &resourcev1.DeviceClass{},
+		func(c kubernetes.Interface) listWatcher[*resourcev1.DeviceClassList] {
+			return c.ResourceV1().DeviceClasses()
 		}),
 	clusterScoped(core.WithResource("nodes"), &corev1.Node{},
 		func(c kubernetes.Interface) listWatcher[*corev1.NodeList] { return c.CoreV1().Nodes() }),

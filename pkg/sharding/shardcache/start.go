@@ -75,15 +75,15 @@ func (c *Cache) Start(ctx context.Context) {
 	c.started = true
 	c.runCtx = ctx
 	for _, p := range c.plainOrder {
-		go p.inf.RunWithContext(ctx)
+		c.runInformerLocked(p.key, p.inf)
 	}
 	synced := make([]toolscache.InformerSynced, 0, len(c.plainOrder)+len(c.order))
 	for _, p := range c.plainOrder {
-		synced = append(synced, p.inf.HasSynced)
+		synced = append(synced, p.synced())
 	}
 	for _, f := range c.order {
-		go f.informer.RunWithContext(ctx)
-		synced = append(synced, f.informer.HasSynced)
+		c.runInformerLocked(f.rt.Key(), f.informer)
+		synced = append(synced, syncedOrFailing(f.informer, f.health))
 	}
 	go func() {
 		if toolscache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -105,10 +105,10 @@ func (c *Cache) syncedFuncs() []toolscache.InformerSynced {
 	defer c.mu.Unlock()
 	var synced []toolscache.InformerSynced
 	for _, p := range c.plainOrder {
-		synced = append(synced, p.inf.HasSynced)
+		synced = append(synced, p.synced())
 	}
 	for _, f := range c.order {
-		synced = append(synced, f.informer.HasSynced)
+		synced = append(synced, syncedOrFailing(f.informer, f.health))
 	}
 	return synced
 }
@@ -132,4 +132,11 @@ func (c *Cache) WaitForCacheSync(ctx context.Context) error {
 		return errors.New("shardcache: caches did not sync")
 	}
 	return nil
+}
+
+// runInformerLocked runs inf until the Cache's context ends or Remove stops it (c.mu held).
+func (c *Cache) runInformerLocked(key Key, inf toolscache.SharedIndexInformer) {
+	ctx, cancel := context.WithCancel(c.runCtx)
+	c.stops[key] = cancel
+	go inf.RunWithContext(ctx)
 }

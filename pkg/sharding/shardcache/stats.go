@@ -167,6 +167,14 @@ var listsDesc = prometheus.NewDesc(
 	[]string{"resource", "kind"}, nil,
 )
 
+var failingDesc = prometheus.NewDesc(
+	"kshard_shard_cache_resource_failing",
+	"1 while the lists of an optional resource (one found by discovery, for the garbage collector and "+
+		"ResourceQuota) fail: the shard does not wait for it and its objects are missing from the cache; 0 "+
+		"once it lists again. By resource.",
+	[]string{"resource"}, nil,
+)
+
 // collector exports the Cache's statistics to Prometheus at scrape time.
 type metricsCollector struct{ c *Cache }
 
@@ -178,6 +186,7 @@ func (metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- selectorRangesDesc
 	ch <- selectorRestartsDesc
 	ch <- coveredNotOwnedDesc
+	ch <- failingDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -196,6 +205,13 @@ func (k metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(selectorRestartsDesc, prometheus.CounterValue, float64(f.counters.selectorRestarts.Load()), f.rt.Name())
 		}
 		ch <- prometheus.MustNewConstMetric(coveredNotOwnedDesc, prometheus.GaugeValue, float64(k.c.NamespacesCoveredNotOwned()))
+	}
+	for _, h := range k.c.healthList() {
+		v := 0.0
+		if h.isFailing() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, v, h.name)
 	}
 	for resource, n := range k.c.OpenWatches() {
 		ch <- prometheus.MustNewConstMetric(watchesDesc, prometheus.GaugeValue, float64(n), resource)

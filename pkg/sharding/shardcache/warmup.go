@@ -69,7 +69,7 @@ func (c *Cache) runWarmup(ctx context.Context, w *warmup, feeds []*feed) {
 	// every object once synced: wait for them all.
 	var plain []toolscache.InformerSynced
 	for _, p := range c.plainList() {
-		plain = append(plain, p.inf.HasSynced)
+		plain = append(plain, p.synced())
 	}
 	if !toolscache.WaitForCacheSync(ctx.Done(), plain...) {
 		w.err = c.warmupErr(ctx)
@@ -160,6 +160,9 @@ func (c *Cache) runRefresh(ctx context.Context, r *warmup, feeds []*feed) {
 func (c *Cache) waitSynced(ctx context.Context, syncs []syncJob) error {
 	return wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
 		for _, j := range syncs {
+			if j.f.health.isFailing() {
+				continue // optional and failing: nothing waits for it (optional.go)
+			}
 			if done, err := j.f.syncDone(j.s); err != nil || !done {
 				return false, err
 			}
@@ -233,6 +236,12 @@ func (c *Cache) warmNamespacesHeld(ctx context.Context, feeds []*feed, names []s
 	}
 	var wg sync.WaitGroup
 	for _, j := range jobs {
+		if j.f.health != nil {
+			// Optional: its list may fail for as long as its API is down, retrying
+			// until the partition is released; waitSynced waits for it while healthy.
+			go c.listInto(ctx, j.f, j.s, partition)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -296,7 +305,12 @@ func (c *Cache) listInto(ctx context.Context, f *feed, s *nsSync, partition part
 			f.abandon(s)
 			return
 		}
-		logger.Error(err, "Warm-up list failed, retrying")
+		if f.health != nil {
+			// Optional: its state change is logged once (optional.go), not each retry.
+			logger.V(4).Info("Warm-up list of an optional resource failed, retrying", "err", err.Error())
+		} else {
+			logger.Error(err, "Warm-up list failed, retrying")
+		}
 		select {
 		case <-time.After(backoff.Step()):
 		case <-ctx.Done():
@@ -391,6 +405,9 @@ func (c *Cache) warmNewNamespace(ctx context.Context, feeds []*feed, namespace s
 		}
 		_ = wait.PollUntilContextCancel(ctx, c.opts.PollInterval, true, func(context.Context) (bool, error) {
 			for _, j := range batch {
+				if j.f.health.isFailing() {
+					continue
+				}
 				if done, err := j.f.syncDone(j.s); err != nil || !done {
 					return err != nil, nil // released: stop waiting
 				}

@@ -34,6 +34,11 @@ type Controller struct {
 	Queues []Queue
 	// Run runs the controller's workers until ctx ends.
 	Run func(ctx context.Context)
+	// Resync, when set, is called on acquire after the queues are filled, with the
+	// namespaces of the partition and whether it is the cluster partition (its
+	// cluster-scoped objects): for a controller whose queues hold keys no Primary names
+	// (the garbage collector's, of every served resource), which refills them itself.
+	Resync func(namespaces []string, cluster bool)
 }
 
 // Queue is one of a controller's queues as the runtime sees it.
@@ -68,7 +73,7 @@ func New(c *shardcache.Cache, g *gate.Gate, ctrls []Controller, opts Options, lo
 		opts.RetryInterval = time.Second
 	}
 	for _, ctrl := range ctrls {
-		if len(ctrl.Queues) == 0 || ctrl.Run == nil {
+		if (len(ctrl.Queues) == 0 && ctrl.Resync == nil) || ctrl.Run == nil {
 			return nil, fmt.Errorf("shardruntime: controller %q needs a queue and a Run func", ctrl.Name)
 		}
 		for _, q := range ctrl.Queues {
@@ -159,6 +164,9 @@ func (r *Runtime) Work(p partition.ID, refresh bool) {
 						q.Queue.Add(key)
 					}
 				}
+			}
+			if c.Resync != nil {
+				c.Resync(r.cache.NamespacesOf(p), r.cache.ClusterPartition() == p)
 			}
 		}
 		return nil

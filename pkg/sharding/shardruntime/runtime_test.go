@@ -3,6 +3,7 @@ package shardruntime
 import (
 	"context"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -732,4 +733,49 @@ func TestFurtherQueueFollowsHandoff(t *testing.T) {
 		t.Errorf("write of %s allowed after its partition was revoked", key)
 	}
 	second.Done(key)
+}
+
+// TestResyncOnAcquire: a controller with Resync is told, on each acquire, the acquired
+// partition's namespaces and whether it is the cluster partition, after the gate admits
+// its keys (what it adds is not dropped).
+func TestResyncOnAcquire(t *testing.T) {
+	client := fake.NewClientset(world()...)
+	c, err := shardcache.New(client, testPartition, shardcache.Options{PollInterval: 5 * time.Millisecond, StartWindow: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InformerFor(shardcache.ConfigMaps)
+	g := gate.New(gate.NamespaceNameKeys(testPartition))
+	q := g.NewQueue(gate.QueueConfig{Name: "gc"})
+	t.Cleanup(q.ShutDown)
+	type call struct {
+		namespaces []string
+		cluster    bool
+	}
+	calls := make(chan call, 4)
+	e := runEnv(t, c, g, []Controller{{Name: "gc",
+		Resync: func(namespaces []string, cluster bool) {
+			sort.Strings(namespaces)
+			for _, ns := range namespaces {
+				q.Add(ns + "/uid")
+			}
+			calls <- call{namespaces, cluster}
+		},
+		Run: func(ctx context.Context) { <-ctx.Done() }}})
+
+	e.rt.Work(3, false)
+	e.idle(3)
+	got := <-calls
+	if !slices.Equal(got.namespaces, []string{"p3-a", "p3-b"}) || got.cluster != (c.ClusterPartition() == 3) {
+		t.Errorf("Resync of partition 3 = %+v, want namespaces [p3-a p3-b], cluster %v", got, c.ClusterPartition() == 3)
+	}
+	if s := q.Stats(); s.Pending != 2 || s.Dropped != 0 {
+		t.Errorf("queue after Resync: %+v, want its 2 keys pending, none dropped", s)
+	}
+	cp := c.ClusterPartition()
+	e.rt.Work(cp, false)
+	e.idle(cp)
+	if got := <-calls; !got.cluster {
+		t.Errorf("Resync of the cluster partition %d = %+v, want cluster", cp, got)
+	}
 }

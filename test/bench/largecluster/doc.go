@@ -108,4 +108,49 @@
 // --kube-api-content-type=application/json), KSHARD_BENCH_PROFILE_DIR (saves each controller process's CPU profile of the first 20 s
 // of its start, its heap after the settle period and a 30 s CPU profile from the middle of
 // the churn, for go tool pprof).
+//
+// # The garbage collector and ResourceQuota
+//
+// KSHARD_BENCH_CONTROLLERS=garbagecollector,resourcequota measures those two controllers
+// instead, with the same machinery, cluster, runs and figures, and these differences:
+//
+//   - both sides run --controllers garbage-collector-controller,resourcequota-controller
+//     (kube-controller-manager 1.37's canonical names; the shard takes the same) with
+//     kube-controller-manager's defaults, --concurrent-gc-syncs 20 and
+//     --concurrent-resource-quota-syncs 5, and QPS 20, burst 30.
+//   - the fixture adds, per namespace, KSHARD_BENCH_CONFIGMAPS_PER_NS ConfigMaps (3),
+//     KSHARD_BENCH_SECRETS_PER_NS Secrets (3) and one ResourceQuota counting pods,
+//     ConfigMaps, Secrets, Deployments and ReplicaSets (object counts only: the fixture's
+//     pods request no CPU, and a requests.cpu quota would refuse them). The populating
+//     shards run resourcequota too, until every quota's status shows its spec and the
+//     namespace's pods, so no measured run starts by writing 10,000 statuses.
+//   - start to Ready for upstream: the garbage collector has logged "Garbage collector: all resource monitors
+//     have synced" (its graph is built from every resource's informer; it starts its
+//     workers right after) and the ResourceQuota controller's resourcequota_primary queue
+//     has finished its first item (its workers start once its informers and its monitors
+//     of the counted resources are synced). For kshard as above.
+//   - first change: a ConfigMap owner and one dependent are made in a random namespace and
+//     the owner deleted; the time until the namespace's quota counts one ConfigMap fewer
+//     (admission counts creations, only the controller counts deletions) and until the
+//     garbage collector has deleted the dependent.
+//   - queues empty: every work queue of the controller processes.
+//   - deletion latency, after the settle period and before the churn: KSHARD_BENCH_DELETIONS
+//     (20) Deployments in random namespaces are deleted at once, background propagation,
+//     and for each the time until its last pod is gone is taken (pods listed every 100 ms);
+//     median and max per run.
+//   - the churn: each step (KSHARD_BENCH_CHURN_RATE a second) makes a ConfigMap owner with
+//     two dependents in a random namespace and deletes the owners older than 10 s
+//     (background), so the garbage collector deletes the dependents and the quotas count
+//     up and down; every 10th step instead deletes a random namespace's Deployment and
+//     creates it again, so the garbage collector deletes the old ReplicaSet and its pods.
+//     "Caught up" is until every churn ConfigMap and every replaced Deployment's
+//     ReplicaSets and pods are gone. No Deployment controller runs during the runs, so
+//     after each run the fixture is restored (populating shards, not measured);
+//     KSHARD_BENCH_RESTORE=0 restores it only when the benchmark starts, and later runs
+//     delete and replace only Deployments earlier runs left alone (each run leaves about
+//     deletions + churn steps / 10 of them without pods).
+//   - the goals add: one shard's memory <= upstream's + 10 %, and the deletion latency
+//     (median and max) no worse than upstream's.
+//
+// Run with -bench LargeCluster as above plus KSHARD_BENCH_CONTROLLERS=garbagecollector,resourcequota.
 package largecluster

@@ -145,6 +145,9 @@ type result struct {
 	busyStart     float64 // machine busy cores, mean over the start
 	busyChurn     float64
 	apiserverRSS  float64
+	// deletions: for each Deployment deleted, until its last pod was gone (the garbage
+	// collector's runs only).
+	deletions []time.Duration
 }
 
 func (r result) other(name string) procFigures {
@@ -180,11 +183,14 @@ type bench struct {
 	rng    *rand.Rand
 	// runStart is when the current run's controller processes started.
 	runStart time.Time
+	// depleted are the namespaces whose Deployment a run deleted or replaced (the garbage
+	// collector's runs): without pods until the fixture is restored.
+	depleted map[string]bool
 }
 
 func BenchmarkLargeCluster(b *testing.B) {
 	f := framework.Get(b)
-	f.RequireKCMWithout(b, "replicaset", "deployment")
+	f.RequireKCMWithout(b, benchMode.controllers...)
 	for _, bin := range []string{"coordinator", "shard"} {
 		framework.Binary(b, bin)
 	}
@@ -199,9 +205,9 @@ func BenchmarkLargeCluster(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bn := &bench{f: f, client: client, apiURL: u, rng: rand.New(rand.NewSource(seed))}
-	b.Logf("cluster %s: %d namespaces x %d Deployments x %d replicas = %d pods; controllers at --kube-api-qps %s --kube-api-burst %s, %s workers each; churn %.1f/s for %s after %s; seed %d",
-		f.ClusterDir(), namespaces, deploymentsPerNS, replicas, namespaces*deploymentsPerNS*int(replicas), qps, burst, workers, churnRate, churnFor, settleFor, seed)
+	bn := &bench{f: f, client: client, apiURL: u, rng: rand.New(rand.NewSource(seed)), depleted: map[string]bool{}}
+	b.Logf("cluster %s: %d namespaces x %d Deployments x %d replicas = %d pods; controllers %s at --kube-api-qps %s --kube-api-burst %s %s; churn %.1f/s for %s after %s; seed %d",
+		f.ClusterDir(), namespaces, deploymentsPerNS, replicas, namespaces*deploymentsPerNS*int(replicas), benchMode.key, qps, burst, strings.Join(benchMode.workerArgs, " "), churnRate, churnFor, settleFor, seed)
 	bn.populate(b)
 
 	cases := []struct {
@@ -225,6 +231,11 @@ func BenchmarkLargeCluster(b *testing.B) {
 			})
 			// Written after every run, so that a stopped benchmark leaves its figures.
 			summary(b, results, false)
+			if benchMode.gcQuota && restoreEach {
+				// The run deleted Deployments' pods, and no Deployment controller ran.
+				bn.populate(b)
+				clear(bn.depleted)
+			}
 		}
 	}
 	summary(b, results, true)
@@ -277,33 +288,34 @@ func (bn *bench) populate(b *testing.B) {
 			}
 		}
 	}
-	parallel(b, len(create), func(i int) error {
-		d := framework.NewRollingDeployment(create[i].name, replicas, intstr.FromString("25%"), intstr.FromString("25%"), image, nil)
-		d.Labels = map[string]string{fixtureLabel: "fixture"}
-		_, err := bn.client.AppsV1().Deployments(create[i].ns).Create(ctx, d, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	})
+	parallel(b, len(create), func(i int) error { return bn.createDeployment(ctx, create[i].ns, create[i].name) })
 	parallel(b, len(rescale), func(i int) error {
 		return bn.scale(ctx, rescale[i].ns, rescale[i].name, replicas)
 	})
 	b.Logf("fixture: %d namespaces and %d Deployments created, %d rescaled (%s)", len(missing), len(create), len(rescale), time.Since(start).Round(time.Second))
-	if n, example := bn.notAvailable(b); n == 0 {
+	populateControllers := "replicaset,deployment"
+	var populateArgs []string
+	if benchMode.gcQuota {
+		bn.populateGCQuota(b)
+		// The quotas' statuses are made by the populating shards too, so that no measured
+		// run starts by writing 10,000 of them.
+		populateControllers += ",resourcequota"
+		populateArgs = []string{"--concurrent-resource-quota-syncs", populateWorkers}
+	}
+	if n, example := bn.incomplete(b); n == 0 {
 		b.Logf("fixture: every Deployment is Available")
 		return
 	} else {
-		b.Logf("fixture: %d Deployments not Available (e.g. %v): running %d populating shards at --kube-api-qps %s", n, example, populateShards, populateQPS)
+		b.Logf("fixture: %d Deployments not Available or quotas not up to date (e.g. %v): running %d populating shards at --kube-api-qps %s", n, example, populateShards, populateQPS)
 	}
 	// With kube-controller-manager's timings (a 15 s Lease, a 28 s session TTL): the
 	// tests' short ones (4 s, 3 s renew deadline) lost the Lease every few minutes while an
 	// API server loaded by making the fixture answered slowly, and each new leader waits
 	// out its grace.
-	k := bn.f.NewKShard(b, framework.KShardOptions{KCMTimings: true, ShardArgs: []string{
-		"--controllers", "replicaset,deployment", "--kube-api-qps", populateQPS, "--kube-api-burst", populateBurst,
+	k := bn.f.NewKShard(b, framework.KShardOptions{KCMTimings: true, ShardArgs: append([]string{
+		"--controllers", populateControllers, "--kube-api-qps", populateQPS, "--kube-api-burst", populateBurst,
 		"--concurrent-deployment-syncs", populateWorkers, "--concurrent-replicaset-syncs", populateWorkers,
-	}})
+	}, populateArgs...)})
 	// No GuardAlone here: its check would run until the whole benchmark ends and take the
 	// measured runs' coordinators for intruders. Each measured run has its own guard.
 	coord := k.StartCoordinator("populate-coordinator")
@@ -314,7 +326,7 @@ func (bn *bench) populate(b *testing.B) {
 	deadline := time.Now().Add(populateLimit)
 	last := time.Now()
 	for restarts := 1; ; {
-		n, example := bn.notAvailable(b)
+		n, example := bn.incomplete(b)
 		if n == 0 {
 			break
 		}
@@ -328,16 +340,41 @@ func (bn *bench) populate(b *testing.B) {
 			restarts++
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("fixture: %d Deployments not Available after %s, e.g. %v", n, populateLimit, example)
+			b.Fatalf("fixture: %d Deployments not Available or quotas not up to date after %s, e.g. %v", n, populateLimit, example)
 		}
 		if time.Since(last) > 30*time.Second {
-			b.Logf("fixture: %d Deployments not Available yet (e.g. %v); kube-apiserver %s", n, example, bn.componentRSS("kube-apiserver"))
+			b.Logf("fixture: %d Deployments not Available or quotas not up to date yet (e.g. %v); kube-apiserver %s", n, example, bn.componentRSS("kube-apiserver"))
 			last = time.Now()
 		}
 		time.Sleep(5 * time.Second)
 	}
 	b.Logf("fixture: every Deployment Available after %s; kube-apiserver %s, etcd %s", time.Since(start).Round(time.Second),
 		bn.componentRSS("kube-apiserver"), bn.componentRSS("etcd"))
+}
+
+// createDeployment creates one of the fixture's Deployments (none when it exists).
+func (bn *bench) createDeployment(ctx context.Context, ns, name string) error {
+	d := framework.NewRollingDeployment(name, replicas, intstr.FromString("25%"), intstr.FromString("25%"), image, nil)
+	d.Labels = map[string]string{fixtureLabel: "fixture"}
+	_, err := bn.client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// incomplete counts what the populating shards still have to do: Deployments not
+// Available and, for the garbage collector and ResourceQuota, quotas not up to date.
+func (bn *bench) incomplete(b *testing.B) (int, error) {
+	n, example := bn.notAvailable(b)
+	if benchMode.gcQuota {
+		q, qexample := bn.quotasBehind(b)
+		if example == nil {
+			example = qexample
+		}
+		n += q
+	}
+	return n, example
 }
 
 func (bn *bench) componentRSS(name string) string {
@@ -455,36 +492,27 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	var ready func(ctx context.Context) (bool, error)
 	var stop func()
 	if shards == 0 {
-		p := &proc{name: "kube-controller-manager (deployment,replicaset)", role: "controller"}
+		p := &proc{name: "kube-controller-manager (" + benchMode.key + ")", role: "controller"}
 		p.proxy = framework.StartByteProxy(b, bn.apiURL.Host)
 		kubeconfig := framework.ProxiedKubeconfig(b, filepath.Join(bn.f.ClusterDir(), "kube-controller-manager.kubeconfig"), "kcm", p.proxy)
-		args := []string{"--kubeconfig=" + kubeconfig, "--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
-			"--concurrent-deployment-syncs=" + workers, "--concurrent-replicaset-syncs=" + workers}
+		args := append([]string{"--kubeconfig=" + kubeconfig, "--kube-api-qps=" + qps, "--kube-api-burst=" + burst}, benchMode.workerArgs...)
 		if profileDir != "" {
 			args = append(args, "--profiling=true", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof,/debug/pprof/*")
 		}
 		// Both sides run exactly the two measured controllers: the fixture's namespaces
 		// already have their ServiceAccounts, and the housekeeping controllers would add
 		// their caches (every ServiceAccount and ConfigMap) to one side's memory.
-		k := bn.f.StartKCM(b, "kcm-"+name, framework.KCMOptions{Controllers: []string{"deployment", "replicaset"}, Args: args, NoHousekeeping: true})
+		k := bn.f.StartKCM(b, "kcm-"+name, framework.KCMOptions{Controllers: benchMode.controllers, Args: args, NoHousekeeping: true})
 		p.pid = k.Pid()
 		p.metrics = k.Metrics
 		p.pprofURL = k.URL
 		procs = append(procs, p)
-		ready = func(ctx context.Context) (bool, error) {
-			m, err := k.Metrics(ctx)
-			if err != nil {
-				return false, err
-			}
-			return m.Value("workqueue_work_duration_seconds_count", `name="deployment"`) > 0 &&
-				m.Value("workqueue_work_duration_seconds_count", `name="replicaset"`) > 0, nil
-		}
+		ready = func(ctx context.Context) (bool, error) { return benchMode.upstreamReady(ctx, k) }
 		stop = k.Kill
 	} else {
-		shardArgs := []string{
-			"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
-			"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
-		}
+		shardArgs := append([]string{
+			"--controllers", strings.Join(benchMode.controllers, ","), "--kube-api-qps", qps, "--kube-api-burst", burst,
+		}, benchMode.workerArgs...)
 		if profileDir != "" {
 			shardArgs = append(shardArgs, "--enable-pprof")
 		}
@@ -614,10 +642,17 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	b.Logf("%s: Ready after %s", name, r.toReady.Round(10*time.Millisecond))
 
 	// The first change, right after Ready.
-	r.firstNS, r.firstRS, r.firstObserved = bn.firstChange(b)
-	b.Logf("%s: first change in %s: ReplicaSet after %s, Deployment observed after %s", name, r.firstNS,
-		r.firstRS.Round(time.Millisecond), r.firstObserved.Round(time.Millisecond))
-	touched := map[string]int32{r.firstNS + "/" + deployName(0): replicas + 1}
+	touched := map[string]int32{}
+	if benchMode.gcQuota {
+		r.firstNS, r.firstRS, r.firstObserved = bn.firstGCQuotaChange(b)
+		b.Logf("%s: first change in %s: quota replenished after %s, dependent collected after %s", name, r.firstNS,
+			r.firstRS.Round(time.Millisecond), r.firstObserved.Round(time.Millisecond))
+	} else {
+		r.firstNS, r.firstRS, r.firstObserved = bn.firstChange(b)
+		b.Logf("%s: first change in %s: ReplicaSet after %s, Deployment observed after %s", name, r.firstNS,
+			r.firstRS.Round(time.Millisecond), r.firstObserved.Round(time.Millisecond))
+		touched[r.firstNS+"/"+deployName(0)] = replicas + 1
+	}
 
 	// The start leaves every Deployment and ReplicaSet in the queues: the churn starts once
 	// they are worked off and the settle period has passed.
@@ -626,6 +661,12 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	startProfile.Wait()
 	time.Sleep(settleFor)
 	bn.saveProfiles(b, name, procs, "heap", "/debug/pprof/heap?gc=1", 30*time.Second)
+	if benchMode.gcQuota {
+		// Before the churn, on a quiet cluster: Deployments deleted, until their last pod is gone.
+		r.deletions = bn.deletionLatency(b)
+		d := framework.SpreadOf(durationsSeconds(r.deletions))
+		b.Logf("%s: %d Deployments deleted, last pod gone after %s s (median [min–max])", name, len(r.deletions), d.Format("%.2f"))
+	}
 
 	// The steady churn.
 	api2 := bn.apiMetrics(b)
@@ -646,7 +687,13 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 			bn.saveProfiles(b, name, procs, "cpu", "/debug/pprof/profile?seconds=30", 60*time.Second)
 		}()
 	}
-	r.churnChanges, r.churnErrors = bn.churn(b, procs, touched)
+	var gcChurn *gcQuotaChurn
+	step := bn.scaleStep(b, touched)
+	if benchMode.gcQuota {
+		gcChurn = bn.newGCQuotaChurn(b)
+		step = gcChurn.step
+	}
+	r.churnChanges, r.churnErrors = bn.churn(b, procs, step)
 	profWG.Wait()
 	api3 := bn.apiMetrics(b)
 	churnUse := churnMeter.Stop(b)
@@ -676,6 +723,16 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	}
 	r.apiserverRSS = r.other("kube-apiserver").peakRSS
 
+	if benchMode.gcQuota {
+		// Catch up (the churn's dependents and the replaced Deployments' pods collected),
+		// then stop; the benchmark makes the fixture whole again after the run (not
+		// measured), once the run's guard against other kshard instances is gone.
+		r.churnCaughtUp = gcChurn.finish(b)
+		stop()
+		b.Logf("%s: churn of %d steps (%d errors) caught up %s after its end", name, r.churnChanges, r.churnErrors,
+			r.churnCaughtUp.Round(100*time.Millisecond))
+		return r
+	}
 	// Catch up, then put the changed Deployments back so the next run starts from the same
 	// state; neither is measured.
 	caught := time.Now()
@@ -716,7 +773,11 @@ func (bn *bench) waitDrained(b *testing.B, procs []*proc) time.Duration {
 				known = -1000
 				continue
 			}
-			for _, q := range []string{"deployment", "replicaset"} {
+			if benchMode.queues == nil {
+				depth += m.Value("workqueue_depth") + m.Value("kshard_workqueue_depth")
+				known++
+			}
+			for _, q := range benchMode.queues {
 				depth += m.Value("workqueue_depth", `name="`+q+`"`) + m.Value("kshard_workqueue_depth", `name="`+q+`"`)
 				known++
 			}
@@ -781,9 +842,9 @@ func owned(refs []metav1.OwnerReference, name string) bool {
 	return false
 }
 
-// churn changes churnRate Deployments a second for churnFor, each in a random namespace,
-// between replicas and replicas+1, and samples the processes' RSS every second.
-func (bn *bench) churn(b *testing.B, procs []*proc, touched map[string]int32) (changes, errors int) {
+// churn runs step churnRate times a second for churnFor and samples the processes' RSS
+// every second; step returns false when it changed nothing (an error, logged by step).
+func (bn *bench) churn(b *testing.B, procs []*proc, step func(ctx context.Context) bool) (changes, errors int) {
 	b.Helper()
 	ctx := context.Background()
 	done := make(chan struct{})
@@ -812,6 +873,20 @@ func (bn *bench) churn(b *testing.B, procs []*proc, touched map[string]int32) (c
 	for next.Before(end) {
 		time.Sleep(time.Until(next))
 		next = next.Add(interval)
+		changes++
+		if !step(ctx) {
+			errors++
+		}
+	}
+	close(done)
+	wg.Wait()
+	return changes, errors
+}
+
+// scaleStep is the Deployment controllers' churn step: a Deployment in a random namespace
+// scaled between replicas and replicas+1; touched records the replicas it was left at.
+func (bn *bench) scaleStep(b *testing.B, touched map[string]int32) func(ctx context.Context) bool {
+	return func(ctx context.Context) bool {
 		ns := nsName(bn.rng.Intn(namespaces))
 		dn := deployName(bn.rng.Intn(deploymentsPerNS))
 		k := ns + "/" + dn
@@ -824,17 +899,13 @@ func (bn *bench) churn(b *testing.B, procs []*proc, touched map[string]int32) (c
 		} else {
 			n = replicas
 		}
-		changes++
 		if err := bn.scale(ctx, ns, dn, n); err != nil {
-			errors++
 			b.Logf("churn: %s: %v", k, err)
-			continue
+			return false
 		}
 		touched[k] = n
+		return true
 	}
-	close(done)
-	wg.Wait()
-	return changes, errors
 }
 
 // waitAvailable waits until every Deployment in touched is Available at its replicas.
@@ -1047,6 +1118,18 @@ func report(b *testing.B, r result) {
 	b.ReportMetric((l+w)/mib, "apiserver-list+watch-MiB-churn")
 	b.ReportMetric(r.other("kube-apiserver").cpuStart+r.other("etcd").cpuStart, "apiserver+etcd-cpu-s-start")
 	b.ReportMetric(r.other("kube-apiserver").cpuChurn+r.other("etcd").cpuChurn, "apiserver+etcd-cpu-s-churn")
+	if len(r.deletions) > 0 {
+		b.ReportMetric(deletionMedian(r), "s-deletion-median")
+		b.ReportMetric(deletionMax(r), "s-deletion-max")
+	}
+}
+
+func deletionMedian(r result) float64 {
+	return framework.SpreadOf(durationsSeconds(r.deletions)).Median
+}
+
+func deletionMax(r result) float64 {
+	return framework.SpreadOf(durationsSeconds(r.deletions)).Max
 }
 
 // summary logs tables of every run (median and range over repetitions) with the goals'
@@ -1071,11 +1154,15 @@ func summary(b *testing.B, results []result, log bool) {
 		return framework.SpreadOf(xs)
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d namespaces x %d Deployments x %d replicas = %d pods; controllers at --kube-api-qps %s --kube-api-burst %s, %s workers; churn %.1f changes/s for %s after %s; seed %d\n",
-		namespaces, deploymentsPerNS, replicas, namespaces*deploymentsPerNS*int(replicas), qps, burst, workers, churnRate, churnFor, settleFor, seed)
+	fmt.Fprintf(&sb, "%d namespaces x %d Deployments x %d replicas = %d pods; controllers %s at --kube-api-qps %s --kube-api-burst %s %s; churn %.1f changes/s for %s after %s; seed %d\n",
+		namespaces, deploymentsPerNS, replicas, namespaces*deploymentsPerNS*int(replicas), benchMode.key, qps, burst, strings.Join(benchMode.workerArgs, " "), churnRate, churnFor, settleFor, seed)
+	if benchMode.gcQuota {
+		fmt.Fprintf(&sb, "and per namespace %d ConfigMaps, %d Secrets, 1 ResourceQuota; %d Deployments deleted per run\n", configMapsPerNS, secretsPerNS, deletions)
+	}
 	fmt.Fprintf(&sb, "median [min–max] over repetitions; RSS and CPU per controller process are the largest shard's unless 'sum'\n\n")
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\treps\tstart to Ready s\tfirst change: RS s / observed s\tqueues empty after Ready s\tpeak RSS MiB (max proc / sum)\tsteady RSS MiB (max proc / sum)\tCPU-s start (sum)\tCPU-s churn (sum)\tCPU-s churn max proc\twire MiB start (max proc / sum)\twire MiB churn (max proc / sum)\tlimiter wait s (sum)")
+	fmt.Fprintf(tw, "run\treps\tstart to Ready s\tfirst change: %s s / %s s\tqueues empty after Ready s\tpeak RSS MiB (max proc / sum)\tsteady RSS MiB (max proc / sum)\tCPU-s start (sum)\tCPU-s churn (sum)\tCPU-s churn max proc\twire MiB start (max proc / sum)\twire MiB churn (max proc / sum)\tlimiter wait s (sum)\tdeletion to last pod gone s (median / max)\n",
+		benchMode.firstLabels[0], benchMode.firstLabels[1])
 	maxOf := func(r result, f func(procFigures) float64) float64 {
 		m := 0.0
 		for _, c := range r.controllers {
@@ -1095,7 +1182,7 @@ func summary(b *testing.B, results []result, log bool) {
 		steady := func(p procFigures) float64 { return p.steadyRSS / mib }
 		ws := func(p procFigures) float64 { return p.wireStart / mib }
 		wc := func(p procFigures) float64 { return p.wireChurn / mib }
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s / %s\t%s\t%s / %s\t%s / %s\t%s\t%s\t%s\t%s / %s\t%s / %s\t%s\n", n, len(rs),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s / %s\t%s\t%s / %s\t%s / %s\t%s\t%s\t%s\t%s / %s\t%s / %s\t%s\t%s / %s\n", n, len(rs),
 			col(rs, func(r result) float64 { return r.toReady.Seconds() }).Format("%.1f"),
 			col(rs, func(r result) float64 { return r.firstRS.Seconds() }).Format("%.2f"),
 			col(rs, func(r result) float64 { return r.firstObserved.Seconds() }).Format("%.2f"),
@@ -1105,7 +1192,8 @@ func summary(b *testing.B, results []result, log bool) {
 			sum(func(p procFigures) float64 { return p.cpuChurn }).Format("%.1f"),
 			mx(func(p procFigures) float64 { return p.cpuChurn }).Format("%.1f"),
 			mx(ws).Format("%.1f"), sum(ws).Format("%.1f"), mx(wc).Format("%.1f"), sum(wc).Format("%.1f"),
-			sum(func(p procFigures) float64 { return p.limiterWait }).Format("%.1f"))
+			sum(func(p procFigures) float64 { return p.limiterWait }).Format("%.1f"),
+			col(rs, deletionMedian).Format("%.2f"), col(rs, deletionMax).Format("%.2f"))
 	}
 	_ = tw.Flush()
 
@@ -1198,6 +1286,27 @@ func summary(b *testing.B, results []result, log bool) {
 				ready, upReady, yes(ready <= upReady))
 		}
 		_ = tw.Flush()
+		if benchMode.gcQuota {
+			fmt.Fprintf(&sb, "\ngoals, medians: one shard's memory <= upstream's + 10 %%; deletion to last pod gone no worse than upstream's (median and max)\n\n")
+			tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "run\tpeak RSS MiB\tbound\tmet\tsteady RSS MiB\tbound\tmet\tdeletion median s\tupstream's\tmet\tdeletion max s\tupstream's\tmet")
+			upMed, upMax := col(up, deletionMedian).Median, col(up, deletionMax).Median
+			for _, n := range order {
+				rs := by[n]
+				if rs[0].shards == 0 {
+					continue
+				}
+				med, mx := col(rs, deletionMedian).Median, col(rs, deletionMax).Median
+				memory := "\t-\t-\t-\t-\t-\t-"
+				if rs[0].shards == 1 {
+					peak := col(rs, func(r result) float64 { p, _ := r.maxControllerRSS(); return p / mib }).Median
+					steady := col(rs, func(r result) float64 { _, s := r.maxControllerRSS(); return s / mib }).Median
+					memory = fmt.Sprintf("\t%.0f\t%.0f\t%s\t%.0f\t%.0f\t%s", peak, 1.1*upPeak, yes(peak <= 1.1*upPeak), steady, 1.1*upSteady, yes(steady <= 1.1*upSteady))
+				}
+				fmt.Fprintf(tw, "%s%s\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%s\n", n, memory, med, upMed, yes(med <= upMed), mx, upMax, yes(mx <= upMax))
+			}
+			_ = tw.Flush()
+		}
 	}
 	path := filepath.Join(framework.ArtifactsDir(b), "summary.txt")
 	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -41,8 +42,9 @@ func rateInterval() time.Duration {
 // loadNamespace makes a namespace with an audited ConfigMap (the kshard-audit controller
 // reconciles it every second), a one-replica Deployment (for the workload controllers), a
 // one-replica ReplicationController (replicationcontroller),
-// a one-pod Job with a TTL (job, and ttl-after-finished once kwok completes the pod) and
-// a CronJob (cronjob), so that every controller's panels have data.
+// a one-pod Job with a TTL (job, and ttl-after-finished once kwok completes the pod), a
+// CronJob (cronjob) and a ResourceQuota (resourcequota; collectAndCount gives it and the
+// garbage collector work), so that every controller's panels have data.
 func loadNamespace(t *testing.T, f *framework.Framework) (string, error) {
 	ns := f.Namespace(t, nil).Name
 	ctx := context.Background()
@@ -66,6 +68,11 @@ func loadNamespace(t *testing.T, f *framework.Framework) (string, error) {
 		TTLSecondsAfterFinished: ptr.To[int32](3600),
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "work", Image: "registry.example/work:1.0"}}}},
+	}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "objects"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("1000")}}}
+	if _, err := f.Client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating resourcequota in %s: %w", ns, err)
 	}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"}, Spec: pod}
 	if _, err := f.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
@@ -155,6 +162,65 @@ func rollOut(t *testing.T, f *framework.Framework, nss []string, image string) {
 			}
 			if err := framework.DeploymentComplete(d); err != nil {
 				return false, fmt.Errorf("%s: %w", ns, err)
+			}
+		}
+		return true, nil
+	})
+}
+
+// collectAndCount gives the garbage collector and ResourceQuota work in every test
+// namespace, once per round: a ConfigMap owner deleted in the background (its dependent
+// is collected: attempt to delete) and one deleted with orphan propagation (its
+// dependent orphaned: attempt to orphan), and the namespace's quota's spec.hard changed
+// (a full sync) while a counted ConfigMap deletion releases usage (replenishment). It
+// waits until the dependents are collected and orphaned.
+func collectAndCount(t *testing.T, f *framework.Framework, nss []string, round int) {
+	t.Helper()
+	ctx := context.Background()
+	cms := f.Client.CoreV1().ConfigMaps
+	owned := func(ns, name string, owner *corev1.ConfigMap) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if owner != nil {
+			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}
+		}
+		_, err := cms(ns).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}
+	err := framework.Parallel(len(nss), 8, func(i int) error {
+		ns := nss[i]
+		hard := fmt.Sprintf(`{"spec":{"hard":{"count/configmaps":"%d"}}}`, 1000+round)
+		if _, err := f.Client.CoreV1().ResourceQuotas(ns).Patch(ctx, "objects", types.MergePatchType, []byte(hard), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		for _, kind := range []string{"gc", "orphan"} {
+			owner, err := cms(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-owner-%d", kind, round)}}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if err := owned(ns, fmt.Sprintf("%s-dependent-%d", kind, round), owner); err != nil {
+				return err
+			}
+			policy := metav1.DeletePropagationBackground
+			if kind == "orphan" {
+				policy = metav1.DeletePropagationOrphan
+			}
+			if err := cms(ns).Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 90*time.Second, "every test dependent collected or orphaned", func(ctx context.Context) (bool, error) {
+		for _, ns := range nss {
+			if _, err := cms(ns).Get(ctx, fmt.Sprintf("gc-dependent-%d", round), metav1.GetOptions{}); err == nil {
+				return false, fmt.Errorf("%s/gc-dependent-%d still there", ns, round)
+			}
+			cm, err := cms(ns).Get(ctx, fmt.Sprintf("orphan-dependent-%d", round), metav1.GetOptions{})
+			if err != nil || len(cm.OwnerReferences) > 0 {
+				return false, fmt.Errorf("%s/orphan-dependent-%d not orphaned (%v)", ns, round, err)
 			}
 		}
 		return true, nil
@@ -316,8 +382,10 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	// Two rollouts: a series a shard creates during the first (a verb it had not used) has
 	// no earlier sample, so only the second shows up in a rate.
 	rollOut(t, f, nss, "registry.example/web:1.1")
+	collectAndCount(t, f, nss, 1)
 	waitScraped(t, prom, 2+4)
 	rollOut(t, f, nss, "registry.example/web:1.2")
+	collectAndCount(t, f, nss, 2)
 	waitScraped(t, prom, 2+4)
 	// Let every target, the fourth shard included, be scraped for one more rate window and
 	// step, so the last steps of a range query see it as Grafana's "now" would.

@@ -33,7 +33,7 @@ const (
 
 func TestDifferentialAgainstUpstream(t *testing.T) {
 	scenario{
-		controllers: []string{"replicaset", "deployment", "replicationcontroller"},
+		controllers: []string{"replicaset", "deployment", "replicationcontroller", "resourcequota"},
 		namespaces:  []string{"main", "quota"},
 		steps:       append(append([]step{}, appsSteps...), rcSteps...),
 		snapshot:    appsSnapshot,

@@ -91,7 +91,7 @@ func setup(t *testing.T) *env {
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"namespaces/status", "namespaces/finalize"}, Verbs: []string{"update", "patch"}},
-			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"delete"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"delete", "patch"}},
 		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{

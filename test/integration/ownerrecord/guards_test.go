@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 )
@@ -327,7 +328,8 @@ func TestRecordGuard(t *testing.T) {
 }
 
 // TestShardLimits checks that the shard ServiceAccount may not delete cluster-scoped
-// objects (RBAC lets it, as the namespace controller's */* does), that other users may,
+// objects (RBAC lets it, as the namespace controller's */* does) unless they have owner
+// references (the garbage collector's dependents), that other users may,
 // and that the probe user the coordinator impersonates may only send dry-run Events,
 // which the fence judges as the shard it names.
 func TestShardLimits(t *testing.T) {
@@ -361,6 +363,51 @@ func TestShardLimits(t *testing.T) {
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				return c.RbacV1().ClusterRoles().Delete(ctx, scratchRole(t), metav1.DeleteOptions{})
 			}},
+		{name: "shard deletes a ClusterRole that has an owner (the garbage collector)", as: "shard-a", want: allowed,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				r, err := e.f.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
+					GenerateName:    "kshard-limits-e2e-",
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "gone", UID: "5b1c2f7e-0000-4000-8000-000000000001"}},
+				}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = e.f.Client.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{}) })
+				return c.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
+			}},
+		{name: "shard removes a ClusterRole's owner reference and finalizer (the garbage collector)", as: "shard-a", want: allowed,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				name := ownedRole(t, e, []string{"kshard.io/e2e-hold"})
+				return patchRole(ctx, c, name, `{"metadata":{"ownerReferences":null,"finalizers":null}}`)
+			}},
+		{name: "shard turns an owner reference's blockOwnerDeletion off", as: "shard-a", want: allowed,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				name := ownedRole(t, e, nil)
+				return patchRole(ctx, c, name, `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"gone","uid":"5b1c2f7e-0000-4000-8000-000000000002","blockOwnerDeletion":false}]}}`)
+			}},
+		{name: "shard changes a ClusterRole's rules", as: "shard-a", want: byLimits,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				return patchRole(ctx, c, scratchRole(t), `{"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`)
+			}},
+		{name: "shard labels a ClusterRole", as: "shard-a", want: byLimits,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				return patchRole(ctx, c, scratchRole(t), `{"metadata":{"labels":{"rbac.authorization.k8s.io/aggregate-to-admin":"true"}}}`)
+			}},
+		{name: "shard adds an owner reference to a ClusterRole", as: "shard-a", want: byLimits,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				return patchRole(ctx, c, scratchRole(t), `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"n","uid":"5b1c2f7e-0000-4000-8000-000000000003"}]}}`)
+			}},
+		{name: "shard removes a finalizer and changes the rules at once", as: "shard-a", want: byLimits,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				name := ownedRole(t, e, []string{"kshard.io/e2e-hold"})
+				return patchRole(ctx, c, name, `{"metadata":{"finalizers":null},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`)
+			}},
+		{name: "shard labels a Namespace", as: "shard-a", want: byLimits,
+			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
+				_, err := c.CoreV1().Namespaces().Patch(ctx, e.nsA, types.MergePatchType,
+					[]byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}},
 		{name: "shard deletes a Namespace", as: "shard-a", want: byLimits,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
 				return c.CoreV1().Namespaces().Delete(ctx, e.nsA, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
@@ -387,4 +434,30 @@ func TestShardLimits(t *testing.T) {
 			}},
 	}
 	runGuardCases(t, e, cases)
+}
+
+// ownedRole creates a ClusterRole with a (blocking) owner reference and finalizers, whose
+// cleanup removes them.
+func ownedRole(t *testing.T, e *env, finalizers []string) string {
+	t.Helper()
+	ctx := context.Background()
+	r, err := e.f.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: "kshard-limits-e2e-", Finalizers: finalizers,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "gone",
+			UID: "5b1c2f7e-0000-4000-8000-000000000002", BlockOwnerDeletion: ptr.To(true)}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = e.f.Client.RbacV1().ClusterRoles().Patch(ctx, r.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		_ = e.f.Client.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
+	})
+	return r.Name
+}
+
+// patchRole merge-patches ClusterRole name as c.
+func patchRole(ctx context.Context, c kubernetes.Interface, name, patch string) error {
+	_, err := c.RbacV1().ClusterRoles().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }

@@ -6,7 +6,7 @@
 // replicationcontroller controllers
 // (hack/cluster-upstream.sh, or any cluster with KSHARD_UPSTREAM_CONTROLLERS=1) the tests
 // use it; otherwise TestMain starts kshard (one coordinator, two shards running those
-// controllers) and stops it at the end. Point the tests at the reference cluster with
+// controllers, and ResourceQuota, which the quota tests need) and stops it at the end. Point the tests at the reference cluster with
 //
 //	KSHARD_KUBECONFIG=$(hack/cluster-upstream.sh env | sed s/KUBECONFIG=//) go test ./test/integration/workloads/
 //
@@ -21,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
-		Names:        []string{"replicaset", "deployment", "replicationcontroller"},
+		Names:        []string{"replicaset", "deployment", "replicationcontroller", "resourcequota"},
 		Coordinators: 1,
 		Shards:       2,
 	})

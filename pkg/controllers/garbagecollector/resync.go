@@ -1,0 +1,98 @@
+package garbagecollector
+
+import (
+	"slices"
+
+	"github.com/go-logr/logr"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kshard/kshard/pkg/controllers"
+)
+
+var _ controllers.Resyncer = (*Controller)(nil)
+
+// Resync queues what a fresh upstream garbage collector would work for scope, when the
+// shard starts working its partitions (the graph builder's queue adds made while the
+// partitions were warmed were dropped by the gate):
+//
+//  1. every cached object of scope is added to the graph again (a known node's add is a
+//     no-op update plus the transition check), closing the window in which the stores
+//     hold the partition but event handlers have not yet seen every object. Objects are
+//     queued by key and read from the store when the graph builder applies them (an
+//     object gone by then is skipped): a snapshot taken here could be applied after the
+//     delete the informer delivered meanwhile and bring the object back as a ghost;
+//  2. a marker follows them through the graph builder's queue;
+//  3. when the marker is applied, the absent owner cache is cleared (a release's
+//     synthetic deletes may have put owners there that still exist), and every node of
+//     scope whose key was queued and not yet worked (its want bit) is queued again.
+//
+// So objects whose owners were deleted while no garbage collector ran are collected:
+// their owners are virtual nodes, queued for a live check.
+//
+// The shard calls Resync only after its first discovery round: the first call also
+// tells the sweep that every served resource has been handed over (sweeper.Pending).
+func (c *Controller) Resync(scope controllers.Scope) {
+	c.resynced.Store(true)
+	for _, s := range c.resources.all() {
+		gvk := s.res.GroupVersion().WithKind(s.res.Kind)
+		for _, obj := range scopedObjects(s.informer.GetIndexer(), s.res.Namespaced, scope) {
+			key, err := toolscache.MetaNamespaceKeyFunc(obj)
+			if err != nil {
+				continue
+			}
+			c.graphChanges.Add(&event{typ: resyncEvent, gvr: s.res.GroupVersionResource, key: key, gvk: gvk})
+		}
+	}
+	c.graphChanges.Add(&event{typ: markerEvent, scope: scope})
+}
+
+// scopedObjects lists the objects of scope in an informer's store.
+func scopedObjects(idx toolscache.Indexer, namespaced bool, scope controllers.Scope) []any {
+	if !namespaced {
+		if scope.Cluster {
+			return idx.List()
+		}
+		return nil
+	}
+	var out []any
+	if _, ok := idx.GetIndexers()[toolscache.NamespaceIndex]; ok {
+		for _, ns := range scope.Namespaces {
+			objs, err := idx.ByIndex(toolscache.NamespaceIndex, ns)
+			if err == nil {
+				out = append(out, objs...)
+			}
+		}
+		return out
+	}
+	for _, obj := range idx.List() {
+		if m, ok := obj.(interface{ GetNamespace() string }); ok && slices.Contains(scope.Namespaces, m.GetNamespace()) {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// resyncMarker is step 3 of Resync, run by the graph builder.
+func (c *Controller) resyncMarker(log logr.Logger, scope controllers.Scope) {
+	c.absent.Clear()
+	c.graph.mu.RLock()
+	defer c.graph.mu.RUnlock()
+	var deletes, orphans int
+	for _, n := range c.graph.nodes {
+		// The key's namespace, not the identity's: a virtual owner of a cluster-scoped
+		// kind is verified by its dependent's shard (node.verifiedIn).
+		ns, _ := parseKey(n.key())
+		if (ns == "" && !scope.Cluster) || (ns != "" && !slices.Contains(scope.Namespaces, ns)) {
+			continue
+		}
+		if n.wantDelete.Load() {
+			c.attemptToDelete.Add(n.key())
+			deletes++
+		}
+		if n.wantOrphan.Load() || n.wantOrphanRefs.Load() {
+			c.attemptToOrphan.Add(n.key())
+			orphans++
+		}
+	}
+	log.V(2).Info("resynced", "namespaces", len(scope.Namespaces), "cluster", scope.Cluster, "attemptToDelete", deletes, "attemptToOrphan", orphans)
+}

@@ -1,0 +1,40 @@
+// Package gcquota tests the garbage collector and the ResourceQuota controller end to end
+// on the real local control plane, against whoever runs them: TestMain starts kshard (one
+// coordinator, three shards, so that a cluster-scoped owner's dependents live on several)
+// for those the cluster's kube-controller-manager does not run. The Deployment and
+// ReplicaSet controllers run too, for the three-level cascades. Point the tests at the
+// reference cluster, where kube-controller-manager runs everything, with
+//
+//	KSHARD_UPSTREAM_CONTROLLERS=1 KSHARD_KUBECONFIG=$(hack/cluster-upstream.sh env | sed s/KUBECONFIG=//) go test ./test/integration/gcquota/
+//
+// The shards discover served resources every 2 s instead of 30 s
+// (--served-discovery-period), so that the tests of a CRD created while they run do not
+// wait half a minute; against upstream those tests wait up to its 30 s.
+package gcquota
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/kshard/kshard/test/framework"
+)
+
+// parallel: the tests spend their time waiting for the controllers, not computing.
+const parallel = "8"
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", parallel); err != nil {
+			panic(err)
+		}
+	}
+	framework.MainWithControllers(m, framework.ControllersOptions{
+		Names:        []string{"garbagecollector", "resourcequota", "deployment", "replicaset"},
+		Coordinators: 1,
+		Shards:       3,
+		ShardArgs:    []string{"--served-discovery-period=2s"},
+	})
+}

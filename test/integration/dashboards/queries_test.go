@@ -12,10 +12,12 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers/testing/audit"
@@ -186,18 +188,29 @@ func collectAndCount(t *testing.T, f *framework.Framework, nss []string, round i
 		_, err := cms(ns).Create(ctx, cm, metav1.CreateOptions{})
 		return err
 	}
+	// Quota admission charges every create on the namespace's quota, racing the quota
+	// controller's status writes: a create or patch can meet a conflict, which a client
+	// retries (kubectl does), upstream's controllers as kshard's.
+	conflict := func(op func() error) error { return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, op) }
 	err := framework.Parallel(len(nss), 8, func(i int) error {
 		ns := nss[i]
 		hard := fmt.Sprintf(`{"spec":{"hard":{"count/configmaps":"%d"}}}`, 1000+round)
-		if _, err := f.Client.CoreV1().ResourceQuotas(ns).Patch(ctx, "objects", types.MergePatchType, []byte(hard), metav1.PatchOptions{}); err != nil {
+		if err := conflict(func() error {
+			_, err := f.Client.CoreV1().ResourceQuotas(ns).Patch(ctx, "objects", types.MergePatchType, []byte(hard), metav1.PatchOptions{})
+			return err
+		}); err != nil {
 			return err
 		}
 		for _, kind := range []string{"gc", "orphan"} {
-			owner, err := cms(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-owner-%d", kind, round)}}, metav1.CreateOptions{})
-			if err != nil {
+			var owner *corev1.ConfigMap
+			if err := conflict(func() error {
+				var err error
+				owner, err = cms(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-owner-%d", kind, round)}}, metav1.CreateOptions{})
+				return err
+			}); err != nil {
 				return err
 			}
-			if err := owned(ns, fmt.Sprintf("%s-dependent-%d", kind, round), owner); err != nil {
+			if err := conflict(func() error { return owned(ns, fmt.Sprintf("%s-dependent-%d", kind, round), owner) }); err != nil {
 				return err
 			}
 			policy := metav1.DeletePropagationBackground

@@ -308,10 +308,20 @@ func TestSweepBatching(t *testing.T) {
 	if got := <-gotC; !got.pending || got.err != nil {
 		t.Errorf("c: %v; want pending", got)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sweeps != 2 || s.running || s.next != nil {
-		t.Errorf("%d sweeps (running %v, next %v); want 2, both done", s.sweeps, s.running, s.next != nil)
+	// The sweeper's goroutine answers the callers before it marks its sweep done: wait
+	// for that, then check that no third sweep was started.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		sweeps, running, next := s.sweeps, s.running, s.next != nil
+		s.mu.Unlock()
+		if !running || time.Now().After(deadline) {
+			if sweeps != 2 || running || next {
+				t.Errorf("%d sweeps (running %v, next %v); want 2, both done", sweeps, running, next)
+			}
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -102,6 +102,8 @@ type Controller struct {
 	// discovery round has handed every served resource over: until then the sweep
 	// answers an error.
 	resynced atomic.Bool
+	// pending holds the scopes of Resync calls whose graph scan has not run yet.
+	pending pendingResync
 }
 
 // New builds the controller and subscribes it to the shard's served resources.

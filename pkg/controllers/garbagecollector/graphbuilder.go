@@ -37,7 +37,6 @@ type event struct {
 	obj     any
 	oldObj  any
 	gvk     schema.GroupVersionKind
-	scope   controllers.Scope
 	// gvr and key name a resyncEvent's object: its resource and store key.
 	gvr schema.GroupVersionResource
 	key string
@@ -112,7 +111,7 @@ func identityOf(e *event, obj metav1.Object) objectReference {
 // look, as upstream's processGraphChanges.
 func (c *Controller) processGraphChange(log logr.Logger, e *event) {
 	if e.typ == markerEvent {
-		c.resyncMarker(log, e.scope)
+		c.resyncMarker(log)
 		return
 	}
 	if e.typ == resyncEvent {

@@ -2,6 +2,7 @@ package garbagecollector
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/go-logr/logr"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -25,6 +26,13 @@ var _ controllers.Resyncer = (*Controller)(nil)
 //  3. when the marker is applied, the absent owner cache is cleared (a release's
 //     synthetic deletes may have put owners there that still exist), and every node of
 //     scope whose key was queued and not yet worked (its want bit) is queued again.
+//     Scopes wait in pending until a marker is applied, and the first marker applied
+//     takes every scope waiting and scans the graph once for them all: a shard that
+//     starts acquires its partitions one by one (4,096 Resyncs), and a scan per Resync
+//     would cost partitions × nodes. Taking a later Resync's scope early is safe: its
+//     partition is acquired before Resync is called, so what the scan queues is
+//     admitted, and its own objects' events, applied later, check their transitions
+//     themselves.
 //
 // So objects whose owners were deleted while no garbage collector ran are collected:
 // their owners are virtual nodes, queued for a live check.
@@ -43,7 +51,36 @@ func (c *Controller) Resync(scope controllers.Scope) {
 			c.graphChanges.Add(&event{typ: resyncEvent, gvr: s.res.GroupVersionResource, key: key, gvk: gvk})
 		}
 	}
-	c.graphChanges.Add(&event{typ: markerEvent, scope: scope})
+	c.pending.add(scope)
+	c.graphChanges.Add(&event{typ: markerEvent})
+}
+
+// pendingResync gathers the scopes of Resync calls not yet scanned for (step 3).
+type pendingResync struct {
+	mu         sync.Mutex
+	namespaces map[string]struct{}
+	cluster    bool
+}
+
+func (p *pendingResync) add(s controllers.Scope) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.namespaces == nil {
+		p.namespaces = make(map[string]struct{}, len(s.Namespaces))
+	}
+	for _, ns := range s.Namespaces {
+		p.namespaces[ns] = struct{}{}
+	}
+	p.cluster = p.cluster || s.Cluster
+}
+
+// take returns the waiting scopes and empties pending; ok is false when none waits.
+func (p *pendingResync) take() (namespaces map[string]struct{}, cluster, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	namespaces, cluster = p.namespaces, p.cluster
+	p.namespaces, p.cluster = nil, false
+	return namespaces, cluster, len(namespaces) > 0 || cluster
 }
 
 // scopedObjects lists the objects of scope in an informer's store.
@@ -72,9 +109,13 @@ func scopedObjects(idx toolscache.Indexer, namespaced bool, scope controllers.Sc
 	return out
 }
 
-// resyncMarker is step 3 of Resync, run by the graph builder.
-func (c *Controller) resyncMarker(log logr.Logger, scope controllers.Scope) {
+// resyncMarker is step 3 of Resync, run by the graph builder, for every scope waiting.
+func (c *Controller) resyncMarker(log logr.Logger) {
 	c.absent.Clear()
+	namespaces, cluster, ok := c.pending.take()
+	if !ok {
+		return // an earlier marker scanned for this one's scope
+	}
 	c.graph.mu.RLock()
 	defer c.graph.mu.RUnlock()
 	var deletes, orphans int
@@ -82,7 +123,7 @@ func (c *Controller) resyncMarker(log logr.Logger, scope controllers.Scope) {
 		// The key's namespace, not the identity's: a virtual owner of a cluster-scoped
 		// kind is verified by its dependent's shard (node.verifiedIn).
 		ns, _ := parseKey(n.key())
-		if (ns == "" && !scope.Cluster) || (ns != "" && !slices.Contains(scope.Namespaces, ns)) {
+		if _, in := namespaces[ns]; (ns == "" && !cluster) || (ns != "" && !in) {
 			continue
 		}
 		if n.wantDelete.Load() {
@@ -94,5 +135,5 @@ func (c *Controller) resyncMarker(log logr.Logger, scope controllers.Scope) {
 			orphans++
 		}
 	}
-	log.V(2).Info("resynced", "namespaces", len(scope.Namespaces), "cluster", scope.Cluster, "attemptToDelete", deletes, "attemptToOrphan", orphans)
+	log.V(2).Info("resynced", "namespaces", len(namespaces), "cluster", cluster, "attemptToDelete", deletes, "attemptToOrphan", orphans)
 }

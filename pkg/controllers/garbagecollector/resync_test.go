@@ -1,6 +1,7 @@
 package garbagecollector
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -159,5 +160,38 @@ func TestResyncVirtualClusterScopedOwner(t *testing.T) {
 	f.drainGraph()
 	if keys := f.deleteQ.Keys(); !slices.Contains(keys, "ns/n-1") {
 		t.Errorf("attemptToDelete after the namespace's Resync: %v, want ns/n-1", keys)
+	}
+}
+
+// TestResyncScansOncePerWaitingScopes: Resyncs whose markers have not been applied yet
+// are scanned for together by the first marker applied, and the later markers scan
+// nothing: a shard acquiring its partitions one by one does not scan the graph once per
+// partition.
+func TestResyncScansOncePerWaitingScopes(t *testing.T) {
+	f := newFixture(t, nil)
+	f.exists(object(pods, "a", "p", "p-1", ref("apps/v1", "ReplicaSet", "rs", "rs-1")),
+		object(pods, "b", "q", "q-1", ref("apps/v1", "ReplicaSet", "rs", "rs-2")),
+		object(pods, "c", "r", "r-1", ref("apps/v1", "ReplicaSet", "rs", "rs-3")))
+	f.deleteQ.Keys() // dropped by the gate: the namespaces were not acquired yet
+	f.ctrl.Resync(controllers.Scope{Namespaces: []string{"a"}})
+	f.ctrl.Resync(controllers.Scope{Namespaces: []string{"b"}})
+	log := controllertest.Logger(t)
+	markers := 0
+	for f.ctrl.graphChanges.Len() > 0 {
+		e, _ := f.ctrl.graphChanges.Get()
+		f.ctrl.processGraphChange(log, e)
+		f.ctrl.graphChanges.Done(e)
+		if e.typ != markerEvent {
+			continue
+		}
+		markers++
+		want := []string{"a/rs-1", "b/rs-2"} // both scopes at the first marker, c's never
+		if markers > 1 {
+			want = nil // the same keys again would mean a second scan
+		}
+		equal(t, fmt.Sprintf("attemptToDelete after marker %d", markers), f.deleteQ.Keys(), want)
+	}
+	if markers != 2 {
+		t.Fatalf("%d markers applied, want 2", markers)
 	}
 }

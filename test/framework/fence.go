@@ -50,8 +50,9 @@ func (k *KShard) installFence(suffix string) {
 		ServiceAccount: ShardServiceAccount,
 		// A label of this KShard's own: another test's KShard may have another partition
 		// count.
-		PartitionLabel:  "e2e-" + k.f.RunID + "-" + suffix + ".kshard.io/partition",
-		CoordinatorUser: ownerrecord.ServiceAccountUser(ns, CoordinatorServiceAccount),
+		PartitionLabel:   "e2e-" + k.f.RunID + "-" + suffix + ".kshard.io/partition",
+		ClusterPartition: k.PartitionOf(partition.ClusterKey),
+		CoordinatorUser:  ownerrecord.ServiceAccountUser(ns, CoordinatorServiceAccount),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

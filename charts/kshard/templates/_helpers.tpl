@@ -203,6 +203,20 @@ with the release namespace like the shard ClusterRole. */}}
 {{- printf "%s-fence-%s" (include "kshard.shard.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/*
+kshard.clusterPartition: the partition whose owner works cluster-scoped objects, the one
+the empty namespace name hashes to: xxhash64("") mod .Values.partitions, as the
+coordinator computes it (partition.Map.For(partition.ClusterKey)). xxhash64("") is
+0xEF46DB3751D8E999, above int64, so it is split into its high and low 32 bits,
+4014398263 * 2^32 + 1373170073, and reduced piecewise: every product stays below 2^32
+for a count of at most 65536. The fence policy lets only this partition's owner update
+or delete cluster-scoped objects.
+*/}}
+{{- define "kshard.clusterPartition" -}}
+{{- $n := int64 .Values.partitions }}
+{{- mod (add (mul (mod 4014398263 $n) (mod 4294967296 $n)) (mod 1373170073 $n)) $n }}
+{{- end }}
+
 
 {{/*
 kshard.rootCA.source: where the root-ca-cert-publisher's bundle comes from: "pem" (a

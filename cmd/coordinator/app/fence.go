@@ -97,7 +97,9 @@ func (o FenceOptions) validate(auth ShardAuthOptions, reconnect time.Duration) e
 		errs = append(errs, errors.New("--shard-fence-policy must not be empty"))
 	}
 	if namespace, sa, err := auth.serviceAccount(); err == nil {
-		p := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, PartitionLabel: o.PartitionLabel}
+		// The cluster partition does not depend on the flags checked here; any valid one
+		// stands in for it.
+		p := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, PartitionLabel: o.PartitionLabel, ClusterPartition: "0"}
 		if err := p.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("--shard-fence-partition-label/--shard-fence-policy: %w", err))
 		}
@@ -135,7 +137,8 @@ func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAut
 	if err != nil {
 		return nil, err
 	}
-	params := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, PartitionLabel: o.PartitionLabel}
+	params := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, PartitionLabel: o.PartitionLabel,
+		ClusterPartition: ownerrecord.ClusterPartitionOf(pm)}
 	// The record's writes and the enforcement reviews of a handoff batch must not queue
 	// behind the client's rate limiter: they hold the batch's Acquires.
 	wcfg := rest.CopyConfig(cfg)

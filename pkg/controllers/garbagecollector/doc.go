@@ -21,9 +21,9 @@
 // and resourceVersion precondition and the propagation its finalizers ask for. An
 // attemptToOrphan worker patches the owner's reference out of its dependents, then
 // removes the orphan finalizer. Namespaced writes are fenced server-side as well as by
-// the shard's gate; cluster-scoped writes are fenced client-side only: the shard's gate
-// refuses them unless the shard holds the cluster partition, and the shard limits policy
-// restricts cluster-scoped deletes and updates.
+// the shard's gate; cluster-scoped writes too: the shard's gate and the fence policy
+// refuse them unless the shard holds the cluster partition, and the shard limits policy
+// restricts cluster-scoped deletes and updates to the garbage collector's.
 //
 // Starting work. The shard warms a partition's stores before it holds it, so the graph
 // builder's queue adds for it are dropped by the gate; Resync (controllers.Resyncer)

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-var checkParams = PolicyParams{Name: "kshard-fence", Namespace: "kshard-system", ServiceAccount: "kshard-shard",
+var checkParams = PolicyParams{Name: "kshard-fence", Namespace: "kshard-system", ServiceAccount: "kshard-shard", ClusterPartition: "2457",
 	CoordinatorUser: ServiceAccountUser("kshard-system", "kshard-coordinator")}
 
 // asStored returns the fence's objects as the API server stores them: defaults applied,

@@ -26,12 +26,18 @@
 //
 //   - The policy. A ValidatingAdmissionPolicy without params (Policy, Binding with
 //     validationActions [Deny], failurePolicy Fail) matches CREATE, UPDATE and DELETE of
-//     namespaced resources (and their subresources) made by the shard ServiceAccount
-//     only, and allows one only when the API server's authorizer (CEL's
-//     authorizer.serviceAccount) lets the owner subject of the request's
-//     authentication.kubernetes.io/pod-name extra own the partition in the namespace's
-//     label (namespaceObject, from the API server's Namespace informer). The chart renders
-//     the same objects (test/integration/chart checks that it does).
+//     namespaced resources (and their subresources), and UPDATE and DELETE of
+//     cluster-scoped ones, made by the shard ServiceAccount only, and allows one only
+//     when the API server's authorizer (CEL's authorizer.serviceAccount) lets the owner
+//     subject of the request's authentication.kubernetes.io/pod-name extra own the
+//     request's partition, the one the shard's gate maps it to: the partition in the
+//     namespace's label (namespaceObject, from the API server's Namespace informer); a
+//     Namespace's own label for the Namespace's own requests (namespaces/status and
+//     namespaces/finalize: the namespace controller); the cluster partition
+//     (PolicyParams.ClusterPartition, the partition of partition.ClusterKey) for every
+//     other cluster-scoped object (the garbage collector's). The chart renders the same
+//     objects, the cluster partition computed from its partitions value
+//     (test/integration/chart checks that it does).
 //
 //   - The wait. A new owner must not act before the API server enforces its Role, and the
 //     coordinator must not tell it to act before the old owner is refused. Fence.Apply
@@ -79,14 +85,13 @@
 //     recorder sends events asynchronously, often after the reconcile that made them has
 //     ended; a late event is an informative record, not a competing write to a
 //     workload. Dry-run events are fenced because they are the probe.
-//   - Cluster-scoped requests (the match is Namespaced). Namespaces, Nodes and the like
-//     are worked through partition.ClusterKey's partition, which a namespace's label
-//     cannot express. A shard may delete only those that have owner references and are
-//     not Namespaces, and update them only to remove owner references or finalizers
-//     (LimitsPolicy: the garbage collector's writes), nor change a Namespace's partition
-//     label (RecordPolicy); it may update namespaces/status and namespaces/finalize of any
-//     Namespace otherwise. The shard's gate refuses its cluster-scoped writes unless it
-//     holds the cluster partition (client-side only).
+//   - Creates of cluster-scoped objects: shards make none (their RBAC grants no
+//     cluster-scoped create but access reviews, which store nothing). What a shard may
+//     do to cluster-scoped objects at all is bounded by shape as well as by owner: it
+//     may delete only those that have owner references and are not Namespaces, and
+//     update them only to remove owner references or finalizers (LimitsPolicy: the
+//     garbage collector's writes), nor change a Namespace's partition label
+//     (RecordPolicy).
 //   - Requests of every other user, including the coordinator (which writes the record)
 //     and the namespace controller.
 //

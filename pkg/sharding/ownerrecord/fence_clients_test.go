@@ -26,7 +26,8 @@ func TestFenceClientsBounded(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewLabeler(fakeMetadata(t), kubefake.NewClientset(), partition.Map{Count: 1}, testParams, LabelerOptions{})
+			pm := partition.Map{Count: 1}
+			l, err := NewLabeler(fakeMetadata(t), kubefake.NewClientset(), pm, paramsFor(pm), LabelerOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,6 +49,31 @@ func TestFenceClientsBounded(t *testing.T) {
 			}
 			if _, ok := f.clients.Get(SentinelShard); !ok {
 				t.Error("the sentinel's client, used by every probe, was dropped")
+			}
+		})
+	}
+}
+
+// TestNewLabelerClusterPartition: the Labeler refuses a policy whose cluster partition is
+// not its partition map's: the fence would then let the wrong shard write cluster-scoped
+// objects, and refuse the right one.
+func TestNewLabelerClusterPartition(t *testing.T) {
+	pm := partition.Map{Count: 8}
+	tests := []struct {
+		name    string
+		cluster string
+		wantErr bool
+	}{
+		{name: "the map's", cluster: ClusterPartitionOf(pm)},
+		{name: "another partition", cluster: "7", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testParams
+			p.ClusterPartition = tt.cluster
+			_, err := NewLabeler(fakeMetadata(t), kubefake.NewClientset(), pm, p, LabelerOptions{})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("NewLabeler: %v, want an error: %t", err, tt.wantErr)
 			}
 		})
 	}

@@ -35,7 +35,14 @@ import (
 
 const testNamespace = "kshard"
 
-var testParams = PolicyParams{Namespace: testNamespace, ServiceAccount: "kshard-shard"}
+var testParams = PolicyParams{Namespace: testNamespace, ServiceAccount: "kshard-shard", ClusterPartition: "7"}
+
+// paramsFor is testParams with pm's cluster partition, as the Labeler requires.
+func paramsFor(pm partition.Map) PolicyParams {
+	p := testParams
+	p.ClusterPartition = ClusterPartitionOf(pm)
+	return p
+}
 
 var (
 	rolesGVR        = rbacv1.SchemeGroupVersion.WithResource("roles")
@@ -94,7 +101,7 @@ func newFixture(t *testing.T, s setup) *fixture {
 	if s.wrapMeta != nil {
 		meta = s.wrapMeta(meta)
 	}
-	l, err := NewLabeler(meta, kube, f.pm, testParams, s.opts)
+	l, err := NewLabeler(meta, kube, f.pm, paramsFor(f.pm), s.opts)
 	if err != nil {
 		t.Fatal(err)
 	}

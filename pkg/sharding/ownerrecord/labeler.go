@@ -126,6 +126,9 @@ func NewLabeler(meta metadata.Interface, kube kubernetes.Interface, pm partition
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
+	if want := ClusterPartitionOf(pm); params.ClusterPartition != want {
+		return nil, fmt.Errorf("owner labeler: the policy's cluster partition %s is not partition %s, the cluster partition of %d partitions", params.ClusterPartition, want, pm.Count)
+	}
 	params = params.withDefaults()
 	if opts.Workers <= 0 {
 		opts.Workers = 2

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 const (
@@ -58,6 +61,12 @@ type PolicyParams struct {
 	// PartitionLabel is the Namespace label holding the namespace's partition
 	// (DefaultPartitionLabel when empty).
 	PartitionLabel string
+	// ClusterPartition is the cluster partition's ID in decimal
+	// (ClusterPartitionOf(partition map)): the partition whose owner works cluster-scoped
+	// objects. The fence lets a shard update or delete a cluster-scoped object (other than
+	// a Namespace, which belongs to its own partition) only while its owner subject may own
+	// this partition. Required: a policy without it refuses every such write.
+	ClusterPartition string
 	// CoordinatorUser is the user name the coordinator authenticates as (in a cluster,
 	// ServiceAccountUser of the coordinator's ServiceAccount). The record guard
 	// (RecordPolicy) lets only this user change the partition label of a Namespace (and
@@ -97,10 +106,19 @@ func (p PolicyParams) Validate() error {
 	if strings.ContainsAny(p.CoordinatorUser, `'\`) {
 		errs = append(errs, fmt.Errorf("coordinator user %q: must not contain quotes or backslashes", p.CoordinatorUser))
 	}
+	if v, err := strconv.ParseUint(p.ClusterPartition, 10, 32); err != nil || v >= partition.MaxCount || strconv.FormatUint(v, 10) != p.ClusterPartition {
+		errs = append(errs, fmt.Errorf("cluster partition %q: must be a partition ID in decimal (ownerrecord.ClusterPartitionOf)", p.ClusterPartition))
+	}
 	if msgs := validation.IsQualifiedName(p.PartitionLabel); len(msgs) > 0 || strings.ContainsAny(p.PartitionLabel, `'\`) {
 		errs = append(errs, fmt.Errorf("partition label %q: %s", p.PartitionLabel, strings.Join(msgs, "; ")))
 	}
 	return errors.Join(errs...)
+}
+
+// ClusterPartitionOf is PolicyParams.ClusterPartition for partition map m: the partition
+// of partition.ClusterKey, in decimal as owner Roles name it.
+func ClusterPartitionOf(m partition.Map) string {
+	return strconv.FormatUint(uint64(m.For(partition.ClusterKey)), 10)
 }
 
 // Username is the user name of the shard ServiceAccount, the only user the policy
@@ -123,15 +141,27 @@ func (p PolicyParams) ProbeUser() string {
 
 // CEL pieces of the policy. Every lookup is guarded, so a missing label or extra
 // evaluates to the empty string (and a refusal with a message that says which) rather
-// than to an evaluation error. The partition label's key and kshard's namespace are
-// spliced in (Validate keeps quotes and backslashes out of them).
+// than to an evaluation error. The partition label's key, kshard's namespace and the
+// cluster partition are spliced in (Validate keeps quotes and backslashes out of them).
 const (
 	celShard = `has(request.userInfo.extra) && '` + PodNameExtra + `' in request.userInfo.extra && ` +
 		`size(request.userInfo.extra['` + PodNameExtra + `']) > 0 ? request.userInfo.extra['` + PodNameExtra + `'][0] : ''`
-	celPartitionFmt = `namespaceObject != null && has(namespaceObject.metadata.labels) && ` +
-		`'%[1]s' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['%[1]s'] : ''`
+	// celNamespaceObject: the request is a Namespace's own (namespaces, namespaces/status,
+	// namespaces/finalize), which belongs to the namespace's partition, like its content.
+	celNamespaceObject = `request.resource.group == '' && request.resource.resource == 'namespaces'`
+	// celInNamespace: a namespaced request (a cluster-scoped one has no request.namespace;
+	// a Namespace's own carries its name there).
+	celInNamespace = `has(request.namespace) && request.namespace != '' && !(` + celNamespaceObject + `)`
+	// The partition a request belongs to, as the shard's gate maps it: a namespaced
+	// object's namespace's label (namespaceObject, from the API server's Namespace
+	// informer), a Namespace's own label (the stored object: only the coordinator may
+	// change it), and the cluster partition for every other cluster-scoped object.
+	celPartitionFmt = `(` + celInNamespace + `) ? (namespaceObject != null && has(namespaceObject.metadata.labels) && ` +
+		`'%[1]s' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['%[1]s'] : '') : ` +
+		`(` + celNamespaceObject + `) ? (oldObject != null && has(oldObject.metadata.labels) && ` +
+		`'%[1]s' in oldObject.metadata.labels ? oldObject.metadata.labels['%[1]s'] : '') : '%[2]s'`
 	// The owner record, asked of the API server's authorizer: may the shard's owner
-	// subject (record.go) own the namespace's partition. An authorizer error is a
+	// subject (record.go) own the request's partition. An authorizer error is a
 	// refusal (allowed() is false).
 	celOwnsFmt = `variables.shard != '' && variables.partition != '' && ` +
 		`authorizer.serviceAccount('%[1]s', '` + OwnerRolePrefix + `' + variables.shard).group('` + PartitionsGroup + `')` +
@@ -142,11 +172,12 @@ const (
 	celEventsOnlyDryRun = `!(request.resource.resource == 'events' && ` +
 		`(request.resource.group == '' || request.resource.group == 'events.k8s.io')) || ` +
 		`(has(request.dryRun) && request.dryRun == true)`
-	celWhat = `request.operation + ' ' + request.resource.resource + ` +
-		`(has(request.subResource) && request.subResource != '' ? '/' + request.subResource : '') + ` +
-		`' in namespace ' + request.namespace`
+	celWhat = `request.operation + ' ' + request.resource.resource + ` + celSubresource + ` + ` +
+		`((` + celInNamespace + `) ? ' in namespace ' + request.namespace : ' ' + ` + celName + `)`
 	celWhyFmt = `(variables.partition == '' ? 'the namespace has no %[1]s label yet, so no shard owns it' : ` +
-		`'it does not own the namespace\'s partition ' + variables.partition + ' (owner Roles ` + OwnerRolePrefix + `<shard> in namespace %[2]s)')`
+		`((` + celInNamespace + `) || (` + celNamespaceObject + `) ? 'it does not own the namespace\'s partition ' + variables.partition : ` +
+		`'it does not own the cluster partition ' + variables.partition + ', whose owner works cluster-scoped objects') + ` +
+		`' (owner Roles ` + OwnerRolePrefix + `<shard> in namespace %[2]s)')`
 	celMessageFmt = `'` + MessagePrefix + ` shard ' + (variables.shard != '' ? variables.shard : '<unknown: no ` + PodNameExtra + ` extra>') + ` +
 		`' may not ' + ` + celWhat + ` + ': ' + ` + celWhyFmt
 	// An audit annotation's value must be a string or null, and CEL cannot type a
@@ -155,21 +186,27 @@ const (
 	// the authorizer ("no such attribute(s): authorizer"), so it names what the decision
 	// was about; a refusal also carries the API server's own
 	// validation.policy.admission.k8s.io/validation_failure annotation.
-	celAudit = `'shard=' + variables.shard + ' namespace=' + request.namespace + ` +
+	celAudit = `'shard=' + variables.shard + ' namespace=' + (has(request.namespace) ? request.namespace : '') + ` +
 		`' partition=' + variables.partition + ' operation=' + request.operation + ' resource=' + request.resource.resource`
 )
 
 // Policy returns the ValidatingAdmissionPolicy of the fence.
 //
 // It matches CREATE, UPDATE and DELETE of every namespaced resource and subresource
-// (status updates are writes too) by the shard ServiceAccount and by the probe user
-// (ProbeUser, which the coordinator's Prober impersonates) only (matchConditions):
-// another client's namespaced write costs two string comparisons, nothing more. Events are left out by a match condition
+// (status updates are writes too), and UPDATE and DELETE of every cluster-scoped one, by
+// the shard ServiceAccount and by the probe user (ProbeUser, which the coordinator's
+// Prober impersonates) only (matchConditions): another client's write costs two string
+// comparisons, nothing more. Events are left out by a match condition
 // rather than by excludeResourceRules: real event writes are not fenced, dry-run ones
 // are, which gives Prober a probe every shard is allowed by RBAC to send.
 // A request passes when the API server's authorizer lets the shard's owner subject own
-// the partition in the namespace's label (namespaceObject, from the API server's
-// Namespace informer): the owner record is RBAC (record.go), read by the authorizer from
+// the request's partition, the one the shard's own gate maps it to: the partition in the
+// namespace's label (namespaceObject, from the API server's Namespace informer) for a
+// namespaced object and a Namespace's own requests (its stored label), and
+// PolicyParams.ClusterPartition for any other cluster-scoped object (the garbage
+// collector's). Shards create no cluster-scoped object (their RBAC grants none but access
+// reviews, which change nothing), so cluster-scoped creates are not matched.
+// The owner record is RBAC (record.go), read by the authorizer from
 // the API server's own RBAC informers, which are synced before it serves. The policy has
 // no params, which matters twice: with params, the API server resolves them before it
 // evaluates matchConditions, for every matched request of every user (a missing param
@@ -181,10 +218,11 @@ const (
 func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	p = p.withDefaults()
 	fail := admissionregistrationv1.Fail
-	namespaced := admissionregistrationv1.NamespacedScope
+	namespaced, cluster := admissionregistrationv1.NamespacedScope, admissionregistrationv1.ClusterScope
 	equivalent := admissionregistrationv1.Equivalent
 	forbidden := metav1.StatusReasonForbidden
 	writes := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
+	changes := []admissionregistrationv1.OperationType{admissionregistrationv1.Update, admissionregistrationv1.Delete}
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
@@ -200,6 +238,14 @@ func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 							Resources: []string{"*/*"}, Scope: &namespaced, // every resource and subresource
 						},
 					},
+				}, {
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: changes,
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{"*"}, APIVersions: []string{"*"},
+							Resources: []string{"*/*"}, Scope: &cluster,
+						},
+					},
 				}},
 			},
 			MatchConditions: []admissionregistrationv1.MatchCondition{
@@ -208,13 +254,13 @@ func Policy(p PolicyParams) *admissionregistrationv1.ValidatingAdmissionPolicy {
 			},
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "shard", Expression: celShard},
-				{Name: "partition", Expression: fmt.Sprintf(celPartitionFmt, p.PartitionLabel)},
+				{Name: "partition", Expression: fmt.Sprintf(celPartitionFmt, p.PartitionLabel, p.ClusterPartition)},
 				{Name: "owns", Expression: fmt.Sprintf(celOwnsFmt, p.Namespace)},
 			},
 			Validations: []admissionregistrationv1.Validation{{
 				Expression:        `variables.owns`,
 				MessageExpression: fmt.Sprintf(celMessageFmt, p.PartitionLabel, p.Namespace),
-				Message:           MessagePrefix + " the shard does not own this namespace",
+				Message:           MessagePrefix + " the shard does not own this namespace (or, for a cluster-scoped object, the cluster partition)",
 				Reason:            &forbidden,
 			}},
 			AuditAnnotations: []admissionregistrationv1.AuditAnnotation{{

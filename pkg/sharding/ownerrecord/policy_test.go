@@ -27,14 +27,18 @@ func TestPolicyParams(t *testing.T) {
 		params  PolicyParams
 		wantErr bool
 	}{
-		{name: "defaults", params: PolicyParams{Namespace: "kshard-system", ServiceAccount: "kshard-shard"}},
-		{name: "all named", params: PolicyParams{Name: "x-fence", Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "blue.kshard.io/partition"}},
-		{name: "quote in the partition label", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "x'y"}, wantErr: true},
-		{name: "partition label not a label key", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "a/b/c"}, wantErr: true},
-		{name: "quote in the coordinator user", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", CoordinatorUser: "x'"}, wantErr: true},
+		{name: "defaults", params: PolicyParams{Namespace: "kshard-system", ServiceAccount: "kshard-shard", ClusterPartition: "2457"}},
+		{name: "all named", params: PolicyParams{Name: "x-fence", Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "blue.kshard.io/partition", ClusterPartition: "0"}},
+		{name: "quote in the partition label", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "x'y", ClusterPartition: "1"}, wantErr: true},
+		{name: "partition label not a label key", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", PartitionLabel: "a/b/c", ClusterPartition: "1"}, wantErr: true},
+		{name: "quote in the coordinator user", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", CoordinatorUser: "x'", ClusterPartition: "1"}, wantErr: true},
 		{name: "no namespace", params: PolicyParams{ServiceAccount: "sa"}, wantErr: true},
 		{name: "no ServiceAccount", params: PolicyParams{Namespace: "ns"}, wantErr: true},
-		{name: "quote in a name", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa'"}, wantErr: true},
+		{name: "no cluster partition", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa"}, wantErr: true},
+		{name: "cluster partition not a number", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", ClusterPartition: "1' || true"}, wantErr: true},
+		{name: "cluster partition with a leading zero", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", ClusterPartition: "07"}, wantErr: true},
+		{name: "cluster partition out of range", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa", ClusterPartition: "65536"}, wantErr: true},
+		{name: "quote in a name", params: PolicyParams{Namespace: "ns", ServiceAccount: "sa'", ClusterPartition: "1"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,10 +114,10 @@ func TestGuards(t *testing.T) {
 		name   string
 		params PolicyParams
 	}{
-		{name: "defaults", params: PolicyParams{Namespace: "kshard-system", ServiceAccount: "kshard-shard",
+		{name: "defaults", params: PolicyParams{Namespace: "kshard-system", ServiceAccount: "kshard-shard", ClusterPartition: "2457",
 			CoordinatorUser: ServiceAccountUser("kshard-system", "kshard-coordinator")}},
 		{name: "own label", params: PolicyParams{Name: "blue-fence", Namespace: "tenants", ServiceAccount: "blue-shard",
-			PartitionLabel: "blue.kshard.io/partition", CoordinatorUser: "system:serviceaccount:tenants:blue-coordinator"}},
+			PartitionLabel: "blue.kshard.io/partition", ClusterPartition: "0", CoordinatorUser: "system:serviceaccount:tenants:blue-coordinator"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,7 +20,7 @@ const ShardFenceTemplatePath = "templates/shard-fence.yaml"
 // fenceSentinels are the names ShardFenceTemplate builds the policies with, each replaced
 // by the template expression of the release's name (fenceTemplateNames).
 var fenceSentinels = ownerrecord.PolicyParams{Name: "QQFENCEQQ", Namespace: "QQNSQQ", ServiceAccount: "QQSAQQ",
-	PartitionLabel: "QQLABELQQ", CoordinatorUser: "QQCOORDQQ"}
+	PartitionLabel: "QQLABELQQ", ClusterPartition: "QQCLUSTERQQ", CoordinatorUser: "QQCOORDQQ"}
 
 // fenceTemplateNames turns the sentinels into the template's variables (fenceTemplateHeader);
 // the users first, which contain the namespace's.
@@ -29,19 +29,22 @@ var fenceTemplateNames = strings.NewReplacer(
 	fenceSentinels.ProbeUser(), "{{ $probeUser }}",
 	fenceSentinels.CoordinatorUser, "{{ $coordUser }}",
 	fenceSentinels.PartitionLabel, "{{ $label }}",
+	fenceSentinels.ClusterPartition, "{{ $clusterPartition }}",
 	fenceSentinels.Namespace, "{{ .Release.Namespace }}",
 	fenceSentinels.Name, "{{ $fence }}",
 )
 
 // fenceTemplateHeader opens the template: the fence is optional, and these are the names
 // the policies splice in (what the coordinator's flags name: --shard-service-account,
-// --shard-fence-partition-label, --shard-fence-policy, and its own ServiceAccount).
+// --shard-fence-partition-label, --shard-fence-policy, and its own ServiceAccount; the
+// cluster partition follows from --partitions).
 const fenceTemplateHeader = `{{- if .Values.shardFence.enabled }}
 {{- $fence := include "kshard.shardFence.name" . }}
 {{- $shardUser := printf "system:serviceaccount:%s:%s" .Release.Namespace (include "kshard.shard.serviceAccountName" .) }}
 {{- $probeUser := printf "kshard:fence-probe:%s:%s" .Release.Namespace (include "kshard.shard.serviceAccountName" .) }}
 {{- $coordUser := printf "system:serviceaccount:%s:%s" .Release.Namespace (include "kshard.coordinator.serviceAccountName" .) }}
 {{- $label := .Values.shardFence.partitionLabel }}
+{{- $clusterPartition := include "kshard.clusterPartition" . }}
 `
 
 // fenceTemplateWidth is about where ShardFenceTemplate folds a CEL expression.

@@ -64,14 +64,15 @@ func TestShardFenceTemplateIsCurrent(t *testing.T) {
 // RoleBinding in the release namespace. CEL is compared with runs of whitespace
 // collapsed: the chart folds long expressions over lines.
 func TestShardFencePolicyMatchesCode(t *testing.T) {
-	tests := []struct {
+	type fenceCase struct {
 		name      string
 		release   string
 		namespace string
 		set       []string
 		enabled   bool
 		params    ownerrecord.PolicyParams
-	}{
+	}
+	tests := []fenceCase{
 		{name: "defaults", release: "kshard", namespace: "kshard-system", enabled: true,
 			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "kshard-shard",
 				CoordinatorUser: "system:serviceaccount:kshard-system:kshard-coordinator"}},
@@ -85,6 +86,20 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "my-shards",
 				CoordinatorUser: "system:serviceaccount:kshard-system:my-coordinators"}},
 		{name: "disabled", release: "kshard", namespace: "kshard-system", set: []string{"shardFence.enabled=false"}},
+	}
+	// The chart computes the cluster partition from .Values.partitions in 64-bit pieces
+	// (kshard.clusterPartition): the counts at both ends of the range and in between.
+	for _, count := range []int{1, 7, 1000, partition.MaxCount} {
+		tests = append(tests, fenceCase{name: fmt.Sprintf("%d partitions", count), release: "kshard", namespace: "kshard-system", enabled: true,
+			set: []string{fmt.Sprintf("partitions=%d", count)},
+			params: ownerrecord.PolicyParams{Name: "kshard-shard-fence-kshard-system", Namespace: "kshard-system", ServiceAccount: "kshard-shard",
+				ClusterPartition: ownerrecord.ClusterPartitionOf(partition.Map{Count: count}),
+				CoordinatorUser:  "system:serviceaccount:kshard-system:kshard-coordinator"}})
+	}
+	for i := range tests {
+		if tests[i].enabled && tests[i].params.ClusterPartition == "" {
+			tests[i].params.ClusterPartition = ownerrecord.ClusterPartitionOf(partition.Map{Count: partition.DefaultCount}) // values.yaml's partitions
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,6 +296,7 @@ func TestShardFenceCoordinatorRBAC(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	meta := metadata.NewForConfigOrDie(cfg)
 	pm := partition.Map{Count: partition.DefaultCount}
+	params.ClusterPartition = ownerrecord.ClusterPartitionOf(pm) // the chart's, for the default partitions
 	target := f.Namespace(t, nil).Name
 	p1 := pm.For(target)
 	p2 := (p1 + 1) % partition.ID(pm.Count)

@@ -61,10 +61,11 @@ func setup(t *testing.T) *env {
 		f:  f,
 		pm: partition.Map{Count: partition.DefaultCount},
 		params: ownerrecord.PolicyParams{
-			Name:            fmt.Sprintf("kshard-shard-fence-e2e-%s-%d", f.RunID, fences.Add(1)),
-			Namespace:       home,
-			ServiceAccount:  "kshard-shard",
-			CoordinatorUser: ownerrecord.ServiceAccountUser(home, "kshard-coordinator"),
+			Name:             fmt.Sprintf("kshard-shard-fence-e2e-%s-%d", f.RunID, fences.Add(1)),
+			Namespace:        home,
+			ServiceAccount:   "kshard-shard",
+			ClusterPartition: ownerrecord.ClusterPartitionOf(partition.Map{Count: partition.DefaultCount}),
+			CoordinatorUser:  ownerrecord.ServiceAccountUser(home, "kshard-coordinator"),
 		},
 		as: map[string]kubernetes.Interface{"admin": f.Client},
 	}
@@ -146,8 +147,8 @@ func setup(t *testing.T) *env {
 		checkTypeChecking(t, f, p.Name)
 	}
 
-	// Namespaces in three different partitions.
-	seen := map[partition.ID]bool{}
+	// Namespaces in three different partitions, none the cluster partition.
+	seen := map[partition.ID]bool{e.pm.For(partition.ClusterKey): true}
 	var nss []string
 	for len(nss) < 3 {
 		ns := f.Namespace(t, nil).Name
@@ -186,9 +187,11 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The record: a's partition to shard-a, b's to shard-b, enforced (the policy itself
-	// also takes a moment to become active: Apply waits for both).
-	a, err := e.fence.Apply(ctx, map[partition.ID]string{e.partitionOf(e.nsA): "shard-a", e.partitionOf(e.nsB): "shard-b"})
+	// The record: a's partition and the cluster partition to shard-a, b's to shard-b,
+	// enforced (the policy itself also takes a moment to become active: Apply waits for
+	// both).
+	a, err := e.fence.Apply(ctx, map[partition.ID]string{e.partitionOf(e.nsA): "shard-a", e.partitionOf(e.nsB): "shard-b",
+		e.pm.For(partition.ClusterKey): "shard-a"})
 	if err != nil {
 		t.Fatalf("the first owner record was not enforced: %v", err)
 	}

@@ -93,6 +93,24 @@ func withPartition(ctx context.Context, t *testing.T, e *env, ns, v string) *cor
 	return n
 }
 
+// namespaceWrite sends, as c, namespace nsA's update through path ("status" or
+// "finalize"), as a dry run, with the stored Namespace unchanged.
+func namespaceWrite(path string) func(context.Context, *testing.T, *env, kubernetes.Interface) error {
+	return func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+		n, err := e.f.Client.CoreV1().Namespaces().Get(ctx, e.nsA, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}
+		if path == "finalize" {
+			_, err = c.CoreV1().Namespaces().Finalize(ctx, n, opts)
+		} else {
+			_, err = c.CoreV1().Namespaces().UpdateStatus(ctx, n, opts)
+		}
+		return err
+	}
+}
+
 func mergePatch(ctx context.Context, c kubernetes.Interface, ns, patch string) error {
 	_, err := c.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
@@ -155,30 +173,24 @@ func TestRecordGuard(t *testing.T) {
 			}
 	}
 	cases := []guardCase{
-		{name: "shard status update moving a namespace into its partition", as: "shard-b", want: byRecord,
+		// As the namespace's owner: the fence lets it through (it owns the namespace's
+		// partition), so the refusal is the record guard's alone.
+		{name: "shard status update moving its namespace into another partition", as: "shard-a", want: byRecord,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				_, err := c.CoreV1().Namespaces().UpdateStatus(ctx, withPartition(ctx, t, e, e.nsA, other), metav1.UpdateOptions{})
 				return err
 			}},
-		{name: "shard finalize moving a namespace into its partition", as: "shard-b", want: byRecord,
+		{name: "shard finalize moving its namespace into another partition", as: "shard-a", want: byRecord,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				_, err := c.CoreV1().Namespaces().Finalize(ctx, withPartition(ctx, t, e, e.nsA, other), metav1.UpdateOptions{})
 				return err
 			}},
-		{name: "shard update moving a namespace into its partition", as: "shard-b", want: byRecordOrLimits,
+		{name: "shard update moving its namespace into another partition", as: "shard-a", want: byRecordOrLimits,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				_, err := c.CoreV1().Namespaces().Update(ctx, withPartition(ctx, t, e, e.nsA, other), metav1.UpdateOptions{})
 				return err
 			}},
-		{name: "shard status update leaving the record alone", as: "shard-a", want: allowed,
-			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
-				n, err := e.f.Client.CoreV1().Namespaces().Get(ctx, e.nsA, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = c.CoreV1().Namespaces().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-				return err
-			}},
+		{name: "shard status update leaving the record alone", as: "shard-a", want: allowed, do: namespaceWrite("status")},
 		{name: "another user's patch of the partition label", as: "other-sa", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
 				return mergePatch(ctx, c, e.nsA, setPartition)
@@ -425,6 +437,19 @@ func TestShardLimits(t *testing.T) {
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				return write(ctx, t, e, c, "delete", e.nsA)
 			}},
+		// The fence: cluster-scoped objects are the cluster partition's (shard-a's), a
+		// Namespace's own requests its partition's.
+		{name: "a shard without the cluster partition deletes a ClusterRole that has an owner", as: "shard-b", want: byFence,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				return c.RbacV1().ClusterRoles().Delete(ctx, ownedRole(t, e, nil), metav1.DeleteOptions{})
+			}},
+		{name: "a shard without the cluster partition removes an owner reference", as: "shard-b", want: byFence,
+			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
+				return patchRole(ctx, c, ownedRole(t, e, nil), `{"metadata":{"ownerReferences":null}}`)
+			}},
+		{name: "shard updates the status of a namespace it does not own", as: "shard-b", want: byFence, do: namespaceWrite("status")},
+		{name: "shard finalizes a namespace it does not own", as: "shard-b", want: byFence, do: namespaceWrite("finalize")},
+		{name: "shard finalizes a namespace it owns", as: "shard-a", want: allowed, do: namespaceWrite("finalize")},
 		{name: "another user deletes a ClusterRole", as: "other-sa", want: allowed,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				return c.RbacV1().ClusterRoles().Delete(ctx, scratchRole(t), metav1.DeleteOptions{})

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kshard/kshard/pkg/controllers"
@@ -93,6 +94,42 @@ func (c *Controller) syncDelete(ctx context.Context, key string) error {
 	return nil
 }
 
+// ownersSolidInGraph reports whether the item is observed and not being deleted, and
+// every owner it names is an observed node of exactly that identity (UID, group, kind,
+// name, and the item's namespace unless cluster-scoped) that is not being deleted. Upstream
+// reads the item and each such owner live and finds them all solid: nothing to do. The
+// graph is read instead because it can only lead to doing nothing: an owner deleted
+// meanwhile reaches the graph as a delete event, which queues its dependents for the
+// live check, and a reference added meanwhile as an update event. It spares the live
+// reads of every owner a dependent named before the owner's informer delivered it (a
+// virtual node, observed since): at a start whose pod informer delivers before the
+// ReplicaSet informer, one or two reads per ReplicaSet at the client's QPS.
+func (c *Controller) ownersSolidInGraph(it item) bool {
+	if it.virtual || it.beingDeleted {
+		return false
+	}
+	c.graph.mu.RLock()
+	defer c.graph.mu.RUnlock()
+	for _, ref := range it.n.owners {
+		o, ok := c.graph.nodes[ref.UID]
+		if !ok || o.virtual || o.beingDeleted || o.identity.Name != ref.Name || o.identity.Kind != ref.Kind ||
+			groupOf(o.identity.APIVersion) != groupOf(ref.APIVersion) ||
+			(o.identity.Namespace != "" && o.identity.Namespace != it.identity.Namespace) {
+			return false
+		}
+	}
+	return true
+}
+
+// groupOf is the API group of apiVersion ("" for the core group or a malformed one).
+func groupOf(apiVersion string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return ""
+	}
+	return gv.Group
+}
+
 // attemptToDeleteItem reads the item live and deletes it when every owner is dangling
 // (or is waiting for its dependents), patches out dangling and waiting references when a
 // solid owner remains, and, for an item deleting its dependents, removes its
@@ -103,6 +140,10 @@ func (c *Controller) attemptToDeleteItem(ctx context.Context, it item) error {
 	if it.beingDeleted && !it.deletingDependents {
 		// Being deleted is a one-way trip: wait for the delete event.
 		log.V(5).Info("processing item returned at once, because its deletionTimestamp is set")
+		return nil
+	}
+	if c.ownersSolidInGraph(it) {
+		log.V(5).Info("item and every owner observed, none being deleted: nothing to do, no live read")
 		return nil
 	}
 	latest, err := c.getObject(ctx, it.identity)

@@ -55,8 +55,52 @@ func TestAttemptToDelete(t *testing.T) {
 			wantNotGETs: []string{"replicasets ns/rs"},
 		},
 		{
-			name:     "owner present: solid, nothing is written",
+			name:     "owner observed: solid from the graph, nothing is read or written",
 			observed: []*metav1.PartialObjectMetadata{rs, object(pods, "ns", "p", "p-1", ownedBy(rs, true))},
+			then: func(f *fixture) {
+				if err := f.syncDelete("ns/p-1"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantNotGETs: []string{"pods ns/p", "replicasets ns/rs"},
+		},
+		{
+			name:     "owner present, observed after its dependent: solid from the graph, nothing is read",
+			observed: []*metav1.PartialObjectMetadata{object(pods, "ns", "p", "p-1", ownedBy(rs, true)), rs},
+			then: func(f *fixture) {
+				if err := f.syncDelete("ns/rs-1"); err != nil { // the virtual node's key, queued
+					t.Fatal(err)
+				}
+			},
+			wantNotGETs: []string{"replicasets ns/rs"},
+		},
+		{
+			name:     "owner present, not observed: read live, solid, nothing is written",
+			live:     []*metav1.PartialObjectMetadata{rs},
+			observed: []*metav1.PartialObjectMetadata{object(pods, "ns", "p", "p-1", ownedBy(rs, true))},
+			then: func(f *fixture) {
+				if err := f.syncDelete("ns/p-1"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantGETs: []string{"pods ns/p", "replicasets ns/rs"},
+		},
+		{
+			name: "owner observed under another kind: read live, as upstream, and the reference is dangling",
+			observed: []*metav1.PartialObjectMetadata{rs, object(pods, "ns", "p", "p-1", ref("apps/v1", "Deployment", "rs", "rs-1"),
+				ownedBy(object(replicaSets, "ns", "other", "rs-2"), false))},
+			live: []*metav1.PartialObjectMetadata{object(replicaSets, "ns", "other", "rs-2")},
+			then: func(f *fixture) {
+				if err := f.syncDelete("ns/p-1"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantGETs:   []string{"pods ns/p"},
+			wantWrites: []string{`patch pods ns/p strategic-merge-patch+json {"metadata":{"ownerReferences":[{"$patch":"delete","uid":"rs-1"}],"uid":"p-1"}}`},
+		},
+		{
+			name:     "owner observed and being deleted: read live",
+			observed: []*metav1.PartialObjectMetadata{object(replicaSets, "ns", "rs", "rs-1", deleting("example.com/hold")), object(pods, "ns", "p", "p-1", ownedBy(rs, false))},
 			then: func(f *fixture) {
 				if err := f.syncDelete("ns/p-1"); err != nil {
 					t.Fatal(err)

@@ -2,12 +2,14 @@ package framework
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +85,10 @@ type ControllersOptions struct {
 	// (KShardOptions.PodIdentity and Fence), for tests of writes the API server must
 	// let through to a namespace's owner only.
 	Fence bool
+	// Parallel, when above 0, is -test.parallel unless the command line gives one: for
+	// packages whose tests spend their time waiting for the controllers, not computing,
+	// where go test's default (GOMAXPROCS, 2 on CI's machine) runs them in turns.
+	Parallel int
 }
 
 var sharedControllers *Controllers
@@ -109,6 +115,9 @@ func MainWithControllers(m *testing.M, opts ControllersOptions) {
 		fmt.Fprintln(os.Stderr, "framework.MainWithControllers: no controller names given")
 		os.Exit(2)
 	}
+	if opts.Parallel > 0 {
+		defaultParallel(opts.Parallel)
+	}
 	f := connectForMain()
 	shared = f
 	name := "TestMain-" + strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
@@ -124,6 +133,20 @@ func MainWithControllers(m *testing.M, opts ControllersOptions) {
 			return m.Run()
 		})
 	}))
+}
+
+// defaultParallel sets -test.parallel to n unless the command line gave it.
+func defaultParallel(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if given {
+		return
+	}
+	if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+		fmt.Fprintf(os.Stderr, "framework.MainWithControllers: setting -test.parallel: %v\n", err)
+		os.Exit(2)
+	}
 }
 
 func startControllers(t testing.TB, f *Framework, opts ControllersOptions) (*Controllers, error) {

@@ -10,33 +10,22 @@
 //
 //	KSHARD_KUBECONFIG=$(hack/cluster-upstream.sh env | sed s/KUBECONFIG=//) go test ./test/integration/batch/
 //
-// The CronJob tests wait for real one-minute schedules; the tests run 8 at a time (see
-// parallel) and take about a minute and a half together.
+// The CronJob tests wait for real one-minute schedules; the tests run 8 at a time
+// (ControllersOptions.Parallel) and take about a minute and a half together.
 package batch
 
 import (
-	"flag"
 	"testing"
 
 	"github.com/kshard/kshard/test/framework"
 )
 
-// parallel is how many of the package's tests run at once unless -test.parallel is given:
-// they spend their time waiting for schedules and pods, not computing, and at go test's
-// default (GOMAXPROCS: 2 on CI's machine) the package took four minutes instead of one
-// and a half.
-const parallel = "8"
-
 func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", parallel); err != nil {
-			panic(err)
-		}
-	}
 	framework.MainWithControllers(m, framework.ControllersOptions{
+		// The tests spend their time waiting for schedules and pods, not computing: at go
+		// test's default (GOMAXPROCS: 2 on CI's machine) the package took four minutes
+		// instead of one and a half.
+		Parallel:     8,
 		Names:        []string{"job", "cronjob", "ttl-after-finished"},
 		Coordinators: 1,
 		Shards:       2,

@@ -13,25 +13,15 @@
 package gcquota
 
 import (
-	"flag"
 	"testing"
 
 	"github.com/kshard/kshard/test/framework"
 )
 
-// parallel: the tests spend their time waiting for the controllers, not computing.
-const parallel = "8"
-
 func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", parallel); err != nil {
-			panic(err)
-		}
-	}
 	framework.MainWithControllers(m, framework.ControllersOptions{
+		// The tests spend their time waiting for the controllers, not computing.
+		Parallel:     8,
 		Names:        []string{"garbagecollector", "resourcequota", "deployment", "replicaset"},
 		Coordinators: 1,
 		Shards:       3,

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/metadata"
 
 	"github.com/kshard/kshard/test/framework"
@@ -202,37 +203,22 @@ func (bn *bench) fixtureKeys(b *testing.B, resource string) map[string]bool {
 		b.Fatal(err)
 	}
 	out := map[string]bool{}
-	opts := metav1.ListOptions{LabelSelector: fixtureLabel, Limit: 5000}
-	for {
-		l, err := mc.Resource(corev1.SchemeGroupVersion.WithResource(resource)).List(context.Background(), opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, m := range l.Items {
-			out[m.Namespace+"/"+m.Name] = true
-		}
-		if l.Continue == "" {
-			return out
-		}
-		opts.Continue = l.Continue
-	}
+	eachFixtureObject(b, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return mc.Resource(corev1.SchemeGroupVersion.WithResource(resource)).List(ctx, opts)
+	}, func(o runtime.Object) {
+		m := o.(*metav1.PartialObjectMetadata)
+		out[m.Namespace+"/"+m.Name] = true
+	})
+	return out
 }
 
 func (bn *bench) listQuotas(b *testing.B) []corev1.ResourceQuota {
 	b.Helper()
 	var out []corev1.ResourceQuota
-	opts := metav1.ListOptions{LabelSelector: fixtureLabel, Limit: 5000}
-	for {
-		l, err := bn.client.CoreV1().ResourceQuotas(metav1.NamespaceAll).List(context.Background(), opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
-			return out
-		}
-		opts.Continue = l.Continue
-	}
+	eachFixtureObject(b, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return bn.client.CoreV1().ResourceQuotas(metav1.NamespaceAll).List(ctx, opts)
+	}, func(o runtime.Object) { out = append(out, *o.(*corev1.ResourceQuota)) })
+	return out
 }
 
 // quotasBehind counts the fixture's quotas whose status does not yet show their spec and

@@ -22,11 +22,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/test/framework"
@@ -393,17 +395,24 @@ func (bn *bench) componentRSS(name string) string {
 func (bn *bench) listDeployments(b *testing.B) []appsv1.Deployment {
 	b.Helper()
 	var out []appsv1.Deployment
-	opts := metav1.ListOptions{LabelSelector: fixtureLabel, Limit: 5000}
-	for {
-		l, err := bn.client.AppsV1().Deployments(metav1.NamespaceAll).List(context.Background(), opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
-			return out
-		}
-		opts.Continue = l.Continue
+	eachFixtureObject(b, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return bn.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, opts)
+	}, func(o runtime.Object) { out = append(out, *o.(*appsv1.Deployment)) })
+	return out
+}
+
+// eachFixtureObject calls fn with every object of the fixture (labelled fixtureLabel)
+// that list lists, in pages of 5,000 (client-go's pager).
+func eachFixtureObject(b *testing.B, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(runtime.Object)) {
+	b.Helper()
+	p := pager.New(pager.SimplePageFunc(list))
+	p.PageSize = 5000
+	err := p.EachListItem(context.Background(), metav1.ListOptions{LabelSelector: fixtureLabel}, func(o runtime.Object) error {
+		fn(o)
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -405,7 +405,7 @@ func (bn *bench) listDeployments(b *testing.B) []appsv1.Deployment {
 // that list lists, in pages of 5,000 (client-go's pager).
 func eachFixtureObject(b *testing.B, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(runtime.Object)) {
 	b.Helper()
-	p := pager.New(pager.SimplePageFunc(list))
+	p := pager.New(list)
 	p.PageSize = 5000
 	err := p.EachListItem(context.Background(), metav1.ListOptions{LabelSelector: fixtureLabel}, func(o runtime.Object) error {
 		fn(o)

@@ -22,17 +22,17 @@ import (
 
 // The garbage collector scenario. Owners: Deployments (with their ReplicaSets and pods),
 // Gadgets (a namespaced CRD's objects) owning ConfigMaps, ConfigMaps owning ConfigMaps,
-// a Realm (a cluster-scoped CRD's object) owning ConfigMaps of two namespaces. Dependents
+// three Realms (a cluster-scoped CRD's objects) owning ConfigMaps of two namespaces. Dependents
 // whose owner reference is wrong from the start: dangling (a UID that never existed), UID
 // mismatch (an existing owner's name, another UID), wrong kind (an existing owner's name
 // and UID under another kind), unknown kind (a kind nobody serves), cross-namespace (an
 // owner in another namespace: Warning OwnerRefInvalidNamespace). Then the owners are
 // deleted in the background, in the foreground and with orphaning, two of them in the
 // foreground with a dependent held by a foreign finalizer (blockOwnerDeletion false, then
-// true), the Realm in the background; then the held dependents are released.
-//
-// Left out: foreground and orphan deletion of a cluster-scoped owner (kshard needs the
-// cross-shard barrier of docs/architecture.md, "The garbage collector across shards" for them, being built).
+// true), the Realms in the background, in the foreground (one of its blocking dependents
+// held) and with orphaning; then the held dependents are released. Under kshard the
+// Realms' foreground and orphan deletions take the cross-shard barrier (docs/architecture.md,
+// "The garbage collector across shards") whether or not "gc" and "other" share a shard.
 //
 // Compared: which objects exist in both namespaces and the side's Realms (pods counted per
 // owner), whether each is being deleted, its finalizers and owner references
@@ -61,9 +61,13 @@ func TestDifferentialGarbageCollector(t *testing.T) {
 	}.run(t)
 }
 
-// realm is the side's Realm's name: cluster-scoped, it carries the side's namespace so
-// that two sets of namespaces on one cluster (SelfCheckEnv) do not share it.
-func (s *side) realm() string { return s.ns["gc"] + "-realm" }
+// realm is the name of the side's Realm deleted with propagation mode ("bg", "fg",
+// "orphan"): cluster-scoped, it carries the side's namespace so that two sets of
+// namespaces on one cluster (SelfCheckEnv) do not share it.
+func (s *side) realm(mode string) string { return s.ns["gc"] + "-realm-" + mode }
+
+// gcRealmModes are the Realms' propagation modes.
+var gcRealmModes = []string{"bg", "fg", "orphan"}
 
 // gcSteps are the scenario's steps; t logs each side's namespaces (whether "gc" and
 // "other" fell to one kshard shard or to two tells which cross-namespace path ran).
@@ -103,12 +107,16 @@ func gcSteps(t testing.TB) []step {
 			if _, err := s.createCM(ctx, "other", "elsewhere", nil, nil); err != nil {
 				return err
 			}
-			realm := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": gcGroup + "/v1", "kind": "Realm", "metadata": map[string]any{"name": s.realm()}}}
-			_, err = dyn.Resource(gcRealms).Create(ctx, realm, metav1.CreateOptions{})
-			return err
+			for _, mode := range gcRealmModes {
+				realm := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": gcGroup + "/v1", "kind": "Realm", "metadata": map[string]any{"name": s.realm(mode)}}}
+				if _, err := dyn.Resource(gcRealms).Create(ctx, realm, metav1.CreateOptions{}); err != nil {
+					return err
+				}
+			}
+			return nil
 		}},
-		{name: "create dependents: of the Gadgets and ConfigMaps, dangling, UID mismatch, wrong kind, unknown kind, cross-namespace, held, of the Realm", do: func(ctx context.Context, s *side) error {
+		{name: "create dependents: of the Gadgets and ConfigMaps, dangling, UID mismatch, wrong kind, unknown kind, cross-namespace, held, of the Realms in both namespaces", do: func(ctx context.Context, s *side) error {
 			dyn, err := dynamic.NewForConfig(s.f.Config)
 			if err != nil {
 				return err
@@ -144,9 +152,16 @@ func gcSteps(t testing.TB) []step {
 			if err != nil {
 				return err
 			}
-			realm, err := dyn.Resource(gcRealms).Get(ctx, s.realm(), metav1.GetOptions{})
-			if err != nil {
-				return err
+			realms := map[string]types.UID{}
+			for _, mode := range gcRealmModes {
+				realm, err := dyn.Resource(gcRealms).Get(ctx, s.realm(mode), metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				realms[mode] = realm.GetUID()
+			}
+			realmRef := func(mode string, block bool) metav1.OwnerReference {
+				return gcRef(gcGroup+"/v1", "Realm", s.realm(mode), realms[mode], block)
 			}
 			hold := []string{nsHold}
 			deps := []struct {
@@ -162,8 +177,13 @@ func gcSteps(t testing.TB) []step {
 				{"gc", "target-dependent", gcRef("v1", "ConfigMap", "target", target.UID, true), nil},
 				{"gc", "held-nonblocking", gcRef("v1", "ConfigMap", "hold-nonblocking", nonblocking.UID, false), hold},
 				{"gc", "held-blocking", gcRef("v1", "ConfigMap", "hold-blocking", blocking.UID, true), hold},
-				{"gc", "realm-dependent", gcRef(gcGroup+"/v1", "Realm", s.realm(), realm.GetUID(), false), nil},
-				{"other", "realm-dependent", gcRef(gcGroup+"/v1", "Realm", s.realm(), realm.GetUID(), true), nil},
+				{"gc", "realm-bg-dependent", realmRef("bg", false), nil},
+				{"other", "realm-bg-dependent", realmRef("bg", true), nil},
+				{"gc", "realm-fg-dependent", realmRef("fg", true), nil},
+				{"other", "realm-fg-dependent", realmRef("fg", false), nil},
+				{"other", "realm-fg-held", realmRef("fg", true), hold},
+				{"gc", "realm-orphan-dependent", realmRef("orphan", false), nil},
+				{"other", "realm-orphan-dependent", realmRef("orphan", true), nil},
 			}
 			for _, d := range deps {
 				if _, err := s.createCM(ctx, d.ns, d.name, []metav1.OwnerReference{d.ref}, d.finalizers); err != nil {
@@ -172,7 +192,7 @@ func gcSteps(t testing.TB) []step {
 			}
 			return nil
 		}},
-		{name: "delete owners: background, foreground, orphan (Deployments, Gadgets), foreground with a held dependent (blockOwnerDeletion false, true), the Realm in the background", do: func(ctx context.Context, s *side) error {
+		{name: "delete owners: background, foreground, orphan (Deployments, Gadgets, Realms), foreground with a held dependent (blockOwnerDeletion false, true)", do: func(ctx context.Context, s *side) error {
 			dyn, err := dynamic.NewForConfig(s.f.Config)
 			if err != nil {
 				return err
@@ -195,11 +215,16 @@ func gcSteps(t testing.TB) []step {
 					return err
 				}
 			}
-			return dyn.Resource(gcRealms).Delete(ctx, s.realm(), metav1.DeleteOptions{PropagationPolicy: kptr.To(metav1.DeletePropagationBackground)})
+			for mode, p := range policy {
+				if err := dyn.Resource(gcRealms).Delete(ctx, s.realm(mode), metav1.DeleteOptions{PropagationPolicy: kptr.To(p)}); err != nil {
+					return err
+				}
+			}
+			return nil
 		}},
 		{name: "release the held dependents", do: func(ctx context.Context, s *side) error {
-			for _, name := range []string{"held-nonblocking", "held-blocking"} {
-				if err := mergePatch(ctx, s.f.Client.CoreV1().ConfigMaps(s.ns["gc"]), name, `{"metadata":{"finalizers":null}}`); err != nil {
+			for _, held := range []struct{ ns, name string }{{"gc", "held-nonblocking"}, {"gc", "held-blocking"}, {"other", "realm-fg-held"}} {
+				if err := mergePatch(ctx, s.f.Client.CoreV1().ConfigMaps(s.ns[held.ns]), held.name, `{"metadata":{"finalizers":null}}`); err != nil {
 					return err
 				}
 			}
@@ -264,7 +289,7 @@ func ensureCRD(ctx context.Context, dyn dynamic.Interface, group, kind, plural, 
 }
 
 // gcSnapshot reads both namespaces' ConfigMaps, Gadgets, Deployments, ReplicaSets and pods,
-// the side's Realm, and the garbage collector's events. A step is done when every
+// the side's Realms, and the garbage collector's events. A step is done when every
 // Deployment is available and nothing is being deleted but what a foreign finalizer
 // holds (a held dependent, an owner in the foreground waiting for a blocking one).
 func gcSnapshot(ctx context.Context, s *side) (view, error) {
@@ -350,13 +375,15 @@ func gcSnapshot(ctx context.Context, s *side) (view, error) {
 			events.add(obj, ev, func(m string) string { return gcUID.ReplaceAllString(text(m), "<uid>") })
 		}
 	}
-	realm, err := dyn.Resource(gcRealms).Get(ctx, s.realm(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return view{}, err
-	default:
-		add("Realm/"+text(realm.GetName()), realm)
+	for _, mode := range gcRealmModes {
+		realm, err := dyn.Resource(gcRealms).Get(ctx, s.realm(mode), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return view{}, err
+		default:
+			add("Realm/"+text(realm.GetName()), realm)
+		}
 	}
 	for p, c := range podsBy {
 		out[p] = fmt.Sprint(c)
@@ -365,7 +392,8 @@ func gcSnapshot(ctx context.Context, s *side) (view, error) {
 		out[o.p] = "exists"
 		if ts := o.obj.GetDeletionTimestamp(); ts != nil {
 			out[o.p] = "deleting"
-			waits := slices.Contains(o.obj.GetFinalizers(), nsHold) || (o.p == "gc ConfigMap/hold-blocking" && held)
+			waits := slices.Contains(o.obj.GetFinalizers(), nsHold) ||
+				((o.p == "gc ConfigMap/hold-blocking" || o.p == "Realm/"+text(s.realm("fg"))) && held)
 			if !waits {
 				pending = append(pending, o.p+" being deleted")
 			}

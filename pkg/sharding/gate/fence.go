@@ -140,8 +140,12 @@ func (b *releasingBody) Close() error {
 }
 
 // RequestNamespace returns the namespace whose partition a request to path belongs to:
-// the namespace of a namespaced resource, a Namespace object's own name, and
-// partition.ClusterKey ("") for any other cluster-scoped resource or a Namespace create.
+// the namespace of a namespaced resource, a Namespace's own name for its subresources
+// (namespaces/status and namespaces/finalize, the namespace controller's, which works a
+// Namespace on its own partition), and partition.ClusterKey ("") for any other
+// cluster-scoped resource, a Namespace object itself included (the garbage collector's
+// owner reference and finalizer patches, whose queue keys of cluster-scoped objects are
+// the cluster partition's) and a Namespace create.
 // fence is false for requests that change nothing stored in the cluster and so need no
 // owner (access and token reviews). ok is false for a path that is not a Kubernetes
 // resource path: writes to it are refused, since their owner cannot be told. A prefix
@@ -181,9 +185,12 @@ func RequestNamespace(path string) (namespace string, fence, ok bool) {
 		return partition.ClusterKey, true, true
 	case rest[1] == "":
 		return "", true, false
+	case len(rest) == 2:
+		// The Namespace rest[1] itself: cluster-scoped work.
+		return partition.ClusterKey, true, true
 	default:
-		// An object in namespace rest[1], or the Namespace rest[1] itself (and its
-		// status or finalize subresource): both belong to that namespace's partition.
+		// An object in namespace rest[1], or the Namespace rest[1]'s status or finalize
+		// subresource: both belong to that namespace's partition.
 		return rest[1], true, true
 	}
 }

@@ -32,10 +32,11 @@
 //     subject of the request's authentication.kubernetes.io/pod-name extra own the
 //     request's partition, the one the shard's gate maps it to: the partition in the
 //     namespace's label (namespaceObject, from the API server's Namespace informer); a
-//     Namespace's own label for the Namespace's own requests (namespaces/status and
+//     Namespace's own label for its subresources (namespaces/status and
 //     namespaces/finalize: the namespace controller); the cluster partition
 //     (PolicyParams.ClusterPartition, the partition of partition.ClusterKey) for every
-//     other cluster-scoped object (the garbage collector's). The chart renders the same
+//     other cluster-scoped object, Namespaces themselves included (the garbage
+//     collector's). The chart renders the same
 //     objects, the cluster partition computed from its partitions value
 //     (test/integration/chart checks that it does).
 //

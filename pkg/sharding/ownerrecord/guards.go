@@ -75,9 +75,10 @@ const celName = `(has(request.name) ? request.name : '')`
 // and every Namespace's partition label) the coordinator's alone, and the coordinator to
 // the record.
 //
-// The fence policy (Policy) is scope Namespaced and never sees a Namespace, and RBAC lets
-// the shards' namespace controller update namespaces/status and namespaces/finalize of
-// every Namespace and delete any namespaced object; without this guard a shard, or anyone
+// The fence policy (Policy) decides which shard may write, not what a write changes, and
+// lets the owner of a namespace's partition update its namespaces/status and
+// namespaces/finalize; RBAC lets the shards' namespace controller update those of every
+// Namespace and delete any namespaced object; without this guard a shard, or anyone
 // allowed to update Namespaces or RBAC in kshard's namespace, could move a namespace into
 // another partition, grant a shard a partition or forge a term. It matches, by every user:
 //

@@ -147,18 +147,25 @@ const (
 	celShard = `has(request.userInfo.extra) && '` + PodNameExtra + `' in request.userInfo.extra && ` +
 		`size(request.userInfo.extra['` + PodNameExtra + `']) > 0 ? request.userInfo.extra['` + PodNameExtra + `'][0] : ''`
 	// celNamespaceObject: the request is a Namespace's own (namespaces, namespaces/status,
-	// namespaces/finalize), which belongs to the namespace's partition, like its content.
+	// namespaces/finalize).
 	celNamespaceObject = `request.resource.group == '' && request.resource.resource == 'namespaces'`
+	// celNamespaceSubresource: the namespace controller's requests on a Namespace
+	// (namespaces/status, namespaces/finalize), which belong to the namespace's partition,
+	// like its content. The Namespace object itself is written by the garbage collector
+	// only (owner references, finalizers), whose work on it is the cluster partition's.
+	celNamespaceSubresource = celNamespaceObject + ` && has(request.subResource) && request.subResource != ''`
 	// celInNamespace: a namespaced request (a cluster-scoped one has no request.namespace;
 	// a Namespace's own carries its name there).
 	celInNamespace = `has(request.namespace) && request.namespace != '' && !(` + celNamespaceObject + `)`
-	// The partition a request belongs to, as the shard's gate maps it: a namespaced
-	// object's namespace's label (namespaceObject, from the API server's Namespace
-	// informer), a Namespace's own label (the stored object: only the coordinator may
-	// change it), and the cluster partition for every other cluster-scoped object.
+	// The partition a request belongs to, as the shard's gate maps it
+	// (gate.RequestNamespace): a namespaced object's namespace's label (namespaceObject,
+	// from the API server's Namespace informer), a Namespace's own label for its
+	// subresources (the stored object: only the coordinator may change it), and the
+	// cluster partition for every other cluster-scoped object, Namespaces themselves
+	// included.
 	celPartitionFmt = `(` + celInNamespace + `) ? (namespaceObject != null && has(namespaceObject.metadata.labels) && ` +
 		`'%[1]s' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['%[1]s'] : '') : ` +
-		`(` + celNamespaceObject + `) ? (oldObject != null && has(oldObject.metadata.labels) && ` +
+		`(` + celNamespaceSubresource + `) ? (oldObject != null && has(oldObject.metadata.labels) && ` +
 		`'%[1]s' in oldObject.metadata.labels ? oldObject.metadata.labels['%[1]s'] : '') : '%[2]s'`
 	// The owner record, asked of the API server's authorizer: may the shard's owner
 	// subject (record.go) own the request's partition. An authorizer error is a
@@ -175,7 +182,7 @@ const (
 	celWhat = `request.operation + ' ' + request.resource.resource + ` + celSubresource + ` + ` +
 		`((` + celInNamespace + `) ? ' in namespace ' + request.namespace : ' ' + ` + celName + `)`
 	celWhyFmt = `(variables.partition == '' ? 'the namespace has no %[1]s label yet, so no shard owns it' : ` +
-		`((` + celInNamespace + `) || (` + celNamespaceObject + `) ? 'it does not own the namespace\'s partition ' + variables.partition : ` +
+		`((` + celInNamespace + `) || (` + celNamespaceSubresource + `) ? 'it does not own the namespace\'s partition ' + variables.partition : ` +
 		`'it does not own the cluster partition ' + variables.partition + ', whose owner works cluster-scoped objects') + ` +
 		`' (owner Roles ` + OwnerRolePrefix + `<shard> in namespace %[2]s)')`
 	celMessageFmt = `'` + MessagePrefix + ` shard ' + (variables.shard != '' ? variables.shard : '<unknown: no ` + PodNameExtra + ` extra>') + ` +
@@ -202,9 +209,10 @@ const (
 // A request passes when the API server's authorizer lets the shard's owner subject own
 // the request's partition, the one the shard's own gate maps it to: the partition in the
 // namespace's label (namespaceObject, from the API server's Namespace informer) for a
-// namespaced object and a Namespace's own requests (its stored label), and
-// PolicyParams.ClusterPartition for any other cluster-scoped object (the garbage
-// collector's). Shards create no cluster-scoped object (their RBAC grants none but access
+// namespaced object and a Namespace's subresources (its stored label: namespaces/status
+// and namespaces/finalize, the namespace controller's), and PolicyParams.ClusterPartition
+// for any other cluster-scoped object, Namespaces themselves included (the garbage
+// collector's, whose queue keys of cluster-scoped objects are the cluster partition's). Shards create no cluster-scoped object (their RBAC grants none but access
 // reviews, which change nothing), so cluster-scoped creates are not matched.
 // The owner record is RBAC (record.go), read by the authorizer from
 // the API server's own RBAC informers, which are synced before it serves. The policy has

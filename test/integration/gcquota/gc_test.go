@@ -228,3 +228,38 @@ func TestClusterScopedDependent(t *testing.T) {
 		t.Errorf("the cluster-scoped dependent of a namespaced owner: %v, err %v; want it never collected", o, err)
 	}
 }
+
+// TestNamespacePropagation: a Namespace deleted in the foreground or with orphaning loses
+// the garbage collector's finalizer and goes, whichever shard owns the namespace's
+// partition: the collector works a Namespace, like every cluster-scoped object, on the
+// cluster partition, and its patch of the Namespace's finalizers is that partition's write
+// (gate.RequestNamespace). Each Namespace owns a ConfigMap elsewhere: the foreground one's
+// is deleted, the orphan one's kept without its reference. Four of each, so that some
+// are (but for a 3^-8 chance) in partitions of shards that do not hold the cluster partition.
+func TestNamespacePropagation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	type owned struct{ ns, dependent string }
+	byPolicy := map[metav1.DeletionPropagation][]owned{}
+	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
+		for range 4 {
+			ns := e.f.Namespace(t, nil)
+			cm := e.configMap(e.ns, "of-"+ns.Name, false, ref(ns, "v1", "Namespace", false))
+			e.del(namespaces, "", ns.Name, ptr.To(policy))
+			byPolicy[policy] = append(byPolicy[policy], owned{ns.Name, cm.Name})
+		}
+	}
+	for policy, all := range byPolicy {
+		for _, o := range all {
+			e.waitGone(namespaces, "", o.ns)
+			if policy == metav1.DeletePropagationForeground {
+				e.waitGone(configMaps, e.ns, o.dependent)
+				continue
+			}
+			cm, err := e.get(context.Background(), configMaps, e.ns, o.dependent)
+			if err != nil || cm == nil || len(cm.OwnerReferences) != 0 {
+				t.Errorf("ConfigMap %s/%s of the Namespace %s deleted with orphaning: %v (err %v), want it kept without owner references", e.ns, o.dependent, o.ns, cm, err)
+			}
+		}
+	}
+}

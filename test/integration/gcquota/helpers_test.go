@@ -35,6 +35,7 @@ var (
 	replicaSets = appsv1.SchemeGroupVersion.WithResource("replicasets")
 	deployments = appsv1.SchemeGroupVersion.WithResource("deployments")
 	pvcs        = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	namespaces  = corev1.SchemeGroupVersion.WithResource("namespaces")
 	crds        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 

@@ -111,6 +111,14 @@ func namespaceWrite(path string) func(context.Context, *testing.T, *env, kuberne
 	}
 }
 
+// dropNamespaceOwners removes, as c, namespace nsB's owner references (a dry run): the
+// garbage collector's write to a Namespace, which is cluster-scoped work.
+func dropNamespaceOwners(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
+	_, err := c.CoreV1().Namespaces().Patch(ctx, e.nsB, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`),
+		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
 func mergePatch(ctx context.Context, c kubernetes.Interface, ns, patch string) error {
 	_, err := c.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
@@ -447,6 +455,8 @@ func TestShardLimits(t *testing.T) {
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {
 				return patchRole(ctx, c, ownedRole(t, e, nil), `{"metadata":{"ownerReferences":null}}`)
 			}},
+		{name: "the cluster partition's owner removes a Namespace's owner references (the garbage collector)", as: "shard-a", want: allowed, do: dropNamespaceOwners},
+		{name: "a namespace's owner without the cluster partition removes its owner references", as: "shard-b", want: byFence, do: dropNamespaceOwners},
 		{name: "shard updates the status of a namespace it does not own", as: "shard-b", want: byFence, do: namespaceWrite("status")},
 		{name: "shard finalizes a namespace it does not own", as: "shard-b", want: byFence, do: namespaceWrite("finalize")},
 		{name: "shard finalizes a namespace it owns", as: "shard-a", want: allowed, do: namespaceWrite("finalize")},

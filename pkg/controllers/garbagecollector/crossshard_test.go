@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
-
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/controllers"

@@ -15,7 +15,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/controllers"

@@ -63,9 +63,10 @@ type PolicyParams struct {
 	PartitionLabel string
 	// ClusterPartition is the cluster partition's ID in decimal
 	// (ClusterPartitionOf(partition map)): the partition whose owner works cluster-scoped
-	// objects. The fence lets a shard update or delete a cluster-scoped object (other than
-	// a Namespace, which belongs to its own partition) only while its owner subject may own
-	// this partition. Required: a policy without it refuses every such write.
+	// objects. The fence lets a shard update or delete a cluster-scoped object, a Namespace
+	// included (its status and finalize subresources aside: they belong to the namespace's
+	// own partition), only while its owner subject may own this partition. Required: a
+	// policy without it refuses every such write.
 	ClusterPartition string
 	// CoordinatorUser is the user name the coordinator authenticates as (in a cluster,
 	// ServiceAccountUser of the coordinator's ServiceAccount). The record guard
@@ -212,8 +213,9 @@ const (
 // namespaced object and a Namespace's subresources (its stored label: namespaces/status
 // and namespaces/finalize, the namespace controller's), and PolicyParams.ClusterPartition
 // for any other cluster-scoped object, Namespaces themselves included (the garbage
-// collector's, whose queue keys of cluster-scoped objects are the cluster partition's). Shards create no cluster-scoped object (their RBAC grants none but access
-// reviews, which change nothing), so cluster-scoped creates are not matched.
+// collector's, whose queue keys of cluster-scoped objects are the cluster partition's).
+// Shards create no cluster-scoped object (their RBAC grants none but access reviews,
+// which change nothing), so cluster-scoped creates are not matched.
 // The owner record is RBAC (record.go), read by the authorizer from
 // the API server's own RBAC informers, which are synced before it serves. The policy has
 // no params, which matters twice: with params, the API server resolves them before it

@@ -214,11 +214,9 @@ func (bn *bench) fixtureKeys(b *testing.B, resource string) map[string]bool {
 
 func (bn *bench) listQuotas(b *testing.B) []corev1.ResourceQuota {
 	b.Helper()
-	var out []corev1.ResourceQuota
-	eachFixtureObject(b, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	return listFixture[corev1.ResourceQuota](b, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return bn.client.CoreV1().ResourceQuotas(metav1.NamespaceAll).List(ctx, opts)
-	}, func(o runtime.Object) { out = append(out, *o.(*corev1.ResourceQuota)) })
-	return out
+	})
 }
 
 // quotasBehind counts the fixture's quotas whose status does not yet show their spec and

@@ -394,10 +394,16 @@ func (bn *bench) componentRSS(name string) string {
 // listDeployments lists the fixture's Deployments (in pages).
 func (bn *bench) listDeployments(b *testing.B) []appsv1.Deployment {
 	b.Helper()
-	var out []appsv1.Deployment
-	eachFixtureObject(b, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	return listFixture[appsv1.Deployment](b, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return bn.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, opts)
-	}, func(o runtime.Object) { out = append(out, *o.(*appsv1.Deployment)) })
+	})
+}
+
+// listFixture lists the fixture's objects of type T that list lists (eachFixtureObject).
+func listFixture[T any](b *testing.B, list func(context.Context, metav1.ListOptions) (runtime.Object, error)) []T {
+	b.Helper()
+	var out []T
+	eachFixtureObject(b, list, func(o runtime.Object) { out = append(out, *any(o).(*T)) })
 	return out
 }
 

@@ -175,9 +175,13 @@ func builtinGroup(group string) bool {
 	return scheme.Scheme.IsGroupRegistered(group)
 }
 
-// typedResources returns the resources the enabled controllers read typed.
+// typedResources returns the resources the shard's cache holds typed: those the enabled
+// controllers read typed, and Namespaces, which the cache always holds typed to map
+// namespaces to partitions. A controller asking for every served resource shares those
+// informers rather than caching the same objects a second time as metadata, as
+// kube-controller-manager's garbage collector shares its typed informers.
 func typedResources(enabled []controllers.Descriptor) map[schema.GroupVersionResource]bool {
-	out := map[schema.GroupVersionResource]bool{}
+	out := map[schema.GroupVersionResource]bool{shardcache.NamespacesResource: true}
 	for _, d := range enabled {
 		for _, r := range d.Resources() {
 			if !r.Metadata {

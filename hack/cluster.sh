@@ -317,6 +317,10 @@ stop() {
 
 down() {
   local i
+  # A real node (hack/node.sh) goes first: its containers, mounts and network namespace.
+  if [ -d "$dir/node" ]; then
+    "$root/hack/node.sh" down
+  fi
   for ((i = ${#components[@]} - 1; i >= 0; i--)); do
     stop "${components[i]}"
   done

@@ -2,7 +2,7 @@
 # Builds the binaries kshard's tests and demo need, once, into a cache outside the
 # repository keyed by version. A second run finds them and returns at once.
 #
-#   hack/tools.sh [kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|cluster|all]   build what is missing
+#   hack/tools.sh [kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|node|cluster|all]   build what is missing
 #   hack/tools.sh path <name>                          print a tool's cached path
 #
 # KSHARD_CACHE overrides the cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/kshard).
@@ -19,6 +19,7 @@ PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
 HELM_VERSION=v3.22.0
 PROMETHEUS_VERSION=v0.315.0
+COREDNS_VERSION=v1.15.0
 
 kube_dir=$cache/kube-$KUBE_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
@@ -27,6 +28,7 @@ staticcheck_dir=$cache/staticcheck-$STATICCHECK_VERSION
 protoc_gen_dir=$cache/protoc-gen-go-$PROTOC_GEN_GO_VERSION-grpc-$PROTOC_GEN_GO_GRPC_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
 prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
+node_dir=$cache/node-$KUBE_VERSION-coredns-$COREDNS_VERSION
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -108,6 +110,27 @@ build_prometheus() {
     github.com/prometheus/prometheus/cmd/prometheus)
 }
 
+# build_node: the real node's kubelet and kube-proxy (hack/node.sh), and its images, which
+# no registry can serve here: pause (hack/tools/image/pause) and CoreDNS with the plugins
+# cluster DNS needs (hack/tools/coredns), each a static binary on an empty base.
+build_node() {
+  log "building kubelet, kube-proxy $KUBE_VERSION and CoreDNS $COREDNS_VERSION (several minutes on a cold machine)"
+  local v=$KUBE_VERSION minor ld=""
+  minor=${v#v1.}; minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  (cd "$root/hack/tools/kube" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w$ld" -o "$out/" \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
+  mkdir -p "$out/images" "$out/build"
+  (cd "$root/hack/tools/coredns" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$out/build/coredns" .)
+  (cd "$root/hack/tools/image" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$out/build/pause" ./pause)
+  (cd "$root/hack/tools/image" &&
+    go run -mod=readonly . single --binary "$out/build/pause" --tag kshard.local/pause:1 --user 65535 --output "$out/images/pause.tar" >/dev/null &&
+    go run -mod=readonly . single --binary "$out/build/coredns" --tag kshard.local/coredns:1 --output "$out/images/coredns.tar" >/dev/null)
+  rm -rf "$out/build"
+}
+
 tool_path() {
   case $1 in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "$kube_dir/$1" ;;
@@ -118,6 +141,8 @@ tool_path() {
     protoc-gen) echo "$protoc_gen_dir" ;;
     helm) echo "$helm_dir/helm" ;;
     prometheus) echo "$prometheus_dir/prometheus" ;;
+    kubelet|kube-proxy) echo "$node_dir/$1" ;;
+    node-images) echo "$node_dir/images" ;;
     *) echo "unknown tool $1" >&2; return 2 ;;
   esac
 }
@@ -131,9 +156,10 @@ ensure() {
     protoc-gen) build_into "$protoc_gen_dir" build_protoc_gen ;;
     helm) build_into "$helm_dir" build_helm ;;
     prometheus) build_into "$prometheus_dir" build_prometheus ;;
+    node) build_into "$node_dir" build_node ;;
     cluster) ensure etcd; ensure kwok; ensure kube ;;
     all) ensure cluster; ensure staticcheck; ensure protoc-gen; ensure helm; ensure prometheus ;;
-    *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|cluster|all)" >&2; return 2 ;;
+    *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|node|cluster|all)" >&2; return 2 ;;
   esac
 }
 

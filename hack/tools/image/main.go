@@ -5,6 +5,10 @@
 //
 //	image build  --coordinator FILE --shard FILE --tag REPO:TAG --output FILE.tar
 //	image verify --tarball FILE.tar --tag REPO:TAG
+//	image single --binary FILE --tag REPO:TAG --output FILE.tar [--user UID]
+//
+// single wraps one static binary the same way (the local node's pause and CoreDNS images,
+// hack/node.sh), with the binary as the entrypoint.
 package main
 
 import (
@@ -55,8 +59,10 @@ func main() {
 		err = buildCmd(os.Args[2:])
 	case "verify":
 		err = verifyCmd(os.Args[2:])
+	case "single":
+		err = singleCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (build or verify)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (build, verify or single)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
@@ -77,17 +83,43 @@ func buildCmd(args []string) error {
 	if *coordinator == "" || *shard == "" || *tag == "" || *output == "" {
 		return errors.New("build needs --coordinator, --shard, --tag and --output")
 	}
-	ref, err := name.NewTag(*tag, name.WeakValidation)
-	if err != nil {
-		return fmt.Errorf("--tag %q: %w", *tag, err)
-	}
 	files := map[string]string{"coordinator": *coordinator, "shard": *shard}
-	for _, n := range binaries {
+	return writeImage(*tag, *output, *arch, uid, binaries, files, entrypoint, map[string]string{
+		"org.opencontainers.image.title":  "kshard",
+		"org.opencontainers.image.source": "https://github.com/kshard/kshard",
+	})
+}
+
+func singleCmd(args []string) error {
+	fs := flag.NewFlagSet("single", flag.ContinueOnError)
+	binary := fs.String("binary", "", "static binary, the image's entrypoint")
+	tag := fs.String("tag", "", "image reference to write, REPO:TAG")
+	output := fs.String("output", "", "tarball to write")
+	user := fs.Int("user", uid, "user (and group) id the image runs as")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *binary == "" || *tag == "" || *output == "" {
+		return errors.New("single needs --binary, --tag and --output")
+	}
+	n := filepath.Base(*binary)
+	return writeImage(*tag, *output, runtime.GOARCH, *user, []string{n}, map[string]string{n: *binary},
+		[]string{binDir + "/" + n}, map[string]string{"org.opencontainers.image.title": n})
+}
+
+// writeImage writes the tarball of an image holding the static binaries names (files
+// maps each to its path) under binDir, run as user.
+func writeImage(tag, output, arch string, user int, names []string, files map[string]string, entry []string, labels map[string]string) error {
+	ref, err := name.NewTag(tag, name.WeakValidation)
+	if err != nil {
+		return fmt.Errorf("--tag %q: %w", tag, err)
+	}
+	for _, n := range names {
 		if err := checkStatic(files[n]); err != nil {
 			return err
 		}
 	}
-	layerTar, err := rootfs(files)
+	layerTar, err := rootfs(names, files, user)
 	if err != nil {
 		return err
 	}
@@ -106,15 +138,14 @@ func buildCmd(args []string) error {
 		return err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", *arch
-	cf.Config.User = fmt.Sprintf("%d:%d", uid, uid)
-	cf.Config.Entrypoint = entrypoint
+	cf.OS, cf.Architecture = "linux", arch
+	cf.Config.User = fmt.Sprintf("%d:%d", user, user)
+	cf.Config.Entrypoint = entry
 	cf.Config.WorkingDir = "/"
 	cf.Config.Env = []string{"PATH=" + binDir}
-	cf.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":   "kshard",
-		"org.opencontainers.image.version": ref.TagStr(),
-		"org.opencontainers.image.source":  "https://github.com/kshard/kshard",
+	cf.Config.Labels = map[string]string{"org.opencontainers.image.version": ref.TagStr()}
+	for k, v := range labels {
+		cf.Config.Labels[k] = v
 	}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
@@ -125,10 +156,10 @@ func buildCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(*output), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(output), 0o755); err != nil {
 		return err
 	}
-	if err := tarball.WriteToFile(*output, ref, img); err != nil {
+	if err := tarball.WriteToFile(output, ref, img); err != nil {
 		return err
 	}
 	digest, err := img.Digest()
@@ -136,12 +167,12 @@ func buildCmd(args []string) error {
 		return err
 	}
 	fmt.Printf("image:   %s\ntarball: %s\ndigest:  %s\nload it: docker load -i %s   (or push: crane push %s %s)\n",
-		ref, *output, digest, *output, *output, ref)
+		ref, output, digest, output, output, ref)
 	return nil
 }
 
-// rootfs is the layer: the two binaries and an /etc/passwd that names the user.
-func rootfs(files map[string]string) ([]byte, error) {
+// rootfs is the layer: the binaries and an /etc/passwd that names the user.
+func rootfs(names []string, files map[string]string, user int) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	epoch := time.Unix(0, 0)
@@ -160,13 +191,13 @@ func rootfs(files map[string]string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if err := file("etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", uid, uid)); err != nil {
+	if err := file("etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", user, user)); err != nil {
 		return nil, err
 	}
-	if err := file("etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", uid)); err != nil {
+	if err := file("etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", user)); err != nil {
 		return nil, err
 	}
-	for _, n := range binaries {
+	for _, n := range names {
 		data, err := os.ReadFile(files[n])
 		if err != nil {
 			return nil, err

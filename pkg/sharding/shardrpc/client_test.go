@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -206,6 +207,57 @@ func TestRunReachesEveryReplicaOfAName(t *testing.T) {
 		if au != "coordinator-peers.test:"+port {
 			t.Fatalf("a resolved address was dialed with authority %q, want the name", au)
 		}
+	}
+}
+
+// serverNamed are credentials with a server name of their own, as TLS credentials with
+// --grpc-tls-server-name have (insecure underneath: the test is about the authority).
+type serverNamed struct {
+	credentials.TransportCredentials
+	name string
+}
+
+func (s serverNamed) Info() credentials.ProtocolInfo {
+	i := s.TransportCredentials.Info()
+	i.ServerName = s.name
+	return i
+}
+
+func (s serverNamed) Clone() credentials.TransportCredentials {
+	return serverNamed{TransportCredentials: s.TransportCredentials.Clone(), name: s.name}
+}
+
+// TestRunNameWithServerNameOverride is the chart's setup: a host name that resolves to
+// the replicas (the peers Service), dialed with credentials that verify another name (the
+// coordinator Service's, on its certificate). gRPC refuses a ClientConn whose authority
+// differs from the credentials' server name, so the shard never reached a coordinator.
+func TestRunNameWithServerNameOverride(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	f := serveFollower(t, "127.0.0.2:"+port, "")
+	lookup := func(context.Context, string) ([]string, error) { return []string{"127.0.0.2"}, nil }
+	c, err := New(Options{
+		ShardID: "s-1", Incarnation: 1, Addresses: []string{"coordinator-peers.test:" + port},
+		Credentials: serverNamed{TransportCredentials: insecure.NewCredentials(), name: "coordinator.test"}, PartitionCount: 16,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, ConnectTimeout: time.Second, LookupHost: lookup,
+	}, nopHandler{}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.count() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no session reached the replica in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

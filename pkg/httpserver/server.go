@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -129,14 +130,19 @@ func (s *Server) Handler() http.Handler {
 }
 
 // checks answers 200 "ok" when every check passes, else 503 with one line per check;
-// ?verbose lists passing checks too.
+// ?verbose lists passing checks too, and ?exclude=NAME (repeatable) leaves a check out,
+// as kube-apiserver's /readyz does (the chart's coordinator probe excludes "leader", so
+// that a follower counts as Ready for rollouts and disruption budgets).
 func (s *Server) checks(get func() map[string]Check) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		excluded := r.URL.Query()["exclude"]
 		s.mu.RLock()
 		checks := get()
 		names := make([]string, 0, len(checks))
 		for n := range checks {
-			names = append(names, n)
+			if !slices.Contains(excluded, n) {
+				names = append(names, n)
+			}
 		}
 		s.mu.RUnlock()
 		sort.Strings(names)

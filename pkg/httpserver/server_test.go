@@ -28,6 +28,7 @@ func TestEndpoints(t *testing.T) {
 		}
 		return nil
 	})
+	s.AddReadyz("lease", func() error { return nil })
 	h := s.Handler()
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
@@ -45,6 +46,8 @@ func TestEndpoints(t *testing.T) {
 		{name: "livez", path: "/livez", wantCode: 200, wantBody: "ok"},
 		{name: "readyz failing names the check", path: "/readyz", wantCode: 503, wantBody: "[-]leader failed: not the leader"},
 		{name: "readyz passing", path: "/readyz?verbose", leading: true, wantCode: 200, wantBody: "[+]leader ok"},
+		{name: "readyz excluding the failing check", path: "/readyz?exclude=leader&verbose", wantCode: 200, wantBody: "[+]lease ok"},
+		{name: "readyz excluding another check still fails", path: "/readyz?exclude=lease", wantCode: 503, wantBody: "[-]leader failed"},
 		{name: "pprof off by default", path: "/debug/pprof/", wantCode: 404},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -178,6 +179,16 @@ func run(ctx context.Context, o *Options) (int, error) {
 		}
 		return nil
 	})
+	// A replica that has seen who leads (itself or another) reached the API server and
+	// can take over: the chart's probe (/readyz?exclude=leader) counts such a follower as
+	// Ready, so that rollouts and the PodDisruptionBudget work with a standby.
+	var leaseSeen atomic.Bool
+	hsrv.AddReadyz("lease", func() error {
+		if !leaseSeen.Load() {
+			return errors.New("no leader observed yet")
+		}
+		return nil
+	})
 	hsrv.Handle("/assignments", srv.AssignmentsHandler())
 	if err := hsrv.Start(ctx); err != nil {
 		return 1, err
@@ -186,12 +197,14 @@ func run(ctx context.Context, o *Options) (int, error) {
 	lost := false
 	err = leader.Run(leadCtx, o.Leader, client, identity, leader.Callbacks{
 		OnLeading: func(ctx context.Context, t uint64, tenure *leader.Tenure) {
+			leaseSeen.Store(true)
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 			srv.SetLeaderAddress(o.AdvertiseAddress)
 			lead.run(ctx, t, tenure)
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 		},
 		OnNewLeader: func(id string) {
+			leaseSeen.Store(true)
 			log.Info("leader observed", "leader", id)
 			if id != identity {
 				srv.SetLeaderAddress(leader.AddressOf(id))

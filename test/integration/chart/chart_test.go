@@ -123,15 +123,16 @@ func TestTemplate(t *testing.T) {
 			if got := flagValue(shardArgs, "--controllers"); got != tc.controllers {
 				t.Errorf("shard --controllers = %q, want %q", got, tc.controllers)
 			}
-			// The gRPC Service selects the coordinators, whose readiness is /readyz (ready
-			// only while leading), so its endpoint is the leader.
+			// The gRPC Service selects the coordinators, Ready once they have seen who
+			// leads (/readyz without its leader check): a standby that is not Ready would
+			// stall every rolling update and the disruption budget.
 			var svc corev1.Service
 			Into(t, objs.Get(t, "Service", "kshard-coordinator"), &svc)
 			if svc.Spec.Selector["app.kubernetes.io/component"] != "coordinator" || svc.Spec.PublishNotReadyAddresses {
 				t.Errorf("coordinator Service selector %v publishNotReady %t", svc.Spec.Selector, svc.Spec.PublishNotReadyAddresses)
 			}
-			if p := coord.Spec.Template.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
-				t.Errorf("coordinator readiness probe %+v, want GET /readyz", p)
+			if p := coord.Spec.Template.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz?exclude=leader" {
+				t.Errorf("coordinator readiness probe %+v, want GET /readyz?exclude=leader", p)
 			}
 			// Shards dial every replica, Ready or not, through the headless peers Service:
 			// the leader's Service has no endpoint during a failover, until the new leader

@@ -238,11 +238,12 @@ func (c *Client) post(f func(now time.Time)) {
 
 func (c *Client) dial(ctx context.Context, tgt target) (*conn, error) {
 	opts := append(transport.DialOptions(), grpc.WithTransportCredentials(c.opts.Credentials))
+	// An address a name resolved to: TLS verifies the name, as if it were dialed.
+	// Credentials with a server name of their own (--grpc-tls-server-name, as the chart
+	// sets it) verify that name whatever the authority, and gRPC refuses a ClientConn
+	// whose authority differs from it: grpc.NewClient compares exactly this field.
+	//lint:ignore SA1019 the deprecated field is what grpc.NewClient checks the authority against
 	if tgt.authority != "" && c.opts.Credentials.Info().ServerName == "" {
-		// An address a name resolved to: TLS verifies the name, as if it were dialed.
-		// Credentials with a server name of their own (--grpc-tls-server-name, as the
-		// chart sets it) verify that name whatever the authority, and gRPC refuses a
-		// ClientConn whose authority differs from it.
 		opts = append(opts, grpc.WithAuthority(tgt.authority))
 	}
 	cc, err := grpc.NewClient(tgt.addr, opts...)

@@ -219,6 +219,7 @@ type serverNamed struct {
 
 func (s serverNamed) Info() credentials.ProtocolInfo {
 	i := s.TransportCredentials.Info()
+	//lint:ignore SA1019 as TLS credentials with a server name fill it, which grpc.NewClient checks
 	i.ServerName = s.name
 	return i
 }

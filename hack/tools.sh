@@ -158,7 +158,7 @@ ensure() {
     prometheus) build_into "$prometheus_dir" build_prometheus ;;
     node) build_into "$node_dir" build_node ;;
     cluster) ensure etcd; ensure kwok; ensure kube ;;
-    all) ensure cluster; ensure staticcheck; ensure protoc-gen; ensure helm; ensure prometheus ;;
+    all) ensure cluster; ensure staticcheck; ensure protoc-gen; ensure helm; ensure prometheus; ensure node ;;
     *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|node|cluster|all)" >&2; return 2 ;;
   esac
 }

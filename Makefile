@@ -110,8 +110,33 @@ cluster-up: ## start the local control plane (etcd, apiserver, scheduler, contro
 	$(CLUSTER) up
 
 .PHONY: cluster-down
-cluster-down: ## stop the local control plane
+cluster-down: ## stop the local control plane (and the real node's, if one runs)
 	$(CLUSTER) down
+	@if [ -d $(CURDIR)/_output/cluster-node/run ]; then $(NODE_ENV) $(CLUSTER) down; fi
+
+# The real node's control plane: a folder and ports of its own (clear of make test's,
+# the upstream's and the large cluster's), so helm-e2e never meets another test's kshard.
+NODE_ENV := KSHARD_CLUSTER_DIR=$(CURDIR)/_output/cluster-node KSHARD_ETCD_PORT=24190 KSHARD_ETCD_PEER_PORT=24200 \
+	KSHARD_APISERVER_PORT=26843 KSHARD_SCHEDULER_PORT=20659 KSHARD_KCM_PORT=20657 KSHARD_KWOK_PORT=20647
+
+.PHONY: node-up
+node-up: ## a control plane of its own (_output/cluster-node) with one real node: kubelet, containerd, kube-proxy, CoreDNS (root; hack/node.sh)
+	$(TOOLS) cluster node
+	$(NODE_ENV) $(CLUSTER) up
+	$(NODE_ENV) $(CURDIR)/hack/node.sh up
+
+.PHONY: node-down
+node-down: ## stop the real node and its control plane, leaving the machine as it was
+	$(NODE_ENV) $(CLUSTER) down
+
+.PHONY: helm-e2e
+helm-e2e: build ## the chart installed with helm on a real node: pods, fence, scaling, PDB, failover, upgrade, uninstall (run by CI; root)
+	$(TOOLS) cluster helm prometheus node
+	$(CURDIR)/hack/image.sh build
+	$(NODE_ENV) $(CLUSTER) up && $(NODE_ENV) $(CURDIR)/hack/node.sh up && \
+	  $(NODE_ENV) $(CURDIR)/hack/node.sh import $(CURDIR)/_output/image/kshard-*-linux-*.tar && \
+	  $(NODE_ENV) KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -v -timeout 20m ./test/e2e/helm; \
+	  rc=$$?; $(NODE_ENV) $(CLUSTER) down; exit $$rc
 
 .PHONY: cluster-status
 cluster-status: ## show the local control plane's processes

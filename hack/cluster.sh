@@ -38,48 +38,21 @@ run=$dir/run
 kubeconfig=$dir/kubeconfig
 components=(etcd kube-apiserver kube-scheduler kube-controller-manager kwok)
 
-# running NAME: true when NAME's pid file names a live process started from our binary.
-running() {
-  local pidfile=$run/$1.pid pid
-  [ -f "$pidfile" ] || return 1
-  pid=$(cat "$pidfile")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  # Guard against a recycled pid: the process must be the binary we started.
-  grep -qa -- "$1" "/proc/$pid/cmdline" 2>/dev/null
-}
+# shellcheck source=lib/process.sh
+. "$root/hack/lib/process.sh"
 
-# start NAME ARGS...: launches the binary detached, logging to logs/NAME.log.
+running() { proc_running "$1" "$1"; }
+
+# start NAME ARGS...: launches the tool NAME detached, logging to logs/NAME.log.
 start() {
   local name=$1; shift
-  if running "$name"; then
-    log "$name already running (pid $(cat "$run/$name.pid"))"
-    return 0
-  fi
   local bin; bin=$(tool "$name")
   [ -x "$bin" ] || die "$bin is missing: run 'make tools' (hack/tools.sh cluster)"
-  setsid "$bin" "$@" >>"$logs/$name.log" 2>&1 </dev/null &
-  local pid=$! i
-  echo "$pid" >"$run/$name.pid"
-  # Until the forked shell has exec'd the binary, /proc/PID/cmdline is the shell's and
-  # running() would take the process for dead: wait for the exec (or the exit).
-  for i in $(seq 100); do
-    grep -qa -- "$name" "/proc/$pid/cmdline" 2>/dev/null && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  log "started $name (pid $pid, log $logs/$name.log)"
+  proc_start "$name" "$name" "$bin" "$@"
 }
 
 # wait_for NAME CMD...: polls CMD until it succeeds, failing fast if NAME died.
-wait_for() {
-  local name=$1; shift
-  local deadline=$((SECONDS + ${KSHARD_START_TIMEOUT:-60}))
-  until "$@" >/dev/null 2>&1; do
-    running "$name" || { tail -n 30 "$logs/$name.log" >&2; die "$name exited; its log is $logs/$name.log"; }
-    [ $SECONDS -lt $deadline ] || { tail -n 30 "$logs/$name.log" >&2; die "$name not healthy after ${KSHARD_START_TIMEOUT:-60}s"; }
-    sleep 0.3
-  done
-}
+wait_for() { local name=$1; shift; proc_wait "$name" "$name" "${KSHARD_START_TIMEOUT:-60}" "$@"; }
 
 ca() {
   local name=$1 cn=$2
@@ -303,17 +276,7 @@ up() {
 }
 
 # stop NAME stops one component (by its pid file, if that pid still runs it).
-stop() {
-  local name=$1 pid
-  if running "$name"; then
-    pid=$(cat "$run/$name.pid")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    log "stopped $name (pid $pid)"
-  fi
-  rm -f "$run/$name.pid"
-}
+stop() { proc_stop "$1" "$1" 5; }
 
 down() {
   local i

@@ -62,56 +62,27 @@ in_netns() { "${netns_run[@]}" "$@"; }
 kubectl_() { "$(tool kubectl)" --kubeconfig "$dir/kubeconfig" "$@"; }
 ctr_() { ctr --address "$run/containerd/containerd.sock" --namespace k8s.io "$@"; }
 
-# running NAME: true when NAME's pid file names a live process started as NAME.
-running() {
-  local pidfile=$run/$1.pid pid
-  [ -f "$pidfile" ] || return 1
-  pid=$(cat "$pidfile")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  grep -qa -- "$(cat "$run/$1.cmd" 2>/dev/null || echo "$1")" "/proc/$pid/cmdline" 2>/dev/null
-}
+# shellcheck source=lib/process.sh
+. "$root/hack/lib/process.sh"
+
+# match NAME: the word of NAME's command line that start recorded.
+match() { cat "$run/$1.cmd" 2>/dev/null || echo "$1"; }
+running() { proc_running "$1" "$(match "$1")"; }
 
 # start NAME MATCH CMD...: runs CMD detached, logging to logs/NAME.log; MATCH is a word of
 # its command line that tells the process apart from a recycled pid.
 start() {
-  local name=$1 match=$2; shift 2
-  if running "$name"; then
-    log "$name already running (pid $(cat "$run/$name.pid"))"
-    return 0
-  fi
-  echo "$match" >"$run/$name.cmd"
-  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
-  local pid=$! i
-  echo "$pid" >"$run/$name.pid"
-  for i in $(seq 100); do
-    grep -qa -- "$match" "/proc/$pid/cmdline" 2>/dev/null && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  log "started $name (pid $pid, log $logs/$name.log)"
+  local name=$1
+  running "$name" || echo "$2" >"$run/$name.cmd"
+  proc_start "$@"
 }
 
 # wait_for NAME SECONDS CMD...: polls CMD until it succeeds, failing fast if NAME died.
-wait_for() {
-  local name=$1 timeout=$2; shift 2
-  local deadline=$((SECONDS + timeout))
-  until "$@" >/dev/null 2>&1; do
-    running "$name" || { tail -n 30 "$logs/$name.log" >&2; die "$name exited; its log is $logs/$name.log"; }
-    [ $SECONDS -lt $deadline ] || { tail -n 30 "$logs/$name.log" >&2; die "$name not ready after ${timeout}s; its log is $logs/$name.log"; }
-    sleep 0.5
-  done
-}
+wait_for() { local name=$1 timeout=$2; shift 2; proc_wait "$name" "$(match "$name")" "$timeout" "$@"; }
 
 stop() {
-  local name=$1 pid
-  if running "$name"; then
-    pid=$(cat "$run/$name.pid")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    log "stopped $name (pid $pid)"
-  fi
-  rm -f "$run/$name.pid" "$run/$name.cmd"
+  proc_stop "$1" "$(match "$1")" 10
+  rm -f "$run/$1.cmd"
 }
 
 # packages: Debian's containerd, runc, CNI plugins, iptables (kube-proxy), conntrack,

@@ -282,7 +282,7 @@ down() {
   local i
   # A real node (hack/node.sh) goes first: its containers, mounts and network namespace.
   if [ -d "$dir/node" ]; then
-    "$root/hack/node.sh" down
+    "$root/hack/node.sh" down || log "warning: hack/node.sh down failed; stopping the control plane anyway"
   fi
   for ((i = ${#components[@]} - 1; i >= 0; i--)); do
     stop "${components[i]}"

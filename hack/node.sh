@@ -48,6 +48,11 @@ label=kshard.io/real-node
 pause_image=kshard.local/pause:1
 coredns_image=kshard.local/coredns:1
 components=(api-relay-host api-relay-node containerd kubelet kube-proxy)
+# Paths outside the node's folder that the kubelet, containerd and CNI create whatever
+# they are told (the device-plugin socket, the log symlinks, shim sockets, CNI's result
+# cache, ip's /run/netns mount). up records which of them did not exist; down removes
+# exactly those.
+host_paths=(/var/lib/kubelet /var/log/containers /run/containerd /var/lib/cni /run/netns)
 # The kernel settings the kubelet sets on start (setupKernelTunables); down restores them.
 kubelet_sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
@@ -218,6 +223,8 @@ state = "$run/containerd/state"
   # This machine's root lacks CAP_SYS_RESOURCE: no process may lower an oom_score_adj
   # below its own, and the kubelet asks -998 for every pod sandbox. Clamp to containerd's.
   restrict_oom_score_adj = true
+  # Pod network namespaces under the state folder, not /run/netns beside others'.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -225,6 +232,7 @@ state = "$run/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "$run/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$node_dir/cni"
@@ -296,8 +304,18 @@ save_sysctls() {
   [ -f "$node_dir/sysctl.orig" ] && return 0
   local s
   for s in "${kubelet_sysctls[@]}"; do
-    [ -e "/proc/sys/${s//.//}" ] && echo "$s=$(sysctl -n "$s")"
+    if [ -e "/proc/sys/${s//.//}" ]; then echo "$s=$(sysctl -n "$s")"; fi
   done >"$node_dir/sysctl.orig"
+}
+
+# record_host_paths notes which of host_paths do not exist yet (once, before anything
+# runs): down removes those.
+record_host_paths() {
+  [ -f "$node_dir/created-paths" ] && return 0
+  local p
+  for p in "${host_paths[@]}"; do
+    if [ ! -e "$p" ]; then echo "$p"; fi
+  done >"$node_dir/created-paths"
 }
 
 # images: the pause and CoreDNS images, built once into the tool cache.
@@ -365,7 +383,10 @@ EOF
   cp "$node_dir/pki/coredns.crt" "$node_dir/pki/coredns.key" "$node_dir/coredns/"
   sed "s#$pki/ca.crt#/etc/coredns/ca.crt#; s#$node_dir/pki/coredns#/etc/coredns/coredns#" \
     "$node_dir/coredns.kubeconfig" >"$node_dir/coredns/kubeconfig"
-  chmod 0644 "$node_dir/coredns/"*
+  # Readable by CoreDNS's user only: the key lists and watches Services cluster-wide.
+  chown 65532:65532 "$node_dir/coredns/"*
+  chmod 0600 "$node_dir/coredns/"*
+  chmod 0644 "$node_dir/coredns/Corefile" "$node_dir/coredns/ca.crt"
   cat >"$node_dir/manifests/coredns.yaml" <<EOF
 apiVersion: v1
 kind: Pod
@@ -421,10 +442,13 @@ EOF
 up() {
   [ -f "$dir/kubeconfig" ] && kubectl_ get --raw /readyz >/dev/null 2>&1 ||
     die "the control plane in $dir is not up: run hack/cluster.sh up (make cluster-up) first"
+  [ "$(stat -fc %T /sys/fs/cgroup)" = tmpfs ] ||
+    die "the node supports cgroup v1 hosts only (this is what these machines mount); /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup)"
   packages
   "$root/hack/tools.sh" node
   check_subnets
   mkdir -p "$run" "$logs"
+  record_host_paths
   network
   certs kubelet "system:node:$node_name" system:nodes
   certs kube-proxy system:kube-proxy ""
@@ -465,7 +489,7 @@ kill_cgroup_procs() {
   local f pids
   [ -d "/sys/fs/cgroup/pids/$cgroup_root" ] || [ -d "/sys/fs/cgroup/memory/$cgroup_root" ] || return 0
   for _ in 1 2 3; do
-    pids=$(find /sys/fs/cgroup/*/"$cgroup_root" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
+    pids=$( (find /sys/fs/cgroup/*/"$cgroup_root" -name cgroup.procs -exec cat {} + 2>/dev/null || true) | sort -u)
     [ -n "$pids" ] || return 0
     # shellcheck disable=SC2086
     kill -9 $pids 2>/dev/null || true
@@ -492,16 +516,44 @@ unmount_all() {
     [ -n "$m" ] || break
     while read -r p; do umount -l "$p" 2>/dev/null || true; done <<<"$m"
   done
-  # Pod network namespaces containerd pinned under /run/netns (cni-…).
-  for m in /run/netns/cni-*; do
-    [ -e "$m" ] || continue
-    grep -q "$m" /proc/self/mounts && umount -l "$m" 2>/dev/null || true
-    rm -f "$m"
-  done
+}
+
+# drain_pods stops the node's pods the way the kubelet does, so that CNI releases their
+# addresses and containerd and runc clean up after them: the static pod's manifest goes,
+# the node is cordoned, its pods deleted; then it waits (at most 60s) for no task to run.
+drain_pods() {
+  running kubelet && running containerd || return 0
+  rm -f "$node_dir/manifests/"*.yaml
+  kubectl_ --request-timeout=10s cordon "$node_name" >/dev/null 2>&1 || true
+  kubectl_ --request-timeout=10s delete pods --all-namespaces --field-selector "spec.nodeName=$node_name" \
+    --grace-period=5 --wait=false >/dev/null 2>&1 || true
+  local deadline=$((SECONDS + 60))
+  while [ -n "$(ctr_ tasks ls -q 2>/dev/null || true)" ] && [ $SECONDS -lt $deadline ]; do sleep 1; done
+  if [ -n "$(ctr_ tasks ls -q 2>/dev/null || true)" ]; then
+    log "warning: containers still running after 60s; killing them"
+  else
+    log "stopped the node's pods"
+  fi
+}
+
+# remove_host_paths removes what up recorded as created by the node.
+remove_host_paths() {
+  [ -f "$node_dir/created-paths" ] || return 0
+  local p
+  while read -r p; do
+    [ -n "$p" ] || continue
+    if [ "$p" = /run/netns ]; then
+      # ip makes /run/netns a mount point of its own on first use.
+      while grep -q " /run/netns " /proc/self/mounts; do umount /run/netns 2>/dev/null || umount -l /run/netns || break; done
+    fi
+    rm -rf "$p"
+  done <"$node_dir/created-paths"
+  rm -f "$node_dir/created-paths"
 }
 
 down() {
-  kubectl_ delete node "$node_name" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  drain_pods
+  kubectl_ --request-timeout=10s delete node "$node_name" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   local i
   for ((i = ${#components[@]} - 1; i >= 0; i--)); do
     stop "${components[i]}"
@@ -513,17 +565,21 @@ down() {
   unmount_all
   remove_cgroups
   if ip netns list 2>/dev/null | grep -qw "$netns"; then
-    ip netns delete "$netns"
+    ip netns delete "$netns" || log "warning: could not delete network namespace $netns"
     log "deleted network namespace $netns (its links, addresses and iptables rules)"
   fi
   if [ -f "$node_dir/sysctl.orig" ]; then
+    # shellcheck disable=SC2046
     sysctl -qw $(cat "$node_dir/sysctl.orig") >/dev/null || log "warning: could not restore $(cat "$node_dir/sysctl.orig")"
     rm -f "$node_dir/sysctl.orig"
     log "restored the kernel settings the kubelet changed"
   fi
-  # The kubelet's symlinks to its container logs.
+  # The kubelet's symlinks to its container logs, and CNI's cached results of the node's
+  # network (where those folders were there before the node).
   find /var/log/containers -maxdepth 1 -type l -lname "$node_dir/*" -delete 2>/dev/null || true
-  rm -rf "$node_dir/kubelet" "$node_dir/containerd" "$node_dir/pod-logs" "$node_dir/cni-ipam" "$run"
+  rm -f /var/lib/cni/results/kshard-node-* 2>/dev/null || true
+  remove_host_paths
+  rm -rf "$node_dir/kubelet" "$node_dir/containerd" "$node_dir/pod-logs" "$node_dir/cni-ipam" "$node_dir/audit" "$run"
 }
 
 status() {

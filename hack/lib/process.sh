@@ -47,14 +47,16 @@ proc_wait() {
   done
 }
 
-# proc_stop NAME MATCH SECONDS: SIGTERM, then SIGKILL after SECONDS.
+# proc_stop NAME MATCH SECONDS: SIGTERM, then SIGKILL after SECONDS, to the process's
+# whole group (proc_start's setsid made it the leader): a forking server's children
+# (socat's per-connection processes) go with it.
 proc_stop() {
   local name=$1 match=$2 grace=$3 pid
   if proc_running "$name" "$match"; then
     pid=$(cat "$run/$name.pid")
-    kill "$pid" 2>/dev/null || true
+    kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
     for _ in $(seq $((grace * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+    kill -9 -- -"$pid" 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
     log "stopped $name (pid $pid)"
   fi
   rm -f "$run/$name.pid"

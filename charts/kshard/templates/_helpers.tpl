@@ -67,8 +67,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* The coordinator's gRPC Service: it has the leader as its only endpoint (only the leader
-is Ready). Its name is the one in the serving certificate, which shards verify. */}}
+{{/* The coordinator's gRPC Service: every Ready replica, the leader and its standby (which
+names the leader). Its name is the one in the serving certificate, which shards verify. */}}
 {{- define "kshard.coordinator.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "kshard.coordinator.fullname" .) .Release.Namespace }}
 {{- end }}

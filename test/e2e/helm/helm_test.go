@@ -173,7 +173,8 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// leader returns the coordinator pod that leads: the Ready one (a follower is not Ready).
+// leader returns the coordinator pod that leads: the one whose plain /readyz answers 200
+// (the chart's probe leaves the leader check out, so both pods are Ready).
 func (e *e2e) leader(t *testing.T) *corev1.Pod {
 	t.Helper()
 	var leader *corev1.Pod
@@ -434,8 +435,16 @@ func (e *e2e) scale(t *testing.T) {
 		a := e.waitOwned(t, n, 3*time.Minute)
 		t.Logf("scaled to %d: every partition owned again after %s: %s", n, time.Since(start).Round(time.Second), shardSummary(a))
 	}
-	// Evict every shard pod, as kubectl drain does, one request each.
+	// Evict every shard pod, as kubectl drain does, one request each, once the budget
+	// has caught up with the 2 Ready shards.
 	ctx := context.Background()
+	framework.Eventually(t, time.Minute, "the shards' PodDisruptionBudget allows one disruption", func(ctx context.Context) (bool, error) {
+		pdb, err := e.f.Client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, "kshard-shard", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == 2 && pdb.Status.DisruptionsAllowed == 1, nil
+	})
 	pods := e.pods(t, "shard")
 	var evicted, refused []string
 	for _, p := range pods {
@@ -498,7 +507,10 @@ func (e *e2e) reinstall(t *testing.T) {
 			labelled++
 		}
 	}
-	t.Logf("%d of %d workload namespaces still carry %s", labelled, len(e.workload), ownerrecord.DefaultPartitionLabel)
+	if labelled != len(e.workload) {
+		t.Fatalf("after helm uninstall, %d of %d workload namespaces carry %s; the reinstall is meant to meet them labelled", labelled, len(e.workload), ownerrecord.DefaultPartitionLabel)
+	}
+	t.Logf("all %d workload namespaces still carry %s", len(e.workload), ownerrecord.DefaultPartitionLabel)
 
 	e.helmInstall(t)
 	a := e.waitOwned(t, 3, 2*time.Minute)

@@ -67,6 +67,12 @@ func (e *e2e) upgrade(t *testing.T, more []string) {
 // prints the release's pods, events and logs.
 func TestHelmOnRealNode(t *testing.T) {
 	f := framework.Get(t)
+	// The node is make helm-e2e's (hack/node.sh up): without it nothing of the release
+	// would schedule, and the cluster's kube-controller-manager is not this test's to
+	// restart.
+	if n, err := f.Client.CoreV1().Nodes().Get(context.Background(), "kshard-node", metav1.GetOptions{}); err != nil || n.Labels[realNode] != "true" {
+		t.Fatalf("no real node kshard-node in the cluster of %s (%v): run make helm-e2e, which starts a control plane with one (hack/node.sh)", f.Kubeconfig, err)
+	}
 	e := &e2e{parent: t, f: f}
 	e.values = e.installValues(t)
 	e.version = appVersion(t)

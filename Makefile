@@ -130,8 +130,8 @@ node-down: ## stop the real node and its control plane, leaving the machine as i
 	$(NODE_ENV) $(CLUSTER) down
 
 .PHONY: helm-e2e
-helm-e2e: build ## the chart installed with helm on a real node: pods, fence, scaling, PDB, failover, upgrade, uninstall (run by CI; root)
-	$(TOOLS) cluster helm node
+helm-e2e: build ## the chart installed with helm on a real node: pods, fence, scaling, PDB, failover, upgrade, Prometheus and the dashboards, uninstall (run by CI; root)
+	$(TOOLS) cluster helm node prometheus
 	$(CURDIR)/hack/image.sh build
 	$(NODE_ENV) $(CLUSTER) up && $(NODE_ENV) $(CURDIR)/hack/node.sh up && \
 	  $(NODE_ENV) $(CURDIR)/hack/node.sh import $(CURDIR)/_output/image/kshard-*-linux-*.tar && \

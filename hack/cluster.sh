@@ -40,6 +40,8 @@ components=(etcd kube-apiserver kube-scheduler kube-controller-manager kwok)
 
 # shellcheck source=lib/process.sh
 . "$root/hack/lib/process.sh"
+# shellcheck source=lib/pki.sh
+. "$root/hack/lib/pki.sh"
 
 running() { proc_running "$1" "$1"; }
 
@@ -61,27 +63,8 @@ ca() {
     -keyout "$pki/$name.key" -out "$pki/$name.crt" 2>/dev/null
 }
 
-# signed CA NAME CN ORG [SANs]: a key and a certificate signed by CA.
-signed() {
-  local ca=$1 name=$2 cn=$3 org=$4 sans=${5:-}
-  [ -f "$pki/$name.crt" ] && return 0
-  local ext=$pki/$name.ext subj="/CN=$cn"
-  [ -n "$org" ] && subj="/O=$org$subj"
-  {
-    echo "basicConstraints=CA:FALSE"
-    echo "keyUsage=critical,digitalSignature,keyEncipherment"
-    if [ -n "$sans" ]; then
-      echo "extendedKeyUsage=serverAuth,clientAuth"
-      echo "subjectAltName=$sans"
-    else
-      echo "extendedKeyUsage=clientAuth"
-    fi
-  } >"$ext"
-  openssl req -new -newkey rsa:2048 -nodes -keyout "$pki/$name.key" -subj "$subj" -out "$pki/$name.csr" 2>/dev/null
-  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/$ca.crt" -CAkey "$pki/$ca.key" -CAcreateserial \
-    -days 3650 -sha256 -extfile "$ext" -out "$pki/$name.crt" 2>/dev/null
-  rm -f "$pki/$name.csr" "$ext"
-}
+# signed CA NAME CN ORG [SANs]: NAME's key and certificate in the PKI folder, signed by CA.
+signed() { pki_signed "$pki/$1" "$pki/$2" "${@:3}"; }
 
 make_pki() {
   mkdir -p "$pki"
@@ -102,29 +85,7 @@ make_pki() {
 }
 
 # write_kubeconfig FILE USER: a kubeconfig that authenticates with USER's certificate.
-write_kubeconfig() {
-  local file=$1 user=$2
-  cat >"$file" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: kshard-local
-  cluster:
-    server: https://127.0.0.1:$api_port
-    certificate-authority: $pki/ca.crt
-users:
-- name: $user
-  user:
-    client-certificate: $pki/$user.crt
-    client-key: $pki/$user.key
-contexts:
-- name: kshard-local
-  context:
-    cluster: kshard-local
-    user: $user
-current-context: kshard-local
-EOF
-}
+write_kubeconfig() { pki_kubeconfig "$1" "https://127.0.0.1:$api_port" "$pki/ca.crt" "$2" "$pki/$2"; }
 
 # kshard_controllers: the kube-controller-manager controllers kshard implements, by their
 # canonical names, as the shard's controller descriptors list them (the first column of

@@ -7,8 +7,10 @@
 #
 #   hack/image.sh [build|verify]
 #
-# KSHARD_IMAGE_REPOSITORY (default kshard/kshard), KSHARD_IMAGE_OUT (default _output/image)
-# and GOARCH (default the host's) change what is built.
+# KSHARD_IMAGE_REPOSITORY (default kshard/kshard), KSHARD_IMAGE_TAG (default the
+# appVersion), KSHARD_IMAGE_OUT (default _output/image), GOARCH (default the host's) and
+# KSHARD_IMAGE_SHARD_PACKAGE (default ./cmd/shard; a test's shard command with controllers
+# of its own, e.g. ./test/cmd/audit-shard) change what is built.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -18,16 +20,20 @@ version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' charts/ksha
 repo=${KSHARD_IMAGE_REPOSITORY:-kshard/kshard}
 out=${KSHARD_IMAGE_OUT:-$root/_output/image}
 arch=${GOARCH:-$(go env GOARCH)}
-tag=$repo:$version
-tarball=$out/kshard-$version-linux-$arch.tar
+image_tag=${KSHARD_IMAGE_TAG:-$version}
+shard_pkg=${KSHARD_IMAGE_SHARD_PACKAGE:-./cmd/shard}
+tag=$repo:$image_tag
+tarball=$out/kshard-$image_tag-linux-$arch.tar
 imagetool() { (cd "$root/hack/tools/image" && go run -mod=readonly . "$@"); }
 
 case ${1:-build} in
   build)
     mkdir -p "$out/bin"
-    GOOS=linux GOARCH=$arch CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/kshard/kshard/pkg/version.Version=$version" \
-      -o "$out/bin/" ./cmd/coordinator ./cmd/shard
+    for bin in coordinator:./cmd/coordinator "shard:$shard_pkg"; do
+      GOOS=linux GOARCH=$arch CGO_ENABLED=0 go build -trimpath \
+        -ldflags "-s -w -X github.com/kshard/kshard/pkg/version.Version=$version" \
+        -o "$out/bin/${bin%%:*}" "${bin#*:}"
+    done
     imagetool build --coordinator "$out/bin/coordinator" --shard "$out/bin/shard" \
       --tag "$tag" --arch "$arch" --output "$tarball"
     ;;

@@ -69,6 +69,8 @@ ctr_() { ctr --address "$run/containerd/containerd.sock" --namespace k8s.io "$@"
 
 # shellcheck source=lib/process.sh
 . "$root/hack/lib/process.sh"
+# shellcheck source=lib/pki.sh
+. "$root/hack/lib/pki.sh"
 
 # match NAME: the word of NAME's command line that start recorded.
 match() { cat "$run/$1.cmd" 2>/dev/null || echo "$1"; }
@@ -154,39 +156,14 @@ network() {
   in_netns sysctl -qw net.ipv4.conf.all.route_localnet=1
 }
 
+# certs NAME CN ORG: a client certificate of the node's component NAME.
 certs() {
-  local name=$1 cn=$2 org=$3
-  [ -f "$node_dir/pki/$name.crt" ] && return 0
   mkdir -p "$node_dir/pki"
-  openssl req -new -newkey rsa:2048 -nodes -keyout "$node_dir/pki/$name.key" -subj "/O=$org/CN=$cn" \
-    -out "$node_dir/pki/$name.csr" 2>/dev/null
-  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >"$node_dir/pki/$name.ext"
-  openssl x509 -req -in "$node_dir/pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-    -days 3650 -sha256 -extfile "$node_dir/pki/$name.ext" -out "$node_dir/pki/$name.crt" 2>/dev/null
-  rm -f "$node_dir/pki/$name.csr" "$node_dir/pki/$name.ext"
+  pki_signed "$pki/ca" "$node_dir/pki/$1" "$2" "$3"
 }
 
-kubeconfig() {
-  local user=$1
-  cat >"$node_dir/$user.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: kshard-local
-  cluster:
-    server: https://127.0.0.1:$api_port
-    certificate-authority: $pki/ca.crt
-users:
-- name: $user
-  user:
-    client-certificate: $node_dir/pki/$user.crt
-    client-key: $node_dir/pki/$user.key
-contexts:
-- name: kshard-local
-  context: {cluster: kshard-local, user: $user}
-current-context: kshard-local
-EOF
-}
+# kubeconfig USER: USER's kubeconfig for the API server's address inside the namespace.
+kubeconfig() { pki_kubeconfig "$node_dir/$1.kubeconfig" "https://127.0.0.1:$api_port" "$pki/ca.crt" "$1" "$node_dir/pki/$1"; }
 
 write_configs() {
   mkdir -p "$node_dir/cni" "$node_dir/containerd" "$node_dir/kubelet" "$node_dir/pod-logs" "$run/containerd"
@@ -381,8 +358,7 @@ coredns() {
 EOF
   cp "$pki/ca.crt" "$node_dir/coredns/ca.crt"
   cp "$node_dir/pki/coredns.crt" "$node_dir/pki/coredns.key" "$node_dir/coredns/"
-  sed "s#$pki/ca.crt#/etc/coredns/ca.crt#; s#$node_dir/pki/coredns#/etc/coredns/coredns#" \
-    "$node_dir/coredns.kubeconfig" >"$node_dir/coredns/kubeconfig"
+  pki_kubeconfig "$node_dir/coredns/kubeconfig" "https://127.0.0.1:$api_port" /etc/coredns/ca.crt coredns /etc/coredns/coredns
   # Readable by CoreDNS's user only: the key lists and watches Services cluster-wide.
   chown 65532:65532 "$node_dir/coredns/"*
   chmod 0600 "$node_dir/coredns/"*
@@ -455,7 +431,6 @@ up() {
   certs coredns kshard-node:coredns ""
   kubeconfig kubelet
   kubeconfig kube-proxy
-  kubeconfig coredns
   write_configs
   cgroups
 

@@ -655,6 +655,9 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 		}
 	}
 	b.Logf("%s: Ready after %s", name, r.toReady.Round(10*time.Millisecond))
+	// The heap as the last garbage collection before Ready left it: the start's transient,
+	// which sets the peak RSS, where the settled profile below no longer shows it.
+	bn.saveProfiles(b, name, procs, "heap-ready", "/debug/pprof/heap", 30*time.Second)
 
 	// The first change, right after Ready.
 	touched := map[string]int32{}

@@ -3,8 +3,9 @@
 // kubelet, containerd, kube-proxy and CoreDNS in a network namespace of its own) runs
 // kshard's pods from the image `make image` builds, while kwok's nodes run the workloads.
 // The steps are a user's: install, a workload and the fence, scaling and the disruption
-// budget, a coordinator failover and an upgrade, uninstall and reinstall (the issue's
-// step 5, Prometheus scraping the pods for the dashboards, is not here yet).
+// budget, a coordinator failover and an upgrade, Prometheus scraping the pods through a
+// scrape configuration made from the chart's ServiceMonitor with every dashboard query
+// returning data (test/framework/dashcheck), uninstall and reinstall.
 // Each step logs what it checked; a failed step prints the release's pods, events and
 // container logs.
 //

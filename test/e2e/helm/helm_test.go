@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,10 +19,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
@@ -48,8 +54,9 @@ type e2e struct {
 	parent *testing.T
 	f      *framework.Framework
 	values []string // helm flags: the chart's defaults plus the image and root CA
-	// workload are the sample workload's namespaces.
-	workload []string
+	// workload are the sample workload's namespaces; dashboardLoad step 5's.
+	workload      []string
+	dashboardLoad []string
 	// version is the chart's appVersion, the image's tag.
 	version string
 }
@@ -87,6 +94,7 @@ func TestHelmOnRealNode(t *testing.T) {
 		{"2_workload_and_fence", e.workloadAndFence},
 		{"3_scale_and_disruption_budget", e.scale},
 		{"4_coordinator_failover_and_upgrade", e.failoverAndUpgrade},
+		{"5_prometheus_and_dashboards", e.prometheusAndDashboards},
 		{"6_uninstall_and_reinstall", e.reinstall},
 	}
 	for _, s := range steps {
@@ -185,22 +193,32 @@ func (e *e2e) leader(t *testing.T) *corev1.Pod {
 	t.Helper()
 	var leader *corev1.Pod
 	framework.Eventually(t, 60*time.Second, "one coordinator pod leads (Ready)", func(ctx context.Context) (bool, error) {
-		leader = nil
-		for _, p := range e.pods(t, "coordinator") {
-			if !podReady(p) || p.Status.PodIP == "" {
-				continue
-			}
-			code, _, err := podGet(ctx, p, httpPort, "/readyz")
-			if err == nil && code == 200 {
-				if leader != nil {
-					return false, nil
-				}
-				leader = p
-			}
-		}
-		return leader != nil, nil
+		var err error
+		leader, err = e.leaderPod(ctx, t)
+		return err == nil, err
 	})
 	return leader
+}
+
+// leaderPod is the coordinator pod that leads now, or an error saying why there is none.
+func (e *e2e) leaderPod(ctx context.Context, t *testing.T) (*corev1.Pod, error) {
+	var leader *corev1.Pod
+	for _, p := range e.pods(t, "coordinator") {
+		if !podReady(p) || p.Status.PodIP == "" {
+			continue
+		}
+		code, _, err := podGet(ctx, p, httpPort, "/readyz")
+		if err == nil && code == 200 {
+			if leader != nil {
+				return nil, fmt.Errorf("both %s and %s answer as the leader", leader.Name, p.Name)
+			}
+			leader = p
+		}
+	}
+	if leader == nil {
+		return nil, errors.New("no coordinator pod leads")
+	}
+	return leader, nil
 }
 
 // waitOwned waits until the leader's assignments are converged, every partition owned by
@@ -209,22 +227,17 @@ func (e *e2e) leader(t *testing.T) *corev1.Pod {
 func (e *e2e) waitOwned(t *testing.T, want int, timeout time.Duration) coordinatorrpc.Assignments {
 	t.Helper()
 	var a coordinatorrpc.Assignments
-	var why string
-	deadline := time.Now().Add(timeout)
-	for {
-		why = e.ownedProblem(t, want, &a)
-		if why == "" {
-			return a
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, why)
-		}
-		time.Sleep(time.Second)
-	}
+	framework.Eventually(t, timeout, fmt.Sprintf("every partition owned by the %d shard pods", want), func(ctx context.Context) (bool, error) {
+		var err error
+		a, err = e.owned(ctx, t, want)
+		return err == nil, err
+	})
+	return a
 }
 
-func (e *e2e) ownedProblem(t *testing.T, want int, a *coordinatorrpc.Assignments) string {
-	ctx := context.Background()
+// owned returns the leader's assignments if they are as waitOwned wants, or what is not.
+func (e *e2e) owned(ctx context.Context, t *testing.T, want int) (coordinatorrpc.Assignments, error) {
+	var a coordinatorrpc.Assignments
 	pods := e.pods(t, "shard")
 	names := map[string]bool{}
 	for _, p := range pods {
@@ -233,37 +246,39 @@ func (e *e2e) ownedProblem(t *testing.T, want int, a *coordinatorrpc.Assignments
 		}
 	}
 	if len(names) != want || len(pods) != want {
-		return fmt.Sprintf("%d shard pods, %d Ready, want %d", len(pods), len(names), want)
+		return a, fmt.Errorf("%d shard pods, %d Ready, want %d", len(pods), len(names), want)
 	}
-	leader := e.leader(t)
-	var err error
-	if *a, err = assignments(ctx, leader, httpPort); err != nil {
-		return err.Error()
+	leader, err := e.leaderPod(ctx, t)
+	if err != nil {
+		return a, err
+	}
+	if a, err = assignments(ctx, leader, httpPort); err != nil {
+		return a, err
 	}
 	if !a.Converged || a.MovesInFlight != 0 {
-		return fmt.Sprintf("assignments not converged (%d moves in flight, by state %v)", a.MovesInFlight, a.ByState)
+		return a, fmt.Errorf("assignments not converged (%d moves in flight, by state %v)", a.MovesInFlight, a.ByState)
 	}
 	owned := 0
 	for _, s := range a.Shards {
 		if !names[s.Shard] {
 			if len(s.PartitionIDs) > 0 {
-				return fmt.Sprintf("shard %s owns %d partitions but is no Ready shard pod", s.Shard, len(s.PartitionIDs))
+				return a, fmt.Errorf("shard %s owns %d partitions but is no Ready shard pod", s.Shard, len(s.PartitionIDs))
 			}
 			continue
 		}
 		if !s.Connected || s.Fenced || len(s.PartitionIDs) == 0 {
-			return fmt.Sprintf("shard %s: connected %t, fenced %t, %d partitions", s.Shard, s.Connected, s.Fenced, len(s.PartitionIDs))
+			return a, fmt.Errorf("shard %s: connected %t, fenced %t, %d partitions", s.Shard, s.Connected, s.Fenced, len(s.PartitionIDs))
 		}
 		owned += len(s.PartitionIDs)
 		delete(names, s.Shard)
 	}
 	if len(names) > 0 {
-		return fmt.Sprintf("shard pods the coordinator does not know: %v", names)
+		return a, fmt.Errorf("shard pods the coordinator does not know: %v", names)
 	}
 	if owned != a.PartitionCount {
-		return fmt.Sprintf("%d of %d partitions owned", owned, a.PartitionCount)
+		return a, fmt.Errorf("%d of %d partitions owned", owned, a.PartitionCount)
 	}
-	return ""
+	return a, nil
 }
 
 // install: helm install; every pod Running and Ready through its own probes, as a non-root
@@ -486,15 +501,9 @@ func (e *e2e) reinstall(t *testing.T) {
 	// controllers again (its garbage collector removes the release's ReplicaSets and pods).
 	e.kcmRunsKShardControllers(t, true)
 	e.helm(t, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
-	var left []string
-	for _, o := range objs {
-		args := []string{"get", strings.ToLower(o.GetKind()), o.GetName(), "--ignore-not-found", "-o", "name"}
-		if o.GetNamespace() != "" || namespaced(o.GetKind()) {
-			args = append(args, "-n", namespace)
-		}
-		if out := strings.TrimSpace(e.kubectl(t, args...)); out != "" {
-			left = append(left, out)
-		}
+	left, err := e.remaining(ctx, objs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(left) > 0 {
 		t.Fatalf("helm uninstall left %v", left)
@@ -537,8 +546,37 @@ func (e *e2e) reinstall(t *testing.T) {
 	t.Logf("after the reinstall, kshard scaled the %d sample Deployments to 3", len(e.workload))
 }
 
-func namespaced(kind string) bool {
-	return !slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Namespace"}, kind)
+// remaining returns which of objs still exist, found by their kinds' scope as the API
+// server's discovery says it (a namespaced object in the release's namespace).
+func (e *e2e) remaining(ctx context.Context, objs chart.Objects) ([]string, error) {
+	disco, err := discovery.NewDiscoveryClientForConfig(e.f.Config)
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	dyn, err := dynamic.NewForConfig(e.f.Config)
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+		ri := dynamic.ResourceInterface(dyn.Resource(m.Resource))
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ri = dyn.Resource(m.Resource).Namespace(namespace)
+		}
+		switch _, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{}); {
+		case err == nil:
+			left = append(left, gvk.Kind+"/"+o.GetName())
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+	}
+	return left, nil
 }
 
 func kinds(objs chart.Objects) string {
@@ -556,15 +594,20 @@ func kinds(objs chart.Objects) string {
 
 func (e *e2e) kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	kubectl, err := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "tools.sh"), "path", "kubectl").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(strings.TrimSpace(string(kubectl)), append([]string{"--kubeconfig", e.f.Kubeconfig}, args...)...).CombinedOutput()
+	out, err := e.kubectlCommand(args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// kubectlCommand is the tool cache's kubectl with the cluster's admin kubeconfig.
+func (e *e2e) kubectlCommand(args ...string) *exec.Cmd {
+	bin := "kubectl"
+	if out, err := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "tools.sh"), "path", "kubectl").Output(); err == nil {
+		bin = strings.TrimSpace(string(out))
+	}
+	return exec.Command(bin, append([]string{"--kubeconfig", e.f.Kubeconfig}, args...)...)
 }
 
 // dump prints what a user would look at when a step fails: the release's pods, the
@@ -575,18 +618,17 @@ func (e *e2e) dump(t *testing.T) {
 		{"describe", "pods", "-n", namespace},
 		{"get", "events", "-n", namespace, "--sort-by=.lastTimestamp"},
 	} {
-		kubectl, _ := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "tools.sh"), "path", "kubectl").Output()
-		out, _ := exec.Command(strings.TrimSpace(string(kubectl)), append([]string{"--kubeconfig", e.f.Kubeconfig}, args...)...).CombinedOutput()
+		out, _ := e.kubectlCommand(args...).CombinedOutput()
 		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
 	}
 	t.Logf("the release's container logs:\n%s", podLogs(namespace))
 }
 
-// waitNamespacesGone waits until the workload's namespaces, deleted when the test ends,
+// waitNamespacesGone waits until the test's namespaces, deleted when the test ends,
 // are finished.
 func (e *e2e) waitNamespacesGone(t *testing.T) {
 	framework.Eventually(t, 2*time.Minute, "the workload namespaces finished", func(ctx context.Context) (bool, error) {
-		for _, ns := range e.workload {
+		for _, ns := range slices.Concat(e.workload, e.dashboardLoad) {
 			if _, err := e.f.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return false, err
 			}

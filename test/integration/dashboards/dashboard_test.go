@@ -2,269 +2,19 @@ package dashboards
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
-	"github.com/kshard/kshard/test/framework"
+	"github.com/kshard/kshard/test/framework/dashcheck"
 )
-
-// dashboard is the part of Grafana's dashboard model the tests read.
-type dashboard struct {
-	File          string `json:"-"`
-	UID           string `json:"uid"`
-	Title         string `json:"title"`
-	SchemaVersion int    `json:"schemaVersion"`
-	Templating    struct {
-		List []variable `json:"list"`
-	} `json:"templating"`
-	Panels []panel `json:"panels"`
-}
-
-type variable struct {
-	Name       string          `json:"name"`
-	Type       string          `json:"type"`
-	Query      json.RawMessage `json:"query"`
-	Definition string          `json:"definition"`
-	IncludeAll bool            `json:"includeAll"`
-	AllValue   string          `json:"allValue"`
-	Multi      bool            `json:"multi"`
-}
-
-type panel struct {
-	ID         int        `json:"id"`
-	Type       string     `json:"type"`
-	Title      string     `json:"title"`
-	GridPos    *gridPos   `json:"gridPos"`
-	Datasource datasource `json:"datasource"`
-	Targets    []target   `json:"targets"`
-	Panels     []panel    `json:"panels"` // a collapsed row's panels
-}
-
-type gridPos struct{ H, W, X, Y int }
-
-type datasource struct {
-	Type string `json:"type"`
-	UID  string `json:"uid"`
-}
-
-type target struct {
-	RefID      string     `json:"refId"`
-	Expr       string     `json:"expr"`
-	Instant    bool       `json:"instant"`
-	Datasource datasource `json:"datasource"`
-}
-
-// query returns the variable's PromQL query: Grafana stores it either as a string or as
-// an object whose "query" field holds it.
-func (v variable) query() (string, error) {
-	if len(v.Query) == 0 {
-		return v.Definition, nil
-	}
-	var s string
-	if err := json.Unmarshal(v.Query, &s); err == nil {
-		return s, nil
-	}
-	var o struct {
-		Query string `json:"query"`
-	}
-	if err := json.Unmarshal(v.Query, &o); err != nil {
-		return "", fmt.Errorf("variable %s: query is neither a string nor an object with a query: %v", v.Name, err)
-	}
-	return o.Query, nil
-}
-
-// leaves returns every non-row panel, those inside collapsed rows included.
-func (d *dashboard) leaves() []panel {
-	var out []panel
-	var walk func([]panel)
-	walk = func(ps []panel) {
-		for _, p := range ps {
-			if p.Type == "row" {
-				walk(p.Panels)
-				continue
-			}
-			out = append(out, p)
-		}
-	}
-	walk(d.Panels)
-	return out
-}
-
-func dashboardDir() string {
-	return filepath.Join(framework.RepoRoot(), "charts", "kshard", "dashboards")
-}
-
-// loadDashboards reads every *.json under the chart's dashboards folder.
-func loadDashboards(t *testing.T) []*dashboard {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dashboardDir(), "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no dashboards in %s", dashboardDir())
-	}
-	sort.Strings(files)
-	var out []*dashboard
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := &dashboard{File: filepath.Base(f)}
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		if err := dec.Decode(d); err != nil {
-			t.Fatalf("%s: not a JSON dashboard: %v", d.File, err)
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-var (
-	// varRef finds $name, ${name} and ${name:format} references in a query.
-	varRef = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)(?::[a-z]+)?\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
-	// builtins are the variables Grafana itself fills in.
-	builtins = map[string]bool{"__rate_interval": true, "__interval": true, "__interval_ms": true, "__range": true,
-		"__range_s": true, "__range_ms": true}
-	uidRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,40}$`)
-)
-
-// referencedVars returns the names of the variables a query references.
-func referencedVars(expr string) []string {
-	var out []string
-	for _, m := range varRef.FindAllStringSubmatch(expr, -1) {
-		name := m[1]
-		if name == "" {
-			name = m[2]
-		}
-		out = append(out, name)
-	}
-	return out
-}
-
-// validate returns what makes d not a dashboard Grafana (and its sidecar) imports as meant.
-func validate(d *dashboard) []string {
-	var errs []string
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	if !uidRE.MatchString(d.UID) {
-		bad("uid %q: want 1-40 characters of [a-zA-Z0-9_-]", d.UID)
-	}
-	if strings.TrimSpace(d.Title) == "" {
-		bad("empty title")
-	}
-	if d.SchemaVersion < 36 {
-		bad("schemaVersion %d: want 36 or later (datasource references by uid)", d.SchemaVersion)
-	}
-	vars := map[string]variable{}
-	for _, v := range d.Templating.List {
-		if _, dup := vars[v.Name]; dup {
-			bad("variable %q defined twice", v.Name)
-		}
-		vars[v.Name] = v
-		switch v.Type {
-		case "datasource":
-			if q, _ := v.query(); q != "prometheus" {
-				bad("datasource variable %q: query %q, want prometheus", v.Name, q)
-			}
-		case "query":
-			q, err := v.query()
-			if err != nil {
-				bad("%v", err)
-			} else if _, _, err := parseLabelValues(q); err != nil {
-				bad("variable %q: %v", v.Name, err)
-			}
-		default:
-			bad("variable %q: type %q not handled by this test", v.Name, v.Type)
-		}
-	}
-	if v, ok := vars["datasource"]; !ok || v.Type != "datasource" {
-		bad("no datasource variable: the dashboard would be bound to one installation's data source")
-	}
-	ids := map[int]string{}
-	var check func(ps []panel, inRow bool)
-	check = func(ps []panel, inRow bool) {
-		for _, p := range ps {
-			where := fmt.Sprintf("panel %d %q", p.ID, p.Title)
-			if p.ID <= 0 {
-				bad("%s: id must be positive", where)
-			} else if other, dup := ids[p.ID]; dup {
-				bad("%s: id also used by %q", where, other)
-			}
-			ids[p.ID] = p.Title
-			if strings.TrimSpace(p.Title) == "" {
-				bad("%s: no title", where)
-			}
-			if p.GridPos == nil {
-				bad("%s: no gridPos", where)
-			} else if g := *p.GridPos; g.W <= 0 || g.H <= 0 || g.X < 0 || g.Y < 0 || g.X+g.W > 24 {
-				bad("%s: gridPos %+v outside the 24-column grid", where, g)
-			}
-			if p.Type == "row" {
-				if inRow {
-					bad("%s: row inside a row", where)
-				}
-				check(p.Panels, true)
-				continue
-			}
-			if p.Type == "" {
-				bad("%s: no type", where)
-			}
-			if p.Datasource.UID != "${datasource}" {
-				bad("%s: datasource uid %q, want ${datasource}", where, p.Datasource.UID)
-			}
-			if len(p.Targets) == 0 {
-				bad("%s: no targets", where)
-			}
-			refs := map[string]bool{}
-			for _, tg := range p.Targets {
-				if refs[tg.RefID] || tg.RefID == "" {
-					bad("%s: refId %q empty or repeated", where, tg.RefID)
-				}
-				refs[tg.RefID] = true
-				if strings.TrimSpace(tg.Expr) == "" {
-					bad("%s %s: empty expr", where, tg.RefID)
-				}
-				if tg.Datasource.UID != "" && tg.Datasource.UID != "${datasource}" {
-					bad("%s %s: datasource uid %q, want ${datasource}", where, tg.RefID, tg.Datasource.UID)
-				}
-				for _, name := range referencedVars(tg.Expr) {
-					if _, ok := vars[name]; !ok && !builtins[name] {
-						bad("%s %s: references undefined variable $%s", where, tg.RefID, name)
-					}
-				}
-			}
-		}
-	}
-	check(d.Panels, false)
-	return errs
-}
-
-// labelValuesRE matches Grafana's label_values(label) and label_values(selector, label).
-var labelValuesRE = regexp.MustCompile(`^\s*label_values\(\s*(?:(.+?)\s*,\s*)?([A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$`)
-
-// parseLabelValues splits a label_values query into its series selector (may be empty)
-// and label name.
-func parseLabelValues(q string) (selector, label string, err error) {
-	m := labelValuesRE.FindStringSubmatch(q)
-	if m == nil {
-		return "", "", fmt.Errorf("query %q: want label_values([selector,] label)", q)
-	}
-	return m[1], m[2], nil
-}
 
 func TestDashboardsAreGrafanaDashboards(t *testing.T) {
-	ds := loadDashboards(t)
+	ds := dashcheck.Load(t)
 	uids := map[string]string{}
 	titles := map[string]string{}
 	for _, d := range ds {
 		t.Run(d.File, func(t *testing.T) {
-			for _, e := range validate(d) {
+			for _, e := range dashcheck.Validate(d) {
 				t.Error(e)
 			}
 			if other, dup := uids[d.UID]; dup {
@@ -274,49 +24,49 @@ func TestDashboardsAreGrafanaDashboards(t *testing.T) {
 				t.Errorf("title %q also used by %s", d.Title, other)
 			}
 			uids[d.UID], titles[d.Title] = d.File, d.File
-			t.Logf("%s: %q, %d panels", d.File, d.Title, len(d.leaves()))
+			t.Logf("%s: %q, %d panels", d.File, d.Title, len(d.Leaves()))
 		})
 	}
 }
 
 // TestValidateCatchesBrokenDashboards shows the validation fails on what it looks for.
 func TestValidateCatchesBrokenDashboards(t *testing.T) {
-	good := func() *dashboard {
-		d := &dashboard{UID: "kshard-x", Title: "x", SchemaVersion: 39}
-		d.Templating.List = []variable{
+	good := func() *dashcheck.Dashboard {
+		d := &dashcheck.Dashboard{UID: "kshard-x", Title: "x", SchemaVersion: 39}
+		d.Templating.List = []dashcheck.Variable{
 			{Name: "datasource", Type: "datasource", Query: json.RawMessage(`"prometheus"`)},
 			{Name: "shard", Type: "query", Query: json.RawMessage(`{"query":"label_values(up, shard)"}`)},
 		}
-		d.Panels = []panel{
-			{ID: 1, Type: "row", Title: "r", GridPos: &gridPos{H: 1, W: 24}},
-			{ID: 2, Type: "timeseries", Title: "p", GridPos: &gridPos{H: 8, W: 12, Y: 1}, Datasource: datasource{UID: "${datasource}"},
-				Targets: []target{{RefID: "A", Expr: `rate(x{shard=~"$shard"}[$__rate_interval])`}}},
+		d.Panels = []dashcheck.Panel{
+			{ID: 1, Type: "row", Title: "r", GridPos: &dashcheck.GridPos{H: 1, W: 24}},
+			{ID: 2, Type: "timeseries", Title: "p", GridPos: &dashcheck.GridPos{H: 8, W: 12, Y: 1}, Datasource: dashcheck.Datasource{UID: "${datasource}"},
+				Targets: []dashcheck.Target{{RefID: "A", Expr: `rate(x{shard=~"$shard"}[$__rate_interval])`}}},
 		}
 		return d
 	}
 	tests := []struct {
 		name   string
-		mutate func(d *dashboard)
+		mutate func(d *dashcheck.Dashboard)
 		want   string
 	}{
-		{name: "valid", mutate: func(*dashboard) {}, want: ""},
-		{name: "no uid", mutate: func(d *dashboard) { d.UID = "" }, want: "uid"},
-		{name: "old schema", mutate: func(d *dashboard) { d.SchemaVersion = 16 }, want: "schemaVersion"},
-		{name: "duplicate id", mutate: func(d *dashboard) { d.Panels[1].ID = 1 }, want: "also used"},
-		{name: "no gridPos", mutate: func(d *dashboard) { d.Panels[1].GridPos = nil }, want: "no gridPos"},
-		{name: "too wide", mutate: func(d *dashboard) { d.Panels[1].GridPos.X = 20 }, want: "24-column"},
-		{name: "fixed datasource", mutate: func(d *dashboard) { d.Panels[1].Datasource.UID = "P1809F7CD0C75ACF3" }, want: "datasource uid"},
-		{name: "undefined variable", mutate: func(d *dashboard) { d.Panels[1].Targets[0].Expr = `x{pod=~"$pod"}` }, want: "undefined variable $pod"},
-		{name: "bad variable query", mutate: func(d *dashboard) {
+		{name: "valid", mutate: func(*dashcheck.Dashboard) {}, want: ""},
+		{name: "no uid", mutate: func(d *dashcheck.Dashboard) { d.UID = "" }, want: "uid"},
+		{name: "old schema", mutate: func(d *dashcheck.Dashboard) { d.SchemaVersion = 16 }, want: "schemaVersion"},
+		{name: "duplicate id", mutate: func(d *dashcheck.Dashboard) { d.Panels[1].ID = 1 }, want: "also used"},
+		{name: "no gridPos", mutate: func(d *dashcheck.Dashboard) { d.Panels[1].GridPos = nil }, want: "no gridPos"},
+		{name: "too wide", mutate: func(d *dashcheck.Dashboard) { d.Panels[1].GridPos.X = 20 }, want: "24-column"},
+		{name: "fixed datasource", mutate: func(d *dashcheck.Dashboard) { d.Panels[1].Datasource.UID = "P1809F7CD0C75ACF3" }, want: "datasource uid"},
+		{name: "undefined variable", mutate: func(d *dashcheck.Dashboard) { d.Panels[1].Targets[0].Expr = `x{pod=~"$pod"}` }, want: "undefined variable $pod"},
+		{name: "bad variable query", mutate: func(d *dashcheck.Dashboard) {
 			d.Templating.List[1].Query = json.RawMessage(`"query_result(up)"`)
 		}, want: "label_values"},
-		{name: "no datasource variable", mutate: func(d *dashboard) { d.Templating.List = d.Templating.List[1:] }, want: "no datasource variable"},
+		{name: "no datasource variable", mutate: func(d *dashcheck.Dashboard) { d.Templating.List = d.Templating.List[1:] }, want: "no datasource variable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := good()
 			tc.mutate(d)
-			errs := strings.Join(validate(d), "\n")
+			errs := strings.Join(dashcheck.Validate(d), "\n")
 			if tc.want == "" && errs != "" {
 				t.Fatalf("valid dashboard reported: %s", errs)
 			}

@@ -1,0 +1,210 @@
+package dashcheck
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/test/framework"
+)
+
+// Window is the time range the dashboards are queried over, as a Grafana user looking
+// at it would see it.
+type Window struct {
+	Start, End time.Time
+	// Step is the range queries' step, Grafana's $__interval: a panel a few hundred
+	// pixels wide over a test's few minutes.
+	Step time.Duration
+	// ScrapeInterval is Prometheus's; $__rate_interval is derived from it.
+	ScrapeInterval time.Duration
+}
+
+// RateInterval is Grafana's $__rate_interval: max($__interval + scrape interval,
+// 4 × scrape interval).
+func RateInterval(step, scrapeInterval time.Duration) time.Duration {
+	return max(step+scrapeInterval, 4*scrapeInterval)
+}
+
+// builtinValues are Grafana's built-in variables over w.
+func (w Window) builtinValues() varValues {
+	r := w.End.Sub(w.Start)
+	return varValues{
+		"__rate_interval": fmt.Sprintf("%ds", int(RateInterval(w.Step, w.ScrapeInterval).Seconds())),
+		"__interval":      fmt.Sprintf("%ds", int(w.Step.Seconds())),
+		"__interval_ms":   fmt.Sprint(w.Step.Milliseconds()),
+		"__range":         fmt.Sprintf("%ds", int(r.Seconds())+1),
+		"__range_s":       fmt.Sprint(int(r.Seconds()) + 1),
+		"__range_ms":      fmt.Sprint(r.Milliseconds()),
+	}
+}
+
+// varValues is one way to fill a dashboard's variables: name → the text substituted.
+type varValues map[string]string
+
+// promRegexEscape escapes a label value for a =~ matcher inside a PromQL string, as
+// Grafana does for multi-value variables.
+func promRegexEscape(v string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`)
+}
+
+// substitute fills variables, Grafana's built-ins included, into expr.
+func substitute(expr string, vals varValues) string {
+	return varRef.ReplaceAllStringFunc(expr, func(ref string) string {
+		m := varRef.FindStringSubmatch(ref)
+		name := m[1]
+		if name == "" {
+			name = m[2]
+		}
+		if v, ok := vals[name]; ok {
+			return v
+		}
+		return ref
+	})
+}
+
+// resolvedVar is a query variable with the values its own query found.
+type resolvedVar struct {
+	Variable
+	values []string
+}
+
+// allText is what Grafana substitutes when "All" is selected.
+func (v resolvedVar) allText() string {
+	if v.AllValue != "" {
+		return v.AllValue
+	}
+	esc := make([]string, len(v.values))
+	for i, s := range v.values {
+		esc[i] = promRegexEscape(s)
+	}
+	return "(" + strings.Join(esc, "|") + ")"
+}
+
+// combination is a named filling of the variables.
+type combination struct {
+	name string
+	vals varValues
+}
+
+// combinations resolves the dashboard's variables through their own label_values queries
+// (in order, each with the earlier ones at All) and returns: every variable at All, then
+// each value of each variable alone with the others at All.
+func combinations(ctx context.Context, p *Server, d *Dashboard, w Window) ([]combination, error) {
+	all := w.builtinValues()
+	var vars []resolvedVar
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		q, err := v.PromQL()
+		if err != nil {
+			return nil, err
+		}
+		sel, label, err := parseLabelValues(q)
+		if err != nil {
+			return nil, err
+		}
+		vals, err := p.LabelValues(ctx, substitute(sel, all), label, w.Start, w.End)
+		if err != nil {
+			return nil, fmt.Errorf("variable %s: %w", v.Name, err)
+		}
+		if len(vals) == 0 {
+			return nil, fmt.Errorf("variable %s: %s found no values", v.Name, q)
+		}
+		sort.Strings(vals)
+		rv := resolvedVar{Variable: v, values: vals}
+		all[v.Name] = rv.allText()
+		vars = append(vars, rv)
+	}
+	out := []combination{{name: "all at All", vals: all}}
+	for _, v := range vars {
+		for _, val := range v.values {
+			c := varValues{}
+			for k, s := range all {
+				c[k] = s
+			}
+			c[v.Name] = promRegexEscape(val)
+			out = append(out, combination{name: v.Name + "=" + val, vals: c})
+		}
+	}
+	return out, nil
+}
+
+// CheckQueries runs every query of every panel of every dashboard over w, for every
+// variable at All and for each value of each variable alone, as Grafana would, and fails
+// t (one subtest per dashboard) for each query that errs, returns no series, or returns
+// only NaN. It returns how many queries were answered.
+func CheckQueries(t *testing.T, p *Server, dashboards []*Dashboard, w Window) int {
+	t.Helper()
+	ctx := context.Background()
+	total := 0
+	for _, d := range dashboards {
+		t.Run(d.File, func(t *testing.T) {
+			combos, err := combinations(ctx, p, d, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range combos {
+				for _, pn := range d.Leaves() {
+					for _, tg := range pn.Targets {
+						expr := substitute(tg.Expr, c.vals)
+						var r Result
+						if tg.Instant {
+							r, err = p.Query(ctx, expr, w.End)
+						} else {
+							r, err = p.QueryRange(ctx, expr, w.Start, w.End, w.Step)
+						}
+						total++
+						where := fmt.Sprintf("panel %q target %s (%s)\n  query: %s", pn.Title, tg.RefID, c.name, expr)
+						if err != nil {
+							t.Errorf("%s\n  error: %v", where, err)
+							continue
+						}
+						switch series, numbers := r.Counts(); {
+						case series == 0:
+							t.Errorf("%s\n  returned no series", where)
+						case numbers == 0:
+							t.Errorf("%s\n  returned %d series, all NaN", where, series)
+						}
+					}
+				}
+			}
+			t.Logf("%d panels × %d variable fillings checked (%s)", len(d.Leaves()), len(combos), combosNames(combos))
+		})
+	}
+	return total
+}
+
+func combosNames(cs []combination) string {
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// WaitScraped waits until Prometheus has scraped targets targets up and has seen a
+// partition move and a reconcile.
+func WaitScraped(t testing.TB, p *Server, targets int) {
+	t.Helper()
+	framework.Eventually(t, 60*time.Second, "Prometheus scraped every target and the moves", func(ctx context.Context) (bool, error) {
+		for expr, want := range map[string]float64{
+			`sum(up)`: float64(targets),
+			`sum(kshard_coordinator_moves_finished_total)`:  1,
+			`count(kshard_controller_reconciles_total > 0)`: 1,
+		} {
+			got, err := p.Scalar(ctx, expr)
+			if err != nil {
+				return false, err
+			}
+			if got < want {
+				return false, fmt.Errorf("%s = %v, want ≥ %v", expr, got, want)
+			}
+		}
+		return true, nil
+	})
+}

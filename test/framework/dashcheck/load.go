@@ -1,0 +1,245 @@
+package dashcheck
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers/testing/audit"
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/test/framework"
+)
+
+// partitions is the partition count of the framework's kshards and of the chart.
+const partitions = 4096
+
+// LoadNamespace makes a namespace with an audited ConfigMap (the kshard-audit controller
+// reconciles it every second), a one-replica Deployment (for the workload controllers), a
+// one-replica ReplicationController (replicationcontroller),
+// a one-pod Job with a TTL (job, and ttl-after-finished once kwok completes the pod), a
+// CronJob (cronjob) and a ResourceQuota (resourcequota; CollectAndCount gives it and the
+// garbage collector work), so that every controller's panels have data.
+func LoadNamespace(t testing.TB, f *framework.Framework) (string, error) {
+	ns := f.Namespace(t, nil).Name
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{audit.Label: "true"}}}
+	if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating configmap in %s: %w", ns, err)
+	}
+	d := framework.NewRollingDeployment("web", 1, intstr.FromInt32(1), intstr.FromInt32(0), "registry.example/web:1.0", nil)
+	if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating deployment in %s: %w", ns, err)
+	}
+	rc := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}, Spec: corev1.ReplicationControllerSpec{
+		Replicas: ptr.To[int32](1), Selector: map[string]string{"app": "legacy"},
+		Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "legacy"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/legacy:1.0"}}}},
+	}}
+	if _, err := f.Client.CoreV1().ReplicationControllers(ns).Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating replicationcontroller in %s: %w", ns, err)
+	}
+	pod := batchv1.JobSpec{
+		TTLSecondsAfterFinished: ptr.To[int32](3600),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "work", Image: "registry.example/work:1.0"}}}},
+	}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "objects"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("1000")}}}
+	if _, err := f.Client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating resourcequota in %s: %w", ns, err)
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"}, Spec: pod}
+	if _, err := f.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating job in %s: %w", ns, err)
+	}
+	cron := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "hourly"},
+		Spec: batchv1.CronJobSpec{Schedule: "@hourly", JobTemplate: batchv1.JobTemplateSpec{Spec: pod}}}
+	if _, err := f.Client.BatchV1().CronJobs(ns).Create(ctx, cron, metav1.CreateOptions{}); err != nil {
+		return ns, fmt.Errorf("creating cronjob in %s: %w", ns, err)
+	}
+	return ns, nil
+}
+
+func CreateLoad(t testing.TB, f *framework.Framework, n int) []string {
+	t.Helper()
+	nss := make([]string, n)
+	err := framework.Parallel(n, 8, func(i int) error {
+		var err error
+		nss[i], err = LoadNamespace(t, f)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nss
+}
+
+// Owners answers which shard owns each of namespaces and which shards there are: from
+// the leading coordinator's assignments, however the test reaches it.
+type Owners func(ctx context.Context, namespaces []string) (owner map[string]string, shards []string, err error)
+
+// LoadEveryShard adds namespaces (LoadNamespace) until every shard owns at least one of
+// nss and them, so the per-shard panels see each shard work; it returns all of them.
+func LoadEveryShard(t testing.TB, f *framework.Framework, owners Owners, nss []string) []string {
+	t.Helper()
+	ctx := context.Background()
+	for len(nss) < 200 {
+		owner, shards, err := owners(ctx, nss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := map[string]int{}
+		for _, ns := range nss {
+			per[owner[ns]]++
+		}
+		idle := false
+		for _, name := range shards {
+			idle = idle || per[name] == 0
+		}
+		if !idle {
+			t.Logf("the test's namespaces per shard: %v", per)
+			return nss
+		}
+		ns, err := LoadNamespace(t, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nss = append(nss, ns)
+	}
+	t.Fatal("200 namespaces and still a shard owns none of them")
+	return nil
+}
+
+// PartitionOwners is Owners for a coordinator's assignments: the namespaces' partitions
+// (partition.NewMap of the chart's and the framework's 4096) looked up in them.
+func PartitionOwners(assignments func(context.Context) (coordinatorrpc.Assignments, error)) Owners {
+	return func(ctx context.Context, nss []string) (map[string]string, []string, error) {
+		pmap, err := partition.NewMap(partitions)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := assignments(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		byPartition := framework.Owners(a)
+		owner := map[string]string{}
+		for _, ns := range nss {
+			owner[ns] = byPartition[uint32(pmap.For(ns))]
+		}
+		var shards []string
+		for _, s := range a.Shards {
+			shards = append(shards, s.Shard)
+		}
+		return owner, shards, nil
+	}
+}
+
+// RollOut changes every test Deployment's image and waits until each rollout is complete:
+// API traffic, reconciles and queue activity on every shard after the scale-out.
+func RollOut(t testing.TB, f *framework.Framework, nss []string, image string) {
+	t.Helper()
+	ctx := context.Background()
+	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"` + image + `"}]}}}}`)
+	err := framework.Parallel(len(nss), 8, func(i int) error {
+		_, err := f.Client.AppsV1().Deployments(nss[i]).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 90*time.Second, "every test Deployment rolled out to the new image", func(ctx context.Context) (bool, error) {
+		for _, ns := range nss {
+			d, err := f.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if err := framework.DeploymentComplete(d); err != nil {
+				return false, fmt.Errorf("%s: %w", ns, err)
+			}
+		}
+		return true, nil
+	})
+}
+
+// CollectAndCount gives the garbage collector and ResourceQuota work in every test
+// namespace, once per round: a ConfigMap owner deleted in the background (its dependent
+// is collected: attempt to delete) and one deleted with orphan propagation (its
+// dependent orphaned: attempt to orphan), and the namespace's quota's spec.hard changed
+// (a full sync) while a counted ConfigMap deletion releases usage (replenishment). It
+// waits until the dependents are collected and orphaned.
+func CollectAndCount(t testing.TB, f *framework.Framework, nss []string, round int) {
+	t.Helper()
+	ctx := context.Background()
+	cms := f.Client.CoreV1().ConfigMaps
+	owned := func(ns, name string, owner *corev1.ConfigMap) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if owner != nil {
+			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}
+		}
+		_, err := cms(ns).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}
+	// Quota admission charges every create on the namespace's quota, racing the quota
+	// controller's status writes: a create or patch can meet a conflict, which a client
+	// retries (kubectl does), upstream's controllers as kshard's.
+	conflict := func(op func() error) error { return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, op) }
+	err := framework.Parallel(len(nss), 8, func(i int) error {
+		ns := nss[i]
+		hard := fmt.Sprintf(`{"spec":{"hard":{"count/configmaps":"%d"}}}`, 1000+round)
+		if err := conflict(func() error {
+			_, err := f.Client.CoreV1().ResourceQuotas(ns).Patch(ctx, "objects", types.MergePatchType, []byte(hard), metav1.PatchOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+		for _, kind := range []string{"gc", "orphan"} {
+			var owner *corev1.ConfigMap
+			if err := conflict(func() error {
+				var err error
+				owner, err = cms(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-owner-%d", kind, round)}}, metav1.CreateOptions{})
+				return err
+			}); err != nil {
+				return err
+			}
+			if err := conflict(func() error { return owned(ns, fmt.Sprintf("%s-dependent-%d", kind, round), owner) }); err != nil {
+				return err
+			}
+			policy := metav1.DeletePropagationBackground
+			if kind == "orphan" {
+				policy = metav1.DeletePropagationOrphan
+			}
+			if err := cms(ns).Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 90*time.Second, "every test dependent collected or orphaned", func(ctx context.Context) (bool, error) {
+		for _, ns := range nss {
+			if _, err := cms(ns).Get(ctx, fmt.Sprintf("gc-dependent-%d", round), metav1.GetOptions{}); err == nil {
+				return false, fmt.Errorf("%s/gc-dependent-%d still there", ns, round)
+			}
+			cm, err := cms(ns).Get(ctx, fmt.Sprintf("orphan-dependent-%d", round), metav1.GetOptions{})
+			if err != nil || len(cm.OwnerReferences) > 0 {
+				return false, fmt.Errorf("%s/orphan-dependent-%d not orphaned (%v)", ns, round, err)
+			}
+		}
+		return true, nil
+	})
+}

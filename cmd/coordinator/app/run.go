@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -179,16 +178,11 @@ func run(ctx context.Context, o *Options) (int, error) {
 		}
 		return nil
 	})
-	// A replica that has seen who leads (itself or another) reached the API server and
-	// can take over: the chart's probe (/readyz?exclude=leader) counts such a follower as
+	// A replica that has seen who leads (itself or another) and still reads the Lease can
+	// take over: the chart's probe (/readyz?exclude=leader) counts such a follower as
 	// Ready, so that rollouts and the PodDisruptionBudget work with a standby.
-	var leaseSeen atomic.Bool
-	hsrv.AddReadyz("lease", func() error {
-		if !leaseSeen.Load() {
-			return errors.New("no leader observed yet")
-		}
-		return nil
-	})
+	lease := &leaseReadiness{election: o.Leader.Enabled, within: o.Leader.LeaseDuration}
+	hsrv.AddReadyz("lease", func() error { return lease.check(time.Now()) })
 	hsrv.Handle("/assignments", srv.AssignmentsHandler())
 	if err := hsrv.Start(ctx); err != nil {
 		return 1, err
@@ -197,20 +191,21 @@ func run(ctx context.Context, o *Options) (int, error) {
 	lost := false
 	err = leader.Run(leadCtx, o.Leader, client, identity, leader.Callbacks{
 		OnLeading: func(ctx context.Context, t uint64, tenure *leader.Tenure) {
-			leaseSeen.Store(true)
+			lease.seen.Store(true)
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 			srv.SetLeaderAddress(o.AdvertiseAddress)
 			lead.run(ctx, t, tenure)
 			hs.SetServingStatus(kshardv1.Coordinator_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 		},
 		OnNewLeader: func(id string) {
-			leaseSeen.Store(true)
+			lease.seen.Store(true)
 			log.Info("leader observed", "leader", id)
 			if id != identity {
 				srv.SetLeaderAddress(leader.AddressOf(id))
 			}
 		},
-		OnStopped: func() { lost = ctx.Err() == nil },
+		OnStopped:       func() { lost = ctx.Err() == nil },
+		OnLeaseAnswered: lease.read,
 	})
 	if err != nil {
 		return 1, err

@@ -119,6 +119,11 @@ type Callbacks struct {
 	OnNewLeader func(identity string)
 	// OnStopped runs when leadership is lost or never gained before ctx ended.
 	OnStopped func()
+	// OnLeaseAnswered, when set, is called with the time of every read or write of the
+	// Lease that succeeded (every retry period while the API server answers, leader or
+	// not): what a readiness check needs to tell a candidate that can still take over from
+	// one that lost the API server. Not called with leader election disabled.
+	OnLeaseAnswered func(at time.Time)
 }
 
 // Run campaigns until ctx ends. On winning the Lease it records a new term (TermStore:
@@ -154,6 +159,7 @@ func Run(ctx context.Context, o *Options, client kubernetes.Interface, identity 
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}, o.RenewDeadline, time.Now)
+	lock.answered = cb.OnLeaseAnswered
 	terms := o.termStore(client)
 	runCtx, giveUp := context.WithCancelCause(ctx)
 	defer giveUp(nil)

@@ -57,13 +57,33 @@ func (t *Tenure) renewed(start time.Time) {
 // tenureLock is the election's resource lock with a Tenure fed from its writes: every
 // Create or Update that names this process as holder and succeeds renews the tenure from
 // the moment it was started. A write that names nobody (the release on cancel) does not.
+//
+// It also reports every read or write of the Lease that succeeded (answered, may be nil):
+// the elector reads it (followers) or renews it (the leader) every retry period, so a
+// candidate whose calls stop succeeding has lost the API server and could not take over.
 type tenureLock struct {
 	resourcelock.Interface
-	tenure *Tenure
+	tenure   *Tenure
+	answered func(at time.Time)
 }
 
 func newTenureLock(lock resourcelock.Interface, renewDeadline time.Duration, now func() time.Time) *tenureLock {
 	return &tenureLock{Interface: lock, tenure: &Tenure{valid: renewDeadline, now: now}}
+}
+
+// Get reads the Lease and reports a successful read.
+func (l *tenureLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r, raw, err := l.Interface.Get(ctx)
+	if err == nil {
+		l.answer(l.tenure.now())
+	}
+	return r, raw, err
+}
+
+func (l *tenureLock) answer(at time.Time) {
+	if l.answered != nil {
+		l.answered(at)
+	}
 }
 
 // Create creates the Lease and renews the tenure when it names this process.
@@ -87,6 +107,7 @@ func (l *tenureLock) Update(ctx context.Context, r resourcelock.LeaderElectionRe
 }
 
 func (l *tenureLock) wrote(r resourcelock.LeaderElectionRecord, start time.Time) {
+	l.answer(l.tenure.now())
 	if r.HolderIdentity != "" && r.HolderIdentity == l.Identity() {
 		l.tenure.renewed(start)
 	}

@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,49 @@ type fakeLock struct {
 func (f *fakeLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return f.err }
 func (f *fakeLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return f.err }
 func (f *fakeLock) Identity() string                                                { return f.id }
+func (f *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return &resourcelock.LeaderElectionRecord{}, nil, f.err
+}
+
+// TestLeaseAnswerReported: a successful read or write of the Lease is reported with the
+// lock's clock, a failed one is not.
+func TestLeaseAnswerReported(t *testing.T) {
+	tests := []struct {
+		name string
+		op   string
+		err  error
+		want bool
+	}{
+		{name: "read", op: "get", want: true},
+		{name: "failed read", op: "get", err: errors.New("connection refused"), want: false},
+		{name: "renewal", op: "update", want: true},
+		{name: "failed renewal", op: "update", err: errors.New("conflict"), want: false},
+		{name: "acquisition", op: "create", want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got time.Time
+			l := newTenureLock(&fakeLock{id: "me", err: tt.err}, time.Second, func() time.Time { return t0 })
+			l.answered = func(at time.Time) { got = at }
+			var err error
+			r := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
+			switch tt.op {
+			case "get":
+				_, _, err = l.Get(context.Background())
+			case "update":
+				err = l.Update(context.Background(), r)
+			case "create":
+				err = l.Create(context.Background(), r)
+			}
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("%s returned %v, want %v", tt.op, err, tt.err)
+			}
+			if reported := got.Equal(t0); reported != tt.want {
+				t.Fatalf("read reported: %v, want %v", reported, tt.want)
+			}
+		})
+	}
+}
 
 // TestTenure: a tenure is valid for RenewDeadline after the start of the last write of
 // the Lease that named this process and succeeded; a failed write, a write naming
@@ -86,17 +130,21 @@ func TestTenureOfRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var valid, validLater bool
+	var reads atomic.Int32
 	err := Run(ctx, o, fake.NewClientset(), "me", Callbacks{OnLeading: func(_ context.Context, _ uint64, tn *Tenure) {
 		valid = tn.Valid()
 		time.Sleep(500 * time.Millisecond) // several renewals
 		validLater = tn.Valid()
 		cancel()
-	}})
+	}, OnLeaseAnswered: func(time.Time) { reads.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !valid || !validLater {
 		t.Fatalf("tenure while leading: at start %v, after renewals %v", valid, validLater)
+	}
+	if reads.Load() < 2 {
+		t.Fatalf("OnLeaseAnswered called %d times over several renewals, want at least 2", reads.Load())
 	}
 	var none *Tenure
 	if none.Valid() {

@@ -438,11 +438,17 @@ func AuditDir(t testing.TB) string {
 func HTTPGet(ctx context.Context, url string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	return HTTPGetWith(ctx, http.DefaultClient, url)
+}
+
+// HTTPGetWith GETs url with client (for example one that dials a Unix socket) and
+// returns the status code and body; ctx bounds it.
+func HTTPGetWith(ctx context.Context, client *http.Client, url string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

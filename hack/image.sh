@@ -29,11 +29,12 @@ imagetool() { (cd "$root/hack/tools/image" && go run -mod=readonly . "$@"); }
 case ${1:-build} in
   build)
     mkdir -p "$out/bin"
-    for bin in coordinator:./cmd/coordinator "shard:$shard_pkg"; do
+    build() {
       GOOS=linux GOARCH=$arch CGO_ENABLED=0 go build -trimpath \
-        -ldflags "-s -w -X github.com/kshard/kshard/pkg/version.Version=$version" \
-        -o "$out/bin/${bin%%:*}" "${bin#*:}"
-    done
+        -ldflags "-s -w -X github.com/kshard/kshard/pkg/version.Version=$version" -o "$@"
+    }
+    build "$out/bin/coordinator" ./cmd/coordinator
+    build "$out/bin/shard" "$shard_pkg"
     imagetool build --coordinator "$out/bin/coordinator" --shard "$out/bin/shard" \
       --tag "$tag" --arch "$arch" --output "$tarball"
     ;;

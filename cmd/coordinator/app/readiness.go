@@ -18,12 +18,12 @@ type leaseReadiness struct {
 	election bool
 	within   time.Duration
 
-	seen     atomic.Bool  // a leader was observed
-	lastRead atomic.Int64 // unix nanoseconds of the last answered call about the Lease
+	seen       atomic.Bool  // a leader was observed
+	lastAnswer atomic.Int64 // unix nanoseconds of the last answered call about the Lease
 }
 
-// read records an answered call about the Lease (leader.Callbacks.OnLeaseAnswered).
-func (r *leaseReadiness) read(at time.Time) { r.lastRead.Store(at.UnixNano()) }
+// answered records an answered call about the Lease (leader.Callbacks.OnLeaseAnswered).
+func (r *leaseReadiness) answered(at time.Time) { r.lastAnswer.Store(at.UnixNano()) }
 
 // check says why the replica is not ready at now, or nil.
 func (r *leaseReadiness) check(now time.Time) error {
@@ -33,7 +33,7 @@ func (r *leaseReadiness) check(now time.Time) error {
 	if !r.election {
 		return nil
 	}
-	last := r.lastRead.Load()
+	last := r.lastAnswer.Load()
 	if last == 0 {
 		return errors.New("the election Lease was never read or renewed")
 	}

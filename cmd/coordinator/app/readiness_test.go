@@ -29,7 +29,7 @@ func TestLeaseReadiness(t *testing.T) {
 			r := &leaseReadiness{election: tt.election, within: 15 * time.Second}
 			r.seen.Store(tt.seen)
 			if tt.readAt != nil {
-				r.read(*tt.readAt)
+				r.answered(*tt.readAt)
 			}
 			err := r.check(tt.now)
 			switch {

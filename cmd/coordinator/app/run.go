@@ -178,7 +178,7 @@ func run(ctx context.Context, o *Options) (int, error) {
 		}
 		return nil
 	})
-	// A replica that has seen who leads (itself or another) and still reads the Lease can
+	// A replica that has seen who leads (itself or another) and still reaches the Lease can
 	// take over: the chart's probe (/readyz?exclude=leader) counts such a follower as
 	// Ready, so that rollouts and the PodDisruptionBudget work with a standby.
 	lease := &leaseReadiness{election: o.Leader.Enabled, within: o.Leader.LeaseDuration}
@@ -205,7 +205,7 @@ func run(ctx context.Context, o *Options) (int, error) {
 			}
 		},
 		OnStopped:       func() { lost = ctx.Err() == nil },
-		OnLeaseAnswered: lease.read,
+		OnLeaseAnswered: lease.answered,
 	})
 	if err != nil {
 		return 1, err

@@ -49,7 +49,6 @@ type serviceMonitor struct {
 			ScrapeTimeout string           `json:"scrapeTimeout"`
 			HonorLabels   bool             `json:"honorLabels"`
 			Relabelings   []map[string]any `json:"relabelings"`
-			Extra         map[string]any   `json:"-"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }

@@ -187,8 +187,8 @@ func combosNames(cs []combination) string {
 	return strings.Join(names, ", ")
 }
 
-// WaitScraped waits until Prometheus has scraped targets targets up and has seen a
-// partition move and a reconcile.
+// WaitScraped waits until Prometheus scrapes at least targets targets that are up and has
+// seen a partition move and a reconcile.
 func WaitScraped(t testing.TB, p *Server, targets int) {
 	t.Helper()
 	framework.Eventually(t, 60*time.Second, "Prometheus scraped every target and the moves", func(ctx context.Context) (bool, error) {

@@ -90,8 +90,8 @@ func CreateLoad(t testing.TB, f *framework.Framework, n int) []string {
 // the leading coordinator's assignments, however the test reaches it.
 type Owners func(ctx context.Context, namespaces []string) (owner map[string]string, shards []string, err error)
 
-// LoadEveryShard adds namespaces (LoadNamespace) until every shard owns at least one of
-// nss and them, so the per-shard panels see each shard work; it returns all of them.
+// LoadEveryShard adds namespaces (LoadNamespace) to nss until every shard owns at least
+// one of them, so the per-shard panels see each shard work; it returns nss with the added.
 func LoadEveryShard(t testing.TB, f *framework.Framework, owners Owners, nss []string) []string {
 	t.Helper()
 	ctx := context.Background()

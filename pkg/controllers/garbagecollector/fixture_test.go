@@ -176,7 +176,7 @@ func (f *fixture) observe(objs ...*metav1.PartialObjectMetadata) {
 		if err := store.Add(o.DeepCopy()); err != nil {
 			f.t.Fatal(err)
 		}
-		e := &event{typ: addEvent, obj: o.DeepCopy(), gvk: r.GroupVersion().WithKind(r.Kind)}
+		e := &event{typ: addEvent, obj: o.DeepCopy(), kind: newKindInfo(r.GroupVersionResource, r.GroupVersion().WithKind(r.Kind))}
 		if exists {
 			e.typ, e.oldObj = updateEvent, old
 		}
@@ -197,7 +197,7 @@ func (f *fixture) gone(o *metav1.PartialObjectMetadata) {
 	f.t.Helper()
 	r := resourceOf(o)
 	_ = f.informers[r.GroupVersionResource].GetStore().Delete(o)
-	f.ctrl.graphChanges.Add(&event{typ: deleteEvent, obj: o.DeepCopy(), gvk: r.GroupVersion().WithKind(r.Kind)})
+	f.ctrl.graphChanges.Add(&event{typ: deleteEvent, obj: o.DeepCopy(), kind: newKindInfo(r.GroupVersionResource, r.GroupVersion().WithKind(r.Kind))})
 	f.drainGraph()
 }
 

@@ -47,8 +47,9 @@ func isBlocking(ref metav1.OwnerReference) bool {
 // the want bits are guarded by the graph's lock; only the graph builder's goroutine
 // writes them.
 type node struct {
-	identity   objectReference
-	owners     []metav1.OwnerReference
+	identity objectReference
+	owners   []metav1.OwnerReference
+	// dependents is nil until the node has one: most objects (pods) never do.
 	dependents map[*node]struct{}
 	// virtual: not observed by an informer; its identity comes from a dependent's
 	// reference, with the dependent's namespace (none for a kind known to be

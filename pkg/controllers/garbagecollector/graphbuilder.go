@@ -14,7 +14,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 )
 
-type eventType int
+type eventType uint8
 
 const (
 	addEvent eventType = iota
@@ -30,16 +30,29 @@ const (
 )
 
 // event is one change of the graph: an informer's add, update or delete of an object of
-// kind gvk, a virtual delete (a node verified absent by a live GET), or a Resync marker.
+// kind, a virtual delete (a node verified absent by a live GET), or a Resync marker.
+// Resync queues one per cached object when a shard starts working its partitions, so it
+// is kept small (64 bytes): what it says of the kind is shared, not copied.
 type event struct {
 	typ     eventType
 	virtual bool
 	obj     any
 	oldObj  any
-	gvk     schema.GroupVersionKind
-	// gvr and key name a resyncEvent's object: its resource and store key.
-	gvr schema.GroupVersionResource
+	kind    *kindInfo
+	// key names a resyncEvent's object in the store of kind's resource.
 	key string
+}
+
+// kindInfo is the kind of an event's object, one per served resource (or per virtual
+// delete), shared by its events; apiVersion is computed once for every node of the kind.
+type kindInfo struct {
+	gvr        schema.GroupVersionResource // "" for a virtual delete's kind
+	apiVersion string
+	kind       string
+}
+
+func newKindInfo(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) *kindInfo {
+	return &kindInfo{gvr: gvr, apiVersion: gvk.GroupVersion().String(), kind: gvk.Kind}
 }
 
 var _ controllers.ServedSubscriber = (*Controller)(nil)
@@ -48,23 +61,24 @@ var _ controllers.ServedSubscriber = (*Controller)(nil)
 // informer already started replays its store as adds.
 func (c *Controller) Added(r controllers.ServedResource, informer toolscache.SharedIndexInformer) {
 	gvk := r.GroupVersion().WithKind(r.Kind)
+	kind := newKindInfo(r.GroupVersionResource, gvk)
 	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.graphChanges.Add(&event{typ: addEvent, obj: obj, gvk: gvk}) },
+		AddFunc: func(obj any) { c.graphChanges.Add(&event{typ: addEvent, obj: obj, kind: kind}) },
 		UpdateFunc: func(old, cur any) {
-			c.graphChanges.Add(&event{typ: updateEvent, obj: cur, oldObj: old, gvk: gvk})
+			c.graphChanges.Add(&event{typ: updateEvent, obj: cur, oldObj: old, kind: kind})
 		},
 		DeleteFunc: func(obj any) {
 			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			c.graphChanges.Add(&event{typ: deleteEvent, obj: obj, gvk: gvk})
+			c.graphChanges.Add(&event{typ: deleteEvent, obj: obj, kind: kind})
 		},
 	})
 	if err != nil {
 		c.log.Error(err, "cannot watch a served resource; its objects stay out of the graph", "resource", r.GroupVersionResource)
 		return
 	}
-	s := &served{res: r, informer: informer, reg: reg}
+	s := &served{res: r, kind: kind, informer: informer, reg: reg}
 	c.resources.mu.Lock()
 	defer c.resources.mu.Unlock()
 	if old, ok := c.resources.byGVR[r.GroupVersionResource]; ok {
@@ -96,13 +110,13 @@ func (c *Controller) Removed(r controllers.ServedResource) {
 // enqueueVirtualDelete asks the graph builder to remove the node of ref, verified absent.
 func (c *Controller) enqueueVirtualDelete(ref objectReference) {
 	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	c.graphChanges.Add(&event{typ: deleteEvent, virtual: true, gvk: gv.WithKind(ref.Kind),
+	c.graphChanges.Add(&event{typ: deleteEvent, virtual: true, kind: newKindInfo(schema.GroupVersionResource{}, gv.WithKind(ref.Kind)),
 		obj: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}}})
 }
 
 func identityOf(e *event, obj metav1.Object) objectReference {
 	return objectReference{
-		OwnerReference: metav1.OwnerReference{APIVersion: e.gvk.GroupVersion().String(), Kind: e.gvk.Kind, Name: obj.GetName(), UID: obj.GetUID()},
+		OwnerReference: metav1.OwnerReference{APIVersion: e.kind.apiVersion, Kind: e.kind.kind, Name: obj.GetName(), UID: obj.GetUID()},
 		Namespace:      obj.GetNamespace(),
 	}
 }
@@ -115,20 +129,20 @@ func (c *Controller) processGraphChange(log logr.Logger, e *event) {
 		return
 	}
 	if e.typ == resyncEvent {
-		inf := c.resources.informer(e.gvr)
+		inf := c.resources.informer(e.kind.gvr)
 		if inf == nil {
 			return
 		}
 		obj, exists, err := inf.GetIndexer().GetByKey(e.key)
 		if err != nil || !exists {
-			log.V(5).Info("resynced object no longer in the store", "resource", e.gvr.String(), "key", e.key)
+			log.V(5).Info("resynced object no longer in the store", "resource", e.kind.gvr.String(), "key", e.key)
 			return
 		}
-		e = &event{typ: addEvent, obj: obj, gvk: e.gvk}
+		e = &event{typ: addEvent, obj: obj, kind: e.kind}
 	}
 	obj, err := meta.Accessor(e.obj)
 	if err != nil {
-		log.Error(err, "cannot read an object's metadata", "kind", e.gvk)
+		log.Error(err, "cannot read an object's metadata", "apiVersion", e.kind.apiVersion, "kind", e.kind.kind)
 		return
 	}
 	c.graph.mu.Lock()
@@ -158,7 +172,6 @@ func (c *Controller) processGraphChange(log logr.Logger, e *event) {
 		n := &node{
 			identity:           identityOf(e, obj),
 			owners:             obj.GetOwnerReferences(),
-			dependents:         map[*node]struct{}{},
 			beingDeleted:       obj.GetDeletionTimestamp() != nil,
 			deletingDependents: obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, metav1.FinalizerDeleteDependents),
 			orphaning:          isOrphaning(obj),
@@ -279,12 +292,14 @@ func (c *Controller) addDependentToOwners(log logr.Logger, n *node, refs []metav
 			}
 			owner = &node{
 				identity:   objectReference{OwnerReference: coordinates(ref), Namespace: ns},
-				dependents: map[*node]struct{}{},
 				virtual:    true,
 				verifiedIn: verifiedIn,
 			}
 			log.V(5).Info("add virtual item", "identity", owner.identity)
 			g.nodes[ref.UID] = owner
+		}
+		if owner.dependents == nil {
+			owner.dependents = map[*node]struct{}{}
 		}
 		owner.dependents[n] = struct{}{}
 		if ok {

@@ -14,6 +14,7 @@ import (
 // registration of its event handlers.
 type served struct {
 	res      controllers.ServedResource
+	kind     *kindInfo // shared by the resource's events
 	informer toolscache.SharedIndexInformer
 	reg      toolscache.ResourceEventHandlerRegistration
 }

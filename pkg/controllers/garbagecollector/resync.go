@@ -42,13 +42,12 @@ var _ controllers.Resyncer = (*Controller)(nil)
 func (c *Controller) Resync(scope controllers.Scope) {
 	c.resynced.Store(true)
 	for _, s := range c.resources.all() {
-		gvk := s.res.GroupVersion().WithKind(s.res.Kind)
 		for _, obj := range scopedObjects(s.informer.GetIndexer(), s.res.Namespaced, scope) {
 			key, err := toolscache.MetaNamespaceKeyFunc(obj)
 			if err != nil {
 				continue
 			}
-			c.graphChanges.Add(&event{typ: resyncEvent, gvr: s.res.GroupVersionResource, key: key, gvk: gvk})
+			c.graphChanges.Add(&event{typ: resyncEvent, kind: s.kind, key: key})
 		}
 	}
 	c.pending.add(scope)

@@ -162,7 +162,7 @@ func (c *Cache) newPlainInformer(rt ResourceType) toolscache.SharedIndexInformer
 		},
 	}
 	var lwi toolscache.ListerWatcher = toolscache.ToListWatcherWithWatchListSemantics(lw, c.client)
-	if c.opts.DisableWatchList || rt.Metadata {
+	if c.opts.DisableWatchList || rt.Metadata { // metadata: see newFeed
 		lwi = unsupportedWatchList{lw}
 	}
 	index := c.clusterIndexFunc

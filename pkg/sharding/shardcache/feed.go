@@ -92,6 +92,12 @@ type feedCounters struct {
 	selectorRestarts atomic.Uint64
 }
 
+// newFeed builds the feed of rt. Metadata-only types relist with paged LISTs, not
+// watch-list streams: at 10,000 namespaces (the large-cluster benchmark, 4 shards,
+// garbage collector and quota, 2026-11-30) streaming them made each shard's start
+// slower (Ready after 46–50 s instead of 36–38 s, 7.4 instead of 5.1 CPU-seconds, the API
+// server 58.9 instead of 46.5 CPU-seconds) for no lower peak RSS (392–430 MiB, within
+// the 362–453 MiB of the runs with LISTs).
 func newFeed(rt ResourceType, client kubernetes.Interface, adm *admission, disableWatchList bool, logger klog.Logger) *feed {
 	return &feed{
 		rt:          rt,

@@ -106,8 +106,11 @@
 // KSHARD_BENCH_CHURN_RATE (2 per second), KSHARD_BENCH_SEED (the random namespaces),
 // KSHARD_BENCH_SHARD_ARGS (more flags for the measured shards, space-separated, e.g.
 // --kube-api-content-type=application/json), KSHARD_BENCH_PROFILE_DIR (saves each controller process's CPU profile of the first 20 s
-// of its start, its heap after the settle period and a 30 s CPU profile from the middle of
-// the churn, for go tool pprof).
+// of its start, its heap at Ready and after the settle period, a 30 s CPU profile from the
+// middle of the churn, for go tool pprof, and follows each process's heap goal,
+// go_memstats_next_gc_bytes, every second until the churn ends: the log gives its highest
+// value and when it was seen, and heap-peak is the profile fetched when it last rose by
+// 5 %, the live heap as the runtime last published it, one or two collections old).
 //
 // # The garbage collector and ResourceQuota
 //

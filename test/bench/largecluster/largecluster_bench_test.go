@@ -603,6 +603,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	defer stop()
 
 	bn.runStart = start
+	peak := watchHeapPeak(b, name, procs, start)
 	// A CPU profile of every controller process over the first 20 s of its start.
 	var startProfile sync.WaitGroup
 	if profileDir != "" {
@@ -715,6 +716,7 @@ func (bn *bench) run(b *testing.B, name string, shards int) result {
 	profWG.Wait()
 	api3 := bn.apiMetrics(b)
 	churnUse := churnMeter.Stop(b)
+	peak.finish(b, procs)
 	busy3 := machineBusy()
 	r.apiChurn = apiDelta(api2, api3)
 	r.busyChurn = busy3.cores(busy2)
@@ -1094,27 +1096,32 @@ func (bn *bench) saveProfiles(b *testing.B, run string, procs []*proc, kind, pat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.pprofURL+path, nil)
-			resp, err := pprofClient.Do(req)
-			if err != nil {
-				b.Logf("%s profile of %s: %v", kind, p.name, err)
-				return
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				b.Logf("%s profile of %s: HTTP %d %v", kind, p.name, resp.StatusCode, err)
-				return
-			}
-			file := filepath.Join(profileDir, fmt.Sprintf("%s-%s.%s", run, strings.Fields(p.name)[0], kind))
-			if err := os.WriteFile(file, body, 0o644); err != nil {
-				b.Log(err)
-			}
+			saveProfile(b, run, p, kind, path, timeout)
 		}()
 	}
 	wg.Wait()
+}
+
+// saveProfile fetches one profile of p into profileDir as <run>-<process>.<kind>.
+func saveProfile(b *testing.B, run string, p *proc, kind, path string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.pprofURL+path, nil)
+	resp, err := pprofClient.Do(req)
+	if err != nil {
+		b.Logf("%s profile of %s: %v", kind, p.name, err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Logf("%s profile of %s: HTTP %d %v", kind, p.name, resp.StatusCode, err)
+		return
+	}
+	file := filepath.Join(profileDir, fmt.Sprintf("%s-%s.%s", run, strings.Fields(p.name)[0], kind))
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		b.Log(err)
+	}
 }
 
 func report(b *testing.B, r result) {

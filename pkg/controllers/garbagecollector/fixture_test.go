@@ -37,7 +37,7 @@ var (
 // run), graph events applied synchronously, the gated queues as controllertest.Queues,
 // and a fake metadata client as the API server.
 type fixture struct {
-	t         *testing.T
+	t         testing.TB
 	ctrl      *Controller
 	meta      *metadatafake.FakeMetadataClient
 	served    *controllertest.Served
@@ -64,7 +64,7 @@ func newShard(t *testing.T, meta *metadatafake.FakeMetadataClient) *fixture {
 	return buildFixture(t, nil, meta)
 }
 
-func buildFixture(t *testing.T, remote RemoteDependents, meta *metadatafake.FakeMetadataClient) *fixture {
+func buildFixture(t testing.TB, remote RemoteDependents, meta *metadatafake.FakeMetadataClient) *fixture {
 	t.Helper()
 	if meta == nil {
 		meta = metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())

@@ -81,7 +81,7 @@ type Controller struct {
 
 	graph  *graph
 	absent *absentOwners
-	// graphChanges carries informer events, virtual deletes and Resync markers to the
+	// graphChanges carries informer events, virtual deletes and Resync events to the
 	// graph builder's single goroutine. It is internal, not gated: the graph holds
 	// whatever the shard's stores hold.
 	graphChanges    workqueue.TypedInterface[*event]

@@ -20,27 +20,25 @@ const (
 	addEvent eventType = iota
 	updateEvent
 	deleteEvent
-	// markerEvent is Resync's marker: every event queued before it has been applied.
-	markerEvent
-	// resyncEvent is Resync's add of one object, by key: the graph builder reads the
-	// object from the informer's store when it applies it (and skips it when gone), so
-	// that a delete delivered after Resync listed the store is never undone by a stale
-	// snapshot.
+	// resyncEvent is one Resync call: applied, it adds every object of its scope that the
+	// stores hold then, read when it is applied rather than when Resync was called, so
+	// that a delete delivered in between is never undone by a stale snapshot; then it
+	// queues again the work of every scope waiting (resync.go).
 	resyncEvent
 )
 
 // event is one change of the graph: an informer's add, update or delete of an object of
-// kind, a virtual delete (a node verified absent by a live GET), or a Resync marker.
-// Resync queues one per cached object when a shard starts working its partitions, so it
-// is kept small (64 bytes): what it says of the kind is shared, not copied.
+// kind, a virtual delete (a node verified absent by a live GET), or a Resync. Informers
+// queue one per object while the stores fill, so it is kept small (64 bytes): what it
+// says of the kind is shared, not copied.
 type event struct {
 	typ     eventType
 	virtual bool
 	obj     any
 	oldObj  any
 	kind    *kindInfo
-	// key names a resyncEvent's object in the store of kind's resource.
-	key string
+	// scope is a resyncEvent's.
+	scope *controllers.Scope
 }
 
 // kindInfo is the kind of an event's object, one per served resource (or per virtual
@@ -124,21 +122,9 @@ func identityOf(e *event, obj metav1.Object) objectReference {
 // processGraphChange applies one event to the graph and queues what it makes worth a
 // look, as upstream's processGraphChanges.
 func (c *Controller) processGraphChange(log logr.Logger, e *event) {
-	if e.typ == markerEvent {
-		c.resyncMarker(log)
-		return
-	}
 	if e.typ == resyncEvent {
-		inf := c.resources.informer(e.kind.gvr)
-		if inf == nil {
-			return
-		}
-		obj, exists, err := inf.GetIndexer().GetByKey(e.key)
-		if err != nil || !exists {
-			log.V(5).Info("resynced object no longer in the store", "resource", e.kind.gvr.String(), "key", e.key)
-			return
-		}
-		e = &event{typ: addEvent, obj: obj, kind: e.kind}
+		c.applyResync(log, *e.scope)
+		return
 	}
 	obj, err := meta.Accessor(e.obj)
 	if err != nil {

@@ -163,10 +163,9 @@ func TestResyncVirtualClusterScopedOwner(t *testing.T) {
 	}
 }
 
-// TestResyncScansOncePerWaitingScopes: Resyncs whose markers have not been applied yet
-// are scanned for together by the first marker applied, and the later markers scan
-// nothing: a shard acquiring its partitions one by one does not scan the graph once per
-// partition.
+// TestResyncScansOncePerWaitingScopes: Resyncs whose events have not been applied yet
+// are scanned for together by the first one applied, and the later ones scan nothing: a
+// shard acquiring its partitions one by one does not scan the graph once per partition.
 func TestResyncScansOncePerWaitingScopes(t *testing.T) {
 	f := newFixture(t, nil)
 	f.exists(object(pods, "a", "p", "p-1", ref("apps/v1", "ReplicaSet", "rs", "rs-1")),
@@ -176,22 +175,22 @@ func TestResyncScansOncePerWaitingScopes(t *testing.T) {
 	f.ctrl.Resync(controllers.Scope{Namespaces: []string{"a"}})
 	f.ctrl.Resync(controllers.Scope{Namespaces: []string{"b"}})
 	log := controllertest.Logger(t)
-	markers := 0
+	applied := 0
 	for f.ctrl.graphChanges.Len() > 0 {
 		e, _ := f.ctrl.graphChanges.Get()
 		f.ctrl.processGraphChange(log, e)
 		f.ctrl.graphChanges.Done(e)
-		if e.typ != markerEvent {
+		if e.typ != resyncEvent {
 			continue
 		}
-		markers++
-		want := []string{"a/rs-1", "b/rs-2"} // both scopes at the first marker, c's never
-		if markers > 1 {
+		applied++
+		want := []string{"a/rs-1", "b/rs-2"} // both scopes at the first Resync applied, c's never
+		if applied > 1 {
 			want = nil // the same keys again would mean a second scan
 		}
-		equal(t, fmt.Sprintf("attemptToDelete after marker %d", markers), f.deleteQ.Keys(), want)
+		equal(t, fmt.Sprintf("attemptToDelete after Resync event %d", applied), f.deleteQ.Keys(), want)
 	}
-	if markers != 2 {
-		t.Fatalf("%d markers applied, want 2", markers)
+	if applied != 2 {
+		t.Fatalf("%d Resync events applied, want 2", applied)
 	}
 }

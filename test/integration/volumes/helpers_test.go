@@ -103,7 +103,9 @@ func (e *env) deleteClaim(name string) {
 	}
 }
 
-func hasFinalizer(c *corev1.PersistentVolumeClaim) bool { return slices.Contains(c.Finalizers, finalizer) }
+func hasFinalizer(c *corev1.PersistentVolumeClaim) bool {
+	return slices.Contains(c.Finalizers, finalizer)
+}
 
 // podOpt changes a pod before it is created.
 type podOpt func(*corev1.Pod)

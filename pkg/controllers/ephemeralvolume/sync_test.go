@@ -152,4 +152,3 @@ func TestHandlers(t *testing.T) {
 		})
 	}
 }
-

@@ -22,9 +22,11 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
+	"github.com/kshard/kshard/pkg/controllers/ephemeralvolume"
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/namespace"
+	"github.com/kshard/kshard/pkg/controllers/pvcprotection"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
 	"github.com/kshard/kshard/pkg/controllers/resourcequota"
@@ -46,9 +48,11 @@ func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		cronjob.Descriptor(),
 		deployment.Descriptor(),
+		ephemeralvolume.Descriptor(),
 		garbagecollector.Descriptor(),
 		job.Descriptor(),
 		namespace.Descriptor(),
+		pvcprotection.Descriptor(),
 		replicaset.Descriptor(),
 		replicationcontroller.Descriptor(),
 		resourcequota.Descriptor(),

@@ -7,10 +7,12 @@
 // type, source and count). A difference fails the test unless docs/controllers.md explains
 // it and the explained table below names it.
 //
-// Three scenarios: Deployments and ReplicaSets (apps_test.go,
+// Among the scenarios: Deployments and ReplicaSets (apps_test.go,
 // TestDifferentialAgainstUpstream), Jobs and CronJobs (batch_test.go,
 // TestDifferentialBatch), and what every namespace gets, its default ServiceAccount and
-// kube-root-ca.crt (namespacelife_test.go, TestDifferentialNamespaceLife).
+// kube-root-ca.crt (namespacelife_test.go, TestDifferentialNamespaceLife), and claims
+// with the PVC protection and ephemeral volume controllers (volumes_test.go,
+// TestDifferentialVolumes).
 //
 // KSHARD_DIFFERENTIAL_SELFCHECK=1 runs upstream against itself instead, to tell a value that
 // depends on timing from one that depends on the implementation.
@@ -53,7 +55,10 @@ const (
 //   - UnexpectedJob: the CronJob controller warns at every sync that finds a running Job
 //     it owns but did not create (kubectl create job --from=cronjob), and it syncs at every
 //     update of that Job, whose number depends on how its status writes fall together.
-var timingDependent = map[string]bool{"FailedCreate": true, "UnexpectedJob": true}
+//   - FailedBinding: the ephemeral volume controller warns at every retry of a pod whose
+//     ephemeral volume's claim name is taken by a claim that is not the pod's, with the
+//     work queue's exponential backoff, for as long as the step lasts.
+var timingDependent = map[string]bool{"FailedCreate": true, "UnexpectedJob": true, "FailedBinding": true}
 
 // explained lists differences docs/controllers.md explains, by the compared path's
 // prefix; they are logged, not failed.

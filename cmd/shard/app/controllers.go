@@ -22,6 +22,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
+	"github.com/kshard/kshard/pkg/controllers/disruption"
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/namespace"
@@ -46,6 +47,7 @@ func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		cronjob.Descriptor(),
 		deployment.Descriptor(),
+		disruption.Descriptor(),
 		garbagecollector.Descriptor(),
 		job.Descriptor(),
 		namespace.Descriptor(),

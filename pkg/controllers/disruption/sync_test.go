@@ -85,7 +85,7 @@ func TestSync(t *testing.T) {
 			setup: func(f *fixture) { f.serveScale("widgets", "w", "uid-w", 3) },
 			want:  &status{healthy: 2, desired: 2, expected: 3, reason: policyv1.InsufficientPodsReason}},
 		{name: "a scale of another UID is not the pod's controller: fail safe",
-			objs: []runtime.Object{newPDB("pdb", maxUnavailable(num(1)), upToDate(2, 1, 2, 1)), newPod("a", ownedBy(widgetGVK, "w"))},
+			objs:  []runtime.Object{newPDB("pdb", maxUnavailable(num(1)), upToDate(2, 1, 2, 1)), newPod("a", ownedBy(widgetGVK, "w"))},
 			setup: func(f *fixture) { f.serveScale("widgets", "w", "other-uid", 3) },
 			want: &status{healthy: 2, desired: 1, expected: 2, reason: policyv1.SyncFailedReason,
 				message: `found no controllers for pod "a"`},
@@ -96,9 +96,9 @@ func TestSync(t *testing.T) {
 			setup: func(f *fixture) { f.serveScale("replicasets", "web-1", "uid-web-1", 2) },
 			want:  &status{healthy: 1, desired: 2, expected: 2, reason: policyv1.InsufficientPodsReason}},
 		{name: "a missing controller with a scale subresource: found no controllers",
-			objs:  []runtime.Object{newPDB("pdb", maxUnavailable(num(0))), newPod("a", ownedBy(widgetGVK, "gone"))},
-			setup: func(f *fixture) { f.notFoundScales() },
-			want:  &status{reason: policyv1.SyncFailedReason, message: `found no controllers for pod "a"`},
+			objs:   []runtime.Object{newPDB("pdb", maxUnavailable(num(0))), newPod("a", ownedBy(widgetGVK, "gone"))},
+			setup:  func(f *fixture) { f.notFoundScales() },
+			want:   &status{reason: policyv1.SyncFailedReason, message: `found no controllers for pod "a"`},
 			events: []string{`Warning CalculateExpectedPodCountFailed Failed to calculate the number of expected pods: found no controllers for pod "a"`}},
 		{name: "a controller kind without a scale subresource",
 			objs:  []runtime.Object{newPDB("pdb", maxUnavailable(num(0))), newPod("a", ownedBy(gadgetGVK, "g"))},
@@ -134,8 +134,8 @@ func TestSync(t *testing.T) {
 			objs: []runtime.Object{newPDB("pdb"), newPod("a")},
 			want: &status{healthy: 1, reason: policyv1.InsufficientPodsReason}},
 		{name: "a pending disruption is not healthy, kept, and rechecked when it expires",
-			objs: []runtime.Object{newPDB("pdb", minAvailable(num(1)), disruptedAt("a", t0.Add(-30*time.Second))), newPod("a"), newPod("b")},
-			want: &status{healthy: 1, desired: 1, expected: 2, reason: policyv1.InsufficientPodsReason, disrupted: []string{"a"}},
+			objs:    []runtime.Object{newPDB("pdb", minAvailable(num(1)), disruptedAt("a", t0.Add(-30*time.Second))), newPod("a"), newPod("b")},
+			want:    &status{healthy: 1, desired: 1, expected: 2, reason: policyv1.InsufficientPodsReason, disrupted: []string{"a"}},
 			recheck: 90 * time.Second},
 		{name: "the earliest of two pending disruptions decides the recheck",
 			objs: []runtime.Object{newPDB("pdb", minAvailable(num(0)), disruptedAt("a", t0.Add(-30*time.Second)), disruptedAt("b", t0.Add(-100*time.Second))),
@@ -248,4 +248,3 @@ func TestRecheckQueuesTheBudget(t *testing.T) {
 		t.Errorf("budget queue got %v rate-limited, want %s", got, key)
 	}
 }
-

@@ -215,4 +215,3 @@ func pdbSnapshot(ctx context.Context, s *side) (view, error) {
 	events.put(out)
 	return view{values: out, pending: pending, events: events.lines}, nil
 }
-

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -294,8 +295,8 @@ func (d Descriptor) validate() error {
 		errs = append(errs, fmt.Errorf("ClientQPSScale %v and ClientBurstScale %d must not be negative", d.ClientQPSScale, d.ClientBurstScale))
 	}
 	for _, p := range d.Permissions {
-		if (p.Group == "*") != (p.Resource == "*") || slices.Contains(p.Verbs, "*") {
-			errs = append(errs, fmt.Errorf("permission %s/%s %v: a wildcard is only allowed as group \"*\" with resource \"*\", and never as a verb", p.Group, p.Resource, p.Verbs))
+		if !WildcardAllowed(p.Group, p.Resource) || slices.Contains(p.Verbs, "*") {
+			errs = append(errs, fmt.Errorf("permission %s/%s %v: a wildcard is only allowed as group \"*\" with resource \"*\" or \"*/<subresource>\", and never as a verb", p.Group, p.Resource, p.Verbs))
 		}
 	}
 	if len(d.Primary) == 0 && d.Served == nil {
@@ -351,11 +352,28 @@ type QueueSpec struct {
 	RateLimiter func() workqueue.TypedRateLimiter[string]
 }
 
+// WildcardAllowed reports whether a permission's group and resource use wildcards only
+// as a controller may: none, or group "*" with resource "*" (every resource) or with
+// "*/<subresource>" (one subresource of every resource, as the disruption controller's
+// "*/scale"), the subresource named.
+func WildcardAllowed(group, resource string) bool {
+	if group != "*" {
+		return !strings.Contains(resource, "*")
+	}
+	if resource == "*" {
+		return true
+	}
+	sub, ok := strings.CutPrefix(resource, "*/")
+	return ok && sub != "" && !strings.Contains(sub, "*")
+}
+
 // Permission is one RBAC rule a controller needs: verbs on a resource (or a subresource,
 // as "replicasets/status") of an API group ("" is the core group). Group "*" with
 // Resource "*" is every resource of every group, for a controller that acts on whatever
 // the API server serves (the namespace controller deletes a namespace's contents, CRDs
-// and aggregated APIs included); verbs are always named.
+// and aggregated APIs included), and with Resource "*/scale" one subresource of every
+// resource (the disruption controller reads any controller's scale); verbs are always
+// named.
 type Permission struct {
 	Group    string
 	Resource string

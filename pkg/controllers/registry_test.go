@@ -57,6 +57,15 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 		{name: "wildcard resource of one group", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Permissions = []Permission{{Group: "apps", Resource: "*", Verbs: []string{"delete"}}}
 		})}, wantErr: "a wildcard is only allowed"},
+		{name: "one subresource of every resource", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Permissions = []Permission{{Group: "*", Resource: "*/scale", Verbs: []string{"get"}}}
+		})}},
+		{name: "wildcard subresource", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Permissions = []Permission{{Group: "*", Resource: "*/*", Verbs: []string{"get"}}}
+		})}, wantErr: "a wildcard is only allowed"},
+		{name: "wildcard subresource of one group", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Permissions = []Permission{{Group: "apps", Resource: "*/scale", Verbs: []string{"get"}}}
+		})}, wantErr: "a wildcard is only allowed"},
 		{name: "wildcard verb", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Permissions = []Permission{{Group: "*", Resource: "*", Verbs: []string{"*"}}}
 		})}, wantErr: "a wildcard is only allowed"},

@@ -22,6 +22,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
+	"github.com/kshard/kshard/pkg/controllers/disruption"
 	"github.com/kshard/kshard/pkg/controllers/ephemeralvolume"
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
@@ -48,6 +49,7 @@ func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		cronjob.Descriptor(),
 		deployment.Descriptor(),
+		disruption.Descriptor(),
 		ephemeralvolume.Descriptor(),
 		garbagecollector.Descriptor(),
 		job.Descriptor(),

@@ -70,7 +70,8 @@ func (g Grant) String() string { return fmt.Sprintf("%s %q/%s", g.Verb, g.Group,
 // GrantsOfRules flattens RBAC rules; rules with resourceNames, non-resource URLs or a
 // wildcard are returned as errors, because the shard's ClusterRole must not have them,
 // except group "*" with resource "*" (every resource, named verbs), which a controller
-// that acts on whatever the API server serves declares (the namespace controller).
+// that acts on whatever the API server serves declares (the namespace controller), or
+// with "*/<subresource>" (the disruption controller's "*/scale").
 func GrantsOfRules(rules []rbacv1.PolicyRule) (map[Grant]bool, error) {
 	out := map[Grant]bool{}
 	for _, r := range rules {
@@ -80,7 +81,7 @@ func GrantsOfRules(rules []rbacv1.PolicyRule) (map[Grant]bool, error) {
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
-					if (g == "*") != (res == "*") || v == "*" {
+					if !controllers.WildcardAllowed(g, res) || v == "*" {
 						return nil, fmt.Errorf("rule %v has a wildcard", r)
 					}
 					out[Grant{g, res, v}] = true

@@ -33,8 +33,6 @@ type fixture struct {
 var (
 	setsGVR = appsv1.SchemeGroupVersion.WithResource("statefulsets")
 	podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
-	pvcsGVR = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
-	revsGVR = appsv1.SchemeGroupVersion.WithResource("controllerrevisions")
 )
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {

@@ -188,6 +188,7 @@ func (c *Controller) claimsMatchRetention(ctx context.Context, set *appsv1.State
 		case apierrors.IsNotFound(err):
 			log.V(4).Info("Expected claim missing, continuing to pick up in next iteration", "claim", name)
 		case err != nil:
+			//lint:ignore ST1005 upstream's message, which FailedUpdate events carry
 			return false, fmt.Errorf("Could not retrieve claim %s for %s when checking PVC deletion policy: %w", name, pod.Name, err)
 		default:
 			if !claimOwnerUpToDate(log, claim, set, pod) {
@@ -210,6 +211,7 @@ func (c *Controller) updateClaimsForRetention(ctx context.Context, set *appsv1.S
 		case apierrors.IsNotFound(err):
 			log.V(4).Info("Expected claim missing, continuing to pick up in next iteration", "claim", name)
 		case err != nil:
+			//lint:ignore ST1005 upstream's message, which FailedUpdate events carry
 			return fmt.Errorf("Could not retrieve claim %s not found for %s when checking PVC deletion policy: %w", name, pod.Name, err)
 		default:
 			if hasUnexpectedController(claim, set, pod) {

@@ -214,7 +214,6 @@ func TestRolloutCompletes(t *testing.T) {
 	}
 	f.catchUp()
 	f.kubelet(t0, "web-0")
-	set = f.apiSet("web")
 	f.MustSync("ns/web")
 	st, _ := f.lastStatus()
 	if st.CurrentRevision != newRev.Name || st.UpdateRevision != newRev.Name || st.CurrentReplicas != 2 || st.UpdatedReplicas != 2 || st.ReadyReplicas != 2 || st.AvailableReplicas != 2 {

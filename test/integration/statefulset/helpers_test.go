@@ -142,15 +142,6 @@ func (e *env) update(name string, fn func(*appsv1.StatefulSet)) *appsv1.Stateful
 	return out
 }
 
-func (e *env) get(name string) *appsv1.StatefulSet {
-	e.t.Helper()
-	s, err := e.cs.AppsV1().StatefulSets(e.ns).Get(e.ctx(), name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return s
-}
-
 // waitSet waits until the set's status satisfies ok (observedGeneration current).
 func (e *env) waitSet(name string, timeout time.Duration, what string, ok func(*appsv1.StatefulSet) bool) *appsv1.StatefulSet {
 	e.t.Helper()

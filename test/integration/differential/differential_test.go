@@ -378,6 +378,9 @@ type eventSet struct {
 	// withMessages also compares the distinct normalised messages of each object, type,
 	// reason and source.
 	withMessages bool
+	// presenceOnly are further reasons whose presence is compared, not their count, in
+	// one scenario (see timingDependent).
+	presenceOnly map[string]bool
 	messages     map[eventKey]map[string]bool
 }
 
@@ -410,7 +413,7 @@ func (e *eventSet) add(object string, ev *corev1.Event, text func(string) string
 func (e *eventSet) put(out flat) {
 	for k, n := range e.counts {
 		v := fmt.Sprint(n)
-		if timingDependent[k.reason] {
+		if timingDependent[k.reason] || e.presenceOnly[k.reason] {
 			v = "present"
 		}
 		p := fmt.Sprintf("Events of %s: %s %s from %s", k.object, k.typ, k.reason, k.source)

@@ -9,8 +9,9 @@
 //
 // Three scenarios: Deployments and ReplicaSets (apps_test.go,
 // TestDifferentialAgainstUpstream), Jobs and CronJobs (batch_test.go,
-// TestDifferentialBatch), and what every namespace gets, its default ServiceAccount and
-// kube-root-ca.crt (namespacelife_test.go, TestDifferentialNamespaceLife).
+// TestDifferentialBatch), what every namespace gets, its default ServiceAccount and
+// kube-root-ca.crt (namespacelife_test.go, TestDifferentialNamespaceLife), and StatefulSets
+// (statefulset_test.go, TestDifferentialStatefulSet).
 //
 // KSHARD_DIFFERENTIAL_SELFCHECK=1 runs upstream against itself instead, to tell a value that
 // depends on timing from one that depends on the implementation.

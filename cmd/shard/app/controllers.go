@@ -33,6 +33,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/resourcequota"
 	"github.com/kshard/kshard/pkg/controllers/rootcacertpublisher"
 	"github.com/kshard/kshard/pkg/controllers/serviceaccount"
+	"github.com/kshard/kshard/pkg/controllers/statefulset"
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
@@ -60,6 +61,7 @@ func Descriptors() []controllers.Descriptor {
 		resourcequota.Descriptor(),
 		rootcacertpublisher.Descriptor(),
 		serviceaccount.Descriptor(),
+		statefulset.Descriptor(),
 		ttlafterfinished.Descriptor(),
 	}
 }

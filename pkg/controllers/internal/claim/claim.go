@@ -25,6 +25,9 @@ type Manager[T metav1.Object] struct {
 	Kind schema.GroupVersionKind
 	// Selector is the owner's label selector.
 	Selector labels.Selector
+	// Filter, when set, must also accept an object for it to match (upstream's claim
+	// filters: a StatefulSet's pods must carry its name with an ordinal).
+	Filter func(T) bool
 	// Fresh reads the owner from the API server, not the cache. Before its first
 	// adoption the manager checks that the owner still exists with the same UID and is
 	// not being deleted, so a stale cache never adopts for a deleted owner.
@@ -59,7 +62,7 @@ func (m *Manager[T]) Claim(ctx context.Context, objs []T) ([]T, error) {
 }
 
 func (m *Manager[T]) claim(ctx context.Context, obj T) (bool, error) {
-	matches := m.Selector.Matches(labels.Set(obj.GetLabels()))
+	matches := m.Selector.Matches(labels.Set(obj.GetLabels())) && (m.Filter == nil || m.Filter(obj))
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		if ref.UID != m.Controller.GetUID() {
 			return false, nil // someone else's

@@ -47,6 +47,7 @@ func TestClaim(t *testing.T) {
 		fresh       *metav1.ObjectMeta
 		pods        []*corev1.Pod
 		patchErr    error
+		filter      func(*corev1.Pod) bool
 		wantOwned   []string
 		wantPatches map[string]string // pod name → "adopt" | "release"
 		wantErr     bool
@@ -71,6 +72,10 @@ func TestClaim(t *testing.T) {
 			patchErr: errors.New("boom"), wantOwned: []string{"q"}, wantPatches: map[string]string{"p": "adopt"}, wantErr: true},
 		{name: "release of a replaced pod is not an error", owner: owner(false), pods: []*corev1.Pod{pod("p", other, "rs-uid", false)},
 			patchErr: apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", nil), wantPatches: map[string]string{"p": "release"}},
+		{name: "an orphan the filter refuses is not adopted", owner: owner(false), filter: func(p *corev1.Pod) bool { return p.Name != "p" },
+			pods: []*corev1.Pod{pod("p", match, "", false), pod("q", match, "", false)}, wantOwned: []string{"q"}, wantPatches: map[string]string{"q": "adopt"}},
+		{name: "an owned pod the filter refuses is released", owner: owner(false), filter: func(p *corev1.Pod) bool { return p.Name != "p" },
+			pods: []*corev1.Pod{pod("p", match, "rs-uid", false)}, wantPatches: map[string]string{"p": "release"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +85,7 @@ func TestClaim(t *testing.T) {
 				fresh = tt.owner
 			}
 			m := &Manager[*corev1.Pod]{
-				Controller: tt.owner, Kind: rsKind, Selector: labels.SelectorFromSet(match),
+				Controller: tt.owner, Kind: rsKind, Selector: labels.SelectorFromSet(match), Filter: tt.filter,
 				Fresh: func(context.Context) (metav1.Object, error) { return fresh, nil },
 				Patch: func(_ context.Context, name string, patch []byte) error {
 					var p struct {

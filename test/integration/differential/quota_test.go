@@ -41,7 +41,7 @@ var quotaAttempts sync.Map // *side → map[string]string
 
 func TestDifferentialResourceQuota(t *testing.T) {
 	scenario{
-		controllers: []string{"resourcequota"},
+		controllers: []string{"resourcequota", "pvc-protection"},
 		namespaces:  quotaNamespaces,
 		steps:       quotaSteps(),
 		snapshot:    quotaSnapshot,

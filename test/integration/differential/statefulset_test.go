@@ -25,8 +25,9 @@ import (
 
 func TestDifferentialStatefulSet(t *testing.T) {
 	scenario{
-		// The garbage collector carries out the retention policy's owner references.
-		controllers: []string{"statefulset", "garbagecollector"},
+		// The garbage collector carries out the retention policy's owner references; the
+		// PVC protection controller removes a collected claim's finalizer.
+		controllers: []string{"statefulset", "garbagecollector", "pvc-protection"},
 		namespaces:  []string{"main"},
 		steps:       statefulSetSteps,
 		snapshot:    statefulSetSnapshot,

@@ -2,9 +2,8 @@
 // control plane, where kwok makes pods Running and Ready (and fails those labelled
 // kshard.io/kwok=fail): TestMain starts kshard (one coordinator, two shards) running
 // disruption and the workload controllers the scenarios need (deployment, replicaset,
-// replicationcontroller) unless the cluster's kube-controller-manager runs them. The
-// cluster's kube-controller-manager runs the StatefulSet controller (kshard has none), so
-// a StatefulSet's pods are real ones.
+// replicationcontroller, statefulset) unless the cluster's kube-controller-manager runs
+// them, so a StatefulSet's pods are real ones.
 //
 // The eviction checks go through the API server's eviction subresource, which decides
 // from the status the controller writes; the drain check runs the real kubectl (hack/tools.sh
@@ -19,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
-		Names:        []string{"disruption", "deployment", "replicaset", "replicationcontroller"},
+		Names:        []string{"disruption", "deployment", "replicaset", "replicationcontroller", "statefulset"},
 		Coordinators: 1,
 		Shards:       2,
 	})

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
 		// The tests spend their time waiting for the controllers, not computing.
 		Parallel:     8,
-		Names:        []string{"garbagecollector", "resourcequota", "deployment", "replicaset"},
+		Names:        []string{"garbagecollector", "resourcequota", "deployment", "replicaset", "pvc-protection"},
 		Coordinators: 1,
 		Shards:       3,
 		ShardArgs:    []string{"--served-discovery-period=2s"},

@@ -18,8 +18,11 @@ import (
 func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
 		// The tests spend their time waiting for the controllers, not computing.
-		Parallel:     6,
-		Names:        []string{"statefulset", "garbagecollector"},
+		Parallel: 6,
+		// The garbage collector carries out the claims' retention policy, and the PVC
+		// protection controller lets a collected claim go (the cluster's
+		// kube-controller-manager does not run it while kshard has it).
+		Names:        []string{"statefulset", "garbagecollector", "pvc-protection"},
 		Coordinators: 1,
 		Shards:       2,
 	})

@@ -267,7 +267,7 @@ func primaries(primary []controllers.Resource, c *shardcache.Cache) ([]shardcach
 }
 
 func cacheKey(r controllers.Resource) shardcache.Key {
-	return shardcache.Key{Resource: r.GroupVersionResource, Metadata: r.Metadata}
+	return shardcache.Key{Resource: r.GroupVersionResource, Metadata: r.Metadata, FieldSelector: r.FieldSelector}
 }
 
 // cacheInformers serves controllers.Informers from the shard's cache.

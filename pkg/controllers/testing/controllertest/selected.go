@@ -14,8 +14,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"

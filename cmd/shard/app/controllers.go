@@ -26,6 +26,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/namespace"
+	"github.com/kshard/kshard/pkg/controllers/podgc"
 	"github.com/kshard/kshard/pkg/controllers/pvcprotection"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
@@ -52,6 +53,7 @@ func Descriptors() []controllers.Descriptor {
 		garbagecollector.Descriptor(),
 		job.Descriptor(),
 		namespace.Descriptor(),
+		podgc.Descriptor(),
 		pvcprotection.Descriptor(),
 		replicaset.Descriptor(),
 		replicationcontroller.Descriptor(),

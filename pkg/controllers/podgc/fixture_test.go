@@ -55,14 +55,16 @@ func newPod(name string, opts ...podOpt) *corev1.Pod {
 }
 
 func inNamespace(ns string) podOpt { return func(p *corev1.Pod) { p.Namespace = ns } }
-func onNode(n string) podOpt        { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+func onNode(n string) podOpt       { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
 func phase(ph corev1.PodPhase) podOpt {
 	return func(p *corev1.Pod) { p.Status.Phase = ph }
 }
 func evictedPod() podOpt {
 	return func(p *corev1.Pod) { p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted" }
 }
-func created(at time.Time) podOpt { return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(at) } }
+func created(at time.Time) podOpt {
+	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(at) }
+}
 func terminating() podOpt {
 	return func(p *corev1.Pod) {
 		p.DeletionTimestamp = ptr.To(metav1.NewTime(t0.Add(-time.Minute)))

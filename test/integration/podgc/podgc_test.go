@@ -119,6 +119,9 @@ func TestThresholdSharded(t *testing.T) {
 	}
 	// 12 terminated, threshold 5: the 2 evicted and the 5 oldest others go.
 	want := []string{key(5), key(6), key(7), key(8), key(9)}
+	if len(want) != threshold {
+		t.Fatalf("the test expects %d pods kept, the shards' threshold is %d", len(want), threshold)
+	}
 	sort.Strings(want)
 	framework.Eventually(t, 90*time.Second, "terminated pods collected down to the threshold", func(ctx context.Context) (bool, error) {
 		got, err := terminatedPods(ctx, cs)

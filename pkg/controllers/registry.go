@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -27,6 +28,14 @@ import (
 type Resource struct {
 	schema.GroupVersionResource
 	Metadata bool
+	// FieldSelector, when set, names a separate informer of the type, cached whole (every
+	// namespace, not only the shard's partitions) and holding only the objects the field
+	// selector selects, e.g. "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
+	// on pods: for work of the cluster partition that must see the whole cluster (the pod
+	// garbage collector's threshold on terminated pods). Every shard that runs the
+	// controller caches every selected object of the cluster, so keep the selection small.
+	// It is read only (Reads): a queue's keys come from objects of the shard's partitions.
+	FieldSelector string
 }
 
 // Typed names the typed informer of a built-in resource, e.g.
@@ -38,11 +47,15 @@ func MetadataOnly(gvr schema.GroupVersionResource) Resource {
 	return Resource{GroupVersionResource: gvr, Metadata: true}
 }
 
-// String reads "deployments.apps", with " (metadata)" for metadata-only informers.
+// String reads "deployments.apps", with " (metadata)" for metadata-only informers and
+// " (fieldSelector=…)" for field-selected ones.
 func (r Resource) String() string {
 	s := r.GroupResource().String()
 	if r.Metadata {
 		s += " (metadata)"
+	}
+	if r.FieldSelector != "" {
+		s += " (fieldSelector=" + r.FieldSelector + ")"
 	}
 	return s
 }
@@ -325,6 +338,23 @@ func (d Descriptor) validate() error {
 	for _, r := range d.Resources() {
 		if r.Resource == "" || r.Version == "" {
 			errs = append(errs, fmt.Errorf("resource %q needs a version and a resource name", r))
+		}
+		if r.FieldSelector != "" {
+			if _, err := fields.ParseSelector(r.FieldSelector); err != nil {
+				errs = append(errs, fmt.Errorf("resource %s: %w", r, err))
+			}
+		}
+	}
+	for _, r := range d.Primary {
+		if r.FieldSelector != "" {
+			errs = append(errs, fmt.Errorf("primary %s: a field-selected resource is cached whole, so its keys could not be mapped to the shard's partitions: read it (Reads), and queue keys of another Primary", r))
+		}
+	}
+	for _, q := range d.Queues {
+		for _, r := range q.Primary {
+			if r.FieldSelector != "" {
+				errs = append(errs, fmt.Errorf("queue %q: primary %s: a field-selected resource cannot be a queue's primary", q.Name, r))
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

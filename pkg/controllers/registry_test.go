@@ -15,6 +15,8 @@ var (
 	testPods        = Typed(schema.GroupVersionResource{Version: "v1", Resource: "pods"})
 	testDeployments = Typed(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"})
 	testOwners      = MetadataOnly(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"})
+	testTerminated  = Resource{GroupVersionResource: testPods.GroupVersionResource,
+		FieldSelector: "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"}
 )
 
 type nopController struct{}
@@ -78,6 +80,19 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 		{name: "every verb on served resources", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Served = &ServedResources{Verbs: []string{"list", "watch"}, Permissions: []string{"*"}}
 		})}, wantErr: "never a wildcard"},
+		{name: "a field-selected read", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Reads = []Resource{testPods, testTerminated}
+		})}},
+		{name: "a field selector that does not parse", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Reads = []Resource{{GroupVersionResource: testPods.GroupVersionResource, FieldSelector: "status.phase"}}
+		})}, wantErr: "invalid selector"},
+		{name: "a field-selected primary", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Primary = []Resource{testTerminated}
+		})}, wantErr: "a field-selected resource is cached whole"},
+		{name: "a field-selected primary of a further queue", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Reads = []Resource{testTerminated}
+			d.Queues = []QueueSpec{{Name: "a_pods", Primary: []Resource{testTerminated}}}
+		})}, wantErr: "cannot be a queue's primary"},
 		{name: "duplicate", ds: []Descriptor{descriptor("a", nil), descriptor("a", nil)}, wantErr: "registered twice"},
 		{name: "alias and canonical name of one controller", ds: []Descriptor{descriptor("replicaset", nil), descriptor("replicaset-controller", nil)}, wantErr: `"replicaset" and "replicaset-controller" are one kube-controller-manager controller`},
 		{name: "a further queue", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
@@ -166,6 +181,17 @@ func TestAllPermissions(t *testing.T) {
 			},
 		},
 		{
+			name: "a field-selected read is list and watch of its resource",
+			d: descriptor("a", func(d *Descriptor) {
+				d.Reads = []Resource{testTerminated}
+				d.Permissions = []Permission{{Resource: "pods", Verbs: []string{"delete"}}}
+			}),
+			want: []Permission{
+				{Resource: "pods", Verbs: []string{"delete", "list", "watch"}},
+				{Group: "apps", Resource: "deployments", Verbs: []string{"list", "watch"}},
+			},
+		},
+		{
 			name: "served resources: list, watch and their verbs on every resource",
 			d: descriptor("a", func(d *Descriptor) {
 				d.Served = &ServedResources{Verbs: []string{"delete", "list", "watch"}, Permissions: []string{"get", "patch", "delete"}}
@@ -215,6 +241,7 @@ func TestDeclared(t *testing.T) {
 		{name: "read", r: testPods},
 		{name: "undeclared", r: testOwners, wantErr: true},
 		{name: "declared typed, asked metadata-only", r: MetadataOnly(testPods.GroupVersionResource), wantErr: true},
+		{name: "declared without a selector, asked field-selected", r: testTerminated, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/namespace"
+	"github.com/kshard/kshard/pkg/controllers/podgc"
 	"github.com/kshard/kshard/pkg/controllers/pvcprotection"
 	"github.com/kshard/kshard/pkg/controllers/replicaset"
 	"github.com/kshard/kshard/pkg/controllers/replicationcontroller"
@@ -55,6 +56,7 @@ func Descriptors() []controllers.Descriptor {
 		garbagecollector.Descriptor(),
 		job.Descriptor(),
 		namespace.Descriptor(),
+		podgc.Descriptor(),
 		pvcprotection.Descriptor(),
 		replicaset.Descriptor(),
 		replicationcontroller.Descriptor(),
@@ -271,7 +273,7 @@ func primaries(primary []controllers.Resource, c *shardcache.Cache) ([]shardcach
 }
 
 func cacheKey(r controllers.Resource) shardcache.Key {
-	return shardcache.Key{Resource: r.GroupVersionResource, Metadata: r.Metadata}
+	return shardcache.Key{Resource: r.GroupVersionResource, Metadata: r.Metadata, FieldSelector: r.FieldSelector}
 }
 
 // cacheInformers serves controllers.Informers from the shard's cache.

@@ -355,3 +355,33 @@ func TestBuildControllersServed(t *testing.T) {
 		})
 	}
 }
+
+// TestFieldSelectedInformer: a controllers.Resource with a field selector reaches the
+// cache as a key of its own, served by a separate informer (cached whole) from the one of
+// the same type without it.
+func TestFieldSelectedInformer(t *testing.T) {
+	c, err := shardcache.New(fake.NewClientset(), func(string) partition.ID { return 0 }, shardcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods"))
+	terminated := controllers.Resource{GroupVersionResource: pods.GroupVersionResource,
+		FieldSelector: "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"}
+	if got := cacheKey(terminated); got.FieldSelector != terminated.FieldSelector || got.Resource != pods.GroupVersionResource {
+		t.Errorf("cacheKey(%s) = %+v", terminated, got)
+	}
+	all, err := cacheInformers{c}.InformerFor(pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	selected, err := cacheInformers{c}.InformerFor(terminated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all == selected {
+		t.Error("the field-selected resource is served the informer of the whole type")
+	}
+	if !slices.Contains(c.Resources(), cacheKey(terminated).String()) {
+		t.Errorf("the cache's resources %v lack %s", c.Resources(), cacheKey(terminated))
+	}
+}

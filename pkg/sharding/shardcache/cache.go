@@ -149,16 +149,24 @@ func (c *Cache) clusterIndexFunc(any) ([]string, error) {
 	return []string{PartitionIndexValue(c.partitionOf(partition.ClusterKey))}, nil
 }
 
-// newPlainInformer builds an unfiltered informer of a cluster-scoped type. Namespace
-// objects are indexed by the partition of their own name (Prepare needs them to know a
-// partition's namespaces); other cluster-scoped objects by the cluster partition.
+// newPlainInformer builds an informer not filtered by partition: of a cluster-scoped
+// type, or of a field-selected one (every namespace, only the objects its selector
+// selects, listed and watched with it). Namespace objects are indexed by the partition of
+// their own name (Prepare needs them to know a partition's namespaces); other objects by
+// the cluster partition, whose work reads them.
 func (c *Cache) newPlainInformer(rt ResourceType) toolscache.SharedIndexInformer {
+	selected := func(opts metav1.ListOptions) metav1.ListOptions {
+		if rt.FieldSelector != "" {
+			opts.FieldSelector = rt.FieldSelector
+		}
+		return opts
+	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return rt.List(ctx, c.client, "", opts)
+			return rt.List(ctx, c.client, "", selected(opts))
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return rt.Watch(ctx, c.client, "", opts)
+			return rt.Watch(ctx, c.client, "", selected(opts))
 		},
 	}
 	var lwi toolscache.ListerWatcher = toolscache.ToListWatcherWithWatchListSemantics(lw, c.client)
@@ -166,12 +174,17 @@ func (c *Cache) newPlainInformer(rt ResourceType) toolscache.SharedIndexInformer
 		lwi = unsupportedWatchList{lw}
 	}
 	index := c.clusterIndexFunc
-	if rt.Resource == NamespacesResource {
+	if rt.Resource == NamespacesResource && rt.FieldSelector == "" {
 		index = c.partitionIndexFunc
+	}
+	indexers := toolscache.Indexers{PartitionIndex: index}
+	if !rt.ClusterScoped {
+		// A field-selected informer of a namespaced type: listers by namespace use it.
+		indexers[toolscache.NamespaceIndex] = toolscache.MetaNamespaceIndexFunc
 	}
 	inf := toolscache.NewSharedIndexInformerWithOptions(lwi, rt.Object, toolscache.SharedIndexInformerOptions{
 		ResyncPeriod:      c.opts.ResyncPeriod,
-		Indexers:          toolscache.Indexers{PartitionIndex: index},
+		Indexers:          indexers,
 		ObjectDescription: rt.Name(),
 	})
 	_ = inf.SetTransform(StripManagedFields)
@@ -191,7 +204,9 @@ func (unsupportedWatchList) IsWatchListSemanticsUnSupported() bool { return true
 //
 // Stores of namespaced types hold only objects of admitted partitions; their event
 // handlers see synthetic adds when Prepare warms a partition and synthetic deletes when
-// Release drops one. Stores of cluster-scoped types hold every object.
+// Release drops one. Stores of cluster-scoped types hold every object, and so do those of
+// a key with a FieldSelector, of every object the selector selects (a separate informer
+// from the key's without it).
 //
 // Ask before the informers start, so that Prepare warms the informer too; an informer
 // created later is started at once and fills from its own first (filtered) list.
@@ -221,6 +236,7 @@ func (c *Cache) resourceType(key Key) (ResourceType, error) {
 		if !ok {
 			return ResourceType{}, fmt.Errorf("shardcache: %s is not a built-in type of this cache: read it metadata-only, or add it to the built-in table (pkg/sharding/shardcache/resource.go)", key)
 		}
+		rt.FieldSelector = key.FieldSelector
 		return rt, nil
 	}
 	if c.opts.MetadataClient == nil || c.opts.RESTMapper == nil {
@@ -234,7 +250,9 @@ func (c *Cache) resourceType(key Key) (ResourceType, error) {
 	if err != nil {
 		return ResourceType{}, fmt.Errorf("shardcache: %s: %w", key, err)
 	}
-	return MetadataType(key.Resource, mapping.Scope.Name() != meta.RESTScopeNameNamespace, c.opts.MetadataClient), nil
+	rt := MetadataType(key.Resource, mapping.Scope.Name() != meta.RESTScopeNameNamespace, c.opts.MetadataClient)
+	rt.FieldSelector = key.FieldSelector
+	return rt, nil
 }
 
 // MetadataType describes a resource read metadata-only through mc, for a caller that
@@ -281,7 +299,7 @@ func (c *Cache) InformerFor(rt ResourceType) toolscache.SharedIndexInformer {
 		return inf
 	}
 	rt, h := c.optionalLocked(rt)
-	if rt.ClusterScoped {
+	if rt.whole() {
 		inf := c.newPlainInformer(rt)
 		c.plain[key] = inf
 		c.plainOrder = append(c.plainOrder, plainInformer{key: key, inf: inf, health: h})
@@ -381,14 +399,15 @@ func (c *Cache) Resources() []string {
 }
 
 // ClusterScoped reports whether key's resource is cluster-scoped (for a metadata-only key,
-// as discovery tells).
+// as discovery tells). A field-selected key of a namespaced resource is not, though its
+// informer is cached whole.
 func (c *Cache) ClusterScoped(key Key) (bool, error) {
 	c.mu.Lock()
 	if f := c.feeds[key]; f != nil {
 		c.mu.Unlock()
 		return false, nil
 	}
-	if c.plain[key] != nil {
+	if c.plain[key] != nil && key.FieldSelector == "" {
 		c.mu.Unlock()
 		return true, nil
 	}

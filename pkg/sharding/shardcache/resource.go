@@ -28,14 +28,25 @@ import (
 type Key struct {
 	Resource schema.GroupVersionResource
 	Metadata bool
+	// FieldSelector, when set, names a separate informer of the resource that is cached
+	// whole (every namespace, not only the shard's partitions) and holds only the objects
+	// the selector selects: it lists and watches with it, and indexes every object under
+	// the cluster partition, as a cluster-scoped type. It is for work of the cluster
+	// partition that must see the whole cluster (the pod garbage collector's threshold
+	// on terminated pods), at the cost of caching every selected object on every shard.
+	FieldSelector string
 }
 
 // String is the resource's name as used in logs and in the resource label of metrics
-// ("pods", "deployments.apps"), with " (metadata)" for metadata-only informers.
+// ("pods", "deployments.apps"), with " (metadata)" for metadata-only informers and
+// " (fieldSelector=…)" for field-selected ones.
 func (k Key) String() string {
 	s := k.Resource.GroupResource().String()
 	if k.Metadata {
 		s += " (metadata)"
+	}
+	if k.FieldSelector != "" {
+		s += " (fieldSelector=" + k.FieldSelector + ")"
 	}
 	return s
 }
@@ -55,6 +66,10 @@ type ResourceType struct {
 	// namespaced objects. The work on them belongs to the cluster partition (see
 	// partition.ClusterKey).
 	ClusterScoped bool
+	// FieldSelector, when set, makes the informer a whole one (every namespace, indexed
+	// under the cluster partition) that lists and watches with this field selector
+	// (Key.FieldSelector).
+	FieldSelector string
 	// Optional marks a resource the shard serves because discovery found it (for the
 	// controllers that act on every served resource): while its lists fail, nothing
 	// waits for its informer (optional.go).
@@ -69,7 +84,13 @@ type ResourceType struct {
 }
 
 // Key returns the registry key of rt.
-func (rt ResourceType) Key() Key { return Key{Resource: rt.Resource, Metadata: rt.Metadata} }
+func (rt ResourceType) Key() Key {
+	return Key{Resource: rt.Resource, Metadata: rt.Metadata, FieldSelector: rt.FieldSelector}
+}
+
+// whole reports whether rt's informer is cached whole: a cluster-scoped type, or a
+// field-selected one.
+func (rt ResourceType) whole() bool { return rt.ClusterScoped || rt.FieldSelector != "" }
 
 // Name is the resource's name as used in logs and in the resource label of metrics:
 // "pods" for the core group, "deployments.apps" otherwise.

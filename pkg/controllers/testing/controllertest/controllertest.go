@@ -29,7 +29,9 @@ import (
 
 // Informers serves a controller the informers of a SharedInformerFactory, typed, in place
 // of the shard's; wrap it with controllers.Declared to check a descriptor's reads as the
-// shard does. Metadata-only informers are not served.
+// shard does. Metadata-only informers are not served. A field-selected resource
+// (controllers.Resource.FieldSelector) is served a separate informer kept with the
+// factory, holding what the selector selects (selected.go).
 type Informers struct {
 	informers.SharedInformerFactory
 }
@@ -40,6 +42,9 @@ var _ controllers.Informers = Informers{}
 func (i Informers) InformerFor(r controllers.Resource) (toolscache.SharedIndexInformer, error) {
 	if r.Metadata {
 		return nil, fmt.Errorf("controllertest: no metadata-only informers (%s)", r)
+	}
+	if r.FieldSelector != "" {
+		return selectedOf(i.SharedInformerFactory).informerFor(i.SharedInformerFactory, r)
 	}
 	gi, err := i.ForResource(r.GroupVersionResource)
 	if err != nil {
@@ -65,6 +70,8 @@ func (i Informers) Indexer(obj runtime.Object) (toolscache.Indexer, error) {
 
 // Add puts objs in the caches of their types, without running event handlers, and fails
 // the test if one has no cache: what a fixture does to say what its controller has seen.
+// An object also goes into each field-selected informer of its type whose selector
+// selects it, and out of each that no longer does.
 func (i Informers) Add(t testing.TB, objs ...runtime.Object) {
 	t.Helper()
 	for _, o := range objs {
@@ -75,7 +82,39 @@ func (i Informers) Add(t testing.TB, objs ...runtime.Object) {
 		if err := idx.Add(o); err != nil {
 			t.Fatal(err)
 		}
+		for _, si := range i.selected(t, o) {
+			si.put(t, o)
+		}
 	}
+}
+
+// Delete takes objs out of the caches of their types, field-selected ones included,
+// without running event handlers.
+func (i Informers) Delete(t testing.TB, objs ...runtime.Object) {
+	t.Helper()
+	for _, o := range objs {
+		idx, err := i.Indexer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idx.Delete(o); err != nil {
+			t.Fatal(err)
+		}
+		for _, si := range i.selected(t, o) {
+			si.remove(t, o)
+		}
+	}
+}
+
+// selected returns the field-selected informers of obj's type.
+func (i Informers) selected(t testing.TB, obj runtime.Object) []*selectedInformer {
+	t.Helper()
+	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
+	return selectedOf(i.SharedInformerFactory).ofResource(gvr)
 }
 
 // TerminatingNamespaceError is the error the API server's NamespaceLifecycle admission

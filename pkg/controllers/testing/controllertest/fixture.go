@@ -50,6 +50,8 @@ func NewFixture(t testing.TB, d controllers.Descriptor, objs ...runtime.Object) 
 func (f *Fixture) Restart() {
 	f.Recorder = record.NewFakeRecorder(1000)
 	f.Factory = informers.NewSharedInformerFactory(f.Client, 0)
+	factory := f.Factory
+	f.T.Cleanup(func() { forgetSelected(factory) })
 	f.Queue = NewQueue()
 	f.T.Cleanup(f.Queue.ShutDown)
 	f.SyncFunc = nil
@@ -97,11 +99,7 @@ func (f *Fixture) Cache(objs ...runtime.Object) {
 // Uncache removes objs from the controller's caches without running event handlers.
 func (f *Fixture) Uncache(objs ...runtime.Object) {
 	f.T.Helper()
-	for _, o := range objs {
-		if err := f.Indexer(o).Delete(o); err != nil {
-			f.T.Fatal(err)
-		}
-	}
+	Informers{SharedInformerFactory: f.Factory}.Delete(f.T, objs...)
 }
 
 // Seed caches objs, then forgets what building the fixture did: the keys queued and the

@@ -16,7 +16,8 @@ import (
 // the caches by hand: it starts factory's informers and, once their caches are synced and
 // the watches of resources (plural names, e.g. "pods") are open (see Watches), runs ctrl
 // with workers until the test ends, when the cleanup stops it, shuts queue down, waits for
-// it and shuts the informers down.
+// it and shuts the informers down. Field-selected informers the controller asked for run
+// too, as views of the factory's informers of their types.
 func Run(t testing.TB, ctx context.Context, ctrl controllers.Controller, workers int,
 	queue workqueue.TypedRateLimitingInterface[string], factory informers.SharedInformerFactory,
 	watches *Watches, resources ...string) {
@@ -24,6 +25,7 @@ func Run(t testing.TB, ctx context.Context, ctrl controllers.Controller, workers
 	ctx, cancel := context.WithCancel(ctx)
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	selectedOf(factory).start(ctx)
 	watches.Wait(t, resources...)
 	done := make(chan struct{})
 	go func() { defer close(done); ctrl.Run(ctx, workers) }()

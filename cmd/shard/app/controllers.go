@@ -21,6 +21,7 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/cronjob"
+	"github.com/kshard/kshard/pkg/controllers/daemonset"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
 	"github.com/kshard/kshard/pkg/controllers/disruption"
 	"github.com/kshard/kshard/pkg/controllers/ephemeralvolume"
@@ -50,6 +51,7 @@ import (
 func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		cronjob.Descriptor(),
+		daemonset.Descriptor(),
 		deployment.Descriptor(),
 		disruption.Descriptor(),
 		ephemeralvolume.Descriptor(),

@@ -3,11 +3,14 @@ package dashcheck
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,8 +32,11 @@ const partitions = 4096
 // reconciles it every second), a one-replica Deployment (for the workload controllers), a
 // one-replica ReplicationController (replicationcontroller),
 // a one-pod Job with a TTL (job, and ttl-after-finished once kwok completes the pod), a
-// CronJob (cronjob) and a ResourceQuota (resourcequota; CollectAndCount gives it and the
-// garbage collector work), so that every controller's panels have data.
+// CronJob (cronjob), a ResourceQuota (resourcequota; CollectAndCount gives it and the
+// garbage collector work), a one-replica StatefulSet (statefulset), a DaemonSet whose node
+// selector matches no node (daemonset, without a pod per node), a PodDisruptionBudget of
+// the Deployment's pods (disruption) and a claim no pod uses (pvc-protection), so that
+// every controller's panels have data. RollOut gives the last four work too.
 func LoadNamespace(t testing.TB, f *framework.Framework) (string, error) {
 	ns := f.Namespace(t, nil).Name
 	ctx := context.Background()
@@ -59,6 +65,9 @@ func LoadNamespace(t testing.TB, f *framework.Framework) (string, error) {
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("1000")}}}
 	if _, err := f.Client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		return ns, fmt.Errorf("creating resourcequota in %s: %w", ns, err)
+	}
+	if err := createSetsBudgetAndClaim(ctx, f, ns); err != nil {
+		return ns, err
 	}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"}, Spec: pod}
 	if _, err := f.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
@@ -147,14 +156,31 @@ func PartitionOwners(assignments func(context.Context) (coordinatorrpc.Assignmen
 	}
 }
 
-// RollOut changes every test Deployment's image and waits until each rollout is complete:
-// API traffic, reconciles and queue activity on every shard after the scale-out.
+// RollOut changes every test Deployment's, StatefulSet's and DaemonSet's image, labels
+// the claim and adds a pod with a generic ephemeral volume named after image (which stays
+// Pending: its claim is never bound), and waits until each Deployment's rollout is
+// complete: API traffic, reconciles and queue activity on every shard after the
+// scale-out (the budget's reconciles follow the Deployment's pods).
 func RollOut(t testing.TB, f *framework.Framework, nss []string, image string) {
 	t.Helper()
 	ctx := context.Background()
 	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"` + image + `"}]}}}}`)
+	label := []byte(`{"metadata":{"labels":{"kshard.io/dashcheck-image":"` + strings.NewReplacer("/", "_", ":", "_").Replace(image) + `"}}}`)
 	err := framework.Parallel(len(nss), 8, func(i int) error {
-		_, err := f.Client.AppsV1().Deployments(nss[i]).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		ns := nss[i]
+		if _, err := f.Client.AppsV1().Deployments(ns).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		if _, err := f.Client.AppsV1().StatefulSets(ns).Patch(ctx, "db", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		if _, err := f.Client.AppsV1().DaemonSets(ns).Patch(ctx, "agent", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		if _, err := f.Client.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "data", types.MergePatchType, label, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		_, err := f.Client.CoreV1().Pods(ns).Create(ctx, ephemeralPod(image), metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
@@ -242,4 +268,52 @@ func CollectAndCount(t testing.TB, f *framework.Framework, nss []string, round i
 		}
 		return true, nil
 	})
+}
+
+// createSetsBudgetAndClaim makes LoadNamespace's StatefulSet "db", DaemonSet "agent",
+// PodDisruptionBudget "web" and claim "data" in ns.
+func createSetsBudgetAndClaim(ctx context.Context, f *framework.Framework, ns string) error {
+	template := func(app string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/" + app + ":1.0"}}}}
+	}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To[int32](1), ServiceName: "db",
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: template("db")}}
+	if _, err := f.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating statefulset in %s: %w", ns, err)
+	}
+	agent := template("agent")
+	agent.Spec.NodeSelector = map[string]string{"kshard.io/dashcheck-no-node": "true"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}, Template: agent}}
+	if _, err := f.Client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating daemonset in %s: %w", ns, err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: policyv1.PodDisruptionBudgetSpec{
+		MinAvailable: ptr.To(intstr.FromInt32(1)),
+		Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{framework.RolloutApp: "web"}}}}
+	if _, err := f.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating poddisruptionbudget in %s: %w", ns, err)
+	}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := f.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating persistentvolumeclaim in %s: %w", ns, err)
+	}
+	return nil
+}
+
+// ephemeralPod is a pod named after image with one generic ephemeral volume
+// (ephemeral-volume creates its claim).
+func ephemeralPod(image string) *corev1.Pod {
+	name := "scratch-" + strings.NewReplacer("/", "-", ":", "-", "_", "-").Replace(image)
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: image}},
+		Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}}},
+	}}
 }

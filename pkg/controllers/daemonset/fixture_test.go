@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/kshard/kshard/pkg/controllers/internal/templatehash"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
@@ -198,5 +199,5 @@ func created(t time.Time) podOpt {
 
 // hashOf is the revision hash of ds's current template.
 func hashOf(ds *appsv1.DaemonSet) string {
-	return templateHash(&ds.Spec.Template, ds.Status.CollisionCount)
+	return templatehash.Compute(&ds.Spec.Template, ds.Status.CollisionCount)
 }

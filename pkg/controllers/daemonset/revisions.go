@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
+	"github.com/kshard/kshard/pkg/controllers/internal/templatehash"
 )
 
 // hashLabel labels a DaemonSet's revisions and pods with the hash of their template.
@@ -158,7 +159,7 @@ func (c *Controller) snapshot(ctx context.Context, ds *appsv1.DaemonSet, revisio
 	if err != nil {
 		return nil, err
 	}
-	hash := templateHash(&ds.Spec.Template, ds.Status.CollisionCount)
+	hash := templatehash.Compute(&ds.Spec.Template, ds.Status.CollisionCount)
 	name := ds.Name + "-" + hash
 	lbls := make(map[string]string, len(ds.Spec.Template.Labels)+1)
 	for k, v := range ds.Spec.Template.Labels {

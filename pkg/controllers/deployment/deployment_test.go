@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/templatehash"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
@@ -137,7 +138,7 @@ func TestSyncErrors(t *testing.T) {
 	}{
 		{name: "namespace terminating: not retried", createErr: terminating},
 		{name: "create fails: ReplicaSetCreateError", createErr: errors.New("quota"), wantErr: true,
-			wantEvent: `Warning ReplicaSetCreateError Failed to create new replica set "d-` + podTemplateHash(&newDeployment("d", 1).Spec.Template, nil) + `": quota`},
+			wantEvent: `Warning ReplicaSetCreateError Failed to create new replica set "d-` + templatehash.Compute(&newDeployment("d", 1).Spec.Template, nil) + `": quota`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,6 +211,6 @@ func BenchmarkPodTemplateHash(b *testing.B) {
 	tmpl := newDeployment("d", 1).Spec.Template
 	b.ReportAllocs()
 	for b.Loop() {
-		podTemplateHash(&tmpl, nil)
+		templatehash.Compute(&tmpl, nil)
 	}
 }

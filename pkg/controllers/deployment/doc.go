@@ -10,6 +10,7 @@
 // The files follow the concerns of upstream's controller: deployment.go (construction,
 // event handlers, the sync entry point), sync.go (scaling, status, the new ReplicaSet,
 // cleanup), rolling.go, recreate.go, progress.go (conditions and the progress deadline),
-// revision.go (annotations), rollback.go (the deprecated rollback annotation) and hash.go.
+// revision.go (annotations), rollback.go (the deprecated rollback annotation) and hash.go
+// (ReplicaSet names; the pod-template-hash itself is internal/templatehash's).
 // The controller does not know it is sharded: it uses the shard's listers and queue only.
 package deployment

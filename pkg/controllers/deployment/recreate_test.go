@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kshard/kshard/pkg/controllers/internal/templatehash"
 )
 
 // podOf is a pod controlled by rs in phase.
@@ -65,7 +67,7 @@ func TestRecreate(t *testing.T) {
 			}
 			f := newFixture(t, objs...)
 			f.mustSync("d")
-			newName := replicaSetName("d", podTemplateHash(&d.Spec.Template, nil))
+			newName := replicaSetName("d", templatehash.Compute(&d.Spec.Template, nil))
 			if got, want := f.writes(), tt.wantWrites(newName); !slices.Equal(got, want) {
 				t.Fatalf("writes = %q, want %q", got, want)
 			}

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers/internal/templatehash"
 )
 
 // syncStatusOnly writes the status of a Deployment that is being deleted, changing
@@ -112,7 +114,7 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ex
 	}
 
 	template := *d.Spec.Template.DeepCopy()
-	hash := podTemplateHash(&template, d.Status.CollisionCount)
+	hash := templatehash.Compute(&template, d.Status.CollisionCount)
 	template.Labels = withLabel(d.Spec.Template.Labels, appsv1.DefaultDeploymentUniqueLabelKey, hash)
 	selector := d.Spec.Selector.DeepCopy()
 	if selector == nil {

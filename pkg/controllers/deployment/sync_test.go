@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kshard/kshard/pkg/controllers/internal/templatehash"
 )
 
 // TestScale resizes a Deployment whose ReplicaSets were sized for an earlier replica
@@ -141,7 +143,7 @@ func TestCreateNewReplicaSet(t *testing.T) {
 	f := newFixture(t, d)
 	f.mustSync("web")
 
-	hash := podTemplateHash(&d.Spec.Template, nil)
+	hash := templatehash.Compute(&d.Spec.Template, nil)
 	rs := f.replicaSet("web-" + hash)
 	checks := []struct {
 		name      string
@@ -194,7 +196,7 @@ func TestCollision(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDeployment("d", 2)
-			hash := podTemplateHash(&d.Spec.Template, nil)
+			hash := templatehash.Compute(&d.Spec.Template, nil)
 			taken := newReplicaSet(d, hash, 2, time.Minute, 1)
 			if !tt.sameTemplate {
 				taken.Spec.Template.Spec.Containers[0].Image = "someone-else"
@@ -215,7 +217,7 @@ func TestCollision(t *testing.T) {
 			if !ptr.Equal(got, tt.wantCollision) {
 				t.Errorf("collisionCount = %v, want %v", ptr.Deref(got, -1), ptr.Deref(tt.wantCollision, -1))
 			}
-			if tt.wantCollision != nil && podTemplateHash(&d.Spec.Template, got) == hash {
+			if tt.wantCollision != nil && templatehash.Compute(&d.Spec.Template, got) == hash {
 				t.Error("the next attempt would use the same hash")
 			}
 		})
@@ -391,7 +393,7 @@ func TestStatusWritesDoNotConflict(t *testing.T) {
 		return true, obj, f.Client.Tracker().Update(gvr, obj, obj.Namespace)
 	})
 	f.mustSync("d")
-	if got := f.writes(); len(got) < 3 || got[0] != "create replicasets "+replicaSetName("d", podTemplateHash(&d.Spec.Template, nil)) {
+	if got := f.writes(); len(got) < 3 || got[0] != "create replicasets "+replicaSetName("d", templatehash.Compute(&d.Spec.Template, nil)) {
 		t.Errorf("writes = %q, want the create and two status writes", got)
 	}
 	if got := f.deployment("d").ResourceVersion; got != "3" {

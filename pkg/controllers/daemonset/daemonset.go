@@ -23,6 +23,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/expectations"
 	"github.com/kshard/kshard/pkg/controllers/internal/history"
+	"github.com/kshard/kshard/pkg/controllers/internal/podcontrol"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 	"github.com/kshard/kshard/pkg/metrics/promutil"
 )
@@ -92,6 +93,7 @@ type Controller struct {
 	nodeLister corelisters.NodeLister
 	queue      workqueue.TypedRateLimitingInterface[string]
 	recorder   record.EventRecorder
+	pods       podcontrol.Control
 	metrics    *controllers.ReconcileMetrics
 	staleSkips *prometheus.CounterVec
 
@@ -139,6 +141,7 @@ func newController(c controllers.Context, clk clock.Clock) (*Controller, error) 
 		nodeLister:   corelisters.NewNodeLister(nodeInf.GetIndexer()),
 		queue:        c.Queue,
 		recorder:     c.Recorder,
+		pods:         podcontrol.Control{Client: c.Client, Recorder: c.Recorder},
 		metrics:      c.Metrics,
 		staleSkips:   staleSkips,
 		expectations: expectations.New(clk),

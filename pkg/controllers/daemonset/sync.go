@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +21,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
+	"github.com/kshard/kshard/pkg/controllers/internal/podcontrol"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 )
 
@@ -30,10 +30,10 @@ const (
 	ReasonSelectingAll       = "SelectingAll"
 	ReasonFailedDaemonPod    = "FailedDaemonPod"
 	ReasonSucceededDaemonPod = "SucceededDaemonPod"
-	ReasonSuccessfulCreate   = "SuccessfulCreate"
-	ReasonFailedCreate       = "FailedCreate"
-	ReasonSuccessfulDelete   = "SuccessfulDelete"
-	ReasonFailedDelete       = "FailedDelete"
+	ReasonSuccessfulCreate   = podcontrol.ReasonSuccessfulCreate
+	ReasonFailedCreate       = podcontrol.ReasonFailedCreate
+	ReasonSuccessfulDelete   = podcontrol.ReasonSuccessfulDelete
+	ReasonFailedDelete       = podcontrol.ReasonFailedDelete
 )
 
 // sync reconciles the DaemonSet key ("namespace/name").
@@ -443,75 +443,29 @@ func podTemplate(ds *appsv1.DaemonSet, hash string) *corev1.PodTemplateSpec {
 	return t
 }
 
-// newPod builds ds's pod for node from template: its labels, annotations, finalizers and
-// spec, pinned to node, controlled by ds, named "<daemonset>-<random>".
+// newPod builds ds's pod for node from template, pinned to node, controlled by ds, named
+// "<daemonset>-<random>".
 func newPod(ds *appsv1.DaemonSet, template *corev1.PodTemplateSpec, node string) *corev1.Pod {
-	t := template.DeepCopy()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       ds.Namespace,
-			GenerateName:    podNamePrefix(ds.Name),
-			Labels:          t.Labels,
-			Annotations:     t.Annotations,
-			Finalizers:      t.Finalizers,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, controllerKind)},
-		},
-		Spec: t.Spec,
-	}
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
+	pod := podcontrol.FromTemplate(template, ds.Namespace, podcontrol.GenerateNamePrefix(ds.Name), metav1.NewControllerRef(ds, controllerKind))
 	pod.Spec.Affinity = pinToNode(pod.Spec.Affinity, node)
 	return pod
 }
 
-// podNamePrefix is "<name>-", or just name when the dash would make it too long.
-func podNamePrefix(name string) string {
-	if p := name + "-"; len(apivalidation.NameIsDNSSubdomain(p, true)) == 0 {
-		return p
-	}
-	return name
-}
-
-// errNoLabels refuses to create a pod no selector could ever find again.
-var errNoLabels = errors.New("unable to create pods, no labels")
-
 // createPod creates ds's pod for node and records the events upstream's pod control
 // records.
 func (c *Controller) createPod(ctx context.Context, ds *appsv1.DaemonSet, template *corev1.PodTemplateSpec, node string) error {
-	pod := newPod(ds, template, node)
-	if len(pod.Labels) == 0 {
-		return errNoLabels
-	}
-	created, err := c.client.CoreV1().Pods(ds.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := c.pods.Create(ctx, ds, newPod(ds, template, node))
 	if err != nil {
-		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-			c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
-		}
 		return err
 	}
 	c.consistency.Wrote(keyOf(ds), ds.UID, podsResource, created.ResourceVersion)
-	klog.FromContext(ctx).V(4).Info("created pod", "pod", created.Name, "node", node)
-	c.recorder.Eventf(ds, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
 	return nil
 }
 
 // deletePod deletes ds's pod name and records the event upstream records. A pod already
 // gone is returned as NotFound, without an event.
 func (c *Controller) deletePod(ctx context.Context, ds *appsv1.DaemonSet, name string) error {
-	klog.FromContext(ctx).V(2).Info("deleting pod", "pod", name)
-	if err := c.client.CoreV1().Pods(ds.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return err
-		}
-		c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting: %v", err)
-		return fmt.Errorf("unable to delete pods: %w", err)
-	}
-	c.recorder.Eventf(ds, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: %v", name)
-	return nil
+	return c.pods.Delete(ctx, ds, ds.Namespace, name)
 }
 
 // requeueAfter queues ds again after d.

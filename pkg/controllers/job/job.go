@@ -29,6 +29,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/expectations"
+	"github.com/kshard/kshard/pkg/controllers/internal/podcontrol"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
@@ -126,6 +127,7 @@ type Controller struct {
 	queue      workqueue.TypedRateLimitingInterface[string]
 	orphans    workqueue.TypedRateLimitingInterface[string]
 	recorder   record.EventRecorder
+	pods       podcontrol.Control
 	metrics    *controllers.ReconcileMetrics
 	jobMetrics *Metrics
 	managedBy  string
@@ -171,6 +173,7 @@ func newController(c controllers.Context, opts Options, clk clock.PassiveClock) 
 		queue:        c.Queue,
 		orphans:      orphans,
 		recorder:     c.Recorder,
+		pods:         podcontrol.Control{Client: c.Client, Recorder: c.Recorder},
 		metrics:      c.Metrics,
 		jobMetrics:   m,
 		managedBy:    opts.ManagedBy,

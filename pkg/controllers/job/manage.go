@@ -2,7 +2,6 @@ package job
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/kshard/kshard/pkg/controllers/internal/podcontrol"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 )
 
@@ -202,57 +202,23 @@ func (c *Controller) podFor(log klog.Logger, jc *syncContext, template *corev1.P
 			}
 		}
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    generateName,
-			Labels:          map[string]string{},
-			Annotations:     map[string]string{},
-			Finalizers:      slices.Clone(t.Finalizers),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, kind)},
-		},
-		Spec: *t.Spec.DeepCopy(),
-	}
-	for k, v := range t.Labels {
-		pod.Labels[k] = v
-	}
-	for k, v := range t.Annotations {
-		pod.Annotations[k] = v
-	}
-	return pod
+	return podcontrol.FromTemplate(t, job.Namespace, generateName, metav1.NewControllerRef(job, kind))
 }
 
 // createPod creates pod for job and records the event upstream records.
 func (c *Controller) createPod(ctx context.Context, job *batchv1.Job, pod *corev1.Pod) error {
-	if len(pod.Labels) == 0 {
-		return errors.New("unable to create pods, no labels")
-	}
-	created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := c.pods.Create(ctx, job, pod)
 	if err != nil {
-		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-			c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
-		}
 		return err
 	}
 	c.wrotePod(created)
-	klog.FromContext(ctx).V(4).Info("Controller created pod", "pod", klog.KObj(created))
-	c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
 	return nil
 }
 
-// deletePod deletes one of job's pods and records the event upstream records; a pod
+// deletePodOf deletes one of job's pods and records the event upstream records; a pod
 // already gone is reported as NotFound without an event.
 func (c *Controller) deletePodOf(ctx context.Context, job *batchv1.Job, name string) error {
-	klog.FromContext(ctx).V(2).Info("Deleting pod", "pod", klog.KRef(job.Namespace, name))
-	err := c.client.CoreV1().Pods(job.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return err
-	}
-	if err != nil {
-		c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
-		return fmt.Errorf("unable to delete pods: %v", err)
-	}
-	c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", name)
-	return nil
+	return c.pods.Delete(ctx, job, job.Namespace, name)
 }
 
 // deleteJobPods removes the tracking finalizer of each pod, then deletes it: the deletion

@@ -24,6 +24,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/expectations"
+	"github.com/kshard/kshard/pkg/controllers/internal/podcontrol"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
@@ -79,6 +80,7 @@ type Controller struct {
 	podIndexer toolscache.Indexer
 	queue      workqueue.TypedRateLimitingInterface[string]
 	recorder   record.EventRecorder
+	pods       podcontrol.Control
 	metrics    *controllers.ReconcileMetrics
 
 	expectations  *expectations.Expectations
@@ -114,6 +116,7 @@ func newController(c controllers.Context, k Kind, clk clock.PassiveClock) (*Cont
 		podIndexer:   podInf.GetIndexer(),
 		queue:        c.Queue,
 		recorder:     c.Recorder,
+		pods:         podcontrol.Control{Client: c.Client, Recorder: c.Recorder},
 		metrics:      c.Metrics,
 		expectations: expectations.New(clk),
 		consistency: consistency.New(map[schema.GroupResource]consistency.RVSource{

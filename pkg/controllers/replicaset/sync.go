@@ -2,7 +2,6 @@ package replicaset
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,13 +18,14 @@ import (
 
 	"github.com/kshard/kshard/pkg/controllers"
 	"github.com/kshard/kshard/pkg/controllers/internal/claim"
+	"github.com/kshard/kshard/pkg/controllers/internal/podcontrol"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 )
 
-// Event reasons besides ReasonFailedCreate and ReasonFailedDelete.
+// Event reasons besides ReasonFailedCreate and ReasonFailedDelete: the pod control's.
 const (
-	ReasonSuccessfulCreate = "SuccessfulCreate"
-	ReasonSuccessfulDelete = "SuccessfulDelete"
+	ReasonSuccessfulCreate = podcontrol.ReasonSuccessfulCreate
+	ReasonSuccessfulDelete = podcontrol.ReasonSuccessfulDelete
 )
 
 // sync reconciles the ReplicaSet key ("namespace/name").
@@ -265,71 +264,24 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet) ([]*corev1.Pod, error) {
 	return out, nil
 }
 
-// newPod builds a pod of rs's template: its labels, annotations, finalizers and spec,
-// controlled by rs (of kind), named "<rs-name>-<random>".
+// newPod builds a pod of rs's template, controlled by rs (of kind), named
+// "<rs-name>-<random>".
 func newPod(rs *appsv1.ReplicaSet, kind schema.GroupVersionKind) *corev1.Pod {
-	t := rs.Spec.Template.DeepCopy()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       rs.Namespace,
-			GenerateName:    podNamePrefix(rs.Name),
-			Labels:          t.Labels,
-			Annotations:     t.Annotations,
-			Finalizers:      t.Finalizers,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, kind)},
-		},
-		Spec: t.Spec,
-	}
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	return pod
+	return podcontrol.FromTemplate(&rs.Spec.Template, rs.Namespace, podcontrol.GenerateNamePrefix(rs.Name), metav1.NewControllerRef(rs, kind))
 }
-
-// podNamePrefix is "<name>-", or just name when the dash would make it too long.
-func podNamePrefix(name string) string {
-	if p := name + "-"; len(apivalidation.NameIsDNSSubdomain(p, true)) == 0 {
-		return p
-	}
-	return name
-}
-
-// errNoLabels refuses to create a pod no selector could ever find again.
-var errNoLabels = errors.New("unable to create pods, no labels")
 
 // createPod creates one pod for rs and records the event kube-controller-manager records.
 func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	pod := newPod(rs, c.kind.GVK)
-	if len(pod.Labels) == 0 {
-		return errNoLabels
-	}
-	created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := c.pods.Create(ctx, c.kind.Object(rs), newPod(rs, c.kind.GVK))
 	if err != nil {
-		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-			c.recorder.Eventf(c.kind.Object(rs), corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
-		}
 		return err
 	}
 	c.consistency.Wrote(keyOf(rs), rs.UID, podsResource, created.ResourceVersion)
-	klog.FromContext(ctx).V(4).Info("created pod", "pod", created.Name)
-	c.recorder.Eventf(c.kind.Object(rs), corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
 	return nil
 }
 
 // deletePodOf deletes rs's pod name and records the event kube-controller-manager
 // records. A pod already gone is returned as NotFound, without an event.
 func (c *Controller) deletePodOf(ctx context.Context, rs *appsv1.ReplicaSet, name string) error {
-	klog.FromContext(ctx).V(2).Info("deleting pod", "pod", name)
-	if err := c.client.CoreV1().Pods(rs.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return err
-		}
-		c.recorder.Eventf(c.kind.Object(rs), corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting: %v", err)
-		return fmt.Errorf("unable to delete pods: %w", err)
-	}
-	c.recorder.Eventf(c.kind.Object(rs), corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: %v", name)
-	return nil
+	return c.pods.Delete(ctx, c.kind.Object(rs), rs.Namespace, name)
 }

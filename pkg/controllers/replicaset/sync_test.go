@@ -148,24 +148,6 @@ func TestCreatedPodFromTemplate(t *testing.T) {
 	}
 }
 
-func TestPodNamePrefix(t *testing.T) {
-	long := strings.Repeat("a", 253)
-	tests := []struct{ name, rs, want string }{
-		{name: "short name gets a dash", rs: "web", want: "web-"},
-		{name: "a dotted name", rs: "web.v1", want: "web.v1-"},
-		// The masked prefix is still valid: the API server shortens generateName itself.
-		{name: "a name of maximal length still gets a dash", rs: long, want: long + "-"},
-		{name: "not a valid name: no dash", rs: "a_b", want: "a_b"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := podNamePrefix(tc.rs); got != tc.want {
-				t.Errorf("podNamePrefix = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestCreateWithoutLabelsRefused(t *testing.T) {
 	rs := newRS("rs", 1, func(rs *appsv1.ReplicaSet) {
 		rs.Spec.Selector = &metav1.LabelSelector{}

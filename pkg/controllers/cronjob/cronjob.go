@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
 
@@ -169,14 +170,7 @@ func (c *Controller) updateCronJob(log klog.Logger, old, cur any) {
 // controllerOf returns the cached CronJob that ref points at, or nil when ref is not a
 // CronJob's or names one this shard does not have (by name and UID).
 func (c *Controller) controllerOf(namespace string, ref *metav1.OwnerReference) *batchv1.CronJob {
-	if ref == nil || ref.Kind != kind.Kind {
-		return nil
-	}
-	cj, err := c.cjLister.CronJobs(namespace).Get(ref.Name)
-	if err != nil || cj.UID != ref.UID {
-		return nil
-	}
-	return cj
+	return claim.ControllerOf(kind.Kind, ref, c.cjLister.CronJobs(namespace).Get)
 }
 
 func (c *Controller) enqueueOwner(job *batchv1.Job) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
@@ -85,14 +86,7 @@ func (c *Controller) deleteDaemonSet(log klog.Logger, obj any) {
 
 // controllerOf returns the cached DaemonSet that ref points at (by name and UID), or nil.
 func (c *Controller) controllerOf(namespace string, ref *metav1.OwnerReference) *appsv1.DaemonSet {
-	if ref == nil || ref.Kind != controllerKind.Kind {
-		return nil
-	}
-	ds, err := c.dsLister.DaemonSets(namespace).Get(ref.Name)
-	if err != nil || ds.UID != ref.UID {
-		return nil
-	}
-	return ds
+	return claim.ControllerOf(controllerKind.Kind, ref, c.dsLister.DaemonSets(namespace).Get)
 }
 
 // --- ControllerRevisions ---

@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/expectations"
 	"github.com/kshard/kshard/pkg/controllers/internal/podcontrol"
@@ -298,14 +299,7 @@ func (c *Controller) deleteJob(log klog.Logger, obj any) {
 
 // controllerOf returns the cached Job that ref points at, or nil.
 func (c *Controller) controllerOf(namespace string, ref *metav1.OwnerReference) *batchv1.Job {
-	if ref == nil || ref.Kind != kind.Kind {
-		return nil
-	}
-	job, err := c.jobLister.Jobs(namespace).Get(ref.Name)
-	if err != nil || job.UID != ref.UID {
-		return nil
-	}
-	return job
+	return claim.ControllerOf(kind.Kind, ref, c.jobLister.Jobs(namespace).Get)
 }
 
 // selecting returns the Jobs whose selector matches an orphan pod: one may adopt it.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/expectations"
 	"github.com/kshard/kshard/pkg/controllers/internal/podcontrol"
@@ -209,14 +210,7 @@ func (c *Controller) deleteRS(log klog.Logger, obj any) {
 // controllerOf returns the cached ReplicaSet that ref points at, or nil when ref is not
 // one of the controller's kind or names one this shard does not have (by name and UID).
 func (c *Controller) controllerOf(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref == nil || ref.Kind != c.kind.GVK.Kind {
-		return nil
-	}
-	rs, err := c.rsLister.ReplicaSets(namespace).Get(ref.Name)
-	if err != nil || rs.UID != ref.UID {
-		return nil
-	}
-	return rs
+	return claim.ControllerOf(c.kind.GVK.Kind, ref, c.rsLister.ReplicaSets(namespace).Get)
 }
 
 // enqueueSelecting queues every ReplicaSet whose selector matches the orphan pod: one of

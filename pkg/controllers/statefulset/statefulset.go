@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/claim"
 	"github.com/kshard/kshard/pkg/controllers/internal/consistency"
 	"github.com/kshard/kshard/pkg/controllers/internal/history"
 	"github.com/kshard/kshard/pkg/controllers/internal/podutil"
@@ -185,14 +186,7 @@ func (c *Controller) onSetDelete(obj any) {
 
 // controllerOf returns the cached StatefulSet ref points at, or nil.
 func (c *Controller) controllerOf(namespace string, ref *metav1.OwnerReference) *appsv1.StatefulSet {
-	if ref == nil || ref.Kind != controllerKind.Kind {
-		return nil
-	}
-	set, err := c.setLister.StatefulSets(namespace).Get(ref.Name)
-	if err != nil || set.UID != ref.UID {
-		return nil
-	}
-	return set
+	return claim.ControllerOf(controllerKind.Kind, ref, c.setLister.StatefulSets(namespace).Get)
 }
 
 // enqueueSelecting queues every StatefulSet whose selector matches the orphan pod: one

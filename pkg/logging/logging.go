@@ -69,7 +69,7 @@ func New(o Options, w io.Writer) (logr.Logger, func(), error) {
 	ws := zapcore.Lock(zapcore.AddSync(w))
 	core := zapcore.NewCore(encoder, ws, level)
 	z := zap.New(core, zap.AddCaller(), zap.ErrorOutput(ws))
-	logger := zapr.NewLoggerWithOptions(z, zapr.LogInfoLevel("v"), zapr.ErrorKey("err"))
+	logger := logr.New(newDeferredValues(zapr.NewLoggerWithOptions(z, zapr.LogInfoLevel("v"), zapr.ErrorKey("err")).GetSink()))
 
 	// client-go logs through klog; send it to the same sink with the same verbosity.
 	klog.SetLogger(logger)

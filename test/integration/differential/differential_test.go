@@ -12,8 +12,10 @@
 // TestDifferentialBatch), what every namespace gets, its default ServiceAccount and
 // kube-root-ca.crt (namespacelife_test.go, TestDifferentialNamespaceLife), claims with the
 // PVC protection and ephemeral volume controllers (volumes_test.go,
-// TestDifferentialVolumes), and StatefulSets (statefulset_test.go,
-// TestDifferentialStatefulSet).
+// TestDifferentialVolumes), StatefulSets (statefulset_test.go,
+// TestDifferentialStatefulSet), DaemonSets on nodes of the scenario's own
+// (daemonset_test.go, TestDifferentialDaemonSet) and the pod garbage collector's orphans
+// and unscheduled terminating pods (podgc_test.go, TestDifferentialPodGC).
 //
 // KSHARD_DIFFERENTIAL_SELFCHECK=1 runs upstream against itself instead, to tell a value that
 // depends on timing from one that depends on the implementation.
@@ -107,6 +109,9 @@ type scenario struct {
 	// controllers are kshard's --controllers; the kube-controller-manager beside kshard
 	// must run none of them.
 	controllers []string
+	// shardArgs are further flags of kshard's shards (e.g. a controller's own flag set to
+	// the value the reference kube-controller-manager runs with).
+	shardArgs []string
 	// namespaces are the scenario's logical namespaces, each created on both sides.
 	namespaces []string
 	steps      []step
@@ -114,6 +119,10 @@ type scenario struct {
 	stepTimeout time.Duration
 	// snapshot reads and normalises a side's objects and says whether the step is done.
 	snapshot func(ctx context.Context, s *side) (view, error)
+	// cleanup, when set, runs on each side when the test ends, before the scenario's
+	// namespaces are deleted and while kshard still runs: for what the namespaces'
+	// deletion does not remove (cluster-scoped objects, a test's own finalizers).
+	cleanup func(ctx context.Context, s *side) error
 }
 
 // view is a side's state at one instant.
@@ -138,7 +147,8 @@ func (sc scenario) run(t *testing.T) {
 	} else {
 		other.f = framework.Get(t)
 		other.f.RequireKCMWithout(t, sc.controllers...)
-		k = other.f.NewKShard(t, framework.KShardOptions{ShardArgs: []string{"--controllers", strings.Join(sc.controllers, ",")}})
+		args := append([]string{"--controllers", strings.Join(sc.controllers, ",")}, sc.shardArgs...)
+		k = other.f.NewKShard(t, framework.KShardOptions{ShardArgs: args})
 		k.GuardAlone(t)
 		k.StartCoordinator("coordinator")
 		k.StartShard("shard-1")
@@ -150,6 +160,18 @@ func (sc scenario) run(t *testing.T) {
 		for _, ns := range sc.namespaces {
 			s.ns[ns] = s.f.Namespace(t, map[string]string{"kshard.io/e2e-differential": ns}).Name
 		}
+	}
+	if sc.cleanup != nil {
+		// Registered after the namespaces: runs before their deletion (and kshard's end).
+		t.Cleanup(func() {
+			for _, s := range sides {
+				ctx, cancel := context.WithTimeout(context.Background(), defaultStepTimeout)
+				if err := sc.cleanup(ctx, s); err != nil {
+					t.Errorf("cleaning up on %s: %v", s.name, err)
+				}
+				cancel()
+			}
+		})
 	}
 	if k != nil {
 		k.WaitAllOwned(t, 90*time.Second)

@@ -99,7 +99,12 @@ func syncedOrFailing(inf toolscache.SharedIndexInformer, h *health) toolscache.I
 	if h == nil {
 		return inf.HasSynced
 	}
-	return func() bool { return inf.HasSynced() || h.isFailing() }
+	return func() bool { return isSyncedOrFailing(inf, h) }
+}
+
+// isSyncedOrFailing is syncedOrFailing's answer now.
+func isSyncedOrFailing(inf toolscache.SharedIndexInformer, h *health) bool {
+	return inf.HasSynced() || (h != nil && h.isFailing())
 }
 
 // healthList returns the health of every optional informer.

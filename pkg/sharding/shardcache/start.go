@@ -113,9 +113,19 @@ func (c *Cache) syncedFuncs() []toolscache.InformerSynced {
 	return synced
 }
 
+// informersSynced asks every informer without building syncedFuncs' closures: it runs
+// for every partition's Prepare and readiness check, thousands of times at a start.
 func (c *Cache) informersSynced() bool {
-	for _, synced := range c.syncedFuncs() {
-		if !synced() {
+	c.mu.Lock()
+	plain, order := c.plainOrder, c.order // never changed in place: appended to or copied (remove.go), under c.mu
+	c.mu.Unlock()
+	for _, p := range plain {
+		if !isSyncedOrFailing(p.inf, p.health) {
+			return false
+		}
+	}
+	for _, f := range order {
+		if !isSyncedOrFailing(f.informer, f.health) {
 			return false
 		}
 	}

@@ -137,7 +137,7 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 				speedup = framework.SpreadOf(invert(ratio(c.name, "kshard-1", id, all))).Format("%.2f")
 			}
 			if all {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t\t%s\t%s\t\t\t\t\t\t\t\t\n", label, c.name, t.Format("%.1f"), vsUp, speedup)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t\t%s\t%s\n", label, c.name, t.Format("%.1f"), vsUp, speedup)
 				continue
 			}
 			if c.shards > 0 {

@@ -1,0 +1,485 @@
+package statefuldaemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/test/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
+
+// measured are the controllers the benchmark compares, as kube-controller-manager names them.
+var measured = []string{"daemonset", "statefulset"}
+
+const (
+	// qps and burst are kube-controller-manager's default --kube-api-qps and
+	// --kube-api-burst, given to every controller process (per controller client, events
+	// included, in both).
+	qps   = 20
+	burst = 30
+	// kube-controller-manager's default --concurrent-daemonset-syncs and
+	// --concurrent-statefulset-syncs.
+	dsWorkers  = 2
+	stsWorkers = 5
+	pollEvery  = 250 * time.Millisecond
+	// probeLimit bounds the wait until the started controllers have synced a probe
+	// namespace's objects; goneLimit the deletion of a run's namespaces.
+	probeLimit = 2 * time.Minute
+	goneLimit  = 20 * time.Minute
+	mib        = 1 << 20
+)
+
+// controlPlane are the cluster's processes whose CPU is reported beside each phase, so
+// that a reader sees when the control plane rather than the controllers' rate limits
+// bounded it. kube-controller-manager is the cluster's own (every other controller).
+var controlPlane = []string{"kube-apiserver", "etcd", "kube-scheduler", "kwok", "kube-controller-manager"}
+
+// sizes are the benchmark's knobs (doc.go).
+type sizes struct {
+	nodes, daemonSets, stsNamespaces int
+	stsReplicas                      int32
+	maxUnavailable                   intstr.IntOrString
+	policy                           appsv1.PodManagementPolicyType
+	kinds                            []string
+	reps                             int
+	timeout                          time.Duration
+}
+
+func readSizes(b *testing.B) sizes {
+	s := sizes{
+		nodes:          framework.EnvInt("KSHARD_BENCH_SD_NODES", 500),
+		daemonSets:     framework.EnvInt("KSHARD_BENCH_SD_DAEMONSETS", 6),
+		stsNamespaces:  framework.EnvInt("KSHARD_BENCH_SD_STATEFULSETS", 200),
+		stsReplicas:    int32(framework.EnvInt("KSHARD_BENCH_SD_STS_REPLICAS", 5)),
+		maxUnavailable: intstr.Parse(envString("KSHARD_BENCH_SD_MAX_UNAVAILABLE", "10%")),
+		policy:         appsv1.PodManagementPolicyType(envString("KSHARD_BENCH_SD_STS_POLICY", string(appsv1.OrderedReadyPodManagement))),
+		kinds:          framework.EnvList("KSHARD_BENCH_SD_KINDS", "daemonsets,statefulsets"),
+		reps:           framework.EnvInt("KSHARD_BENCH_SD_REPS", 1),
+		timeout:        time.Duration(framework.EnvInt("KSHARD_BENCH_SD_TIMEOUT_SECONDS", 1800)) * time.Second,
+	}
+	if s.policy != appsv1.OrderedReadyPodManagement && s.policy != appsv1.ParallelPodManagement {
+		b.Fatalf("KSHARD_BENCH_SD_STS_POLICY=%q: want %s or %s", s.policy, appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement)
+	}
+	for _, k := range s.kinds {
+		if k != "daemonsets" && k != "statefulsets" {
+			b.Fatalf("KSHARD_BENCH_SD_KINDS: %q is neither daemonsets nor statefulsets", k)
+		}
+	}
+	return s
+}
+
+func (s sizes) has(kind string) bool { return slices.Contains(s.kinds, strings.ToLower(kind)) }
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// controllerArgs are the flags kube-controller-manager and a kshard shard both take for
+// the measured controllers at kube-controller-manager's defaults.
+func controllerArgs() []string {
+	return []string{"--kube-api-qps=" + strconv.Itoa(qps), "--kube-api-burst=" + strconv.Itoa(burst),
+		"--concurrent-daemonset-syncs=" + strconv.Itoa(dsWorkers), "--concurrent-statefulset-syncs=" + strconv.Itoa(stsWorkers)}
+}
+
+// config is one column of the comparison: upstream (shards == 0) or kshard with shards.
+type config struct {
+	name   string
+	shards int
+}
+
+// usage is one process's figures over a run.
+type usage struct {
+	name    string
+	peakRSS float64 // bytes
+	cpu     float64 // seconds
+}
+
+// clientUse is what a controller process's API clients did: requests sent and the time
+// they waited, summed, in the client-side rate limiters.
+type clientUse struct {
+	requests, limiterWait float64
+}
+
+// phaseResult is one timed phase of a run: a kind's objects created, or their template
+// changed, until every one has rolled out.
+type phaseResult struct {
+	kind   string
+	update bool
+	took   time.Duration
+	// p50 is the median of the objects' own times to rolled out (from the phase's start).
+	p50         time.Duration
+	plane       map[string]float64   // CPU-seconds by controlPlane process
+	controllers map[string]float64   // CPU-seconds by controller process
+	clients     map[string]clientUse // by controller process
+	busy        float64              // the machine's mean busy cores
+	load        float64              // 1-minute load average at the end
+}
+
+func (p phaseResult) name() string {
+	if p.update {
+		return p.kind + " updated"
+	}
+	return p.kind + " created"
+}
+
+// topClient returns the controller process that sent the most requests in the phase,
+// and its use.
+func (p phaseResult) topClient() (string, clientUse) {
+	var name string
+	var top clientUse
+	for _, n := range sortedKeys(p.clients) {
+		if u := p.clients[n]; name == "" || u.requests > top.requests {
+			name, top = n, u
+		}
+	}
+	return name, top
+}
+
+func (p phaseResult) cores(proc string) float64 { return p.plane[proc] / p.took.Seconds() }
+
+// result is one run's figures.
+type result struct {
+	config
+	rep         int
+	phases      []phaseResult
+	controllers []usage // the processes that ran the measured controllers
+	coordinator []usage
+	plane       map[string]usage // over the whole run
+	// share is, by kind, the share of its objects whose namespace the busiest shard owned
+	// (1 for upstream and one shard): its inverse is the speedup over one shard that an
+	// even split of the work over the shards' rate limits would give.
+	share map[string]float64
+	// perShard is, by kind, how many of its objects each shard owned.
+	perShard map[string]map[string]int
+}
+
+func (r result) phase(kind string, update bool) (phaseResult, bool) {
+	for _, p := range r.phases {
+		if p.kind == kind && p.update == update {
+			return p, true
+		}
+	}
+	return phaseResult{}, false
+}
+
+func (r result) cpu() float64 {
+	s := 0.0
+	for _, u := range r.controllers {
+		s += u.cpu
+	}
+	return s
+}
+
+// controller is a measured process: how to read its client metrics.
+type controller struct {
+	name    string
+	pid     int
+	prefix  string // of its client-go metrics: "kshard_" for a shard, "" for kube-controller-manager
+	metrics func(ctx context.Context) (framework.Samples, error)
+}
+
+// BenchmarkStatefulDaemon compares the DaemonSet and StatefulSet controllers of upstream
+// kube-controller-manager with kshard's at 1 and 3 shards, on one control plane; see doc.go.
+func BenchmarkStatefulDaemon(b *testing.B) {
+	f := framework.Get(b)
+	for _, bin := range []string{"coordinator", "shard"} {
+		framework.Binary(b, bin)
+	}
+	f.RequireKCMWithout(b, measured...)
+	s := readSizes(b)
+	var configs []config
+	if os.Getenv("KSHARD_BENCH_SD_UPSTREAM") != "0" {
+		configs = append(configs, config{name: "upstream"})
+	}
+	for _, n := range framework.EnvInts("KSHARD_BENCH_SD_SHARDS", "1,3") {
+		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
+	}
+	b.Logf("%d kwok nodes; %d DaemonSets (one a namespace, RollingUpdate maxUnavailable %s, maxSurge 0); %d StatefulSets of %d replicas (one a namespace, %s, RollingUpdate); kinds %v; %d repetitions; every controller process: %s",
+		s.nodes, s.daemonSets, s.maxUnavailable.String(), s.stsNamespaces, s.stsReplicas, s.policy, s.kinds, s.reps, strings.Join(controllerArgs(), " "))
+	if s.has(daemonSets) {
+		createNodes(b, f.LoadClient(b), f.RunID, s.nodes)
+	}
+
+	var results []result
+	for rep := 1; rep <= s.reps; rep++ {
+		for _, c := range configs {
+			b.Run(fmt.Sprintf("%s/rep-%d", c.name, rep), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					run := strings.ToLower(fmt.Sprintf("sd-%s-%s-%d-%d", f.RunID, c.name, rep, i))
+					r := runConfig(b, f, s, c, run)
+					r.rep = rep
+					results = append(results, r)
+					report(b, r)
+				}
+			})
+		}
+	}
+	summary(b, s, configs, results)
+}
+
+// runConfig runs every phase with c's controllers and deletes the run's namespaces after.
+func runConfig(b *testing.B, f *framework.Framework, s sizes, c config, run string) result {
+	b.StopTimer()
+	ctx := context.Background()
+	client := f.LoadClient(b)
+	var kinds []kind
+	var all []string
+	if s.has(daemonSets) {
+		nss := nsNames(run+"-ds", s.daemonSets)
+		kinds = append(kinds, daemonSetKind(client, run, f.RunID, nss, s.nodes, s.maxUnavailable))
+		all = append(all, nss...)
+	}
+	if s.has(statefulSets) {
+		nss := nsNames(run+"-sts", s.stsNamespaces)
+		kinds = append(kinds, statefulSetKind(client, run, nss, s.stsReplicas, s.policy))
+		all = append(all, nss...)
+	}
+	probe := run + "-probe"
+	// Deferred first, so it runs last: after the run's controllers are stopped.
+	defer f.DeleteNamespaces(b, framework.Burst{Run: run, Label: label}, client, goneLimit)
+	createNamespaces(b, client, run, append(all, probe))
+
+	r := result{config: c, plane: map[string]usage{}, share: map[string]float64{}, perShard: map[string]map[string]int{}}
+	var plane, metered []framework.Metered
+	for _, name := range controlPlane {
+		pid, err := f.ComponentPid(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		plane = append(plane, framework.Metered{Name: name, Role: "plane", Pid: pid})
+	}
+	var ctrls []controller
+	// Both sides run exactly the measured controllers (no housekeeping: the benchmark
+	// makes the namespaces' ServiceAccounts, and the garbage collector's caches of every
+	// resource would swamp the figures of one side's memory).
+	if c.shards == 0 {
+		kcm := f.StartKCM(b, "kcm-"+run, framework.KCMOptions{Controllers: measured, Args: controllerArgs(), NoHousekeeping: true})
+		defer kcm.Kill()
+		ctrls = append(ctrls, controller{name: "kube-controller-manager", pid: kcm.Pid(), metrics: kcm.Metrics})
+	} else {
+		k := f.NewKShard(b, framework.KShardOptions{KCMTimings: true, NoHousekeeping: true,
+			ShardArgs: append([]string{"--controllers", strings.Join(measured, ",")}, controllerArgs()...)})
+		shards := k.StartSet(b, c.shards)
+		defer k.KillAll()
+		for _, sh := range shards {
+			url := sh.HTTPURL
+			ctrls = append(ctrls, controller{name: sh.Name, pid: sh.Pid(), prefix: "kshard_",
+				metrics: func(ctx context.Context) (framework.Samples, error) { return framework.Scrape(ctx, url) }})
+			framework.Eventually(b, probeLimit, sh.Name+" Ready", func(ctx context.Context) (bool, error) {
+				code, _, err := framework.HTTPGet(ctx, url+"/readyz")
+				return err == nil && code == http.StatusOK, err
+			})
+		}
+		metered = append(metered, framework.Metered{Name: "coordinator", Role: "coordinator", Pid: k.Coordinators[0].Pid(), ResetPeak: true})
+		for _, kd := range kinds {
+			r.perShard[kd.name], r.share[kd.name] = shareOf(ctx, b, k, kd.namespaces)
+			b.Logf("%s: %s per shard %v (busiest share %.3f)", c.name, kd.name, r.perShard[kd.name], r.share[kd.name])
+		}
+	}
+	for _, ct := range ctrls {
+		metered = append(metered, framework.Metered{Name: ct.name, Role: "controller", Pid: ct.pid, ResetPeak: true})
+	}
+	// The controllers work before the clock starts: a probe namespace's DaemonSet (on no
+	// node) and StatefulSet (0 replicas) get their status written.
+	waitProbe(ctx, b, client, run, probe)
+	for _, kd := range kinds {
+		if _, ok := r.share[kd.name]; !ok {
+			r.share[kd.name] = 1
+		}
+	}
+
+	meter := framework.StartMeter(b, append(slices.Clone(metered), plane...)...)
+	for _, kd := range kinds {
+		for _, update := range []bool{false, true} {
+			p := runPhase(ctx, b, s, c, kd, update, ctrls, plane, metered)
+			r.phases = append(r.phases, p)
+		}
+	}
+	for _, u := range meter.Stop(b) {
+		pu := usage{name: u.Name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds}
+		switch u.Role {
+		case "controller":
+			r.controllers = append(r.controllers, pu)
+		case "coordinator":
+			r.coordinator = append(r.coordinator, pu)
+		default:
+			r.plane[u.Name] = pu
+		}
+	}
+	return r
+}
+
+func nsNames(stem string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%03d", stem, i)
+	}
+	return out
+}
+
+// runPhase creates kd's objects (or, with update, changes their template) and times
+// until every one has rolled out, with what the processes used meanwhile.
+func runPhase(ctx context.Context, b *testing.B, s sizes, c config, kd kind, update bool, ctrls []controller, plane, metered []framework.Metered) phaseResult {
+	b.Helper()
+	p := phaseResult{kind: kd.name, update: update, plane: map[string]float64{}, controllers: map[string]float64{}, clients: map[string]clientUse{}}
+	clients0 := scrapeClients(ctx, b, ctrls)
+	// CPU only: the peaks are the run's (reset once, when the run's meter started).
+	procs := append(slices.Clone(metered), plane...)
+	for i := range procs {
+		procs[i].ResetPeak = false
+	}
+	meter := framework.StartMeter(b, procs...)
+	cpu0, err := framework.ReadMachineCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	act := kd.create
+	if update {
+		act = kd.update
+	}
+	b.StartTimer()
+	start := time.Now()
+	if err := framework.Parallel(len(kd.namespaces), createWorkers, func(i int) error { return act(ctx, kd.namespaces[i]) }); err != nil {
+		b.Fatalf("%s: %s: %v", c.name, p.name(), err)
+	}
+	sent := time.Since(start)
+	done, took := waitRolledOut(ctx, b, kd, start, s.timeout)
+	b.StopTimer()
+	p.took = took
+	cpu1, err := framework.ReadMachineCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.busy = cpu1.BusyCores(cpu0)
+	p.load, _ = framework.LoadAverage()
+	for _, u := range meter.Stop(b) {
+		if u.Role == "plane" {
+			p.plane[u.Name] = u.CPUSeconds
+		} else {
+			p.controllers[u.Name] = u.CPUSeconds
+		}
+	}
+	clients1 := scrapeClients(ctx, b, ctrls)
+	for name, u1 := range clients1 {
+		u0 := clients0[name]
+		p.clients[name] = clientUse{requests: u1.requests - u0.requests, limiterWait: u1.limiterWait - u0.limiterWait}
+	}
+	times := make([]float64, 0, len(done))
+	for _, d := range done {
+		times = append(times, d.Seconds())
+	}
+	p.p50 = time.Duration(framework.SpreadOf(times).Median * float64(time.Second))
+	top, use := p.topClient()
+	b.Logf("%s: %s: %d sent in %s, all rolled out after %s (per object p50 %s); %s sent %.0f requests (%.1f/s), waited %.0f s in rate limiters; apiserver %.2f cores, machine %.2f busy cores (load %.1f)",
+		c.name, p.name(), len(kd.namespaces), sent.Round(time.Millisecond), took.Round(100*time.Millisecond), p.p50.Round(100*time.Millisecond),
+		top, use.requests, use.requests/took.Seconds(), use.limiterWait, p.cores("kube-apiserver"), p.busy, p.load)
+	return p
+}
+
+// scrapeClients reads every controller process's client-go request counter and summed
+// rate-limiter wait.
+func scrapeClients(ctx context.Context, b *testing.B, ctrls []controller) map[string]clientUse {
+	b.Helper()
+	out := map[string]clientUse{}
+	for _, c := range ctrls {
+		m, err := c.metrics(ctx)
+		if err != nil {
+			b.Fatalf("%s: metrics: %v", c.name, err)
+		}
+		out[c.name] = clientUse{requests: m.Value(c.prefix + "rest_client_requests_total"),
+			limiterWait: m.Value(c.prefix + "rest_client_rate_limiter_duration_seconds_sum")}
+	}
+	return out
+}
+
+// waitProbe creates, in the probe namespace, a DaemonSet selecting no node and a
+// StatefulSet of 0 replicas, and waits until the controllers have written the status of
+// both: their informers are synced and their workers run.
+func waitProbe(ctx context.Context, b *testing.B, client kubernetes.Interface, run, ns string) {
+	b.Helper()
+	// Labelled apart from the run's objects (label=<run>-probe), so no phase counts them.
+	ds := newDaemonSet(run+"-probe", "none", intstr.FromInt32(1)) // nodeSelector nodeLabel=none: no node
+	if _, err := client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := client.AppsV1().StatefulSets(ns).Create(ctx, newStatefulSet(run+"-probe", 0, appsv1.OrderedReadyPodManagement), metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	framework.Eventually(b, probeLimit, "the controllers write the probe's statuses", func(ctx context.Context) (bool, error) {
+		d, err := client.AppsV1().DaemonSets(ns).Get(ctx, dsName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s, err := client.AppsV1().StatefulSets(ns).Get(ctx, stsName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if d.Status.ObservedGeneration < d.Generation || s.Status.ObservedGeneration < s.Generation {
+			return false, fmt.Errorf("daemonset observed %d of %d, statefulset %d of %d", d.Status.ObservedGeneration, d.Generation, s.Status.ObservedGeneration, s.Generation)
+		}
+		return true, nil
+	})
+}
+
+// shareOf returns how many of nss each shard owns, by the leading coordinator's
+// assignment, and the busiest shard's share.
+func shareOf(ctx context.Context, b *testing.B, k *framework.KShard, nss []string) (map[string]int, float64) {
+	b.Helper()
+	leader, err := k.Leader(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := leader.Assignments(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owners := framework.Owners(a)
+	pmap, err := partition.NewMap(a.PartitionCount)
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, ns := range nss {
+		per[owners[uint32(pmap.For(ns))]]++
+	}
+	return per, float64(busiest(per)) / float64(len(nss))
+}
+
+func busiest(per map[string]int) int {
+	most := 0
+	for _, n := range per {
+		most = max(most, n)
+	}
+	return most
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cores is the machine's core count, for the busy-cores column.
+var cores = runtime.NumCPU()

@@ -22,6 +22,7 @@ import (
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
+	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/test/testpki"
 )
 
@@ -416,6 +417,43 @@ func Owners(a coordinatorrpc.Assignments) map[uint32]string {
 		}
 	}
 	return out
+}
+
+// NamespacesPerShard counts nss by the shard that owns each in the leading coordinator's
+// assignment: how a benchmark's work fell over the shards.
+func (k *KShard) NamespacesPerShard(ctx context.Context, tb testing.TB, nss []string) map[string]int {
+	tb.Helper()
+	leader, err := k.Leader(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a, err := leader.Assignments(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	owners := Owners(a)
+	pmap, err := partition.NewMap(a.PartitionCount)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, ns := range nss {
+		per[owners[uint32(pmap.For(ns))]]++
+	}
+	return per
+}
+
+// BusiestShare is the largest count of per over their sum: with work spread evenly within
+// each shard, 1/BusiestShare is the speedup the shards can reach (the even-split ceiling).
+func BusiestShare(per map[string]int) float64 {
+	most, sum := 0, 0
+	for _, n := range per {
+		most, sum = max(most, n), sum+n
+	}
+	if sum == 0 {
+		return 0
+	}
+	return float64(most) / float64(sum)
 }
 
 // AuditShardBinary is the shard with the test-only kshard-audit controller

@@ -34,3 +34,23 @@ func TestSpread(t *testing.T) {
 		})
 	}
 }
+
+func TestBusiestShare(t *testing.T) {
+	tests := []struct {
+		name string
+		per  map[string]int
+		want float64
+	}{
+		{name: "none", per: nil, want: 0},
+		{name: "one shard", per: map[string]int{"a": 6}, want: 1},
+		{name: "uneven", per: map[string]int{"a": 1, "b": 2, "c": 3}, want: 0.5},
+		{name: "even", per: map[string]int{"a": 5, "b": 5, "c": 5, "d": 5}, want: 0.25},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := BusiestShare(tc.per); got != tc.want {
+				t.Errorf("BusiestShare(%v) = %v, want %v", tc.per, got, tc.want)
+			}
+		})
+	}
+}

@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -213,7 +212,7 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 			procs = append(procs, framework.Metered{Name: s.Name, Role: "controller", Pid: s.Pid(), ResetPeak: true})
 		}
 		procs = append(procs, framework.Metered{Name: "coordinator", Role: "coordinator", Pid: k.Coordinators[0].Pid(), ResetPeak: true})
-		r.busiest = busiestShare(ctx, b, k, nss, load.PerNamespace)
+		r.busiest = busiestShare(ctx, b, k, nss)
 	}
 	// The clock starts once every namespace has its default ServiceAccount, which the
 	// controllers just started create (the cluster's kube-controller-manager does not run
@@ -311,33 +310,12 @@ func logClientUse(b *testing.B, name string, m framework.Samples, prefix string,
 		m.Value(prefix+"rest_client_rate_limiter_duration_seconds_count"), reconciles)
 }
 
-// busiestShare returns the share of the burst's objects (perNamespace in each of nss)
+// busiestShare returns the share of the burst's objects (the same number in each of nss)
 // whose namespace the busiest shard owns, from the leading coordinator's assignment.
-func busiestShare(ctx context.Context, b *testing.B, k *framework.KShard, nss []string, perNamespace int) float64 {
-	b.Helper()
-	leader, err := k.Leader(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	a, err := leader.Assignments(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	owners := framework.Owners(a)
-	pmap, err := partition.NewMap(a.PartitionCount)
-	if err != nil {
-		b.Fatal(err)
-	}
-	per := map[string]int{}
-	for _, ns := range nss {
-		per[owners[uint32(pmap.For(ns))]] += perNamespace
-	}
-	most := 0
-	for _, n := range per {
-		most = max(most, n)
-	}
-	b.Logf("burst objects per shard: %v", per)
-	return float64(most) / float64(len(nss)*perNamespace)
+func busiestShare(ctx context.Context, b *testing.B, k *framework.KShard, nss []string) float64 {
+	per := k.NamespacesPerShard(ctx, b, nss)
+	b.Logf("burst namespaces per shard: %v", per)
+	return framework.BusiestShare(per)
 }
 
 func report(b *testing.B, r result) {

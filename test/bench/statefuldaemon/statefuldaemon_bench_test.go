@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -443,33 +442,8 @@ func waitProbe(ctx context.Context, b *testing.B, client kubernetes.Interface, r
 // shareOf returns how many of nss each shard owns, by the leading coordinator's
 // assignment, and the busiest shard's share.
 func shareOf(ctx context.Context, b *testing.B, k *framework.KShard, nss []string) (map[string]int, float64) {
-	b.Helper()
-	leader, err := k.Leader(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	a, err := leader.Assignments(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	owners := framework.Owners(a)
-	pmap, err := partition.NewMap(a.PartitionCount)
-	if err != nil {
-		b.Fatal(err)
-	}
-	per := map[string]int{}
-	for _, ns := range nss {
-		per[owners[uint32(pmap.For(ns))]]++
-	}
-	return per, float64(busiest(per)) / float64(len(nss))
-}
-
-func busiest(per map[string]int) int {
-	most := 0
-	for _, n := range per {
-		most = max(most, n)
-	}
-	return most
+	per := k.NamespacesPerShard(ctx, b, nss)
+	return per, framework.BusiestShare(per)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -119,6 +119,11 @@ func TestBudgetAcrossHandoff(t *testing.T) {
 	if d.Before(expiry) {
 		t.Errorf("web-2's entry dropped at %s, before it ran out at %s", d.Format(time.RFC3339Nano), expiry.Format(time.RFC3339Nano))
 	}
+	// The event is written after the sync that drops the entry, by the recorder's own
+	// goroutine: wait for it, then count.
+	framework.Eventually(t, settle, "a NotDeleted warning on web-2", func(context.Context) (bool, error) {
+		return e.eventCount("Pod", "web-2", "NotDeleted") > 0, nil
+	})
 	if got := e.eventCount("Pod", "web-2", "NotDeleted"); got != 1 {
 		t.Errorf("%d NotDeleted warnings on web-2, want 1", got)
 	}

@@ -108,14 +108,30 @@ func TestClaimsAcrossHandoff(t *testing.T) {
 	e.deletePod("user")
 	e.waitClaimGone("kept", kept.UID)
 
-	// What the watches saw, in etcd's order.
+	// What the watches saw, in etcd's order, once they have caught up with what the test
+	// saw through GETs (each watch has its own delay).
+	framework.Eventually(t, timeout, "the watches seeing every claim and both deletions", func(context.Context) (bool, error) {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		if log.closed {
+			t.Fatalf("a watch ended before the test did: the record is incomplete")
+		}
+		missing := 0
+		for _, p := range pods {
+			if len(log.claimUIDs[p.name+"-scratch"]) == 0 {
+				missing++
+			}
+		}
+		if log.podDeleted["user"] == 0 || log.claimDeleted[kept.UID] == 0 || missing > 0 {
+			return false, fmt.Errorf("pod user deleted at %d, claim kept at %d, %d claims of the stream not seen",
+				log.podDeleted["user"], log.claimDeleted[kept.UID], missing)
+		}
+		return true, nil
+	})
 	log.mu.Lock()
 	defer log.mu.Unlock()
-	if log.closed {
-		t.Fatalf("a watch ended before the test did: the record is incomplete")
-	}
 	podGone, claimGone := log.podDeleted["user"], log.claimDeleted[kept.UID]
-	if podGone == 0 || claimGone == 0 || claimGone < podGone {
+	if claimGone < podGone {
 		t.Errorf("claim kept deleted at resource version %d, its pod user at %d: want the claim after the pod", claimGone, podGone)
 	}
 	for _, p := range pods {

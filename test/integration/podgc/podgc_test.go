@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,6 +67,38 @@ func terminatedPods(ctx context.Context, cs kubernetes.Interface) ([]string, err
 	return out, nil
 }
 
+// waitNoTerminatedPods waits until the cluster has no terminated pod, which the threshold
+// would count. Those of namespaces being deleted (a test run before, e.g. with -count)
+// go with their namespace within seconds; one of a namespace that is not being deleted
+// stays, and fails the test at once.
+func waitNoTerminatedPods(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	var stay []string
+	framework.Eventually(t, 90*time.Second, "no terminated pod in the cluster (the threshold is the cluster's)", func(ctx context.Context) (bool, error) {
+		got, err := terminatedPods(ctx, cs)
+		if err != nil || len(got) == 0 {
+			return err == nil, err
+		}
+		for _, key := range got {
+			ns, _, _ := strings.Cut(key, "/")
+			n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return false, err
+			}
+			if err == nil && n.DeletionTimestamp == nil {
+				stay = append(stay, key)
+			}
+		}
+		if len(stay) > 0 {
+			return true, nil
+		}
+		return false, fmt.Errorf("terminated pods of namespaces being deleted: %v", got)
+	})
+	if len(stay) > 0 {
+		t.Fatalf("the cluster has terminated pods outside namespaces being deleted (%v): the threshold is the cluster's", stay)
+	}
+}
+
 // TestThresholdSharded: terminated pods in namespaces of several shards are counted
 // together against the threshold: exactly count − threshold are deleted, evicted ones
 // first and then the oldest, none of the newer; after the owner of a namespace is killed
@@ -75,10 +108,7 @@ func TestThresholdSharded(t *testing.T) {
 	f := framework.Get(t)
 	c := framework.RunningControllers(t)
 	cs := f.Client
-	ctx := context.Background()
-	if got, err := terminatedPods(ctx, cs); err != nil || len(got) != 0 {
-		t.Fatalf("the cluster has terminated pods before the test (%v, %v): the threshold is the cluster's", got, err)
-	}
+	waitNoTerminatedPods(t, cs)
 	const namespaces = 6
 	var nss []string
 	for range namespaces {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,13 +33,44 @@ type env struct {
 	ns string
 }
 
+// newEnv gives the test its own namespace; a failed test logs the namespace's claims, pods
+// and events first.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	f := framework.Get(t)
 	e := &env{t: t, f: f, cs: f.Client}
 	e.ns = f.Namespace(t, nil).Name
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dump()
+		}
+	})
 	f.WaitDefaultServiceAccount(t, e.ns)
 	return e
+}
+
+func (e *env) dump() {
+	ctx := context.Background()
+	var b strings.Builder
+	fmt.Fprintf(&b, "namespace %s at %s; %s\n", e.ns, time.Now().Format(time.RFC3339Nano), framework.RunningControllers(e.t))
+	if l, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range l.Items {
+			fmt.Fprintf(&b, "claim %s uid=%s phase=%s deleting=%v finalizers=%v owners=%v\n", c.Name, c.UID, c.Status.Phase,
+				c.DeletionTimestamp != nil, c.Finalizers, c.OwnerReferences)
+		}
+	}
+	if l, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range l.Items {
+			fmt.Fprintf(&b, "pod %s uid=%s phase=%s node=%q deleting=%v\n", p.Name, p.UID, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil)
+		}
+	}
+	if l, err := e.cs.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, ev := range l.Items {
+			fmt.Fprintf(&b, "event %s/%s %s %s x%d from %s at %s: %s\n", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Type, ev.Reason,
+				ev.Count, ev.Source.Component, ev.LastTimestamp.Format(time.RFC3339), ev.Message)
+		}
+	}
+	e.t.Log(b.String())
 }
 
 // claimSpec asks for 1Gi ReadWriteOnce of storage class class ("" for none).

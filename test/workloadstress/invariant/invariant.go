@@ -124,22 +124,20 @@ type segment struct {
 }
 
 type pendingStatus struct {
-	at         Instant
-	generation int64
-	status     policyv1.PodDisruptionBudgetStatus
+	at     Instant
+	status policyv1.PodDisruptionBudgetStatus
 }
 
 type budget struct {
-	key       nsName
-	selector  labels.Selector
-	specs     map[int64]policyv1.PodDisruptionBudgetSpec
-	segments  []segment
-	cmin      uint64 // the pod view of the last status checked: the next one is not older
-	last      *policyv1.PodDisruptionBudgetStatus
-	lastGen   int64 // highest status.observedGeneration seen
-	pending   []pendingStatus
-	lagSince  *Instant
-	lagStatus int32
+	key      nsName
+	selector labels.Selector
+	specs    map[int64]policyv1.PodDisruptionBudgetSpec
+	segments []segment
+	cmin     uint64 // the pod view of the last status checked: the next one is not older
+	last     *policyv1.PodDisruptionBudgetStatus
+	lastGen  int64 // highest status.observedGeneration seen
+	pending  []pendingStatus
+	lagSince *Instant
 }
 
 // Checker follows the pods and budgets of a run. Register the StatefulSets, DaemonSets
@@ -567,7 +565,7 @@ func (c *Checker) OnPDB(pdb *policyv1.PodDisruptionBudget) {
 		c.violate(PDBSequence, object, at, "status.observedGeneration %d above generation %d", st.ObservedGeneration, pdb.Generation)
 	}
 	b.lastGen = max(b.lastGen, st.ObservedGeneration)
-	b.pending = append(b.pending, pendingStatus{at: at, generation: pdb.Generation, status: *st.DeepCopy()})
+	b.pending = append(b.pending, pendingStatus{at: at, status: *st.DeepCopy()})
 	c.lag(b, at)
 	c.flush()
 }

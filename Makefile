@@ -93,6 +93,12 @@ batch-stress: build ## batch controllers under sharding (test/batchstress): 3 sh
 	$(CLUSTER) up
 	KSHARD_BATCH_STRESS=1 KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -run '^TestBatchStress$$' -v ./test/batchstress
 
+.PHONY: workload-stress
+workload-stress: build ## workload controllers under sharding (test/workloadstress): StatefulSets, DaemonSets and PodDisruptionBudgets rolling while shards scale out, in and one is SIGKILLed (~10 min)
+	$(TOOLS) cluster
+	$(CLUSTER) up
+	KSHARD_WORKLOAD_STRESS=1 KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -run '^TestWorkloadStress$$' -v ./test/workloadstress
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	$(TOOLS) staticcheck

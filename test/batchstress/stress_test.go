@@ -511,7 +511,7 @@ func TestBatchStress(t *testing.T) {
 			}
 			_, _ = s.Wait(10 * time.Second)
 			t.Logf("+%s SIGKILLed shard-2", time.Since(start).Round(time.Second))
-			waitOwnsNothing(t, k, "shard-2")
+			k.WaitOwnsNothing(t, "shard-2")
 			t.Logf("+%s its partitions owned by the 2 live shards", time.Since(start).Round(time.Second))
 			s5 := k.StartShard("shard-5")
 			k.WaitAllOwned(t, 90*time.Second)
@@ -730,29 +730,4 @@ func checkKwokStage(t *testing.T, f *framework.Framework) {
 			}
 			return false, fmt.Errorf("probe pod %s", p.Status.Phase)
 		})
-}
-
-// waitOwnsNothing waits until the leading coordinator's converged assignment gives the
-// (dead) shard name no partition.
-func waitOwnsNothing(t *testing.T, k *framework.KShard, name string) {
-	t.Helper()
-	framework.Eventually(t, 90*time.Second, name+"'s partitions owned by live shards", func(ctx context.Context) (bool, error) {
-		l, err := k.Leader(ctx)
-		if err != nil {
-			return false, err
-		}
-		a, err := l.Assignments(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, s := range a.Shards {
-			if s.Shard == name && s.Partitions > 0 {
-				return false, fmt.Errorf("%s still owns %d partitions", name, s.Partitions)
-			}
-		}
-		if !a.Converged {
-			return false, fmt.Errorf("not converged: %v", a.ByState)
-		}
-		return true, nil
-	})
 }

@@ -45,3 +45,28 @@ func (k *KShard) WaitMoved(t testing.TB, ns string, old *Shard, timeout time.Dur
 	})
 	return to, at
 }
+
+// WaitOwnsNothing waits until the leading coordinator's converged assignment gives the
+// (dead) shard name no partition.
+func (k *KShard) WaitOwnsNothing(t *testing.T, name string) {
+	t.Helper()
+	Eventually(t, 90*time.Second, name+"'s partitions owned by live shards", func(ctx context.Context) (bool, error) {
+		l, err := k.Leader(ctx)
+		if err != nil {
+			return false, err
+		}
+		a, err := l.Assignments(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, s := range a.Shards {
+			if s.Shard == name && s.Partitions > 0 {
+				return false, fmt.Errorf("%s still owns %d partitions", name, s.Partitions)
+			}
+		}
+		if !a.Converged {
+			return false, fmt.Errorf("not converged: %v", a.ByState)
+		}
+		return true, nil
+	})
+}

@@ -293,7 +293,7 @@ func TestWorkloadStress(t *testing.T) {
 		events++
 		_, _ = k.Shards["shard-2"].Wait(10 * time.Second)
 		t.Logf("%s SIGKILLed shard-2", since())
-		waitOwnsNothing(t, k, "shard-2")
+		k.WaitOwnsNothing(t, "shard-2")
 		t.Logf("%s its partitions owned by the 3 live shards", since())
 
 		at(0.75)
@@ -629,31 +629,6 @@ func sigterm(t *testing.T, k *framework.KShard, name string) {
 		t.Errorf("%s after SIGTERM: exited %v, %v", name, exited, err)
 	}
 	k.WaitAllOwned(t, 90*time.Second)
-}
-
-// waitOwnsNothing waits until the leading coordinator's converged assignment gives the
-// (dead) shard name no partition.
-func waitOwnsNothing(t *testing.T, k *framework.KShard, name string) {
-	t.Helper()
-	framework.Eventually(t, 90*time.Second, name+"'s partitions owned by live shards", func(ctx context.Context) (bool, error) {
-		l, err := k.Leader(ctx)
-		if err != nil {
-			return false, err
-		}
-		a, err := l.Assignments(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, s := range a.Shards {
-			if s.Shard == name && s.Partitions > 0 {
-				return false, fmt.Errorf("%s still owns %d partitions", name, s.Partitions)
-			}
-		}
-		if !a.Converged {
-			return false, fmt.Errorf("not converged: %v", a.ByState)
-		}
-		return true, nil
-	})
 }
 
 // logOwners logs how many of the run's namespaces each shard owns.

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 )
 
 // UpstreamControllersEnv, set to 1, declares that the cluster's kube-controller-manager runs
@@ -229,7 +231,7 @@ func checkShardKnows(t testing.TB, names []string) error {
 }
 
 // waitOwned waits until the leading coordinator reports a converged assignment in which
-// every live shard owns partitions.
+// every live shard owns partitions, and every live shard works all it owns.
 func waitOwned(k *KShard, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -262,7 +264,11 @@ func waitOwned(k *KShard, timeout time.Duration) error {
 			if owners != len(live) || len(live) == 0 {
 				return fmt.Errorf("%d of %d live shards own partitions", owners, len(live))
 			}
-			return nil
+			// The coordinator counts a partition owned once the shard confirms the Acquire,
+			// which it does at once; the shard works it only after its caches are listed
+			// again (a refresh after a move), which after a scale-in can take long enough
+			// that a test's first change goes unseen until then.
+			return k.workingAssigned(ctx, a.Shards, live)
 		}()
 		if last == nil {
 			return nil
@@ -396,3 +402,28 @@ func (m *mainTB) Context() context.Context { return m.ctx }
 func (m *mainTB) Output() io.Writer        { return os.Stderr }
 
 var _ testing.TB = (*mainTB)(nil)
+
+// workingAssigned reports an error unless every live shard of shards works (its
+// kshard_shard_acquired_partitions) as many partitions as the coordinator assigns it.
+func (k *KShard) workingAssigned(ctx context.Context, shards []coordinatorrpc.ShardView, live map[string]bool) error {
+	k.mu.Lock()
+	procs := make(map[string]*Shard, len(k.Shards))
+	for n, s := range k.Shards {
+		procs[n] = s
+	}
+	k.mu.Unlock()
+	for _, v := range shards {
+		s := procs[v.Shard]
+		if s == nil || !live[v.Shard] {
+			continue
+		}
+		working, err := Metric(ctx, s.HTTPURL, "kshard_shard_acquired_partitions")
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", v.Shard, err)
+		}
+		if int(working) != v.Partitions {
+			return fmt.Errorf("shard %s works %d of the %d partitions it owns (listing moved ones again)", v.Shard, int(working), v.Partitions)
+		}
+	}
+	return nil
+}

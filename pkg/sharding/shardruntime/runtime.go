@@ -304,6 +304,9 @@ func (r *Runtime) do(p partition.ID, name string, fn func(ctx context.Context) e
 	go r.drain(r.ctx, p, q)
 }
 
+// slowOperation is how long a partition operation may take before its end is logged.
+const slowOperation = 5 * time.Second
+
 func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
 	log := r.log.WithValues("partition", p)
 	for {
@@ -320,7 +323,7 @@ func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
 		q.current, q.cancelCurrent = o.name, cancel
 		r.mu.Unlock()
 
-		attempt := 0
+		attempt, began := 0, time.Now()
 		_ = wait.PollUntilContextCancel(opCtx, r.opts.RetryInterval, true, func(ctx context.Context) (bool, error) {
 			attempt++
 			opCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -330,6 +333,11 @@ func (r *Runtime) drain(ctx context.Context, p partition.ID, q *opQueue) {
 					log.Info("partition operation failed; retrying", "op", o.name, "attempt", attempt, "err", err.Error())
 				}
 				return false, nil
+			}
+			// Until a work operation is done the partition's changes wait (the gate drops
+			// them and the listing at its end picks them up): say when that was long.
+			if took := time.Since(began); took >= slowOperation || attempt > 1 {
+				log.Info("partition operation done late", "op", o.name, "attempts", attempt, "duration", took.Round(time.Millisecond))
 			}
 			return true, nil
 		})

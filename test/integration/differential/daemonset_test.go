@@ -82,14 +82,18 @@ func (s *side) dsNodeTag() string {
 // given labels and taints, and waits until it is Ready and the node lifecycle controller
 // has removed the not-ready taint a new node is created with.
 func (s *side) kwokNode(ctx context.Context, name string, labels map[string]string, taints ...corev1.Taint) error {
-	l := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}
+	// Scenarios run side by side: a scenario's nodes are for its own pods (bound by name,
+	// or a DaemonSet's, which tolerate unschedulable nodes), not for the pods others leave
+	// to the scheduler, which it would place on them (the volumes scenario's pods select
+	// type=kwok and tolerate every taint) and which would be orphaned when the node goes.
+	l := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
 	for k, v := range labels {
 		l[k] = v
 	}
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
-		Spec: corev1.NodeSpec{Taints: taints},
+		Spec: corev1.NodeSpec{Taints: taints, Unschedulable: true},
 	}
 	if _, err := s.f.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 		return err

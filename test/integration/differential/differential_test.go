@@ -1,7 +1,9 @@
 // Package differential runs scenarios of workload operations twice: against the reference
 // control plane, whose kube-controller-manager runs all of upstream's own controllers, and
-// against kshard (one coordinator, two shards, running the scenario's controllers) on the
-// default control plane, whose kube-controller-manager runs without them. After every step
+// against kshard (one coordinator, two shards, started once by TestMain and running every
+// controller the scenarios compare) on the default control plane, whose
+// kube-controller-manager runs without them. Scenarios run in parallel, each in
+// namespaces of its own. After every step
 // both sides are left to settle, then their objects are normalised (namespaces and
 // generated names replaced) and compared, with the controllers' events per object (reason,
 // type, source and count). A difference fails the test unless docs/controllers.md explains
@@ -28,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,7 +45,32 @@ import (
 	"github.com/kshard/kshard/test/framework"
 )
 
-func TestMain(m *testing.M) { framework.Main(m) }
+// kshardControllers are the controllers of the package's one kshard (a coordinator and two
+// shards, started by TestMain and shared by every scenario, as the reference control
+// plane's one kube-controller-manager is): every controller a scenario names, and, like
+// the reference, the others that act on the same objects. A scenario whose controllers
+// are not all here fails at once; add them here.
+var kshardControllers = []string{
+	"replicaset", "deployment", "replicationcontroller", "resourcequota", "job", "cronjob",
+	"ttl-after-finished", "daemonset", "statefulset", "disruption", "garbagecollector",
+	"namespace", "serviceaccount", "root-ca-cert-publisher", "podgc", "pvc-protection",
+	"ephemeral-volume",
+}
+
+// scenarioParallel is how many scenarios run at once: they spend their time waiting for
+// both sides to settle, and each works in namespaces (and cluster-scoped objects named
+// after them) of its own.
+const scenarioParallel = 4
+
+func TestMain(m *testing.M) {
+	framework.MainWithControllers(m, framework.ControllersOptions{
+		Names:    kshardControllers,
+		Shards:   2,
+		Parallel: scenarioParallel,
+		// kube-controller-manager's default, which the reference control plane runs with.
+		ShardArgs: []string{"--terminated-pod-gc-threshold=12500"},
+	})
+}
 
 const (
 	// quiet is how long a side's normalised state must stay unchanged to count as settled.
@@ -106,12 +134,9 @@ type step struct {
 
 // scenario is one differential test: the steps, and how a side's objects are read.
 type scenario struct {
-	// controllers are kshard's --controllers; the kube-controller-manager beside kshard
-	// must run none of them.
+	// controllers are the kshard controllers the scenario compares (all in
+	// kshardControllers); the kube-controller-manager beside kshard must run none of them.
 	controllers []string
-	// shardArgs are further flags of kshard's shards (e.g. a controller's own flag set to
-	// the value the reference kube-controller-manager runs with).
-	shardArgs []string
 	// namespaces are the scenario's logical namespaces, each created on both sides.
 	namespaces []string
 	steps      []step
@@ -137,22 +162,25 @@ type view struct {
 
 // run runs sc on the reference control plane and on kshard (or, with SelfCheckEnv=1, on
 // the reference control plane twice) and fails on every unexplained difference.
+//
+// Scenarios run in parallel (scenarioParallel at a time), on the package's one kshard.
 func (sc scenario) run(t *testing.T) {
+	t.Parallel()
 	uf := framework.Upstream(t)
 	other := &side{name: "kshard", ns: map[string]string{}}
-	var k *framework.KShard
 	if os.Getenv(SelfCheckEnv) == "1" {
 		other.name, other.f = "upstream-again", uf
 		t.Logf("%s=1: upstream against itself", SelfCheckEnv)
 	} else {
 		other.f = framework.Get(t)
 		other.f.RequireKCMWithout(t, sc.controllers...)
-		args := append([]string{"--controllers", strings.Join(sc.controllers, ",")}, sc.shardArgs...)
-		k = other.f.NewKShard(t, framework.KShardOptions{ShardArgs: args})
-		k.GuardAlone(t)
-		k.StartCoordinator("coordinator")
-		k.StartShard("shard-1")
-		k.StartShard("shard-2")
+		running := framework.RunningControllers(t)
+		for _, c := range sc.controllers {
+			if !slices.Contains(running.ByKShard, c) {
+				t.Fatalf("controller %s is not among kshardControllers (kshard runs %v)", c, running.ByKShard)
+			}
+		}
+		running.KShard.GuardAlone(t)
 	}
 
 	sides := []*side{{name: "upstream", f: uf, ns: map[string]string{}}, other}
@@ -172,9 +200,6 @@ func (sc scenario) run(t *testing.T) {
 				cancel()
 			}
 		})
-	}
-	if k != nil {
-		k.WaitAllOwned(t, 90*time.Second)
 	}
 	timeout := sc.stepTimeout
 	if timeout == 0 {

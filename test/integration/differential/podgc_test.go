@@ -48,7 +48,6 @@ const (
 func TestDifferentialPodGC(t *testing.T) {
 	scenario{
 		controllers: []string{"podgc"},
-		shardArgs:   []string{"--terminated-pod-gc-threshold=12500"},
 		namespaces:  []string{podGCNS},
 		steps:       podGCSteps,
 		// The orphans' quarantine: up to 80 s on the reference side.

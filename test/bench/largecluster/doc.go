@@ -99,7 +99,9 @@
 //
 // (or make bench-large, which starts and stops the cluster above). KSHARD_BENCH_REPETITIONS=n
 // goes round every case n times (keep -benchtime=1x: a larger count runs each case once
-// more for the benchmark's launch). A smoke run: KSHARD_BENCH_NAMESPACES=200 KSHARD_BENCH_REPLICAS=5
+// more for the benchmark's launch); choose the cases with KSHARD_BENCH_RUNS then, not with
+// -bench: go test names a case's second run upstream#01, which a pattern such as
+// 'LargeCluster/upstream$' leaves out. A smoke run: KSHARD_BENCH_NAMESPACES=200 KSHARD_BENCH_REPLICAS=5
 // KSHARD_BENCH_CHURN_SECONDS=20 KSHARD_BENCH_SETTLE_SECONDS=5. Other knobs:
 // KSHARD_BENCH_DEPLOYMENTS_PER_NS (1), KSHARD_BENCH_RUNS (upstream,kshard-1,kshard-2,kshard-4;
 // a name that matches none, e.g. none, only makes the fixture),

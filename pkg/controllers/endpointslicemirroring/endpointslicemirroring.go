@@ -15,7 +15,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	endpointsliceutil "k8s.io/endpointslice/util"
 
@@ -168,10 +167,8 @@ type Controller struct {
 	services     corelisters.ServiceLister
 	slices       discoverylisters.EndpointSliceLister
 	queue        workqueue.TypedRateLimitingInterface[string]
-	recorder     record.EventRecorder
 	metrics      *controllers.ReconcileMetrics
 	batchPeriod  time.Duration
-	maxPerSubset int32
 	reconciler   *reconciler
 	tracker      *endpointsliceutil.EndpointSliceTracker
 	metricsCache *metricsCache
@@ -199,10 +196,8 @@ func newController(c controllers.Context, opts Options) (*Controller, error) {
 		services:     corelisters.NewServiceLister(svcInf.GetIndexer()),
 		slices:       discoverylisters.NewEndpointSliceLister(sliceInf.GetIndexer()),
 		queue:        c.Queue,
-		recorder:     c.Recorder,
 		metrics:      c.Metrics,
 		batchPeriod:  opts.BatchPeriod,
-		maxPerSubset: opts.MaxEndpointsPerSubset,
 		tracker:      tracker,
 		metricsCache: mc,
 		reconciler: &reconciler{

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -328,18 +329,28 @@ func TestMirrorServiceChanges(t *testing.T) {
 }
 
 // TestMirroringAcrossHandoff: a namespace's mirrored slices stay right when the namespace
-// moves to another shard (its owner SIGKILLed, a spare having joined): Endpoints changed,
-// a mirrored slice edited by hand and an Endpoints deleted while nobody worked the
-// namespace are all caught up with by the new owner, which writes no second slice for an
-// Endpoints the old owner mirrored; and a slice of the mirroring controller whose
-// Endpoints does not exist, written while nobody worked the namespace, is deleted by the
-// new owner when it acquires the namespace (no event of the slice reaches its queue then).
-// Not parallel: it stops one of the package's shards.
+// moves to another shard (a spare having joined), its owner stopped by SIGTERM (a
+// graceful hand-over) or SIGKILL: Endpoints changed, a mirrored slice edited by hand and
+// an Endpoints deleted around the move are all caught up with by the new owner, which
+// writes no second slice for an Endpoints the old owner mirrored; and a slice of the
+// mirroring controller whose Endpoints does not exist, written while the namespace moves,
+// is deleted (after a SIGKILL nobody works the namespace then, so no event of the slice
+// reaches a queue: the new owner finds it when it acquires the namespace). Not parallel:
+// it stops one of the package's shards.
 func TestMirroringAcrossHandoff(t *testing.T) {
 	c := framework.RunningControllers(t)
 	if c.KShard == nil {
 		t.Skip("the cluster's kube-controller-manager runs the mirroring controller: no shards to move a namespace between")
 	}
+	for _, tt := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"SIGKILL", syscall.SIGKILL}, {"SIGTERM", syscall.SIGTERM}} {
+		t.Run(tt.name, func(t *testing.T) { mirroringAcrossHandoff(t, c, tt.name, tt.sig) })
+	}
+}
+
+func mirroringAcrossHandoff(t *testing.T, c *framework.Controllers, sigName string, sig syscall.Signal) {
 	k := c.KShard
 	k.JoinSpare(t)
 	e := newMirrorEnv(t)
@@ -361,11 +372,15 @@ func TestMirroringAcrossHandoff(t *testing.T) {
 	e.waitMirrored("doomed", "mirrored by the first owner", "IPv4 [http/80/TCP] 10.4.9.1:true")
 
 	owner := k.StableOwner(t, e.ns)
-	owner.Kill()
+	if sig == syscall.SIGKILL {
+		owner.Kill()
+	} else if err := owner.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
 	killed := time.Now()
 	ctx := context.Background()
-	// While nobody works the namespace: Endpoints changed, one deleted, a slice edited by
-	// hand, an orphan slice of the mirroring controller written.
+	// While the namespace moves (after a SIGKILL nobody works it): Endpoints changed, one
+	// deleted, a slice edited by hand, an orphan slice of the mirroring controller written.
 	e.updateEndpoints("svc-0", func(ep *corev1.Endpoints) {
 		ep.Subsets[0].Addresses = append(ep.Subsets[0].Addresses, mirrorAddr("10.4.0.3"))
 	})
@@ -396,10 +411,12 @@ func TestMirroringAcrossHandoff(t *testing.T) {
 	}
 	writesDone := time.Now()
 	to, seen := k.WaitMoved(t, e.ns, owner, 90*time.Second)
-	t.Logf("namespace %s moved %s → %s, seen %s after the SIGKILL; the writes while nobody worked it took %s",
-		e.ns, owner.Name, to.Name, seen.Sub(killed).Round(time.Millisecond), writesDone.Sub(killed).Round(time.Millisecond))
-	if !writesDone.Before(seen) {
-		t.Logf("the namespace was owned again before the test's writes were done: some were seen by the new owner's events")
+	t.Logf("namespace %s moved %s → %s, seen %s after the %s; the test's writes took %s",
+		e.ns, owner.Name, to.Name, seen.Sub(killed).Round(time.Millisecond), sigName, writesDone.Sub(killed).Round(time.Millisecond))
+	if sig == syscall.SIGTERM {
+		if exited, err := owner.Wait(90 * time.Second); !exited || err != nil {
+			t.Errorf("%s after SIGTERM: exited %v, %v; want a clean exit", owner.Name, exited, err)
+		}
 	}
 
 	e.waitMirrored("svc-0", "the added address", "IPv4 [http/80/TCP] 10.4.0.1:true 10.4.0.2:false 10.4.0.3:true")
@@ -441,4 +458,60 @@ func TestMirroringAcrossHandoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitMirrored("svc-3", "a later hand edit reverted", "IPv4 [http/80/TCP] 10.4.3.1:true 10.4.3.2:false")
+}
+
+// TestMirrorMetrics: the shards export upstream's endpoint_slice_mirroring_controller_*
+// series and the queue's series under upstream's queue name, with their shard label.
+// Parallel tests run after the handoff test, so no shard (and none of its counts) goes
+// while it reads them.
+func TestMirrorMetrics(t *testing.T) {
+	t.Parallel()
+	c := framework.RunningControllers(t)
+	if c.KShard == nil {
+		t.Skip("the cluster's kube-controller-manager runs the mirroring controller: no shard metrics to read")
+	}
+	k := c.KShard
+	sum := func(ctx context.Context, name string, match ...string) (float64, error) {
+		total := 0.0
+		for shard := range k.Live() {
+			v, err := framework.Metric(ctx, k.Shards[shard].HTTPURL, name, append([]string{"shard=" + shard}, match...)...)
+			if err != nil {
+				return 0, err
+			}
+			total += v
+		}
+		return total, nil
+	}
+	ctx := context.Background()
+	creates, err := sum(ctx, "endpoint_slice_mirroring_controller_changes", "operation=create")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newMirrorEnv(t)
+	e.service("counted", nil)
+	e.endpoints(simpleEndpoints("counted", []string{"10.6.0.1", "10.6.0.2"}, nil))
+	e.waitMirrored("counted", "mirrored", "IPv4 [http/80/TCP] 10.6.0.1:true 10.6.0.2:true")
+	framework.Eventually(t, mirrorTimeout, "the shards' mirroring series", func(ctx context.Context) (bool, error) {
+		for _, m := range []struct {
+			name  string
+			match []string
+			min   float64
+		}{
+			{"endpoint_slice_mirroring_controller_changes", []string{"operation=create"}, creates + 1},
+			{"endpoint_slice_mirroring_controller_endpoints_sync_duration_count", nil, 1},
+			{"endpoint_slice_mirroring_controller_endpoints_added_per_sync_count", nil, 1},
+			{"endpoint_slice_mirroring_controller_endpoints_desired", nil, 2},
+			{"endpoint_slice_mirroring_controller_num_endpoint_slices", nil, 1},
+			{"kshard_workqueue_adds_total", []string{"name=endpoint_slice_mirroring"}, 1},
+		} {
+			v, err := sum(ctx, m.name, m.match...)
+			if err != nil {
+				return false, err
+			}
+			if v < m.min {
+				return false, fmt.Errorf("%s%v summed over the shards: %v, want at least %v", m.name, m.match, v, m.min)
+			}
+		}
+		return true, nil
+	})
 }

@@ -4,6 +4,7 @@ package endpointslicemirroring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -102,18 +103,12 @@ func Descriptor() controllers.Descriptor {
 		AddFlags: func(fs *pflag.FlagSet) {
 			flags = fs
 			fs.Int32Var(&opts.MaxEndpointsPerSubset, MaxPerSubsetFlag, opts.MaxEndpointsPerSubset, fmt.Sprintf(
-				"the most addresses of one Endpoints subset that the %s mirrors into an EndpointSlice (%d..%d); the rest are skipped, with a TooManyAddressesToMirror event",
-				Name, minMaxPerSubset, maxMaxPerSubset))
+				"the most addresses of one Endpoints subset that the EndpointSlice mirroring controller mirrors into an EndpointSlice (%d..%d); the rest are skipped, with a TooManyAddressesToMirror event",
+				minMaxPerSubset, maxMaxPerSubset))
 			fs.DurationVar(&opts.BatchPeriod, BatchPeriodFlag, opts.BatchPeriod, fmt.Sprintf(
-				"how long the %s delays the sync that an EndpointSlice change asks for, to join it with the changes that follow: fewer slice updates, later endpoint programming",
-				Name))
+				"how long the EndpointSlice mirroring controller delays the sync that a change of one of its EndpointSlices asks for, to join it with the changes that follow: fewer slice updates, later endpoint programming"))
 		},
-		Validate: func() error {
-			if err := opts.validate(); err != nil {
-				return err
-			}
-			return validateWorkers(flags)
-		},
+		Validate: func() error { return errors.Join(opts.validate(), validateWorkers(flags)) },
 		New: func(c controllers.Context) (controllers.Controller, error) {
 			return newController(c, *opts)
 		},
@@ -123,10 +118,10 @@ func Descriptor() controllers.Descriptor {
 // validate checks the flags as kube-controller-manager does.
 func (o Options) validate() error {
 	if o.MaxEndpointsPerSubset < minMaxPerSubset {
-		return fmt.Errorf("--%s must not be less than %d, but got %d", MaxPerSubsetFlag, minMaxPerSubset, o.MaxEndpointsPerSubset)
+		return fmt.Errorf("%s must not be less than %d, but got %d", MaxPerSubsetFlag, minMaxPerSubset, o.MaxEndpointsPerSubset)
 	}
 	if o.MaxEndpointsPerSubset > maxMaxPerSubset {
-		return fmt.Errorf("--%s must not be more than %d, but got %d", MaxPerSubsetFlag, maxMaxPerSubset, o.MaxEndpointsPerSubset)
+		return fmt.Errorf("%s must not be more than %d, but got %d", MaxPerSubsetFlag, maxMaxPerSubset, o.MaxEndpointsPerSubset)
 	}
 	return nil
 }
@@ -143,10 +138,10 @@ func validateWorkers(fs *pflag.FlagSet) error {
 		return err
 	}
 	if n < minWorkers {
-		return fmt.Errorf("--%s must not be less than %d, but got %d", WorkersFlag, minWorkers, n)
+		return fmt.Errorf("%s must not be less than %d, but got %d", WorkersFlag, minWorkers, n)
 	}
 	if n > maxWorkers {
-		return fmt.Errorf("--%s must not be more than %d, but got %d", WorkersFlag, maxWorkers, n)
+		return fmt.Errorf("%s must not be more than %d, but got %d", WorkersFlag, maxWorkers, n)
 	}
 	return nil
 }

@@ -179,11 +179,13 @@ func TestFlags(t *testing.T) {
 		{name: "bounds", args: []string{"--mirroring-max-endpoints-per-subset=1", "--mirroring-concurrent-service-endpoint-syncs=50"}},
 		{name: "upper bounds", args: []string{"--mirroring-max-endpoints-per-subset=1000", "--mirroring-concurrent-service-endpoint-syncs=1"}},
 		{name: "no addresses per subset", args: []string{"--mirroring-max-endpoints-per-subset=0"},
-			wantErr: "--mirroring-max-endpoints-per-subset must not be less than 1, but got 0"},
+			wantErr: "mirroring-max-endpoints-per-subset must not be less than 1, but got 0"},
 		{name: "too many addresses per subset", args: []string{"--mirroring-max-endpoints-per-subset=1001"},
-			wantErr: "--mirroring-max-endpoints-per-subset must not be more than 1000, but got 1001"},
+			wantErr: "mirroring-max-endpoints-per-subset must not be more than 1000, but got 1001"},
 		{name: "too many workers", args: []string{"--mirroring-concurrent-service-endpoint-syncs=51"},
-			wantErr: "--mirroring-concurrent-service-endpoint-syncs must not be more than 50, but got 51"},
+			wantErr: "mirroring-concurrent-service-endpoint-syncs must not be more than 50, but got 51"},
+		{name: "both reported", args: []string{"--mirroring-concurrent-service-endpoint-syncs=0", "--mirroring-max-endpoints-per-subset=0"},
+			wantErr: "mirroring-max-endpoints-per-subset must not be less than 1, but got 0\nmirroring-concurrent-service-endpoint-syncs must not be less than 1, but got 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -274,6 +275,63 @@ func TestMirrorHandWrittenEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitMirrored("web", "gone with the Endpoints")
+}
+
+// TestMirrorTooManyAddresses: of a subset of 1001 addresses the first 1000 in upstream's
+// order (by IP, as strings) are mirrored and the last is skipped, with upstream's warning
+// on the Endpoints from upstream's event source.
+func TestMirrorTooManyAddresses(t *testing.T) {
+	t.Parallel()
+	e := newMirrorEnv(t)
+	e.service("big", nil)
+	var ips []string
+	for i := range 1001 {
+		ips = append(ips, fmt.Sprintf("10.7.%d.%d", i/250, i%250+1))
+	}
+	e.endpoints(simpleEndpoints("big", ips, nil))
+	sorted := slices.Clone(ips)
+	sort.Strings(sorted) // the order RepackSubsets puts them in: the last one is skipped
+	want := map[string]bool{}
+	for _, ip := range sorted[:1000] {
+		want[ip] = true
+	}
+	framework.Eventually(t, mirrorTimeout, "one slice of the first 1000 addresses", func(ctx context.Context) (bool, error) {
+		ss, err := e.mirrored(ctx, "big")
+		if err != nil {
+			return false, err
+		}
+		if len(ss) != 1 {
+			return false, fmt.Errorf("%d slices, want 1", len(ss))
+		}
+		got, wrong := 0, []string{}
+		for _, ep := range ss[0].Endpoints {
+			if ip := ep.Addresses[0]; want[ip] && ptr.Deref(ep.Conditions.Ready, false) {
+				got++
+			} else {
+				wrong = append(wrong, ip)
+			}
+		}
+		if got != 1000 || len(wrong) > 0 {
+			return false, fmt.Errorf("%d of the first 1000 addresses ready in the slice, and %v", got, wrong)
+		}
+		return true, nil
+	})
+	framework.Eventually(t, mirrorTimeout, "the TooManyAddressesToMirror warning", func(ctx context.Context) (bool, error) {
+		l, err := e.cs.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Endpoints,involvedObject.name=big"})
+		if err != nil {
+			return false, err
+		}
+		var got []string
+		for _, ev := range l.Items {
+			got = append(got, fmt.Sprintf("%s %s %s: %s", ev.Source.Component, ev.Type, ev.Reason, ev.Message))
+		}
+		want := []string{"endpoint-slice-mirroring-controller Warning TooManyAddressesToMirror: " +
+			"A max of 1000 addresses can be mirrored to EndpointSlices per Endpoints subset. 1 addresses were skipped"}
+		if !reflect.DeepEqual(got, want) {
+			return false, fmt.Errorf("events %q, want %q", got, want)
+		}
+		return true, nil
+	})
 }
 
 // TestMirrorSkipMirror: an Endpoints labelled endpointslice.kubernetes.io/skip-mirror=true

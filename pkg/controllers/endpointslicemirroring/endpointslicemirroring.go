@@ -105,8 +105,8 @@ func Descriptor() controllers.Descriptor {
 			fs.Int32Var(&opts.MaxEndpointsPerSubset, MaxPerSubsetFlag, opts.MaxEndpointsPerSubset, fmt.Sprintf(
 				"the most addresses of one Endpoints subset that the EndpointSlice mirroring controller mirrors into an EndpointSlice (%d..%d); the rest are skipped, with a TooManyAddressesToMirror event",
 				minMaxPerSubset, maxMaxPerSubset))
-			fs.DurationVar(&opts.BatchPeriod, BatchPeriodFlag, opts.BatchPeriod, fmt.Sprintf(
-				"how long the EndpointSlice mirroring controller delays the sync that a change of one of its EndpointSlices asks for, to join it with the changes that follow: fewer slice updates, later endpoint programming"))
+			fs.DurationVar(&opts.BatchPeriod, BatchPeriodFlag, opts.BatchPeriod,
+				"how long the EndpointSlice mirroring controller delays the sync that a change of one of its EndpointSlices asks for, to join it with the changes that follow: fewer slice updates, later endpoint programming")
 		},
 		Validate: func() error { return errors.Join(opts.validate(), validateWorkers(flags)) },
 		New: func(c controllers.Context) (controllers.Controller, error) {

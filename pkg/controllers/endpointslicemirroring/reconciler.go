@@ -5,6 +5,7 @@ package endpointslicemirroring
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -194,18 +195,18 @@ func (r *reconciler) apply(ctx context.Context, ep *corev1.Endpoints, a actions)
 	return nil
 }
 
-// deleteAll deletes slices, the mirrored slices of namespace/name, trying each, and drops
-// the Endpoints from the metrics.
-func (r *reconciler) deleteAll(ctx context.Context, namespace, name string, slices []*discoveryv1.EndpointSlice) error {
+// deleteAll deletes ss, the mirrored slices of namespace/name, trying each, and drops the
+// Endpoints from the metrics.
+func (r *reconciler) deleteAll(ctx context.Context, namespace, name string, ss []*discoveryv1.EndpointSlice) error {
 	r.metricsCache.forget(types.NamespacedName{Namespace: namespace, Name: name})
 	var errs []error
-	for _, s := range slices {
+	for _, s := range ss {
 		if err := r.client.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("error(s) deleting %d/%d EndpointSlices for %s/%s Endpoints, including: %w", len(errs), len(slices), namespace, name, errs[0])
+		return fmt.Errorf("error(s) deleting %d/%d EndpointSlices for %s/%s Endpoints, including: %w", len(errs), len(ss), namespace, name, errs[0])
 	}
 	return nil
 }
@@ -216,6 +217,9 @@ func changes(s *discoveryv1.EndpointSlice, want endpointsliceutil.EndpointSet) t
 	matches := 0
 	for i := range s.Endpoints {
 		e := s.Endpoints[i]
+		// The set's hash sorts an endpoint's addresses in place: sort a copy, not the
+		// cached slice every controller of the shard reads.
+		e.Addresses = slices.Clone(e.Addresses)
 		got := want.Get(&e)
 		if got == nil {
 			t.removed++

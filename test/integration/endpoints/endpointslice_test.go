@@ -261,6 +261,16 @@ func testEndpointSliceMove(t *testing.T, stop func(owner *framework.Shard), grac
 	if gen1-gen0 > 3 {
 		t.Errorf("the slices' generations rose by %d over 3 readiness flips: written more than once per flip", gen1-gen0)
 	}
+	// No shard failed a sync on the way (FailedToUpdateEndpointSlices and the like).
+	evs, err := e.cs.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if ev.Source.Component == "endpoint-slice-controller" && ev.Type == corev1.EventTypeWarning {
+			t.Errorf("warning event %s on %s/%s: %s", ev.Reason, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Message)
+		}
+	}
 	// Left alone once right: no further write for a few seconds (a write by a shard
 	// that still worked the namespace would show here).
 	rv := map[string]string{}

@@ -6,7 +6,9 @@
 //
 // kshard's shards run with --max-endpoints-per-slice=3 so that a Service of a few pods is
 // split over several slices; the tests read the limit from who runs the controller
-// (upstream's default, 100, when the cluster's kube-controller-manager does).
+// (upstream's default, 100, when the cluster's kube-controller-manager does). The tests
+// but those that move a namespace between shards pass against upstream's controllers too
+// (KSHARD_UPSTREAM_CONTROLLERS=1).
 package endpoints
 
 import (

@@ -7,8 +7,8 @@
 // kshard's shards run with --max-endpoints-per-slice=3 so that a Service of a few pods is
 // split over several slices; the tests read the limit from who runs the controller
 // (upstream's default, 100, when the cluster's kube-controller-manager does). The tests
-// but those that move a namespace between shards pass against upstream's controllers too
-// (KSHARD_UPSTREAM_CONTROLLERS=1).
+// but those that move a namespace between shards (and the mirroring controller's metrics
+// test) pass against upstream's controllers too (KSHARD_UPSTREAM_CONTROLLERS=1).
 package endpoints
 
 import (
@@ -19,7 +19,7 @@ import (
 
 func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
-		Names:        []string{"endpointslice", "garbagecollector"},
+		Names:        []string{"endpointslice", "endpointslicemirroring", "garbagecollector"},
 		Coordinators: 1,
 		Shards:       2,
 		ShardArgs:    []string{"--max-endpoints-per-slice=3"},

@@ -401,8 +401,19 @@ func TestEndpointsEditedByHand(t *testing.T) {
 	if _, err := e.cs.CoreV1().Endpoints(e.ns).Update(context.Background(), ep, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.touchService("web", "1")
-	ep = e.waitEndpoints("web", wantAddrs)
+	// The Service's next change: touched again at every poll, since a sync that runs
+	// before the controller's cache has the edit finds nothing to do (as upstream's).
+	touches := 0
+	framework.Eventually(t, epTimeout, "endpoints web written back after the Service's change", func(ctx context.Context) (bool, error) {
+		touches++
+		e.touchService("web", fmt.Sprint(touches))
+		got, err := e.cs.CoreV1().Endpoints(e.ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ep = got
+		return slices.Equal(flatten(got), wantAddrs) && got.Labels[epManagedBy] == epControllerVal, nil
+	})
 	e.wantLabels(ep, false)
 
 	if err := e.cs.CoreV1().Endpoints(e.ns).Delete(context.Background(), "web", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ep.UID}}); err != nil {

@@ -68,14 +68,14 @@ func (e *epEnv) dump() {
 	if l, err := e.cs.CoreV1().Endpoints(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, ep := range l.Items {
 			fmt.Fprintf(&b, "endpoints %s rv=%s labels=%v annotations=%v %d addresses: %v\n", ep.Name, ep.ResourceVersion, ep.Labels,
-				ep.Annotations, len(flatten(&ep)), head(flatten(&ep), 20))
+				ep.Annotations, len(epFlatten(&ep)), epHead(epFlatten(&ep), 20))
 		}
 	}
 	if l, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for i, p := range l.Items {
 			if i < 30 {
 				fmt.Fprintf(&b, "pod %s ip=%s phase=%s ready=%v node=%s deleting=%v\n", p.Name, p.Status.PodIP, p.Status.Phase,
-					podReady(&p), p.Spec.NodeName, p.DeletionTimestamp != nil)
+					epPodReady(&p), p.Spec.NodeName, p.DeletionTimestamp != nil)
 			}
 		}
 	}
@@ -88,9 +88,9 @@ func (e *epEnv) dump() {
 	e.t.Log(b.String())
 }
 
-func head(s []string, n int) []string { return s[:min(n, len(s))] }
+func epHead(s []string, n int) []string { return s[:min(n, len(s))] }
 
-func podReady(p *corev1.Pod) bool {
+func epPodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
@@ -117,9 +117,9 @@ func (e *epEnv) service(name, selector string, opts ...func(*corev1.Service)) *c
 	return s
 }
 
-// podSpecOn is a pod bound to kwok node n (kwok runs it: an IP, Running, Ready) with a
+// epPodSpec is a pod bound to kwok node n (kwok runs it: an IP, Running, Ready) with a
 // container port named http.
-func podSpecOn(node int, httpPort int32) corev1.PodSpec {
+func epPodSpec(node int, httpPort int32) corev1.PodSpec {
 	return corev1.PodSpec{
 		NodeName:                      fmt.Sprintf("kwok-node-%d", node%10),
 		TerminationGracePeriodSeconds: ptr.To[int64](0),
@@ -132,7 +132,7 @@ func podSpecOn(node int, httpPort int32) corev1.PodSpec {
 // pod creates pod name labelled app=<app>, its http port httpPort.
 func (e *epEnv) pod(name, app string, httpPort int32, opts ...func(*corev1.Pod)) {
 	e.t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app}}, Spec: podSpecOn(len(name), httpPort)}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app}}, Spec: epPodSpec(len(name), httpPort)}
 	for _, o := range opts {
 		o(p)
 	}
@@ -151,7 +151,7 @@ func (e *epEnv) waitPodIPs(names ...string) map[string]string {
 			return false, err
 		}
 		for _, p := range l.Items {
-			if p.Status.PodIP != "" && podReady(&p) {
+			if p.Status.PodIP != "" && epPodReady(&p) {
 				ips[p.Name] = p.Status.PodIP
 			}
 		}
@@ -190,9 +190,9 @@ func (e *epEnv) setReady(name string, ready bool) {
 	}
 }
 
-// flatten lists an Endpoints' (address, port) pairs as "ip pod port/name ready|notready
+// epFlatten lists an Endpoints' (address, port) pairs as "ip pod port/name ready|notready
 // [host]", sorted; an address without ports has port 0.
-func flatten(ep *corev1.Endpoints) []string {
+func epFlatten(ep *corev1.Endpoints) []string {
 	var out []string
 	for _, s := range ep.Subsets {
 		ports := s.Ports
@@ -205,7 +205,7 @@ func flatten(ep *corev1.Endpoints) []string {
 				if a.TargetRef != nil {
 					pod = a.TargetRef.Name
 				}
-				out = append(out, addrString(a.IP, pod, p.Port, p.Name, state == "ready", a.Hostname))
+				out = append(out, epAddr(a.IP, pod, p.Port, p.Name, state == "ready", a.Hostname))
 			}
 			for _, a := range s.Addresses {
 				add(a, "ready")
@@ -219,7 +219,7 @@ func flatten(ep *corev1.Endpoints) []string {
 	return out
 }
 
-func addrString(ip, pod string, port int32, portName string, ready bool, host string) string {
+func epAddr(ip, pod string, port int32, portName string, ready bool, host string) string {
 	state := "notready"
 	if ready {
 		state = "ready"
@@ -231,8 +231,8 @@ func addrString(ip, pod string, port int32, portName string, ready bool, host st
 	return s
 }
 
-// want builds a sorted expectation of flatten's form.
-func want(entries ...string) []string {
+// epWant builds a sorted expectation of epFlatten's form.
+func epWant(entries ...string) []string {
 	slices.Sort(entries)
 	return entries
 }
@@ -248,8 +248,8 @@ func (e *epEnv) waitEndpoints(name string, wantAddrs []string) *corev1.Endpoints
 			return false, err
 		}
 		got = ep
-		if have := flatten(ep); !slices.Equal(have, wantAddrs) {
-			return false, fmt.Errorf("holds %v", head(have, 20))
+		if have := epFlatten(ep); !slices.Equal(have, wantAddrs) {
+			return false, fmt.Errorf("holds %v", epHead(have, 20))
 		}
 		return true, nil
 	})
@@ -276,12 +276,12 @@ func (e *epEnv) wantLabels(ep *corev1.Endpoints, headless bool) {
 	if headless {
 		wantL[corev1.IsHeadlessService] = ""
 	}
-	if !mapsEqual(ep.Labels, wantL) {
+	if !epMapsEqual(ep.Labels, wantL) {
 		e.t.Errorf("endpoints %s labels %v, want %v", ep.Name, ep.Labels, wantL)
 	}
 }
 
-func mapsEqual(a, b map[string]string) bool {
+func epMapsEqual(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -320,7 +320,7 @@ func TestEndpointsFollowPods(t *testing.T) {
 	e.pod("db-0", "db", 8080)
 	ips := e.waitPodIPs("web-0", "web-1", "web-2", "db-0")
 	entries := func(pod string, httpPort int32, ready bool) []string {
-		return []string{addrString(ips[pod], pod, httpPort, "http", ready, ""), addrString(ips[pod], pod, 9090, "metrics", ready, "")}
+		return []string{epAddr(ips[pod], pod, httpPort, "http", ready, ""), epAddr(ips[pod], pod, 9090, "metrics", ready, "")}
 	}
 	all := func(ready1 bool, pods ...string) []string {
 		var out []string
@@ -331,7 +331,7 @@ func TestEndpointsFollowPods(t *testing.T) {
 			}
 			out = append(out, entries(p, port, p != "web-1" || ready1)...)
 		}
-		return want(out...)
+		return epWant(out...)
 	}
 	ep := e.waitEndpoints("web", all(true, "web-0", "web-1", "web-2"))
 	e.wantLabels(ep, false)
@@ -374,7 +374,7 @@ func TestEndpointsPublishNotReadyHeadless(t *testing.T) {
 	e.pod("db-1", "db", 8080, func(p *corev1.Pod) { p.Spec.Hostname, p.Spec.Subdomain = "db-1", "elsewhere" })
 	ips := e.waitPodIPs("db-0", "db-1")
 	e.setReady("db-1", false)
-	ep := e.waitEndpoints("db", want(addrString(ips["db-0"], "db-0", 0, "", true, "db-0"), addrString(ips["db-1"], "db-1", 0, "", true, "")))
+	ep := e.waitEndpoints("db", epWant(epAddr(ips["db-0"], "db-0", 0, "", true, "db-0"), epAddr(ips["db-1"], "db-1", 0, "", true, "")))
 	e.wantLabels(ep, true)
 	// The selector-less Service's Endpoints is nobody's to write: the one of the Service
 	// with a selector, written after it was created, shows the controller got that far.
@@ -392,7 +392,7 @@ func TestEndpointsEditedByHand(t *testing.T) {
 	e.service("web", "web")
 	e.pod("web-0", "web", 8080)
 	ips := e.waitPodIPs("web-0")
-	wantAddrs := want(addrString(ips["web-0"], "web-0", 8080, "http", true, ""))
+	wantAddrs := epWant(epAddr(ips["web-0"], "web-0", 8080, "http", true, ""))
 	ep := e.waitEndpoints("web", wantAddrs)
 
 	ep.Subsets = []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.99.99.99"}},
@@ -412,7 +412,7 @@ func TestEndpointsEditedByHand(t *testing.T) {
 			return false, err
 		}
 		ep = got
-		return slices.Equal(flatten(got), wantAddrs) && got.Labels[epManagedBy] == epControllerVal, nil
+		return slices.Equal(epFlatten(got), wantAddrs) && got.Labels[epManagedBy] == epControllerVal, nil
 	})
 	e.wantLabels(ep, false)
 
@@ -424,7 +424,7 @@ func TestEndpointsEditedByHand(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return got.UID != ep.UID && slices.Equal(flatten(got), wantAddrs), nil
+		return got.UID != ep.UID && slices.Equal(epFlatten(got), wantAddrs), nil
 	})
 }
 
@@ -445,7 +445,7 @@ func TestEndpointsOverCapacity(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for name := range work {
-				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "big"}}, Spec: podSpecOn(len(name)+int(name[7]), 8080)}
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "big"}}, Spec: epPodSpec(len(name)+int(name[7]), 8080)}
 				if _, err := e.cs.CoreV1().Pods(e.ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 					t.Errorf("creating pod %s: %v", name, err)
 				}
@@ -473,9 +473,9 @@ func TestEndpointsOverCapacity(t *testing.T) {
 	entries := func(as []a) []string {
 		var out []string
 		for _, x := range as {
-			out = append(out, addrString(x.ip, x.pod, 8080, "http", true, ""))
+			out = append(out, epAddr(x.ip, x.pod, 8080, "http", true, ""))
 		}
-		return want(out...)
+		return epWant(out...)
 	}
 	ep := e.waitEndpoints("big", entries(all[:1000]))
 	if got := ep.Annotations[corev1.EndpointsOverCapacity]; got != "truncated" {
@@ -492,7 +492,7 @@ func TestEndpointsOverCapacity(t *testing.T) {
 			return false, err
 		}
 		_, over := ep.Annotations[corev1.EndpointsOverCapacity]
-		return !over && slices.Equal(flatten(ep), entries(all[:1000])), nil
+		return !over && slices.Equal(epFlatten(ep), entries(all[:1000])), nil
 	})
 }
 
@@ -517,7 +517,7 @@ func TestEndpointsAcrossHandoff(t *testing.T) {
 	e.pod("web-1", "web", 8080)
 	ips := e.waitPodIPs("web-0", "web-1")
 	both := func(ready1 bool) []string {
-		return want(addrString(ips["web-0"], "web-0", 8080, "http", true, ""), addrString(ips["web-1"], "web-1", 8080, "http", ready1, ""))
+		return epWant(epAddr(ips["web-0"], "web-0", 8080, "http", true, ""), epAddr(ips["web-1"], "web-1", 8080, "http", ready1, ""))
 	}
 	e.waitEndpoints("web", both(true))
 	e.waitEndpoints("gone", both(true))

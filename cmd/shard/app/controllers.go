@@ -25,6 +25,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/deployment"
 	"github.com/kshard/kshard/pkg/controllers/disruption"
 	"github.com/kshard/kshard/pkg/controllers/endpoint"
+	"github.com/kshard/kshard/pkg/controllers/endpointslice"
 	"github.com/kshard/kshard/pkg/controllers/ephemeralvolume"
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
@@ -57,6 +58,7 @@ func Descriptors() []controllers.Descriptor {
 		deployment.Descriptor(),
 		disruption.Descriptor(),
 		endpoint.Descriptor(),
+		endpointslice.Descriptor(),
 		ephemeralvolume.Descriptor(),
 		garbagecollector.Descriptor(),
 		job.Descriptor(),

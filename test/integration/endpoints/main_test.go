@@ -1,14 +1,14 @@
-// Package endpoints tests the Endpoints and EndpointSlice controllers end to end on the
-// real local control plane, against whoever runs them: TestMain starts kshard (one
-// coordinator, two shards) for those the cluster's kube-controller-manager does not run.
-// Pods are kwok's: bound to a kwok node, kwok gives them an IP and makes them Ready; a
-// test flips readiness by writing the pod's Ready condition (kwok does not set it again).
-// Run them against the reference cluster, where kube-controller-manager runs everything,
-// with KSHARD_UPSTREAM_CONTROLLERS=1 and KSHARD_KUBECONFIG pointing at it (the handoff
-// test is skipped there).
+// Package endpoints tests the controllers that keep a Service's endpoints (EndpointSlices,
+// Endpoints, mirrored slices) end to end on the real local control plane, where kwok
+// makes pods Running and Ready with pod IPs: TestMain starts kshard (one coordinator, two
+// shards) running them, with the garbage collector that deletes a deleted Service's
+// slices, unless the cluster's kube-controller-manager runs them. The Endpoints tests
+// (endpoint_test.go) flip readiness by writing a pod's Ready condition (kwok does not set
+// it again); their handoff test is skipped against upstream.
 //
-// This file is the endpoint helper's minimal one; the endpointslice helper owns the
-// package's main_test.go, which names both controllers.
+// kshard's shards run with --max-endpoints-per-slice=3 so that a Service of a few pods is
+// split over several slices; the tests read the limit from who runs the controller
+// (upstream's default, 100, when the cluster's kube-controller-manager does).
 package endpoints
 
 import (
@@ -19,9 +19,10 @@ import (
 
 func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
-		// The tests spend their time waiting for the controllers, not computing.
-		Parallel: 8,
-		Names:    []string{"endpoint"},
-		Shards:   2,
+		Names:        []string{"endpointslice", "endpoint", "garbagecollector"},
+		Coordinators: 1,
+		Shards:       2,
+		ShardArgs:    []string{"--max-endpoints-per-slice=3"},
+		Parallel:     4,
 	})
 }

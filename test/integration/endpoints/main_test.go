@@ -2,7 +2,9 @@
 // Endpoints, mirrored slices) end to end on the real local control plane, where kwok
 // makes pods Running and Ready with pod IPs: TestMain starts kshard (one coordinator, two
 // shards) running them, with the garbage collector that deletes a deleted Service's
-// slices, unless the cluster's kube-controller-manager runs them.
+// slices, unless the cluster's kube-controller-manager runs them. The Endpoints tests
+// (endpoint_test.go) flip readiness by writing a pod's Ready condition (kwok does not set
+// it again); their handoff test is skipped against upstream.
 //
 // kshard's shards run with --max-endpoints-per-slice=3 so that a Service of a few pods is
 // split over several slices; the tests read the limit from who runs the controller
@@ -19,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	framework.MainWithControllers(m, framework.ControllersOptions{
-		Names:        []string{"endpointslice", "endpointslicemirroring", "garbagecollector"},
+		Names:        []string{"endpointslice", "endpoint", "endpointslicemirroring", "garbagecollector"},
 		Coordinators: 1,
 		Shards:       2,
 		ShardArgs:    []string{"--max-endpoints-per-slice=3"},

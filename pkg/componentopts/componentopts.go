@@ -105,6 +105,19 @@ func ValidateHostPort(flag, value string) error {
 // slipped digit (10000, 100000) that would start that many goroutines per controller.
 const MaxWorkers = 1000
 
+// ValidateWithin checks that n, the value of --flag, is from lo to hi, with
+// kube-controller-manager's message for its bounded controller flags ("… must not be less
+// than 1, but got 0"), so that a flag kshard shares with it fails with the same words.
+func ValidateWithin(flag string, n, lo, hi int) error {
+	switch {
+	case n < lo:
+		return fmt.Errorf("%s must not be less than %d, but got %d", flag, lo, n)
+	case n > hi:
+		return fmt.Errorf("%s must not be more than %d, but got %d", flag, hi, n)
+	}
+	return nil
+}
+
 // ValidateWorkers checks that n, the value of --flag, is from 1 to MaxWorkers.
 func ValidateWorkers(flag string, n int) error {
 	if n < 1 || n > MaxWorkers {

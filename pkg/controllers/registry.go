@@ -218,10 +218,12 @@ type Descriptor struct {
 	AddFlags func(fs *pflag.FlagSet)
 	// Validate checks the controller's own flags once they are parsed (optional), for
 	// bounds kube-controller-manager enforces on them (--max-endpoints-per-slice within
-	// 1..1000): a bad value is a clear startup error, reported with every other bad flag
-	// (Registry.Validate), not a controller that misbehaves later. It runs whether or not
-	// the controller is enabled, as kube-controller-manager validates every flag.
-	Validate func() error
+	// 1..1000, its worker flag within 1..50): a bad value is a clear startup error,
+	// reported with every other bad flag (Registry.Validate), not a controller that
+	// misbehaves later. workers is the controller's configured worker count. It runs
+	// whether or not the controller is enabled, as kube-controller-manager validates every
+	// flag.
+	Validate func(workers int) error
 	// Primary are the resources whose objects' keys the controller's Queue holds. When
 	// the shard starts working a namespace it adds the key of every cached Primary object
 	// of it to the Queue: that sync rebuilds whatever the previous owner held in memory
@@ -514,7 +516,7 @@ func (r *Registry) Validate(sel Selection) error {
 			}
 		}
 		if d.Validate != nil {
-			if err := d.Validate(); err != nil {
+			if err := d.Validate(*r.workers[n]); err != nil {
 				errs = append(errs, fmt.Errorf("controller %s: %w", n, err))
 			}
 		}

@@ -165,9 +165,12 @@ func TestRegistryValidateControllerFlags(t *testing.T) {
 	var perSlice int
 	bounded := descriptor("bounded", func(d *Descriptor) {
 		d.AddFlags = func(fs *pflag.FlagSet) { fs.IntVar(&perSlice, "max-things-per-slice", 100, "") }
-		d.Validate = func() error {
+		d.Validate = func(workers int) error {
 			if perSlice < 1 || perSlice > 1000 {
 				return fmt.Errorf("--max-things-per-slice must be within 1..1000, not %d", perSlice)
+			}
+			if workers > 50 {
+				return fmt.Errorf("--concurrent-bounded-syncs must be at most 50, not %d", workers)
 			}
 			return nil
 		}
@@ -183,6 +186,8 @@ func TestRegistryValidateControllerFlags(t *testing.T) {
 			wantErr: []string{"controller bounded: --max-things-per-slice must be within 1..1000, not 1001"}},
 		{name: "with a bad worker count", args: []string{"--max-things-per-slice=0", "--concurrent-bounded-syncs=0"},
 			wantErr: []string{"not 0", "concurrent-bounded-syncs"}},
+		{name: "workers within the shard's bounds, not the controller's", args: []string{"--concurrent-bounded-syncs=51"},
+			wantErr: []string{"controller bounded: --concurrent-bounded-syncs must be at most 50, not 51"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

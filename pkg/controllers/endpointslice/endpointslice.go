@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/endpointslice/topologycache"
 	esutil "k8s.io/endpointslice/util"
 
+	"github.com/kshard/kshard/pkg/componentopts"
 	"github.com/kshard/kshard/pkg/controllers"
 )
 
@@ -75,31 +75,13 @@ type Options struct {
 	// BatchPeriod delays a Service's sync after a pod change, so that the changes of
 	// several pods are written together (0: no delay).
 	BatchPeriod time.Duration
-	// workers reads the worker flag the registry owns, for Validate's bounds.
-	workers func() (int, error)
 }
 
-// Validate checks the flags as kube-controller-manager does, with its messages.
-func (o *Options) Validate() error {
-	var errs []error
-	if o.workers != nil {
-		n, err := o.workers()
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case n < minWorkers:
-			errs = append(errs, fmt.Errorf("%s must not be less than %d, but got %d", WorkersFlag, minWorkers, n))
-		case n > maxWorkers:
-			errs = append(errs, fmt.Errorf("%s must not be more than %d, but got %d", WorkersFlag, maxWorkers, n))
-		}
-	}
-	switch {
-	case o.MaxEndpointsPerSlice < minMaxEndpoints:
-		errs = append(errs, fmt.Errorf("%s must not be less than %d, but got %d", MaxEndpointsPerSliceFlag, minMaxEndpoints, o.MaxEndpointsPerSlice))
-	case o.MaxEndpointsPerSlice > maxMaxEnd:
-		errs = append(errs, fmt.Errorf("%s must not be more than %d, but got %d", MaxEndpointsPerSliceFlag, maxMaxEnd, o.MaxEndpointsPerSlice))
-	}
-	return errors.Join(errs...)
+// Validate checks the flags as kube-controller-manager does, with its messages: the
+// worker count within 1..50, the endpoints per slice within 1..1000.
+func (o *Options) Validate(workers int) error {
+	return errors.Join(componentopts.ValidateWithin(WorkersFlag, workers, minWorkers, maxWorkers),
+		componentopts.ValidateWithin(MaxEndpointsPerSliceFlag, int(o.MaxEndpointsPerSlice), minMaxEndpoints, maxMaxEnd))
 }
 
 // Descriptor registers the controller: on by default, with kube-controller-manager's
@@ -128,15 +110,6 @@ func Descriptor() controllers.Descriptor {
 				"the maximum number of endpoints added to an EndpointSlice: more per slice is fewer slices, but larger ones (1 to 1000)")
 			fs.DurationVar(&opts.BatchPeriod, BatchPeriodFlag, opts.BatchPeriod,
 				"how long a Service's EndpointSlice update waits after a pod change, to join the changes of other pods: longer is fewer slice writes, but later endpoints")
-			// The worker flag is the registry's (registered before AddFlags runs); its
-			// bounds are upstream's, stricter than every controller's 1..1000.
-			opts.workers = func() (int, error) {
-				f := fs.Lookup(WorkersFlag)
-				if f == nil {
-					return defaultWorkers, nil
-				}
-				return strconv.Atoi(f.Value.String())
-			}
 		},
 		Validate: opts.Validate,
 		New: func(c controllers.Context) (controllers.Controller, error) {
@@ -178,7 +151,7 @@ type Controller struct {
 }
 
 func newController(c controllers.Context, opts Options) (*Controller, error) {
-	if err := opts.Validate(); err != nil {
+	if err := componentopts.ValidateWithin(MaxEndpointsPerSliceFlag, int(opts.MaxEndpointsPerSlice), minMaxEndpoints, maxMaxEnd); err != nil {
 		return nil, err
 	}
 	if c.Client == nil || c.Queue == nil || c.Recorder == nil {

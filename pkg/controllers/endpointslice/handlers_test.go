@@ -286,7 +286,7 @@ func TestValidate(t *testing.T) {
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			err := d.Validate()
+			err := d.Validate(workers)
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)

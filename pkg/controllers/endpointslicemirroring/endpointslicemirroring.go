@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	endpointsliceutil "k8s.io/endpointslice/util"
 
+	"github.com/kshard/kshard/pkg/componentopts"
 	"github.com/kshard/kshard/pkg/controllers"
 )
 
@@ -84,8 +85,6 @@ type Options struct {
 // --mirroring-endpointslice-updates-batch-period (0), bounded as upstream bounds them.
 func Descriptor() controllers.Descriptor {
 	opts := &Options{MaxEndpointsPerSubset: defaultMaxPerSubst}
-	// The flag set the shard registered the worker flag in, read back by Validate.
-	var flags *pflag.FlagSet
 	return controllers.Descriptor{
 		Name: Name, QueueName: QueueName, OnByDefault: true,
 		WorkersFlag: WorkersFlag, DefaultWorkers: defaultWorkers,
@@ -101,49 +100,24 @@ func Descriptor() controllers.Descriptor {
 			{Resource: "endpoints/finalizers", Verbs: []string{"update"}},
 		},
 		AddFlags: func(fs *pflag.FlagSet) {
-			flags = fs
 			fs.Int32Var(&opts.MaxEndpointsPerSubset, MaxPerSubsetFlag, opts.MaxEndpointsPerSubset, fmt.Sprintf(
 				"the most addresses of one Endpoints subset that the EndpointSlice mirroring controller mirrors into an EndpointSlice (%d..%d); the rest are skipped, with a TooManyAddressesToMirror event",
 				minMaxPerSubset, maxMaxPerSubset))
 			fs.DurationVar(&opts.BatchPeriod, BatchPeriodFlag, opts.BatchPeriod,
 				"how long the EndpointSlice mirroring controller delays the sync that a change of one of its EndpointSlices asks for, to join it with the changes that follow: fewer slice updates, later endpoint programming")
 		},
-		Validate: func() error { return errors.Join(opts.validate(), validateWorkers(flags)) },
+		Validate: func(workers int) error {
+			return errors.Join(opts.validate(), componentopts.ValidateWithin(WorkersFlag, workers, minWorkers, maxWorkers))
+		},
 		New: func(c controllers.Context) (controllers.Controller, error) {
 			return newController(c, *opts)
 		},
 	}
 }
 
-// validate checks the flags as kube-controller-manager does.
+// validate checks the controller's own flags as kube-controller-manager does.
 func (o Options) validate() error {
-	if o.MaxEndpointsPerSubset < minMaxPerSubset {
-		return fmt.Errorf("%s must not be less than %d, but got %d", MaxPerSubsetFlag, minMaxPerSubset, o.MaxEndpointsPerSubset)
-	}
-	if o.MaxEndpointsPerSubset > maxMaxPerSubset {
-		return fmt.Errorf("%s must not be more than %d, but got %d", MaxPerSubsetFlag, maxMaxPerSubset, o.MaxEndpointsPerSubset)
-	}
-	return nil
-}
-
-// validateWorkers checks --mirroring-concurrent-service-endpoint-syncs against upstream's
-// bounds, 1..50, tighter than the shard's 1..1000 for every worker flag. The shard
-// registers that flag in the flag set it hands AddFlags (before calling it).
-func validateWorkers(fs *pflag.FlagSet) error {
-	if fs == nil || fs.Lookup(WorkersFlag) == nil {
-		return nil
-	}
-	n, err := fs.GetInt(WorkersFlag)
-	if err != nil {
-		return err
-	}
-	if n < minWorkers {
-		return fmt.Errorf("%s must not be less than %d, but got %d", WorkersFlag, minWorkers, n)
-	}
-	if n > maxWorkers {
-		return fmt.Errorf("%s must not be more than %d, but got %d", WorkersFlag, maxWorkers, n)
-	}
-	return nil
+	return componentopts.ValidateWithin(MaxPerSubsetFlag, int(o.MaxEndpointsPerSubset), minMaxPerSubset, maxMaxPerSubset)
 }
 
 // rateLimiter is upstream's: its failure backoff starts at 1 s rather than the default

@@ -199,7 +199,7 @@ func TestFlags(t *testing.T) {
 			if err := fs.Parse(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			err = d.Validate()
+			err = d.Validate(r.Workers(Name))
 			if got := errString(err); got != tt.wantErr {
 				t.Errorf("Validate: %q, want %q", got, tt.wantErr)
 			}

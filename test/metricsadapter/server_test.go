@@ -28,7 +28,6 @@ func pod(name string, labels, annotations map[string]string) *corev1.Pod {
 	}}
 }
 
-
 func configMap(name string, labels, data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels}, Data: data}
 }
@@ -49,9 +48,9 @@ func newServer(t *testing.T, objects ...runtime.Object) http.Handler {
 		}
 	}
 	lists := map[schema.GroupVersionResource]string{
-		{Version: "v1", Resource: "pods"}:                        "PodList",
-		{Version: "v1", Resource: "nodes"}:                       "NodeList",
-		{Version: "v1", Resource: "namespaces"}:                  "NamespaceList",
+		{Version: "v1", Resource: "pods"}:                       "PodList",
+		{Version: "v1", Resource: "nodes"}:                      "NodeList",
+		{Version: "v1", Resource: "namespaces"}:                 "NamespaceList",
 		{Group: "apps", Version: "v1", Resource: "deployments"}: "DeploymentList",
 	}
 	s := &Server{

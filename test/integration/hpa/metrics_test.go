@@ -69,7 +69,9 @@ type usage struct {
 	cpu, memory resource.Quantity
 }
 
-func (u usage) String() string { return fmt.Sprintf("cpu %s, memory %s", u.cpu.String(), u.memory.String()) }
+func (u usage) String() string {
+	return fmt.Sprintf("cpu %s, memory %s", u.cpu.String(), u.memory.String())
+}
 
 // near reports whether got is want's CPU within 2% (metrics-server's CPU is a rate of
 // kwok's counter over its scrape interval, timed by metrics-server's clock) and exactly

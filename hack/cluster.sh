@@ -352,6 +352,11 @@ up() {
   # kwok.x-k8s.io/usage-cpu and kwok.x-k8s.io/usage-memory (hack/tools.sh kwok-metrics).
   if [ "$metrics" = 1 ]; then
     for f in "$(tool kwok-metrics)"/*.yaml; do stages+=(--config="$f"); done
+    # A kwok started before the metrics pipeline existed serves no resource metrics.
+    if running kwok && ! grep -qa -- metrics-resource.yaml "/proc/$(cat "$run/kwok.pid")/cmdline"; then
+      log "kwok runs without the resource metrics configuration; restarting it"
+      stop kwok
+    fi
   fi
   start kwok --kubeconfig="$dir/kwok.kubeconfig" --config="$dir/kwok.yaml" "${stages[@]}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \

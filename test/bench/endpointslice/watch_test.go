@@ -62,7 +62,7 @@ func watchSlices(b *testing.B, client kubernetes.Interface, prefix string) *slic
 
 func (w *sliceWatch) observe(obj any, present bool) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok || !strings.HasPrefix(s.Namespace, w.prefix) {
+	if !ok || !strings.HasPrefix(s.Namespace, w.prefix) || strings.HasPrefix(s.Labels[discoveryv1.LabelServiceName], probePrefix) {
 		return
 	}
 	now := time.Now()

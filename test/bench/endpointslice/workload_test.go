@@ -221,10 +221,12 @@ type flipper struct {
 	errLast error
 }
 
-// run flips at perSecond for d, and returns when the last flip was sent.
+// run flips at perSecond for d, and returns when the last flip was sent. The phase's
+// deadline ends the pacing, not a request under way: a request cut off may still have
+// been applied, and the benchmark would then expect the state it had before.
 func (f *flipper) run(ctx context.Context, perSecond int, d time.Duration) {
 	lim := rate.NewLimiter(rate.Limit(perSecond), 1)
-	ctx, cancel := context.WithTimeout(ctx, d)
+	paced, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -232,7 +234,7 @@ func (f *flipper) run(ctx context.Context, perSecond int, d time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for lim.Wait(ctx) == nil {
+			for lim.Wait(paced) == nil {
 				p, ready, ok := f.pick()
 				if !ok {
 					continue
@@ -242,19 +244,34 @@ func (f *flipper) run(ctx context.Context, perSecond int, d time.Duration) {
 					readinessPatch(ready), metav1.PatchOptions{}, "status")
 				mu.Lock()
 				f.sent++
-				if err != nil && ctx.Err() == nil {
+				if err != nil {
 					f.errs++
 					f.errLast = err
 				}
 				mu.Unlock()
 				if err != nil {
+					// Whether it was applied is unknown: expect what the pod now says.
 					f.watch.cancel(p.key())
-					f.w.set(p.key(), !ready)
+					f.w.set(p.key(), f.readyNow(ctx, p, !ready))
 				}
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// readyNow reads p's Ready condition from the API server; def when it cannot.
+func (f *flipper) readyNow(ctx context.Context, p podRef, def bool) bool {
+	pod, err := f.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+	if err != nil {
+		return def
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return def
 }
 
 // pick returns a random pod whose last flip was seen and its new readiness, recording it.

@@ -107,6 +107,8 @@ func BenchmarkEndpointSlice(b *testing.B) {
 	nodes := createNodes(b, client, run, s.nodes)
 	defer f.DeleteNamespaces(b, framework.Burst{Run: run, Label: label}, client, goneLimit)
 	w := createWorkload(b, client, run, s, nodes)
+	// No kubelet finishes the pods' deletion: they go at once, before their namespaces.
+	defer w.forceDeletePods(b, client)
 	watch := watchSlices(b, client, run+"-")
 	prime(b, f, w, watch, s)
 

@@ -166,6 +166,18 @@ func createWorkload(b *testing.B, client kubernetes.Interface, run string, s siz
 	return w
 }
 
+// forceDeletePods deletes the workload's pods with no grace period: their nodes have no
+// kubelet to finish a graceful deletion, so their namespaces would stay Terminating.
+func (w *workload) forceDeletePods(b *testing.B, client kubernetes.Interface) {
+	b.Helper()
+	ctx := context.Background()
+	if err := framework.Parallel(len(w.namespaces), createWorkers, func(i int) error {
+		return client.CoreV1().Pods(w.namespaces[i]).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+	}); err != nil {
+		b.Errorf("deleting the pods: %v", err)
+	}
+}
+
 func createNamespace(ctx context.Context, client kubernetes.Interface, name, run string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{label: run, framework.RunLabel: "bench"}}}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the Endpoints controller writes core/v1 Endpoints, deprecated in favour of EndpointSlices.
+
 package endpoints
 
 import (

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 kube-controller-manager repacks core/v1 Endpoints subsets, deprecated in favour of EndpointSlices, for the Endpoints and mirroring controllers.
+
 package endpointsubsets
 
 import (

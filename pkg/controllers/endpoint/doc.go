@@ -15,10 +15,11 @@
 //     has; ready addresses when the pod is Ready or the Service publishes not-ready
 //     addresses, not-ready ones otherwise. A headless Service without ports lists the
 //     addresses without ports.
-//  3. The subsets are repacked in upstream's canonical form (subsets.go: one subset per
-//     set of addresses sharing the same ports, a not-ready port mapping trumping a ready
-//     one, sorted as upstream sorts them), so that a stored Endpoints written by upstream
-//     compares equal and is not rewritten.
+//  3. The subsets are repacked in upstream's canonical form (internal/endpointsubsets,
+//     shared with the mirroring controller: one subset per set of addresses sharing the
+//     same ports, a not-ready port mapping trumping a ready one, sorted as upstream sorts
+//     them), so that a stored Endpoints written by upstream compares equal and is not
+//     rewritten.
 //  4. Nothing is written when the cached Endpoints already has these subsets, the
 //     Service's labels plus endpoints.kubernetes.io/managed-by: endpoint-controller, and
 //     no over-capacity annotation. Otherwise it is created or updated with the Service's

@@ -14,6 +14,8 @@ import (
 	"k8s.io/endpointslice"
 	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
+
+	"github.com/kshard/kshard/pkg/controllers/internal/endpointsubsets"
 )
 
 // sync reconciles the Endpoints of the Service key names (package doc).
@@ -65,7 +67,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if !create &&
 		(subsetsEqual(current.Subsets, subsets) ||
 			// Stored by a writer that packs differently: compare in the canonical form.
-			subsetsEqual(repackSubsets(current.Subsets), subsets)) &&
+			subsetsEqual(endpointsubsets.Repack(current.Subsets), subsets)) &&
 		labelsCorrect(current.Labels, svc.Labels) &&
 		capacityAnnotationCorrect(current.Annotations, current.Subsets) {
 		log.V(5).Info("Endpoints up to date")
@@ -179,7 +181,7 @@ func desiredSubsets(log klog.Logger, svc *corev1.Service, selected []*corev1.Pod
 			count(r)
 		}
 	}
-	return repackSubsets(subsets), ready, notReady
+	return endpointsubsets.Repack(subsets), ready, notReady
 }
 
 // serviceIPSet reports whether svc has a cluster IP (not headless).

@@ -16,6 +16,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/kshard/kshard/pkg/controllers/internal/endpointsubsets"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
@@ -86,7 +87,7 @@ func TestSyncWrites(t *testing.T) {
 				newPod("b", "10.1.0.2", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].ContainerPort = 9090 }),
 				newPod("c", "10.1.0.3", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].Name = "metrics" })),
 			wantActions: []string{"create endpoints web"},
-			wantSubsets: sortSubsets([]corev1.EndpointSubset{
+			wantSubsets: endpointsubsets.Repack([]corev1.EndpointSubset{
 				{Addresses: []corev1.EndpointAddress{addr("a", "10.1.0.1")},
 					Ports: []corev1.EndpointPort{{Name: "web", Port: 8080, Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http")}}},
 				{Addresses: []corev1.EndpointAddress{addr("b", "10.1.0.2")},

@@ -16,14 +16,15 @@
 //     (k8s.io/endpointslice's EndpointSliceTracker compares generations), the key is
 //     retried with backoff.
 //  3. Otherwise (reconciler.go) the Endpoints' subsets are brought into canonical form
-//     (repack.go, upstream's RepackSubsets) and each subset's ports and address type get
-//     one slice: ready then not-ready addresses, at most
-//     --mirroring-max-endpoints-per-subset (1000) of them, the rest skipped with a
-//     TooManyAddressesToMirror warning; addresses that are not IPs are skipped with an
-//     InvalidIPAddress warning. A slice is owned by the Endpoints, carries its labels
-//     and its annotations but endpoints.kubernetes.io/last-change-trigger-time and
-//     kubectl's last-applied-configuration, and is rewritten when it differs, so a hand
-//     edit is reverted. Surplus slices are deleted, or recycled for a create.
+//     (internal/endpointsubsets, upstream's RepackSubsets, shared with the Endpoints
+//     controller) and each subset's ports and address type get one slice: ready then
+//     not-ready addresses, at most --mirroring-max-endpoints-per-subset (1000) of them,
+//     the rest skipped with a TooManyAddressesToMirror warning; addresses that are not
+//     IPs are skipped with an InvalidIPAddress warning. A slice is owned by the
+//     Endpoints, carries its labels and its annotations but
+//     endpoints.kubernetes.io/last-change-trigger-time and kubectl's
+//     last-applied-configuration, and is rewritten when it differs, so a hand edit is
+//     reverted. Surplus slices are deleted, or recycled for a create.
 //
 // A key fails at most 15 times in a row before it is dropped (upstream's maxRetries), with
 // a backoff of 1 s doubling to 100 s. The controller exports upstream's

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
+
+	"github.com/kshard/kshard/pkg/controllers/internal/endpointsubsets"
 )
 
 // The reasons of the controller's events (upstream's).
@@ -47,7 +49,7 @@ func (r *reconciler) reconcile(ctx context.Context, ep *corev1.Endpoints, existi
 	// Subsets in their canonical form first: one per distinct port set, addresses
 	// deduplicated and sorted, so which addresses are beyond the limit does not depend on
 	// how the Endpoints was written.
-	for _, subset := range repackSubsets(ep.Subsets) {
+	for _, subset := range endpointsubsets.Repack(ep.Subsets) {
 		keys := d.addSubsetPorts(subset.Ports)
 		total, added := len(subset.Addresses)+len(subset.NotReadyAddresses), 0
 		for _, group := range []struct {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the Endpoints controller writes core/v1 Endpoints, deprecated in favour of EndpointSlices.
+
 package endpoints
 
 import (
@@ -14,295 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/test/framework"
 )
-
-// The Endpoints controller's labels and annotations (upstream's values).
-const (
-	epManagedBy     = "endpoints.kubernetes.io/managed-by"
-	epControllerVal = "endpoint-controller"
-	epLeaderAnno    = "control-plane.alpha.kubernetes.io/leader"
-)
-
-// epTimeout bounds every wait for the Endpoints controller.
-const epTimeout = 60 * time.Second
-
-// epEnv is one Endpoints test's client and namespace.
-type epEnv struct {
-	t  *testing.T
-	cs kubernetes.Interface
-	ns string
-}
-
-// newEPEnv gives the test its own namespace; a failed test logs the namespace's Services,
-// Endpoints, pods and events first.
-func newEPEnv(t *testing.T) *epEnv {
-	t.Helper()
-	f := framework.Get(t)
-	// The API server warns that v1 Endpoints is deprecated on every request.
-	cfg := rest.CopyConfig(f.Config)
-	cfg.WarningHandler = rest.NoWarnings{}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &epEnv{t: t, cs: cs, ns: f.Namespace(t, nil).Name}
-	t.Cleanup(func() {
-		if t.Failed() {
-			e.dump()
-		}
-	})
-	f.WaitDefaultServiceAccount(t, e.ns)
-	return e
-}
-
-func (e *epEnv) dump() {
-	ctx := context.Background()
-	var b strings.Builder
-	fmt.Fprintf(&b, "namespace %s at %s; %s\n", e.ns, time.Now().Format(time.RFC3339Nano), framework.RunningControllers(e.t))
-	if l, err := e.cs.CoreV1().Endpoints(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, ep := range l.Items {
-			fmt.Fprintf(&b, "endpoints %s rv=%s labels=%v annotations=%v %d addresses: %v\n", ep.Name, ep.ResourceVersion, ep.Labels,
-				ep.Annotations, len(epFlatten(&ep)), epHead(epFlatten(&ep), 20))
-		}
-	}
-	if l, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for i, p := range l.Items {
-			if i < 30 {
-				fmt.Fprintf(&b, "pod %s ip=%s phase=%s ready=%v node=%s deleting=%v\n", p.Name, p.Status.PodIP, p.Status.Phase,
-					epPodReady(&p), p.Spec.NodeName, p.DeletionTimestamp != nil)
-			}
-		}
-	}
-	if l, err := e.cs.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, ev := range l.Items {
-			fmt.Fprintf(&b, "event %s/%s %s %s x%d from %s: %s\n", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Type,
-				ev.Reason, ev.Count, ev.Source.Component, ev.Message)
-		}
-	}
-	e.t.Log(b.String())
-}
-
-func epHead(s []string, n int) []string { return s[:min(n, len(s))] }
-
-func epPodReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// service creates a Service selecting app=<selector> (nil selector when selector is "").
-func (e *epEnv) service(name, selector string, opts ...func(*corev1.Service)) *corev1.Service {
-	e.t.Helper()
-	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": "front"}},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}}}
-	if selector != "" {
-		s.Spec.Selector = map[string]string{"app": selector}
-	}
-	for _, o := range opts {
-		o(s)
-	}
-	s, err := e.cs.CoreV1().Services(e.ns).Create(context.Background(), s, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatalf("creating service %s: %v", name, err)
-	}
-	return s
-}
-
-// epPodSpec is a pod bound to kwok node n (kwok runs it: an IP, Running, Ready) with a
-// container port named http.
-func epPodSpec(node int, httpPort int32) corev1.PodSpec {
-	return corev1.PodSpec{
-		NodeName:                      fmt.Sprintf("kwok-node-%d", node%10),
-		TerminationGracePeriodSeconds: ptr.To[int64](0),
-		Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-		Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10",
-			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: httpPort}}}},
-	}
-}
-
-// pod creates pod name labelled app=<app>, its http port httpPort.
-func (e *epEnv) pod(name, app string, httpPort int32, opts ...func(*corev1.Pod)) {
-	e.t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app}}, Spec: epPodSpec(len(name), httpPort)}
-	for _, o := range opts {
-		o(p)
-	}
-	if _, err := e.cs.CoreV1().Pods(e.ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-		e.t.Fatalf("creating pod %s: %v", name, err)
-	}
-}
-
-// waitPodIPs waits until kwok runs every named pod Ready with an IP, and returns their IPs.
-func (e *epEnv) waitPodIPs(names ...string) map[string]string {
-	e.t.Helper()
-	ips := map[string]string{}
-	framework.Eventually(e.t, epTimeout, fmt.Sprintf("pods %v Ready with an IP", names), func(ctx context.Context) (bool, error) {
-		l, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, p := range l.Items {
-			if p.Status.PodIP != "" && epPodReady(&p) {
-				ips[p.Name] = p.Status.PodIP
-			}
-		}
-		for _, n := range names {
-			if ips[n] == "" {
-				return false, fmt.Errorf("pod %s not Ready with an IP yet", n)
-			}
-		}
-		return true, nil
-	})
-	return ips
-}
-
-// setReady writes the pod's Ready condition.
-func (e *epEnv) setReady(name string, ready bool) {
-	e.t.Helper()
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := e.cs.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for i := range p.Status.Conditions {
-			if p.Status.Conditions[i].Type == corev1.PodReady {
-				p.Status.Conditions[i].Status, p.Status.Conditions[i].LastTransitionTime = status, metav1.Now()
-			}
-		}
-		_, err = e.cs.CoreV1().Pods(e.ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		e.t.Fatalf("setting pod %s ready=%v: %v", name, ready, err)
-	}
-}
-
-// epFlatten lists an Endpoints' (address, port) pairs as "ip pod port/name ready|notready
-// [host]", sorted; an address without ports has port 0.
-func epFlatten(ep *corev1.Endpoints) []string {
-	var out []string
-	for _, s := range ep.Subsets {
-		ports := s.Ports
-		if len(ports) == 0 {
-			ports = []corev1.EndpointPort{{}}
-		}
-		for _, p := range ports {
-			add := func(a corev1.EndpointAddress, state string) {
-				pod := ""
-				if a.TargetRef != nil {
-					pod = a.TargetRef.Name
-				}
-				out = append(out, epAddr(a.IP, pod, p.Port, p.Name, state == "ready", a.Hostname))
-			}
-			for _, a := range s.Addresses {
-				add(a, "ready")
-			}
-			for _, a := range s.NotReadyAddresses {
-				add(a, "notready")
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func epAddr(ip, pod string, port int32, portName string, ready bool, host string) string {
-	state := "notready"
-	if ready {
-		state = "ready"
-	}
-	s := fmt.Sprintf("%s %s %d/%s %s", ip, pod, port, portName, state)
-	if host != "" {
-		s += " host=" + host
-	}
-	return s
-}
-
-// epWant builds a sorted expectation of epFlatten's form.
-func epWant(entries ...string) []string {
-	slices.Sort(entries)
-	return entries
-}
-
-// waitEndpoints waits until the Endpoints name exists and holds exactly wantAddrs, and
-// returns it.
-func (e *epEnv) waitEndpoints(name string, wantAddrs []string) *corev1.Endpoints {
-	e.t.Helper()
-	var got *corev1.Endpoints
-	framework.Eventually(e.t, epTimeout, fmt.Sprintf("endpoints %s/%s holding %v", e.ns, name, wantAddrs), func(ctx context.Context) (bool, error) {
-		ep, err := e.cs.CoreV1().Endpoints(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		got = ep
-		if have := epFlatten(ep); !slices.Equal(have, wantAddrs) {
-			return false, fmt.Errorf("holds %v", epHead(have, 20))
-		}
-		return true, nil
-	})
-	return got
-}
-
-// waitEndpointsGone waits until no Endpoints name exists.
-func (e *epEnv) waitEndpointsGone(name string) {
-	e.t.Helper()
-	framework.Eventually(e.t, epTimeout, fmt.Sprintf("endpoints %s/%s gone", e.ns, name), func(ctx context.Context) (bool, error) {
-		_, err := e.cs.CoreV1().Endpoints(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	})
-}
-
-// wantLabels fails the test unless ep carries the Service's label, the managed-by label,
-// and the headless label exactly when headless.
-func (e *epEnv) wantLabels(ep *corev1.Endpoints, headless bool) {
-	e.t.Helper()
-	wantL := map[string]string{"tier": "front", epManagedBy: epControllerVal}
-	if headless {
-		wantL[corev1.IsHeadlessService] = ""
-	}
-	if !epMapsEqual(ep.Labels, wantL) {
-		e.t.Errorf("endpoints %s labels %v, want %v", ep.Name, ep.Labels, wantL)
-	}
-}
-
-func epMapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-// touchService adds an annotation to the Service: an update event, nothing the
-// Endpoints depends on.
-func (e *epEnv) touchService(name, value string) {
-	e.t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"kshard.io/touched":%q}}}`, value)
-	if _, err := e.cs.CoreV1().Services(e.ns).Patch(context.Background(), name, "application/merge-patch+json",
-		[]byte(patch), metav1.PatchOptions{}); err != nil {
-		e.t.Fatalf("touching service %s: %v", name, err)
-	}
-}
 
 // TestEndpointsFollowPods: a Service's Endpoints lists its Ready pods' addresses on a named
 // target port (resolved per pod: a pod serving it on another number is a subset of its
@@ -404,7 +120,7 @@ func TestEndpointsEditedByHand(t *testing.T) {
 	// The Service's next change: touched again at every poll, since a sync that runs
 	// before the controller's cache has the edit finds nothing to do (as upstream's).
 	touches := 0
-	framework.Eventually(t, epTimeout, "endpoints web written back after the Service's change", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "endpoints web written back after the Service's change", func(ctx context.Context) (bool, error) {
 		touches++
 		e.touchService("web", fmt.Sprint(touches))
 		got, err := e.cs.CoreV1().Endpoints(e.ns).Get(ctx, "web", metav1.GetOptions{})
@@ -419,7 +135,7 @@ func TestEndpointsEditedByHand(t *testing.T) {
 	if err := e.cs.CoreV1().Endpoints(e.ns).Delete(context.Background(), "web", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ep.UID}}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, epTimeout, "endpoints web created again", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "endpoints web created again", func(ctx context.Context) (bool, error) {
 		got, err := e.cs.CoreV1().Endpoints(e.ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -486,7 +202,7 @@ func TestEndpointsOverCapacity(t *testing.T) {
 	if err := e.cs.CoreV1().Pods(e.ns).Delete(context.Background(), last, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, epTimeout, "the over-capacity annotation removed", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "the over-capacity annotation removed", func(ctx context.Context) (bool, error) {
 		ep, err := e.cs.CoreV1().Endpoints(e.ns).Get(ctx, "big", metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -32,7 +32,7 @@ func TestEndpointSliceForService(t *testing.T) {
 	if k == nil {
 		return
 	}
-	framework.Eventually(t, esSettle, "the shards' endpointslice series", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "the shards' endpointslice series", func(ctx context.Context) (bool, error) {
 		var syncs, creates, adds float64
 		for name, s := range k.Shards {
 			if s.Exited() {
@@ -148,7 +148,7 @@ func TestEndpointSliceServiceDeleted(t *testing.T) {
 	if err := e.cs.CoreV1().Services(e.ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, esSettle, "the deleted Service's slices gone", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "the deleted Service's slices gone", func(ctx context.Context) (bool, error) {
 		s, err := e.slices(ctx, "web")
 		if err != nil {
 			return false, err

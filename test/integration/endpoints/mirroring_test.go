@@ -18,182 +18,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/test/framework"
 )
-
-// mirrorManagedBy is the managed-by label value of the mirroring controller's slices.
-const mirrorManagedBy = "endpointslicemirroring-controller.k8s.io"
-
-// mirrorTimeout bounds every wait for the mirroring controller.
-const mirrorTimeout = 60 * time.Second
-
-// mirrorEnv is one mirroring test's client and namespace.
-type mirrorEnv struct {
-	t  *testing.T
-	cs kubernetes.Interface
-	ns string
-}
-
-// newMirrorEnv gives the test its own namespace; a failed test logs its Endpoints, slices
-// and events first.
-func newMirrorEnv(t *testing.T) *mirrorEnv {
-	t.Helper()
-	f := framework.Get(t)
-	e := &mirrorEnv{t: t, cs: f.Client}
-	e.ns = f.Namespace(t, nil).Name
-	t.Cleanup(func() {
-		if t.Failed() {
-			e.dump()
-		}
-	})
-	return e
-}
-
-func (e *mirrorEnv) dump() {
-	ctx := context.Background()
-	var b strings.Builder
-	fmt.Fprintf(&b, "namespace %s at %s; %s\n", e.ns, time.Now().Format(time.RFC3339Nano), framework.RunningControllers(e.t))
-	if l, err := e.cs.CoreV1().Endpoints(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, ep := range l.Items {
-			fmt.Fprintf(&b, "endpoints %s uid=%s labels=%v subsets=%+v\n", ep.Name, ep.UID, ep.Labels, ep.Subsets)
-		}
-	}
-	if l, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, s := range l.Items {
-			fmt.Fprintf(&b, "slice %s gen=%d labels=%v owners=%v: %s\n", s.Name, s.Generation, s.Labels, s.OwnerReferences, describeMirrored(s))
-		}
-	}
-	if l, err := e.cs.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, ev := range l.Items {
-			fmt.Fprintf(&b, "event %s/%s %s %s x%d from %s: %s\n", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Type, ev.Reason,
-				ev.Count, ev.Source.Component, ev.Message)
-		}
-	}
-	e.t.Log(b.String())
-}
-
-// service creates a Service with port http/80, without a selector when selector is nil.
-func (e *mirrorEnv) service(name string, selector map[string]string) *corev1.Service {
-	e.t.Helper()
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{Selector: selector, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
-	out, err := e.cs.CoreV1().Services(e.ns).Create(context.Background(), svc, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return out
-}
-
-// endpoints creates an Endpoints, as a user or another controller writes one for a
-// Service without a selector.
-func (e *mirrorEnv) endpoints(ep *corev1.Endpoints) *corev1.Endpoints {
-	e.t.Helper()
-	out, err := e.cs.CoreV1().Endpoints(e.ns).Create(context.Background(), ep, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return out
-}
-
-// updateEndpoints changes the Endpoints name with change, retrying conflicts.
-func (e *mirrorEnv) updateEndpoints(name string, change func(*corev1.Endpoints)) *corev1.Endpoints {
-	e.t.Helper()
-	var out *corev1.Endpoints
-	framework.Eventually(e.t, mirrorTimeout, "Endpoints "+name+" updated", func(ctx context.Context) (bool, error) {
-		ep, err := e.cs.CoreV1().Endpoints(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		change(ep)
-		out, err = e.cs.CoreV1().Endpoints(e.ns).Update(ctx, ep, metav1.UpdateOptions{})
-		return err == nil, err
-	})
-	return out
-}
-
-// mirrored returns the mirroring controller's slices of name.
-func (e *mirrorEnv) mirrored(ctx context.Context, name string) ([]discoveryv1.EndpointSlice, error) {
-	l, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + name + "," + discoveryv1.LabelManagedBy + "=" + mirrorManagedBy})
-	if err != nil {
-		return nil, err
-	}
-	return l.Items, nil
-}
-
-// waitMirrored waits until the mirrored slices of name are exactly want (describeMirrored
-// of each, in any order) and returns them.
-func (e *mirrorEnv) waitMirrored(name, what string, want ...string) []discoveryv1.EndpointSlice {
-	e.t.Helper()
-	if want == nil {
-		want = []string{}
-	}
-	sort.Strings(want)
-	var out []discoveryv1.EndpointSlice
-	framework.Eventually(e.t, mirrorTimeout, "slices of "+name+": "+what, func(ctx context.Context) (bool, error) {
-		ss, err := e.mirrored(ctx, name)
-		if err != nil {
-			return false, err
-		}
-		got := []string{}
-		for _, s := range ss {
-			got = append(got, describeMirrored(s))
-		}
-		sort.Strings(got)
-		if !reflect.DeepEqual(got, want) {
-			return false, fmt.Errorf("slices %q, want %q", got, want)
-		}
-		out = ss
-		return true, nil
-	})
-	return out
-}
-
-// describeMirrored summarises a slice as "addressType [name/port/protocol ...] ip:ready[@target][/node][#hostname] ...",
-// ports and endpoints sorted (the order of the ports is upstream's hash order, which the
-// unit tests check).
-func describeMirrored(s discoveryv1.EndpointSlice) string {
-	var ports []string
-	for _, p := range s.Ports {
-		ports = append(ports, fmt.Sprintf("%s/%d/%s", ptr.Deref(p.Name, ""), ptr.Deref(p.Port, 0), ptr.Deref(p.Protocol, "")))
-	}
-	sort.Strings(ports)
-	var eps []string
-	for _, ep := range s.Endpoints {
-		d := fmt.Sprintf("%s:%v", strings.Join(ep.Addresses, ","), ptr.Deref(ep.Conditions.Ready, false))
-		if ep.TargetRef != nil {
-			d += "@" + ep.TargetRef.Name
-		}
-		if ep.NodeName != nil {
-			d += "/" + *ep.NodeName
-		}
-		if ep.Hostname != nil {
-			d += "#" + *ep.Hostname
-		}
-		eps = append(eps, d)
-	}
-	sort.Strings(eps)
-	return fmt.Sprintf("%s [%s] %s", s.AddressType, strings.Join(ports, " "), strings.Join(eps, " "))
-}
-
-func mirrorAddr(ip string) corev1.EndpointAddress { return corev1.EndpointAddress{IP: ip} }
-
-// simpleEndpoints is an Endpoints of one subset with port http/80.
-func simpleEndpoints(name string, ready []string, notReady []string) *corev1.Endpoints {
-	var r, n []corev1.EndpointAddress
-	for _, ip := range ready {
-		r = append(r, mirrorAddr(ip))
-	}
-	for _, ip := range notReady {
-		n = append(n, mirrorAddr(ip))
-	}
-	return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Subsets: []corev1.EndpointSubset{{Addresses: r, NotReadyAddresses: n,
-			Ports: []corev1.EndpointPort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}}
-}
 
 // TestMirrorHandWrittenEndpoints: a selectorless Service's hand-written Endpoints is
 // mirrored into one slice per address type (addresses, ports, ready and not-ready,
@@ -258,7 +86,7 @@ func TestMirrorHandWrittenEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitMirrored("web", "the hand edit reverted", "IPv4 [http/80/TCP] 10.1.0.2:true 10.1.0.3:true 10.1.0.4:false")
-	framework.Eventually(t, mirrorTimeout, "the label edit reverted", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "the label edit reverted", func(ctx context.Context) (bool, error) {
 		s, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).Get(ctx, kept.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -295,7 +123,7 @@ func TestMirrorTooManyAddresses(t *testing.T) {
 	for _, ip := range sorted[:1000] {
 		want[ip] = true
 	}
-	framework.Eventually(t, mirrorTimeout, "one slice of the first 1000 addresses", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "one slice of the first 1000 addresses", func(ctx context.Context) (bool, error) {
 		ss, err := e.mirrored(ctx, "big")
 		if err != nil {
 			return false, err
@@ -316,7 +144,7 @@ func TestMirrorTooManyAddresses(t *testing.T) {
 		}
 		return true, nil
 	})
-	framework.Eventually(t, mirrorTimeout, "the TooManyAddressesToMirror warning", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "the TooManyAddressesToMirror warning", func(ctx context.Context) (bool, error) {
 		l, err := e.cs.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Endpoints,involvedObject.name=big"})
 		if err != nil {
 			return false, err
@@ -369,7 +197,7 @@ func TestMirrorServiceChanges(t *testing.T) {
 	e.waitMirrored("legacy", "mirrored", "IPv4 [http/80/TCP] 10.3.0.1:true 10.3.0.2:false")
 	e.waitMirrored("doomed", "mirrored", "IPv4 [http/80/TCP] 10.3.0.3:true")
 
-	framework.Eventually(t, mirrorTimeout, "Service legacy given a selector", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "Service legacy given a selector", func(ctx context.Context) (bool, error) {
 		svc, err := e.cs.CoreV1().Services(e.ns).Get(ctx, "legacy", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -482,7 +310,7 @@ func mirroringAcrossHandoff(t *testing.T, c *framework.Controllers, sigName stri
 	e.waitMirrored("svc-2", "the hand edit reverted", "IPv4 [http/80/TCP] 10.4.2.1:true 10.4.2.2:false")
 	e.waitMirrored("svc-3", "unchanged", "IPv4 [http/80/TCP] 10.4.3.1:true 10.4.3.2:false")
 	e.waitMirrored("doomed", "gone with its Endpoints")
-	framework.Eventually(t, mirrorTimeout, "the orphan slice "+orphan.Name+" deleted", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "the orphan slice "+orphan.Name+" deleted", func(ctx context.Context) (bool, error) {
 		_, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).Get(ctx, orphan.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -549,7 +377,7 @@ func TestMirrorMetrics(t *testing.T) {
 	e.service("counted", nil)
 	e.endpoints(simpleEndpoints("counted", []string{"10.6.0.1", "10.6.0.2"}, nil))
 	e.waitMirrored("counted", "mirrored", "IPv4 [http/80/TCP] 10.6.0.1:true 10.6.0.2:true")
-	framework.Eventually(t, mirrorTimeout, "the shards' mirroring series", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, waitTimeout, "the shards' mirroring series", func(ctx context.Context) (bool, error) {
 		for _, m := range []struct {
 			name  string
 			match []string

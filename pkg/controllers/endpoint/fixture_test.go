@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 kube-controller-manager's Endpoints controller writes core/v1 Endpoints, deprecated in favour of EndpointSlices but still on by default upstream.
 package endpoint
 
 import (

@@ -54,7 +54,7 @@ var kshardControllers = []string{
 	"replicaset", "deployment", "replicationcontroller", "resourcequota", "job", "cronjob",
 	"ttl-after-finished", "daemonset", "statefulset", "disruption", "garbagecollector",
 	"namespace", "serviceaccount", "root-ca-cert-publisher", "podgc", "pvc-protection",
-	"ephemeral-volume",
+	"ephemeral-volume", "endpointslice", "endpoint", "endpointslicemirroring",
 }
 
 // scenarioParallel is how many scenarios run at once: they spend their time waiting for

@@ -308,11 +308,14 @@ api_relay_ready() { in_netns curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin
 node_ready() {
   [ "$(kubectl_ get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
-# coredns_ready: CoreDNS answers for the kubernetes Service's name through the kube-dns
-# Service (kube-proxy's rules), as a pod asks.
+# coredns_ready: CoreDNS answers for the kubernetes Service's name, asked at its own
+# address. Through the kube-dns Service (kube-proxy's rules) it answers only once the
+# Service has an EndpointSlice, which the EndpointSlice controller writes: kshard's, once
+# installed (the local kube-controller-manager no longer runs it), so the helm e2e checks
+# that path after it has installed kshard.
 coredns_ready() {
   in_netns curl -fsS http://127.0.0.1:18181/ready >/dev/null &&
-    [ "$(in_netns dig +short +time=1 +tries=1 "@$dns_ip" kubernetes.default.svc.cluster.local)" = 10.0.0.1 ]
+    [ "$(in_netns dig +short +time=1 +tries=1 -p 1053 "@$node_ip" kubernetes.default.svc.cluster.local)" = 10.0.0.1 ]
 }
 
 # service_endpoints: the kubernetes Service's EndpointSlice, at the relay in the namespace

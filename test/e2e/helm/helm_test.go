@@ -323,7 +323,36 @@ func (e *e2e) install(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("the shards reached the coordinator at kshard-coordinator-peers.%s.svc (CoreDNS), with mutual TLS and their projected tokens", namespace)
+	// The local kube-controller-manager runs no EndpointSlice controller (kshard's
+	// replaces it): the kube-dns and peers Services have slices only because a shard
+	// wrote them, and a shard got there before any slice existed (through the election
+	// Lease, --coordinator-lease, when the peers name resolved to nothing).
+	for _, svc := range []struct{ namespace, name string }{{"kube-system", "kube-dns"}, {namespace, "kshard-coordinator-peers"}} {
+		framework.Eventually(t, 2*time.Minute, svc.name+"'s EndpointSlice written by kshard", func(ctx context.Context) (bool, error) {
+			l, err := e.f.Client.DiscoveryV1().EndpointSlices(svc.namespace).List(ctx, metav1.ListOptions{
+				LabelSelector: "kubernetes.io/service-name=" + svc.name + ",endpointslice.kubernetes.io/managed-by=endpointslice-controller.k8s.io"})
+			if err != nil {
+				return false, err
+			}
+			for _, sl := range l.Items {
+				if len(sl.Endpoints) > 0 {
+					return true, nil
+				}
+			}
+			return false, fmt.Errorf("%d managed slices, none with an endpoint", len(l.Items))
+		})
+	}
+	framework.Eventually(t, time.Minute, "CoreDNS answers through the kube-dns Service", func(ctx context.Context) (bool, error) {
+		out, err := inNode(ctx, "dig", "+short", "+time=1", "+tries=1", "@10.0.0.10", "kubernetes.default.svc.cluster.local")
+		if err != nil {
+			return false, err
+		}
+		if got := strings.TrimSpace(string(out)); got != "10.0.0.1" {
+			return false, fmt.Errorf("answer %q", got)
+		}
+		return true, nil
+	})
+	t.Logf("the shards reached the coordinator (the peers Service kshard-coordinator-peers.%s.svc, or the election Lease before any slice existed), with mutual TLS and their projected tokens; kshard wrote the kube-dns and peers Services' EndpointSlices, and CoreDNS answers through the kube-dns Service", namespace)
 }
 
 func shardSummary(a coordinatorrpc.Assignments) string {

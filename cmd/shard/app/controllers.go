@@ -26,6 +26,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/disruption"
 	"github.com/kshard/kshard/pkg/controllers/ephemeralvolume"
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
+	"github.com/kshard/kshard/pkg/controllers/horizontalpodautoscaling"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/namespace"
 	"github.com/kshard/kshard/pkg/controllers/podgc"
@@ -57,6 +58,7 @@ func Descriptors() []controllers.Descriptor {
 		disruption.Descriptor(),
 		ephemeralvolume.Descriptor(),
 		garbagecollector.Descriptor(),
+		horizontalpodautoscaling.Descriptor(),
 		job.Descriptor(),
 		namespace.Descriptor(),
 		podgc.Descriptor(),

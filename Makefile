@@ -50,7 +50,7 @@ bench: build ## Go benchmarks: the packages', the sharding measurements, through
 # default cluster's (23790/26443) and the reference one's (24790/27443); its etcd data
 # (the 10,000-namespace fixture) is kept between runs.
 LARGE_ENV := KSHARD_CLUSTER_DIR=$(CURDIR)/_output/cluster-large KSHARD_ETCD_PORT=25790 KSHARD_ETCD_PEER_PORT=25800 \
-	KSHARD_APISERVER_PORT=28443 KSHARD_SCHEDULER_PORT=22259 KSHARD_KCM_PORT=22257 KSHARD_KWOK_PORT=22247 KSHARD_KEEP_DATA=1
+	KSHARD_APISERVER_PORT=28443 KSHARD_SCHEDULER_PORT=22259 KSHARD_KCM_PORT=22257 KSHARD_KWOK_PORT=22247 KSHARD_KEEP_DATA=1 KSHARD_METRICS=0
 
 .PHONY: bench-large
 bench-large: build ## upstream vs kshard (1, 2, 4 shards) at 10,000 namespaces / 50,000 pods on a cluster of its own (KSHARD_BENCH_* knobs, e.g. KSHARD_BENCH_REPETITIONS=3; takes an hour or more, not in `make bench`)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback for kshard's tests and demo: etcd,
 # kube-apiserver, kube-scheduler, kube-controller-manager (with the controllers kshard
-# implements switched off) and kwok with fake nodes whose pods turn Running/Ready.
+# implements switched off), kwok with fake nodes whose pods turn Running/Ready and serve
+# emulated kubelet resource metrics, metrics-server (metrics.k8s.io) and the tests' own
+# custom and external metrics server (test/cmd/metrics-adapter), both aggregated.
 #
 #   hack/cluster.sh up       start what is not running yet (idempotent)
 #   hack/cluster.sh down     stop the processes this script started, by pid
@@ -22,6 +24,16 @@ api_port=${KSHARD_APISERVER_PORT:-26443}
 scheduler_port=${KSHARD_SCHEDULER_PORT:-20259}
 kcm_port=${KSHARD_KCM_PORT:-20257}
 kwok_port=${KSHARD_KWOK_PORT:-20247}
+# metrics-server and the metrics adapter default to ports derived from kwok's, so that a
+# cluster whose ports are moved (test-integration.sh's, the reference, the large one) gets
+# its own pair without naming them.
+metrics_server_port=${KSHARD_METRICS_SERVER_PORT:-$((kwok_port + 14))}
+metrics_adapter_port=${KSHARD_METRICS_ADAPTER_PORT:-$((kwok_port + 16))}
+# KSHARD_METRICS=0 runs neither (and registers no APIService): for clusters that need no
+# metrics and should not pay for kwok computing them (the large benchmark cluster).
+metrics=${KSHARD_METRICS:-1}
+# KSHARD_METRICS_RESOLUTION is metrics-server's --metric-resolution (at least 10s).
+metrics_resolution=${KSHARD_METRICS_RESOLUTION:-15s}
 # KSHARD_FEATURE_GATES lets a test variant run the apiserver without ShardedListAndWatch.
 feature_gates=${KSHARD_FEATURE_GATES:-ShardedListAndWatch=true}
 # KSHARD_UPSTREAM_CONTROLLERS=1 runs kube-controller-manager with every controller, for
@@ -37,6 +49,11 @@ logs=$dir/logs
 run=$dir/run
 kubeconfig=$dir/kubeconfig
 components=(etcd kube-apiserver kube-scheduler kube-controller-manager kwok)
+[ "$metrics" = 1 ] && components+=(metrics-server metrics-adapter)
+# Nodes with this label (and the annotation metrics.k8s.io/resource-metrics-path naming
+# their path on kwok) are the ones metrics-server scrapes: apply_nodes's, and any a test
+# creates with both; other nodes cost kwok and metrics-server nothing.
+metrics_node_label=kshard.io/kwok-metrics
 
 # shellcheck source=lib/process.sh
 . "$root/hack/lib/process.sh"
@@ -78,6 +95,11 @@ make_pki() {
   signed ca kube-controller-manager system:kube-controller-manager ""
   signed ca kwok kwok-controller system:masters
   signed front-proxy-ca front-proxy-client front-proxy-client ""
+  # The aggregator checks an APIService's serving certificate for <service>.<namespace>.svc.
+  signed ca metrics-server metrics-server "" \
+    "IP:127.0.0.1,DNS:localhost,DNS:metrics-server.kube-system.svc"
+  signed ca metrics-adapter kshard-metrics-adapter "" \
+    "IP:127.0.0.1,DNS:localhost,DNS:kshard-metrics-adapter.kube-system.svc"
   if [ ! -f "$pki/sa.key" ]; then
     openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
     openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
@@ -143,7 +165,9 @@ metadata:
   annotations:
     kwok.x-k8s.io/node: fake
     node.alpha.kubernetes.io/ttl: "0"
+    metrics.k8s.io/resource-metrics-path: /metrics/nodes/kwok-node-$i/metrics/resource
   labels:
+    $metrics_node_label: "true"
     kubernetes.io/hostname: kwok-node-$i
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
@@ -160,6 +184,101 @@ nodes_ready() {
   [ "$got" -ge "$want" ]
 }
 
+# apply_metrics_apis registers metrics-server and the adapter with the aggregator: an
+# ExternalName Service each (the aggregator dials https://<externalName>:<APIService port>,
+# so loopback is reached with no ClusterIP routing and no Endpoints) and their APIServices.
+apply_metrics_apis() {
+  local ca_bundle manifest=$dir/metrics-apis.yaml api
+  ca_bundle=$(base64 -w0 <"$pki/ca.crt")
+  cat >"$manifest" <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: metrics-server
+  namespace: kube-system
+spec:
+  type: ExternalName
+  externalName: localhost
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: kshard-metrics-adapter
+  namespace: kube-system
+spec:
+  type: ExternalName
+  externalName: localhost
+EOF
+  # group version service port versionPriority
+  for api in "metrics.k8s.io v1beta1 metrics-server $metrics_server_port 100" \
+    "custom.metrics.k8s.io v1beta2 kshard-metrics-adapter $metrics_adapter_port 200" \
+    "custom.metrics.k8s.io v1beta1 kshard-metrics-adapter $metrics_adapter_port 100" \
+    "external.metrics.k8s.io v1beta1 kshard-metrics-adapter $metrics_adapter_port 100"; do
+    # shellcheck disable=SC2086
+    set -- $api
+    cat >>"$manifest" <<EOF
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: $2.$1
+spec:
+  group: $1
+  version: $2
+  service:
+    name: $3
+    namespace: kube-system
+    port: $4
+  caBundle: $ca_bundle
+  groupPriorityMinimum: 100
+  versionPriority: $5
+EOF
+  done
+  kubectl_ apply -f "$manifest" >/dev/null
+}
+
+# metrics_apis_available: every APIService of apply_metrics_apis reports Available (an
+# unavailable one would stall every namespace deletion on discovery).
+metrics_apis_available() {
+  local got
+  got=$(kubectl_ get apiservices v1beta1.metrics.k8s.io v1beta2.custom.metrics.k8s.io \
+    v1beta1.custom.metrics.k8s.io v1beta1.external.metrics.k8s.io \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Available")].status}{"\n"}{end}' | grep -c True || true)
+  [ "$got" -eq 4 ]
+}
+
+# build_metrics_adapter: the tests' metrics adapter, built from this checkout into the
+# cluster folder; a running one whose binary differs is restarted.
+build_metrics_adapter() {
+  mkdir -p "$dir/bin"
+  (cd "$root" && go build -trimpath -o "$dir/bin/metrics-adapter.new" ./test/cmd/metrics-adapter) ||
+    die "cannot build the metrics adapter (go build ./test/cmd/metrics-adapter)"
+  if cmp -s "$dir/bin/metrics-adapter.new" "$dir/bin/metrics-adapter"; then
+    rm -f "$dir/bin/metrics-adapter.new"
+    return 0
+  fi
+  if running metrics-adapter; then
+    log "metrics-adapter's binary changed; restarting it"
+    stop metrics-adapter
+  fi
+  mv "$dir/bin/metrics-adapter.new" "$dir/bin/metrics-adapter"
+}
+
+start_metrics() {
+  # kwok serves HTTPS and HTTP on one port; kwok's nodes report no kubelet port, so the
+  # kubelet port is kwok's (a real node's, hack/node.sh, is in its status).
+  start metrics-server --kubeconfig="$kubeconfig" \
+    --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$metrics_server_port" \
+    --tls-cert-file="$pki/metrics-server.crt" --tls-private-key-file="$pki/metrics-server.key" \
+    --kubelet-insecure-tls --kubelet-port="$kwok_port" --kubelet-use-node-status-port \
+    --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname \
+    --node-selector="$metrics_node_label=true" --metric-resolution="$metrics_resolution"
+  proc_start metrics-adapter metrics-adapter "$dir/bin/metrics-adapter" --kubeconfig="$kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$metrics_adapter_port" \
+    --tls-cert-file="$pki/metrics-adapter.crt" --tls-private-key-file="$pki/metrics-adapter.key"
+}
+
 up() {
   mkdir -p "$logs" "$run" "$dir/etcd"
   make_pki
@@ -168,6 +287,7 @@ up() {
   write_kubeconfig "$dir/kube-controller-manager.kubeconfig" kube-controller-manager
   write_kubeconfig "$dir/kwok.kubeconfig" kwok
   write_kwok_config
+  [ "$metrics" = 1 ] && build_metrics_adapter
 
   start etcd --name=kshard --data-dir="$dir/etcd" \
     --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
@@ -191,6 +311,7 @@ up() {
     --feature-gates="$feature_gates" \
     --max-requests-inflight=2000 --max-mutating-requests-inflight=1000
   wait_for kube-apiserver api_ready
+  [ "$metrics" = 1 ] && apply_metrics_apis
 
   start kube-scheduler --kubeconfig="$dir/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig="$dir/kube-scheduler.kubeconfig" --authorization-kubeconfig="$dir/kube-scheduler.kubeconfig" \
@@ -223,6 +344,11 @@ up() {
     [ -e "$root/hack/kwok-stages/$(basename "$f")" ] || stages+=(--config="$f")
   done
   for f in "$root"/hack/kwok-stages/*.yaml; do stages+=(--config="$f"); done
+  # Emulated kubelet resource metrics per node, pods' usage from their annotations
+  # kwok.x-k8s.io/usage-cpu and kwok.x-k8s.io/usage-memory (hack/tools.sh kwok-metrics).
+  if [ "$metrics" = 1 ]; then
+    for f in "$(tool kwok-metrics)"/*.yaml; do stages+=(--config="$f"); done
+  fi
   start kwok --kubeconfig="$dir/kwok.kubeconfig" --config="$dir/kwok.yaml" "${stages[@]}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --node-ip=127.0.0.1 --cidr=10.244.0.0/16 --server-address="127.0.0.1:$kwok_port"
@@ -230,8 +356,14 @@ up() {
   # The healthz endpoints of scheduler and controller-manager are open to anyone.
   wait_for kube-scheduler curl -fsSk "https://127.0.0.1:$scheduler_port/healthz"
   wait_for kube-controller-manager curl -fsSk "https://127.0.0.1:$kcm_port/healthz"
+  [ "$metrics" = 1 ] && start_metrics
   apply_nodes
   wait_for kwok nodes_ready "$nodes"
+  if [ "$metrics" = 1 ]; then
+    wait_for metrics-server curl -fsSk "https://127.0.0.1:$metrics_server_port/livez"
+    wait_for metrics-adapter curl -fsSk "https://127.0.0.1:$metrics_adapter_port/healthz"
+    wait_for kube-apiserver metrics_apis_available
+  fi
   log "control plane is up: export KUBECONFIG=$kubeconfig (logs in $logs)"
   log "kube-controller-manager runs --controllers=$(kcm_controllers)"
 }

@@ -2,7 +2,7 @@
 # Builds the binaries kshard's tests and demo need, once, into a cache outside the
 # repository keyed by version. A second run finds them and returns at once.
 #
-#   hack/tools.sh [kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|node|cluster|all]   build what is missing
+#   hack/tools.sh [kube|etcd|kwok|kwok-metrics|metrics-server|staticcheck|protoc-gen|helm|prometheus|node|cluster|all]   build what is missing
 #   hack/tools.sh path <name>                          print a tool's cached path
 #
 # KSHARD_CACHE overrides the cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/kshard).
@@ -20,10 +20,13 @@ PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
 HELM_VERSION=v3.22.0
 PROMETHEUS_VERSION=v0.315.0
 COREDNS_VERSION=v1.15.0
+METRICS_SERVER_VERSION=v0.8.0
 
 kube_dir=$cache/kube-$KUBE_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
 kwok_dir=$cache/kwok-$KWOK_VERSION
+kwok_metrics_dir=$cache/kwok-metrics-$KWOK_VERSION
+metrics_server_dir=$cache/metrics-server-$METRICS_SERVER_VERSION
 staticcheck_dir=$cache/staticcheck-$STATICCHECK_VERSION
 protoc_gen_dir=$cache/protoc-gen-go-$PROTOC_GEN_GO_VERSION-grpc-$PROTOC_GEN_GO_GRPC_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
@@ -79,6 +82,25 @@ build_kwok() {
     cp "$src/kustomize/stage/$f" "$out/stages/$(basename "$f")"
   done
   chmod 0644 "$out"/stages/*.yaml
+}
+
+# build_kwok_metrics: kwok's emulated kubelet resource metrics (its Metric at
+# /metrics/nodes/{nodeName}/metrics/resource) and its ClusterResourceUsage that takes a pod's
+# CPU and memory from the annotations kwok.x-k8s.io/usage-cpu and kwok.x-k8s.io/usage-memory,
+# as kwok's module ships them; cluster.sh passes both to kwok with --config. An entry of its
+# own, so a kwok cache built before it needs no rebuild.
+build_kwok_metrics() {
+  log "copying kwok $KWOK_VERSION's resource metrics and usage configuration"
+  local src
+  src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  cp "$src/kustomize/metrics/resource/metrics-resource.yaml" "$src/kustomize/metrics/usage/usage-from-annotation.yaml" "$out/"
+  chmod 0644 "$out"/*.yaml
+}
+
+build_metrics_server() {
+  log "building metrics-server $METRICS_SERVER_VERSION"
+  (cd "$root/hack/tools/metrics-server" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$out/metrics-server" \
+    sigs.k8s.io/metrics-server/cmd/metrics-server)
 }
 
 build_staticcheck() {
@@ -137,6 +159,8 @@ tool_path() {
     etcd) echo "$etcd_dir/etcd" ;;
     kwok) echo "$kwok_dir/kwok" ;;
     kwok-stages) echo "$kwok_dir/stages" ;;
+    kwok-metrics) echo "$kwok_metrics_dir" ;;
+    metrics-server) echo "$metrics_server_dir/metrics-server" ;;
     staticcheck) echo "$staticcheck_dir/staticcheck" ;;
     protoc-gen) echo "$protoc_gen_dir" ;;
     helm) echo "$helm_dir/helm" ;;
@@ -152,14 +176,16 @@ ensure() {
     kube) build_into "$kube_dir" build_kube ;;
     etcd) build_into "$etcd_dir" build_etcd ;;
     kwok) build_into "$kwok_dir" build_kwok ;;
+    kwok-metrics) build_into "$kwok_metrics_dir" build_kwok_metrics ;;
+    metrics-server) build_into "$metrics_server_dir" build_metrics_server ;;
     staticcheck) build_into "$staticcheck_dir" build_staticcheck ;;
     protoc-gen) build_into "$protoc_gen_dir" build_protoc_gen ;;
     helm) build_into "$helm_dir" build_helm ;;
     prometheus) build_into "$prometheus_dir" build_prometheus ;;
     node) build_into "$node_dir" build_node ;;
-    cluster) ensure etcd; ensure kwok; ensure kube ;;
+    cluster) ensure etcd; ensure kwok; ensure kwok-metrics; ensure kube; ensure metrics-server ;;
     all) ensure cluster; ensure staticcheck; ensure protoc-gen; ensure helm; ensure prometheus; ensure node ;;
-    *) echo "unknown target $1 (kube|etcd|kwok|staticcheck|protoc-gen|helm|prometheus|node|cluster|all)" >&2; return 2 ;;
+    *) echo "unknown target $1 (kube|etcd|kwok|kwok-metrics|metrics-server|staticcheck|protoc-gen|helm|prometheus|node|cluster|all)" >&2; return 2 ;;
   esac
 }
 

@@ -32,17 +32,6 @@ func setCondition(hpa *autoscalingv2.HorizontalPodAutoscaler, now metav1.Time, t
 	hpa.Status.Conditions = conds
 }
 
-// removeCondition drops the condition of type t from hpa's status.
-func removeCondition(hpa *autoscalingv2.HorizontalPodAutoscaler, t autoscalingv2.HorizontalPodAutoscalerConditionType) {
-	out := hpa.Status.Conditions[:0]
-	for _, c := range hpa.Status.Conditions {
-		if c.Type != t {
-			out = append(out, c)
-		}
-	}
-	hpa.Status.Conditions = out
-}
-
 // conditionTrue reports whether hpa's condition of type t is True.
 func conditionTrue(hpa *autoscalingv2.HorizontalPodAutoscaler, t autoscalingv2.HorizontalPodAutoscalerConditionType) bool {
 	for _, c := range hpa.Status.Conditions {

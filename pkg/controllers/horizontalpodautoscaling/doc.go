@@ -42,8 +42,11 @@
 // HPA's SuccessfulRescale events (by involvedObject.uid, reason and source), and each
 // rescale to N at t within the scale-down window becomes a recommendation N at t
 // (counted for the scale-down window only: the old owner had a recommendation of at
-// least N no earlier than t, so a scale-down never comes earlier than it would have; it
-// may come up to a window later), and each rescale within its direction's longest policy
+// least N no earlier than t, so the rebuilt window never lets the count below N before
+// t plus the window; it may hold it up to a window longer than the old owner would have;
+// recommendations that led to no rescale are not recovered, and matter only when the
+// count was lowered by someone else: otherwise the seed holds the current count for a
+// window from the move), and each rescale within its direction's longest policy
 // period a scale event of the change from the rescale before it (the direction from the
 // reason; the change of the only rescale known from the status when it is that
 // rescale's). The status's lastScaleTime and desiredReplicas stand in for a rescale the

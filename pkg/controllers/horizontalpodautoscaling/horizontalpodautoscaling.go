@@ -226,6 +226,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if c.invalidate != nil {
 		wg.Go(func() { c.invalidate(ctx, c.opts.SyncPeriod) })
 	}
-	controllers.RunWorkers(ctx, QueueName, c.queue, workers, c.sync, c.metrics)
+	controllers.RunWorkers(ctx, Name, c.queue, workers, c.sync, c.metrics)
 	wg.Wait()
 }

@@ -115,9 +115,10 @@ func eventTime(e *corev1.Event) time.Time {
 //
 //   - each rescale to N at t within the scale-down window as a recommendation N at t: the
 //     previous owner had a recommendation of at least N no earlier than that, so the
-//     rebuilt window never lets the count go below N sooner than the previous owner's
-//     would have (it may hold it up to one window longer). Rebuilt recommendations count
-//     in the scale-down window only.
+//     rebuilt window does not let the count below N before t plus the window (it may hold
+//     it up to one window longer than the previous owner's would have). Recommendations
+//     that led to no rescale are not recovered. Rebuilt recommendations count in the
+//     scale-down window only.
 //   - with behavior, each rescale within its direction's longest policy period as a scale
 //     event of the change from the rescale before it, so the policies' allowance is not
 //     renewed by the move.

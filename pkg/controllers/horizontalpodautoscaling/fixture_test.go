@@ -154,17 +154,6 @@ func (f *fixture) replicas(name string) int32 {
 	return f.scales[name].Spec.Replicas
 }
 
-// scaleUpdates counts the scale updates made.
-func (f *fixture) scaleUpdates() int {
-	n := 0
-	for _, a := range f.scaler.Actions() {
-		if a.GetVerb() == "update" {
-			n++
-		}
-	}
-	return n
-}
-
 // status returns the status of the HPA's last status update, and false without one.
 func (f *fixture) status() (autoscalingv2.HorizontalPodAutoscalerStatus, bool) {
 	ups := controllertest.StatusUpdates[*autoscalingv2.HorizontalPodAutoscaler](f.Client)

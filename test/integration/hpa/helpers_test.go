@@ -3,6 +3,7 @@ package hpa
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,45 @@ func (e *env) holdAtLeast(name string, minR int32, until time.Time) {
 				name, got, time.Until(until).Round(time.Millisecond), until.Format(time.RFC3339Nano), minR)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// holdAtMost checks, polling until until, that the Deployment never has more than max
+// replicas.
+func (e *env) holdAtMost(name string, maxR int32, until time.Time) {
+	e.t.Helper()
+	for time.Now().Before(until) {
+		got, err := e.replicas(name)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if got > maxR {
+			e.t.Fatalf("deployment %s at %d replicas %s before %s: scaled up early (want at most %d until then)",
+				name, got, time.Until(until).Round(time.Millisecond), until.Format(time.RFC3339Nano), maxR)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitRescales waits until the messages of the HPA's SuccessfulRescale events satisfy
+// check (events are sent after the rescale, asynchronously), failing with check's last
+// error.
+func (e *env) waitRescales(name string, check func(got []string) error) {
+	e.t.Helper()
+	framework.Eventually(e.t, settle, "the rescale events of "+name, func(context.Context) (bool, error) {
+		if err := check(e.rescales(name)); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+}
+
+// exactly is a waitRescales check for exactly want.
+func exactly(want ...string) func([]string) error {
+	return func(got []string) error {
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("rescales %q, want %q", got, want)
+		}
+		return nil
 	}
 }

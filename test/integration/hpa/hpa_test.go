@@ -3,7 +3,6 @@ package hpa
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,9 +43,7 @@ func TestCPUUtilization(t *testing.T) {
 		}
 		return h.Status.DesiredReplicas == 4 && h.Status.CurrentReplicas == 4, nil
 	})
-	if got := e.rescales("web"); !slices.Equal(got, []string{"New size: 4; reason: " + cpuReason}) {
-		t.Errorf("rescales %q, want one to 4", got)
-	}
+	e.waitRescales("web", exactly("New size: 4; reason: "+cpuReason))
 
 	e.setPodsUsage("web", "1m")
 	// The first status showing the usage below the tolerance (under 45 %) is written by
@@ -68,9 +65,7 @@ func TestCPUUtilization(t *testing.T) {
 	e.holdAtLeast("web", 4, earliest)
 	down := e.waitReplicas("web", 1, window+settle)
 	t.Logf("usage seen low at %s; scaled down %s later (window %s)", low.Format(time.RFC3339), down.Sub(low).Round(time.Millisecond), window)
-	if got := e.rescales("web"); !slices.Equal(got, []string{"New size: 4; reason: " + cpuReason, "New size: 1; reason: All metrics below target"}) {
-		t.Errorf("rescales %q", got)
-	}
+	e.waitRescales("web", exactly("New size: 4; reason: "+cpuReason, "New size: 1; reason: All metrics below target"))
 }
 
 // TestExternalMetric: an external metric of 35 against an average target of 10 per pod
@@ -93,10 +88,12 @@ func TestExternalMetric(t *testing.T) {
 		}
 		return condition(h, autoscalingv2.ScalingActive) == "True ValidMetricFound" && condition(h, autoscalingv2.AbleToScale) == "True ReadyForNewScale", nil
 	})
-	got := e.rescales("queue")
-	if len(got) != 1 || !strings.HasPrefix(got[0], "New size: 4; reason: external metric queue_length(") || !strings.HasSuffix(got[0], ") above target") {
-		t.Errorf("rescales %q, want one to 4 for the external metric", got)
-	}
+	e.waitRescales("queue", func(got []string) error {
+		if len(got) != 1 || !strings.HasPrefix(got[0], "New size: 4; reason: external metric queue_length(") || !strings.HasSuffix(got[0], ") above target") {
+			return fmt.Errorf("rescales %q, want one to 4 for the external metric", got)
+		}
+		return nil
+	})
 }
 
 // TestMissingMetric: an external metric nobody serves leaves the target alone, with

@@ -35,7 +35,7 @@ test-integration: ## integration tests against the local control plane (started 
 	$(CURDIR)/hack/test-integration.sh
 
 .PHONY: bench
-bench: build ## Go benchmarks: the packages', the sharding measurements, throughput vs shards and the capacity curve at kcm's limits, workloads, namespace life, DaemonSets and StatefulSets vs upstream (hours)
+bench: build ## Go benchmarks: the packages', the sharding measurements, throughput vs shards and the capacity curve at kcm's limits, workloads, namespace life, DaemonSets and StatefulSets vs upstream, EndpointSlices vs upstream (hours)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(TOOLS) cluster
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/sharding -run '^$$' -bench . -benchtime=1x -timeout 45m -v
@@ -45,6 +45,7 @@ bench: build ## Go benchmarks: the packages', the sharding measurements, through
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/namespacelife -run '^$$' -bench . -benchtime=1x -timeout 150m -v
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/integration/namespacelife -run '^$$' -bench NewNamespaceLatency -benchtime=1x -timeout 30m -v
 	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/statefuldaemon -run '^$$' -bench . -benchtime=1x -timeout 180m -v
+	KSHARD_BIN_DIR=$(BIN) $(GO) test ./test/bench/endpointslice -run '^$$' -bench . -benchtime=1x -timeout 180m -v
 
 # The large-cluster benchmark's own control plane: a folder and ports apart from the
 # default cluster's (23790/26443) and the reference one's (24790/27443); its etcd data

@@ -24,6 +24,9 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/daemonset"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
 	"github.com/kshard/kshard/pkg/controllers/disruption"
+	"github.com/kshard/kshard/pkg/controllers/endpoint"
+	"github.com/kshard/kshard/pkg/controllers/endpointslice"
+	"github.com/kshard/kshard/pkg/controllers/endpointslicemirroring"
 	"github.com/kshard/kshard/pkg/controllers/ephemeralvolume"
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/horizontalpodautoscaling"
@@ -56,6 +59,9 @@ func Descriptors() []controllers.Descriptor {
 		daemonset.Descriptor(),
 		deployment.Descriptor(),
 		disruption.Descriptor(),
+		endpoint.Descriptor(),
+		endpointslice.Descriptor(),
+		endpointslicemirroring.Descriptor(),
 		ephemeralvolume.Descriptor(),
 		garbagecollector.Descriptor(),
 		horizontalpodautoscaling.Descriptor(),

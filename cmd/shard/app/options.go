@@ -3,9 +3,11 @@ package app
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kshard/kshard/pkg/componentopts"
 	"github.com/kshard/kshard/pkg/controllers"
@@ -25,10 +27,14 @@ type Options struct {
 
 	ShardID      string
 	Coordinators []string
-	TLS          transport.TLSOptions
-	Partitions   int
-	LeaveTimeout time.Duration
-	WarmupLists  int
+	// CoordinatorLease is "<namespace>/<name>" of the coordinators' election Lease, whose
+	// holder's advertised address the shard also dials (shardrpc.Options.LeaderAddress);
+	// empty: none.
+	CoordinatorLease string
+	TLS              transport.TLSOptions
+	Partitions       int
+	LeaveTimeout     time.Duration
+	WarmupLists      int
 	// DiscoveryPeriod is how often the shard discovers the served resources again, for
 	// the controllers that act on all of them.
 	DiscoveryPeriod time.Duration
@@ -78,6 +84,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	fs.StringVar(&o.ShardID, "shard-id", o.ShardID, "stable identity of this shard (default $POD_NAME, else the host name)")
 	fs.StringSliceVar(&o.Coordinators, "coordinator-address", o.Coordinators, "host:port of the coordinator replicas' gRPC endpoint, repeatable: a name stands for every address it resolves to "+
 		"(a headless Service of the replicas gives all of them; looked up again at each reconnect), and a follower names the leader")
+	fs.StringVar(&o.CoordinatorLease, "coordinator-lease", o.CoordinatorLease, "<namespace>/<name> of the coordinators' election Lease: the shard also dials the address its holder advertises, read through the API server "+
+		"(needs get on that Lease). With kshard running the EndpointSlice controller, a --coordinator-address name resolves through EndpointSlices that only a working shard writes: "+
+		"after every coordinator and shard pod was replaced at once, the Lease is how shards find the new leader")
 	o.TLS.AddFlags(fs, "grpc-", false)
 	o.addCoordinatorAuthFlags(fs)
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "number of namespace partitions; must equal the coordinator's")
@@ -111,6 +120,11 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	for _, a := range o.Coordinators {
 		if err := componentopts.ValidateHostPort("coordinator-address", a); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if o.CoordinatorLease != "" {
+		if _, _, err := splitLeaseRef(o.CoordinatorLease); err != nil {
+			errs = append(errs, fmt.Errorf("--coordinator-lease: %w", err))
 		}
 	}
 	if err := o.TLS.Validate(false, "grpc-"); err != nil {
@@ -160,4 +174,19 @@ func (o *Options) addCoordinatorAuthFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CoordinatorTokenFile, "coordinator-token-file", o.CoordinatorTokenFile,
 		"projected ServiceAccount token (audience of the coordinator's --shard-token-audience) sent to the coordinator as this shard's identity; "+
 			"read again for every session, as the kubelet rotates it. Empty sends none (a coordinator with --shard-auth=none)")
+}
+
+// splitLeaseRef splits "<namespace>/<name>" of a Lease, both valid object names.
+func splitLeaseRef(ref string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		return "", "", fmt.Errorf("%q is not <namespace>/<name>", ref)
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return "", "", fmt.Errorf("namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", "", fmt.Errorf("name %q: %s", name, strings.Join(errs, "; "))
+	}
+	return namespace, name, nil
 }

@@ -275,10 +275,18 @@ func (s *shard) buildSession(context.Context) error {
 	if err != nil {
 		return err
 	}
+	var leaderAddress func(context.Context) (string, error)
+	if s.o.CoordinatorLease != "" {
+		ns, name, err := splitLeaseRef(s.o.CoordinatorLease) // validated with the flags
+		if err != nil {
+			return err
+		}
+		leaderAddress = leaseHolderAddress(s.client, ns, name)
+	}
 	s.session, err = shardrpc.New(shardrpc.Options{
 		ShardID: s.o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
-		Addresses: s.o.Coordinators, Credentials: creds, PartitionCount: s.o.Partitions, Metrics: sessionMetrics,
-		TokenFile: s.o.CoordinatorTokenFile, TokenOverPlaintext: s.o.TLS.Insecure,
+		Addresses: s.o.Coordinators, LeaderAddress: leaderAddress, Credentials: creds, PartitionCount: s.o.Partitions,
+		Metrics: sessionMetrics, TokenFile: s.o.CoordinatorTokenFile, TokenOverPlaintext: s.o.TLS.Insecure,
 	}, sessionHandler{s.runtime}, s.log)
 	return err
 }

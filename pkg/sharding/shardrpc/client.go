@@ -66,8 +66,17 @@ type Options struct {
 	// LookupHost resolves a host name of Addresses to its addresses; nil means
 	// net.DefaultResolver.LookupHost.
 	LookupHost func(ctx context.Context, host string) ([]string, error)
-	Metrics    *Metrics
-	Now        func() time.Time
+	// LeaderAddress, when set, returns the address the coordinators' election Lease
+	// holder advertises (read through the API server), tried after Addresses on every pass.
+	// Addresses are usually a Service name, whose answers come from EndpointSlices; when
+	// kshard runs the EndpointSlice controller and every coordinator and shard pod was
+	// replaced at once, no slice holds the new coordinators' addresses until a shard works
+	// them, and no shard works anything until it reaches a coordinator. The Lease, written
+	// by the coordinators themselves, breaks that circle. The address is dialed as
+	// follower hints are (TLS verifies Credentials' server name).
+	LeaderAddress func(ctx context.Context) (string, error)
+	Metrics       *Metrics
+	Now           func() time.Time
 
 	// TokenFile is the shard's projected, pod-bound ServiceAccount token; it is read for
 	// every new session (the kubelet rotates it) and sent as a bearer token, by which the
@@ -310,8 +319,15 @@ type target struct {
 // replicas replaced since (new pod IPs) are found. A name that does not resolve is
 // dialed as it is (gRPC resolves it, and reports the error).
 type targetQueue struct {
-	addrs   []string
-	lookup  func(ctx context.Context, host string) ([]string, error)
+	addrs  []string
+	lookup func(ctx context.Context, host string) ([]string, error)
+	leader func(ctx context.Context) (string, error) // nil: none
+	// leaderRead is when leader was last asked, leaderAddr its answer: the Lease is read
+	// at most every leaderReadInterval, so that a thousand shards reconnecting during an
+	// outage do not each read it on every pass.
+	leaderRead time.Time
+	leaderAddr string
+
 	timeout time.Duration
 	log     logr.Logger
 	pending []target
@@ -368,7 +384,38 @@ func (q *targetQueue) resolve(ctx context.Context) []target {
 			add(target{addr: net.JoinHostPort(ip, port), authority: a})
 		}
 	}
+	if addr := q.leaderAddress(ctx); addr != "" {
+		add(target{addr: addr})
+	}
 	return out
+}
+
+// leaderReadInterval is how often at most a shard reads the election Lease for the
+// leader's address (Options.LeaderAddress).
+const leaderReadInterval = 5 * time.Second
+
+// leaderAddress returns the address the election Lease holder advertises, read at most
+// every leaderReadInterval; "" when there is no reader, no holder or no usable address.
+func (q *targetQueue) leaderAddress(ctx context.Context) string {
+	if q.leader == nil {
+		return ""
+	}
+	if now := time.Now(); q.leaderRead.IsZero() || now.Sub(q.leaderRead) >= leaderReadInterval {
+		q.leaderRead = now
+		lctx, cancel := context.WithTimeout(ctx, q.timeout)
+		addr, err := q.leader(lctx)
+		cancel()
+		if err != nil {
+			q.log.V(1).Info("cannot read the coordinators' election Lease for the leader's address", "err", err.Error())
+			return q.leaderAddr // the last known, if any
+		}
+		if _, _, perr := net.SplitHostPort(addr); addr != "" && perr != nil {
+			q.log.Info("the coordinators' election Lease holder advertises an address that is not host:port; not dialing it", "address", addr)
+			addr = ""
+		}
+		q.leaderAddr = addr
+	}
+	return q.leaderAddr
 }
 
 func (c *Client) nextBackoff(cur time.Duration) time.Duration {

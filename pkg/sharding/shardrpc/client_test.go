@@ -63,6 +63,88 @@ func TestTargetsExpandNames(t *testing.T) {
 	}
 }
 
+// TestTargetsLeaderAddress: the address the election Lease holder advertises ends each
+// pass, after the configured addresses and without repeating one of them; a Lease that
+// cannot be read or holds no usable address adds nothing new; the Lease is read at most
+// once per leaderReadInterval.
+func TestTargetsLeaderAddress(t *testing.T) {
+	noDNS := func(context.Context, string) ([]string, error) { return nil, errors.New("no such host") }
+	tests := []struct {
+		name   string
+		lookup func(context.Context, string) ([]string, error)
+		leader func(context.Context) (string, error)
+		want   []target
+	}{
+		{name: "no slices: the Lease holder after the name", lookup: noDNS,
+			leader: func(context.Context) (string, error) { return "10.0.0.7:9090", nil },
+			want:   []target{{addr: "coord-peers.ns.svc:9090"}, {addr: "10.0.0.7:9090"}}},
+		{name: "the holder among the resolved addresses is not repeated",
+			lookup: func(context.Context, string) ([]string, error) { return []string{"10.0.0.7"}, nil },
+			leader: func(context.Context) (string, error) { return "10.0.0.7:9090", nil },
+			want:   []target{{addr: "10.0.0.7:9090", authority: "coord-peers.ns.svc:9090"}}},
+		{name: "a Lease that cannot be read", lookup: noDNS,
+			leader: func(context.Context) (string, error) { return "", errors.New("forbidden") },
+			want:   []target{{addr: "coord-peers.ns.svc:9090"}}},
+		{name: "no holder", lookup: noDNS,
+			leader: func(context.Context) (string, error) { return "", nil },
+			want:   []target{{addr: "coord-peers.ns.svc:9090"}}},
+		{name: "a holder address without a port", lookup: noDNS,
+			leader: func(context.Context) (string, error) { return "10.0.0.7", nil },
+			want:   []target{{addr: "coord-peers.ns.svc:9090"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := 0
+			q := &targetQueue{addrs: []string{"coord-peers.ns.svc:9090"}, lookup: tc.lookup,
+				leader:  func(ctx context.Context) (string, error) { reads++; return tc.leader(ctx) },
+				timeout: time.Second, log: logr.Discard()}
+			for pass := range 2 {
+				if got := q.resolve(context.Background()); !slices.Equal(got, tc.want) {
+					t.Fatalf("pass %d = %v, want %v", pass, got, tc.want)
+				}
+			}
+			if reads != 1 {
+				t.Errorf("the Lease was read %d times in two passes within %s, want once", reads, leaderReadInterval)
+			}
+		})
+	}
+}
+
+// TestRunReachesLeaderByLease: the configured name resolves to nothing (no EndpointSlice
+// holds the new coordinators yet) and the shard still opens a session, with the leader
+// the election Lease names.
+func TestRunReachesLeaderByLease(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	leader := serveFollower(t, addr, "")
+	c, err := New(Options{
+		ShardID: "s-1", Incarnation: 1, Addresses: []string{"coordinator-peers.test:9090"},
+		Credentials: insecure.NewCredentials(), PartitionCount: 16,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		ConnectTimeout: 200 * time.Millisecond,
+		LookupHost:     func(context.Context, string) ([]string, error) { return nil, errors.New("no such host") },
+		LeaderAddress:  func(context.Context) (string, error) { return addr, nil },
+	}, nopHandler{}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for leader.count() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no session reached the Lease holder's address within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestNewRefusesAddressWithoutPort(t *testing.T) {
 	_, err := New(Options{ShardID: "s-1", Incarnation: 1, Addresses: []string{"coordinator.ns.svc"},
 		Credentials: insecure.NewCredentials(), PartitionCount: 16}, nopHandler{}, logr.Discard())

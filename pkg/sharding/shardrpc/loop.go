@@ -70,8 +70,9 @@ type loop struct {
 
 func (c *Client) newLoop() *loop {
 	return &loop{
-		c:           c,
-		targets:     &targetQueue{addrs: c.opts.Addresses, lookup: c.opts.LookupHost, timeout: c.opts.ConnectTimeout, log: c.log},
+		c: c,
+		targets: &targetQueue{addrs: c.opts.Addresses, lookup: c.opts.LookupHost, leader: c.opts.LeaderAddress,
+			timeout: c.opts.ConnectTimeout, log: c.log},
 		unreachable: flowcontrol.NewBackOff(2*c.opts.ConnectTimeout, 8*c.opts.ConnectTimeout),
 		retry:       time.NewTimer(0),
 		hb:          time.NewTicker(time.Hour),

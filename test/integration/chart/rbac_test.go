@@ -232,10 +232,17 @@ func TestRBACIsEnough(t *testing.T) {
 		httpAddr := fmt.Sprintf("127.0.0.1:%d", framework.FreePort(t))
 		name := fmt.Sprintf("rbac-kshard-shard-%d", i)
 		// The chart gives shards every coordinator replica (the headless peers Service);
-		// here the shard gets every coordinator's address and follows the leader hint, as
-		// it would from a follower's pod IP.
+		// here shard 1 gets every coordinator's address and follows the leader hint, as it
+		// would from a follower's pod IP. Shard 0's name resolves to nothing, as the peers
+		// Service after every pod was replaced while kshard writes the EndpointSlices: it
+		// finds the leader through the election Lease the chart lets it read
+		// (--coordinator-lease).
+		addrs := strings.Join(grpcAddrs, ",")
+		if i == 0 {
+			addrs = "coordinator-peers.invalid:1"
+		}
 		p := startContainer(t, withoutShardToken(&r.shard), name, r, shardKubeconfig, map[string]string{
-			"--coordinator-address": strings.Join(grpcAddrs, ","), "--http-bind-address": httpAddr,
+			"--coordinator-address": addrs, "--http-bind-address": httpAddr,
 		})
 		shards = append(shards, &framework.Shard{Process: p, Name: name, HTTPURL: "http://" + httpAddr})
 	}

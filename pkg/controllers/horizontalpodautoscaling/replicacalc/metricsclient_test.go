@@ -228,7 +228,7 @@ func TestGetResourceMetric(t *testing.T) {
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("metrics %v, want %v", got, tc.want)
 			}
-						if !ts.Equal(tc.wantTS) {
+			if !ts.Equal(tc.wantTS) {
 				t.Errorf("timestamp %v, want %v", ts, tc.wantTS)
 			}
 			lists := 0
@@ -355,7 +355,7 @@ func TestGetObjectMetric(t *testing.T) {
 			ref:          autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 			err:          errors.New("not found"),
 			wantResource: "deployments.apps", wantNS: ns, wantName: "web",
-			wantErr:      "unable to fetch metrics from custom metrics API: not found",
+			wantErr: "unable to fetch metrics from custom metrics API: not found",
 		},
 	}
 	for _, tc := range tests {

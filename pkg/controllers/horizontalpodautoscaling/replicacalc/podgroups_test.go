@@ -132,7 +132,7 @@ func TestGroupPods(t *testing.T) {
 }
 
 func TestCalculateRequests(t *testing.T) {
-	always := corev1.ContainerRestartPolicyAlways
+	always, never := corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicyNever
 	podLevel := func(cpu string) podOpt {
 		return func(p *corev1.Pod) {
 			p.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
@@ -162,7 +162,7 @@ func TestCalculateRequests(t *testing.T) {
 		},
 		{
 			name: "restartable init containers (sidecars) count, others do not",
-			pods: []*corev1.Pod{pod("a", initContainer("proxy", "100m", &always), initContainer("setup", "2", nil))},
+			pods: []*corev1.Pod{pod("a", initContainer("proxy", "100m", &always), initContainer("setup", "2", nil), initContainer("migrate", "3", &never))},
 			want: map[string]int64{"a": 1100},
 		},
 		{

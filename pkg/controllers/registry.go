@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	basemetrics "k8s.io/component-base/metrics"
 
 	"github.com/kshard/kshard/pkg/componentopts"
 )
@@ -118,10 +120,22 @@ type Context struct {
 	// has). API server warnings (deprecated resources) are not logged: a controller that
 	// lists every resource would log them on every sync.
 	Metadata metadata.Interface
+	// RESTConfig returns a new copy of Client's configuration (its user agent, its fenced
+	// transport, its QPS and burst) without a rate limiter, for the clients a controller
+	// builds itself (the HPA's metrics API clients): each client built from it gets a token
+	// bucket of its own, as kube-controller-manager's clients built from a controller's
+	// client configuration do. Nil in unit tests that do not set it.
+	RESTConfig func() *rest.Config
+	// RegisterKubeMetrics exports k8s.io/component-base metrics (those of upstream's
+	// published controller modules, as k8s.io/endpointslice/metrics) on the shard's
+	// /metrics with the shard label, under their own names; a collector registered before
+	// (the same package global, by another controller or a controller built again) is not
+	// an error. Nil in unit tests that do not set it.
+	RegisterKubeMetrics func(cs ...basemetrics.Registerable) error
 	// Informers serves the informers the Descriptor declares.
 	Informers Informers
-	// Queue is the controller's rate-limited work queue, named after it (client-go
-	// workqueue metrics). Its keys are client-go's MetaNamespaceKeyFunc keys of the
+	// Queue is the controller's rate-limited work queue, named after it or its
+	// Descriptor's QueueName (client-go workqueue metrics). Its keys are client-go's MetaNamespaceKeyFunc keys of the
 	// Descriptor's Primary objects. The shard fills it when it starts working a
 	// namespace, and drops keys of namespaces it does not work. Nil for a controller of
 	// served resources whose Descriptor has no Primary (it works its Queues only).
@@ -176,6 +190,11 @@ type Descriptor struct {
 	// alias kube-controller-manager still accepts for it ("replicaset"), or its canonical
 	// name where it has no alias. --controllers takes both (NamesOf, Selection).
 	Name string
+	// QueueName names Context.Queue (its client-go workqueue series, its gate series) when
+	// kube-controller-manager's queue of the controller is not named as the controller
+	// ("endpoint_slice" of "endpointslice"), so that dashboards and alerts written for
+	// upstream's workqueue_* series work. Empty is Name.
+	QueueName string
 	// OnByDefault says whether "*" enables it.
 	OnByDefault bool
 	// WorkersFlag is kube-controller-manager's --concurrent-…-syncs flag name, and
@@ -197,6 +216,12 @@ type Descriptor struct {
 	RateLimiter func() workqueue.TypedRateLimiter[string]
 	// AddFlags registers controller-specific flags (optional).
 	AddFlags func(fs *pflag.FlagSet)
+	// Validate checks the controller's own flags once they are parsed (optional), for
+	// bounds kube-controller-manager enforces on them (--max-endpoints-per-slice within
+	// 1..1000): a bad value is a clear startup error, reported with every other bad flag
+	// (Registry.Validate), not a controller that misbehaves later. It runs whether or not
+	// the controller is enabled, as kube-controller-manager validates every flag.
+	Validate func() error
 	// Primary are the resources whose objects' keys the controller's Queue holds. When
 	// the shard starts working a namespace it adds the key of every cached Primary object
 	// of it to the Queue: that sync rebuilds whatever the previous owner held in memory
@@ -273,6 +298,14 @@ func (d Descriptor) AllPermissions() []Permission {
 	return out
 }
 
+// QueueNameOrName is the name of the controller's Queue: QueueName, or Name.
+func (d Descriptor) QueueNameOrName() string {
+	if d.QueueName != "" {
+		return d.QueueName
+	}
+	return d.Name
+}
+
 // EventComponent is the component name the controller's events carry: EventSource, or
 // "<Name>-controller" as most of kube-controller-manager's controllers name it.
 func (d Descriptor) EventComponent() string {
@@ -309,7 +342,7 @@ func (d Descriptor) validate() error {
 	}
 	for _, p := range d.Permissions {
 		if !WildcardAllowed(p.Group, p.Resource) || slices.Contains(p.Verbs, "*") {
-			errs = append(errs, fmt.Errorf("permission %s/%s %v: a wildcard is only allowed as group \"*\" with resource \"*\" or \"*/<subresource>\", and never as a verb", p.Group, p.Resource, p.Verbs))
+			errs = append(errs, fmt.Errorf("permission %s/%s %v: a wildcard is only allowed as resource \"*\" (of one group, or of group \"*\") or as group \"*\" with \"*/<subresource>\", and never as a verb", p.Group, p.Resource, p.Verbs))
 		}
 	}
 	if len(d.Primary) == 0 && d.Served == nil {
@@ -320,7 +353,7 @@ func (d Descriptor) validate() error {
 			errs = append(errs, err)
 		}
 	}
-	names := []string{d.Name}
+	names := []string{d.Name, d.QueueNameOrName()}
 	for _, q := range d.Queues {
 		if q.Name == "" || slices.Contains(names, q.Name) {
 			errs = append(errs, fmt.Errorf("queue %q: a queue needs a name of its own, not the controller's nor another queue's", q.Name))
@@ -383,23 +416,26 @@ type QueueSpec struct {
 }
 
 // WildcardAllowed reports whether a permission's group and resource use wildcards only
-// as a controller may: none, or group "*" with resource "*" (every resource) or with
-// "*/<subresource>" (one subresource of every resource, as the disruption controller's
-// "*/scale"), the subresource named.
+// as a controller may: none; resource "*" of a named group (every resource of it, as the
+// HPA reads every custom.metrics.k8s.io metric, whose resources are the metrics' names);
+// or group "*" with resource "*" (every resource) or with "*/<subresource>" (one
+// subresource of every resource, as the disruption controller's "*/scale"), the
+// subresource named.
 func WildcardAllowed(group, resource string) bool {
-	if group != "*" {
-		return !strings.Contains(resource, "*")
-	}
 	if resource == "*" {
 		return true
+	}
+	if group != "*" {
+		return !strings.Contains(resource, "*")
 	}
 	sub, ok := strings.CutPrefix(resource, "*/")
 	return ok && sub != "" && !strings.Contains(sub, "*")
 }
 
 // Permission is one RBAC rule a controller needs: verbs on a resource (or a subresource,
-// as "replicasets/status") of an API group ("" is the core group). Group "*" with
-// Resource "*" is every resource of every group, for a controller that acts on whatever
+// as "replicasets/status") of an API group ("" is the core group). Resource "*" of a named
+// group is every resource of that group (the metrics APIs, whose resources are metric
+// names). Group "*" with Resource "*" is every resource of every group, for a controller that acts on whatever
 // the API server serves (the namespace controller deletes a namespace's contents, CRDs
 // and aggregated APIs included), and with Resource "*/scale" one subresource of every
 // resource (the disruption controller reads any controller's scale); verbs are always
@@ -463,17 +499,23 @@ func (r *Registry) AddFlags(fs *pflag.FlagSet) {
 	}
 }
 
-// Validate checks the selection and the worker counts (componentopts.ValidateWorkers),
-// reporting every bad flag at once.
+// Validate checks the selection, the worker counts (componentopts.ValidateWorkers) and
+// each controller's own flags (Descriptor.Validate), reporting every bad flag at once.
 func (r *Registry) Validate(sel Selection) error {
 	if err := sel.Validate(r.Names()); err != nil {
 		return err
 	}
 	var errs []error
 	for _, n := range r.Names() {
-		if d := r.byName[n]; d.WorkersFlag != "" {
+		d := r.byName[n]
+		if d.WorkersFlag != "" {
 			if err := componentopts.ValidateWorkers(d.WorkersFlag, *r.workers[n]); err != nil {
 				errs = append(errs, err)
+			}
+		}
+		if d.Validate != nil {
+			if err := d.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("controller %s: %w", n, err))
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -56,8 +57,11 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 		{name: "every resource of every group", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Permissions = []Permission{{Group: "*", Resource: "*", Verbs: []string{"delete"}}}
 		})}},
-		{name: "wildcard resource of one group", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
-			d.Permissions = []Permission{{Group: "apps", Resource: "*", Verbs: []string{"delete"}}}
+		{name: "every resource of one group (the metrics APIs' metric names)", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Permissions = []Permission{{Group: "custom.metrics.k8s.io", Resource: "*", Verbs: []string{"get", "list"}}}
+		})}},
+		{name: "a wildcard within a resource name", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.Permissions = []Permission{{Group: "apps", Resource: "deploy*", Verbs: []string{"get"}}}
 		})}, wantErr: "a wildcard is only allowed"},
 		{name: "one subresource of every resource", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Permissions = []Permission{{Group: "*", Resource: "*/scale", Verbs: []string{"get"}}}
@@ -111,6 +115,11 @@ func TestNewRegistryValidatesDescriptors(t *testing.T) {
 		{name: "two further queues of one name", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Queues = []QueueSpec{{Name: "q", Primary: []Resource{testDeployments}}, {Name: "q", Primary: []Resource{testDeployments}}}
 		})}, wantErr: "a name of its own"},
+		{name: "a queue named as upstream's", ds: []Descriptor{descriptor("a", func(d *Descriptor) { d.QueueName = "a_queue" })}},
+		{name: "a further queue named as the queue", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
+			d.QueueName = "a_queue"
+			d.Queues = []QueueSpec{{Name: "a_queue", Primary: []Resource{testDeployments}}}
+		})}, wantErr: "a name of its own"},
 		{name: "a further queue without a name", ds: []Descriptor{descriptor("a", func(d *Descriptor) {
 			d.Queues = []QueueSpec{{Primary: []Resource{testDeployments}}}
 		})}, wantErr: "a name of its own"},
@@ -147,6 +156,55 @@ func TestWorkers(t *testing.T) {
 	}
 	if fs.Lookup("concurrent-fixed-syncs") != nil {
 		t.Error("a controller with FixedWorkers got a worker flag")
+	}
+}
+
+// TestRegistryValidateControllerFlags: a controller's own flag check runs with the worker
+// checks, and every bad flag is reported at once, named by its controller.
+func TestRegistryValidateControllerFlags(t *testing.T) {
+	var perSlice int
+	bounded := descriptor("bounded", func(d *Descriptor) {
+		d.AddFlags = func(fs *pflag.FlagSet) { fs.IntVar(&perSlice, "max-things-per-slice", 100, "") }
+		d.Validate = func() error {
+			if perSlice < 1 || perSlice > 1000 {
+				return fmt.Errorf("--max-things-per-slice must be within 1..1000, not %d", perSlice)
+			}
+			return nil
+		}
+	})
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr []string
+	}{
+		{name: "defaults"},
+		{name: "in bounds", args: []string{"--max-things-per-slice=1000"}},
+		{name: "out of bounds", args: []string{"--max-things-per-slice=1001"},
+			wantErr: []string{"controller bounded: --max-things-per-slice must be within 1..1000, not 1001"}},
+		{name: "with a bad worker count", args: []string{"--max-things-per-slice=0", "--concurrent-bounded-syncs=0"},
+			wantErr: []string{"not 0", "concurrent-bounded-syncs"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewRegistry(bounded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			r.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err = r.Validate(Selection{})
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			for _, want := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Validate = %v, want an error containing %q", err, want)
+				}
+			}
+		})
 	}
 }
 

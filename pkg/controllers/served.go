@@ -90,14 +90,15 @@ type ServedSubscriber interface {
 	Removed(r ServedResource)
 }
 
-// Resyncer is a controller whose queues hold keys of served resources, which no Primary
-// can name (the garbage collector's "<namespace>/<uid>" and "<uid>"): when the shard
-// starts working partitions, the runtime calls Resync instead of adding the keys of
-// cached Primary objects to the controller's queues, and the controller adds what it
-// would work after a restart. The shard's stores already hold scope's objects then
-// (Prepare), though event handlers may not all have run yet. A descriptor whose Served
-// is set and whose Primary (or a queue's Primary) is empty must build a Controller that
-// implements it.
+// Resyncer is a controller with work that no Primary key brings back after a restart: the
+// keys of served resources (the garbage collector's "<namespace>/<uid>" and "<uid>"), or
+// objects whose owner is gone (Endpoints left behind by a deleted Service). When the shard
+// starts working partitions, the runtime adds the keys of cached Primary objects to the
+// controller's queues and then calls Resync, and the controller adds what else it would
+// work after a restart. The shard's stores already hold scope's objects then (Prepare),
+// though event handlers may not all have run yet. A descriptor whose Served is set and
+// whose Primary (or a queue's Primary) is empty must build a Controller that implements
+// it.
 type Resyncer interface {
 	Resync(scope Scope)
 }

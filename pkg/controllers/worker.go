@@ -43,6 +43,29 @@ func (e QuietRetryError) Error() string { return e.Err.Error() }
 
 func (e QuietRetryError) Unwrap() error { return e.Err }
 
+// WorkerOption changes RunWorkers' and ProcessNext's retry policy for one controller.
+type WorkerOption func(*workerOptions)
+
+type workerOptions struct {
+	maxRetries int
+}
+
+// MaxRetries makes a key that failed n times in a row be dropped (its backoff forgotten,
+// the error logged) instead of retried, as the kube-controller-manager controllers that
+// give up after a number of retries do (the EndpointSlice controller after 15): the key
+// is worked again on its next event or resync. n ≤ 0 retries forever, the default.
+func MaxRetries(n int) WorkerOption {
+	return func(o *workerOptions) { o.maxRetries = n }
+}
+
+func applyWorkerOptions(opts []WorkerOption) workerOptions {
+	var o workerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
 // keyContexter is a queue that bounds each key's reconcile with a context of its own: the
 // shard's queues end it when the key's namespace is taken away, so that a reconcile of
 // work the process no longer owns stops instead of running on.
@@ -52,10 +75,10 @@ type keyContexter interface {
 
 // RunWorkers is the loop every controller shares (sample-controller's Run → runWorker →
 // processNextWorkItem), so the retry policy lives in one place: success forgets the key's
-// backoff, an error requeues it rate-limited. It blocks until ctx ends, then shuts the
-// queue down and waits for the workers.
+// backoff, an error requeues it rate-limited (or drops it after MaxRetries). It blocks
+// until ctx ends, then shuts the queue down and waits for the workers.
 func RunWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[string], workers int,
-	syncFn SyncFunc, metrics *ReconcileMetrics) {
+	syncFn SyncFunc, metrics *ReconcileMetrics, opts ...WorkerOption) {
 	defer utilruntime.HandleCrash()
 	log := klog.FromContext(ctx).WithValues("controller", name)
 	ctx = klog.NewContext(ctx, log)
@@ -67,7 +90,7 @@ func RunWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimit
 		go func() {
 			defer wg.Done()
 			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				for ProcessNext(ctx, name, queue, syncFn, metrics) {
+				for ProcessNext(ctx, name, queue, syncFn, metrics, opts...) {
 				}
 			}, time.Second)
 		}()
@@ -82,7 +105,7 @@ func RunWorkers(ctx context.Context, name string, queue workqueue.TypedRateLimit
 // applies the retry policy; false once the queue is shut down. Tests that drive a
 // controller's queue item by item call it (metrics may be nil; the logger is ctx's).
 func ProcessNext(ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[string],
-	syncFn SyncFunc, metrics *ReconcileMetrics) bool {
+	syncFn SyncFunc, metrics *ReconcileMetrics, opts ...WorkerOption) bool {
 	log := klog.FromContext(ctx)
 	key, shutdown := queue.Get()
 	if shutdown {
@@ -111,10 +134,16 @@ func ProcessNext(ctx context.Context, name string, queue workqueue.TypedRateLimi
 		queue.AddRateLimited(key)
 		return true
 	}
+	retries := queue.NumRequeues(key)
+	if o := applyWorkerOptions(opts); o.maxRetries > 0 && retries >= o.maxRetries {
+		utilruntime.HandleErrorWithContext(ctx, err, "sync failed too often; dropping the key until its next event", "key", key, "retries", retries)
+		queue.Forget(key)
+		return true
+	}
 	// A few failures are routine (a conflict with a lagging cache, a cache that has not yet
 	// seen the controller's own writes) and are retried quietly; a key that keeps failing
 	// is reported as an error. Either way it is retried with backoff, never dropped.
-	if retries := queue.NumRequeues(key); retries < quietRetries {
+	if retries < quietRetries {
 		log.V(2).Info("sync failed; retrying with backoff", "key", key, "err", err.Error(), "retries", retries)
 	} else {
 		utilruntime.HandleErrorWithContext(ctx, err, "sync keeps failing; retrying with backoff", "key", key, "retries", retries)

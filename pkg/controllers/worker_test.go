@@ -125,3 +125,49 @@ func TestRunWorkersRequeue(t *testing.T) {
 		})
 	}
 }
+
+// requeuedQueue is a queue whose key has failed retries times already.
+type requeuedQueue struct {
+	*recordingQueue
+	retries int
+}
+
+func (q requeuedQueue) NumRequeues(string) int { return q.retries }
+
+// TestProcessNextMaxRetries: with MaxRetries(n), a key that failed n times in a row is
+// dropped (forgotten, not queued again) as upstream's handleErr does; below n, and without
+// the option, it is retried rate-limited.
+func TestProcessNextMaxRetries(t *testing.T) {
+	tests := []struct {
+		name        string
+		opts        []WorkerOption
+		retries     int
+		err         error
+		wantDropped bool
+	}{
+		{name: "no limit, many retries", retries: 100, err: errors.New("boom")},
+		{name: "below the limit", opts: []WorkerOption{MaxRetries(15)}, retries: 14, err: errors.New("boom")},
+		{name: "at the limit", opts: []WorkerOption{MaxRetries(15)}, retries: 15, err: errors.New("boom"), wantDropped: true},
+		{name: "zero is no limit", opts: []WorkerOption{MaxRetries(0)}, retries: 15, err: errors.New("boom")},
+		{name: "a wait is not a failure", opts: []WorkerOption{MaxRetries(1)}, retries: 5,
+			err: &RequeueAfterError{After: time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rq := &recordingQueue{
+				TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+				after:                      make(chan time.Duration, 1), rateLimited: make(chan string, 1), forgotten: make(chan string, 1),
+			}
+			q := requeuedQueue{recordingQueue: rq, retries: tc.retries}
+			q.Add("ns/a")
+			if !ProcessNext(context.Background(), "test", q, func(context.Context, string) error { return tc.err }, nil, tc.opts...) {
+				t.Fatal("ProcessNext reported a shut-down queue")
+			}
+			dropped := len(rq.forgotten) == 1 && len(rq.rateLimited) == 0 && len(rq.after) == 0
+			if dropped != tc.wantDropped {
+				t.Fatalf("dropped = %v (forgotten %d, rate-limited %d, after %d), want %v",
+					dropped, len(rq.forgotten), len(rq.rateLimited), len(rq.after), tc.wantDropped)
+			}
+		})
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/serviceaccount"
 	"github.com/kshard/kshard/pkg/controllers/statefulset"
 	"github.com/kshard/kshard/pkg/controllers/ttlafterfinished"
+	"github.com/kshard/kshard/pkg/metrics/promutil"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -84,6 +85,8 @@ type controllerDeps struct {
 	metrics  *controllers.ReconcileMetrics
 	// registerer takes the controllers' own series (with the shard label).
 	registerer prometheus.Registerer
+	// kubeMetrics takes the controllers' component-base series (Context.RegisterKubeMetrics).
+	kubeMetrics *promutil.KubeMetrics
 	// served collects the consumers of served resources (Context.Served).
 	served *servedHub
 	shard  string
@@ -101,7 +104,7 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 		var queue workqueue.TypedRateLimitingInterface[string]
 		var rqs []shardruntime.Queue
 		if len(d.Primary) > 0 || d.Served == nil {
-			q, rq, err := deps.newQueue(d.Name, d.Primary, d.RateLimiter, d.Served != nil)
+			q, rq, err := deps.newQueue(d.QueueNameOrName(), d.Primary, d.RateLimiter, d.Served != nil)
 			if err != nil {
 				return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 			}
@@ -124,19 +127,21 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
 		ctrl, err := d.New(controllers.Context{
-			Client:       cs.client,
-			Metadata:     cs.metadata,
-			Informers:    controllers.Declared(d, cacheInformers{deps.cache}),
-			Queue:        queue,
-			Queues:       more,
-			Recorder:     deps.recorder(d.EventComponent(), cs.events.CoreV1().Events("")),
-			Shard:        deps.shard,
-			Logger:       deps.log.WithValues("controller", d.Name),
-			Metrics:      deps.metrics,
-			Registerer:   deps.registerer,
-			APIServerCA:  deps.apiServerCA,
-			WriteAllowed: deps.gate.WriteAllowedFor,
-			Served:       deps.served.forController(d),
+			Client:              cs.client,
+			Metadata:            cs.metadata,
+			RESTConfig:          cs.restConfig,
+			RegisterKubeMetrics: deps.kubeMetrics.Register,
+			Informers:           controllers.Declared(d, cacheInformers{deps.cache}),
+			Queue:               queue,
+			Queues:              more,
+			Recorder:            deps.recorder(d.EventComponent(), cs.events.CoreV1().Events("")),
+			Shard:               deps.shard,
+			Logger:              deps.log.WithValues("controller", d.Name),
+			Metrics:             deps.metrics,
+			Registerer:          deps.registerer,
+			APIServerCA:         deps.apiServerCA,
+			WriteAllowed:        deps.gate.WriteAllowedFor,
+			Served:              deps.served.forController(d),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
@@ -217,6 +222,9 @@ type clients struct {
 	events *kubernetes.Clientset
 	// metadata is the controller's metadata-only client, its writes fenced.
 	metadata metadata.Interface
+	// restConfig returns a copy of client's configuration without its rate limiter
+	// (Context.RESTConfig).
+	restConfig func() *rest.Config
 }
 
 // controllerClients returns d's API client, its writes fenced by fence, the client its
@@ -248,6 +256,9 @@ func controllerClients(config *rest.Config, d controllers.Descriptor, fence func
 	if out.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return clients{}, err
 	}
+	unlimited := rest.CopyConfig(cfg)
+	unlimited.RateLimiter = nil
+	out.restConfig = func() *rest.Config { return rest.CopyConfig(unlimited) }
 	mcfg := rest.CopyConfig(cfg)
 	mcfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	mcfg.WarningHandler = rest.NoWarnings{}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
@@ -69,6 +70,24 @@ func TestPrimaries(t *testing.T) {
 // orphan-pod queue) are built behind the gate beside its first one, and handed to the
 // runtime with their own primary resources, which it fills them with on acquire.
 func TestBuildControllersQueues(t *testing.T) {
+	tests := []struct {
+		name      string
+		queueName string
+		wantMain  string
+	}{
+		{name: "queue named as the controller", wantMain: "job"},
+		{name: "queue named as upstream's (QueueName)", queueName: "job_upstream", wantMain: "job_upstream"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := job.Descriptor()
+			d.QueueName = tc.queueName
+			testBuildControllersQueues(t, d, tc.wantMain)
+		})
+	}
+}
+
+func testBuildControllersQueues(t *testing.T, d controllers.Descriptor, wantMain string) {
 	partitionOf := func(string) partition.ID { return 0 }
 	c, err := shardcache.New(fake.NewClientset(), partitionOf, shardcache.Options{})
 	if err != nil {
@@ -79,7 +98,7 @@ func TestBuildControllersQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrls, err := buildControllers([]controllers.Descriptor{job.Descriptor()}, func(string) int { return 1 }, controllerDeps{
+	ctrls, err := buildControllers([]controllers.Descriptor{d}, func(string) int { return 1 }, controllerDeps{
 		config: &rest.Config{Host: "http://127.0.0.1:1"}, cache: c, gate: g, partitionOf: partitionOf, queues: queues,
 		recorder: func(string, typedcorev1.EventInterface) record.EventRecorder { return record.NewFakeRecorder(1) },
 		log:      logr.Discard(),
@@ -99,7 +118,7 @@ func TestBuildControllersQueues(t *testing.T) {
 		}
 	}
 	want := []queue{
-		{"job", []shardcache.Key{cacheKey(controllers.Typed(batchv1.SchemeGroupVersion.WithResource("jobs")))}},
+		{wantMain, []shardcache.Key{cacheKey(controllers.Typed(batchv1.SchemeGroupVersion.WithResource("jobs")))}},
 		{job.OrphanQueue, []shardcache.Key{cacheKey(controllers.Typed(corev1.SchemeGroupVersion.WithResource("pods")))}},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -109,8 +128,11 @@ func TestBuildControllersQueues(t *testing.T) {
 	for _, q := range g.Stats().Queues {
 		names = append(names, q.Name)
 	}
-	if want := []string{"job", job.OrphanQueue}; !slices.Equal(names, want) {
-		t.Errorf("the gate's queues %v, want %v", names, want)
+	wantNames := []string{wantMain, job.OrphanQueue}
+	slices.Sort(names)
+	slices.Sort(wantNames)
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("the gate's queues %v, want %v", names, wantNames)
 	}
 }
 
@@ -180,6 +202,26 @@ func TestControllerClientsScaled(t *testing.T) {
 			gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
 			if err := cs.metadata.Resource(gvr).Namespace("ns").Delete(context.Background(), "w", metav1.DeleteOptions{}); !errors.Is(err, refused) {
 				t.Errorf("metadata delete: %v, want the fence's refusal", err)
+			}
+			// Context.RESTConfig: the same scaled budget and fence, and no rate limiter,
+			// so that each client built from it gets a bucket of its own; a new copy on
+			// every call.
+			rc := cs.restConfig()
+			if rc.RateLimiter != nil || rc.QPS != tc.wantQPS {
+				t.Errorf("RESTConfig: rate limiter %v, QPS %v; want none and %v", rc.RateLimiter, rc.QPS, tc.wantQPS)
+			}
+			if !strings.HasSuffix(rc.UserAgent, " namespace-controller") {
+				t.Errorf("RESTConfig user agent %q, want the controller's", rc.UserAgent)
+			}
+			if rc2 := cs.restConfig(); rc2 == rc {
+				t.Error("RESTConfig returned the same config twice; a caller's change would leak into the next")
+			}
+			mc, err := metadata.NewForConfig(rc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := mc.Resource(gvr).Namespace("ns").Delete(context.Background(), "w", metav1.DeleteOptions{}); !errors.Is(err, refused) {
+				t.Errorf("delete with a client of RESTConfig: %v, want the fence's refusal", err)
 			}
 		})
 	}

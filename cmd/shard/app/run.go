@@ -222,7 +222,8 @@ func (s *shard) buildRuntime(ctx context.Context) error {
 	}}
 	ctrls, err := buildControllers(enabled, s.reg.Workers, controllerDeps{
 		config: s.config, apiServerCA: ca, cache: s.cache, gate: g, partitionOf: s.partitionOf, queues: queueProvider,
-		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics, served: hub, shard: s.o.ShardID, log: s.log,
+		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics,
+		kubeMetrics: promutil.NewKubeMetrics(s.shardMetrics), served: hub, shard: s.o.ShardID, log: s.log,
 	})
 	if err != nil {
 		return err

@@ -47,5 +47,7 @@
 // Upstream reads time.Now() where kshard reads an injected clock (tests), and kshard
 // returns the condition where upstream sets it on the HPA; nothing else differs. The
 // package keeps no state between calls and knows nothing of sharding: the pod lister is
-// the shard's cache, which holds the pods of the namespaces the shard works.
+// the shard's cache, which holds the pods of the namespaces the shard works. It logs (a
+// pod missing from the resource metrics, at V(2), key "pod") to the logger of the context
+// it is given, which the controller's sync carries with the HPA's namespace and name.
 package replicacalc

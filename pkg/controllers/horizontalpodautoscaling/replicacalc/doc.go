@@ -45,7 +45,12 @@
 // (FailedComputeMetricsReplicas and the rest).
 //
 // Upstream reads time.Now() where kshard reads an injected clock (tests), and kshard
-// returns the condition where upstream sets it on the HPA; nothing else differs. The
+// returns the condition where upstream sets it on the HPA; and a metric whose source
+// struct is nil (or a Pods metric without an average value target), which the API
+// server's validation refuses, fails as a spec error where upstream would dereference
+// nil. Nothing else differs. The
 // package keeps no state between calls and knows nothing of sharding: the pod lister is
-// the shard's cache, which holds the pods of the namespaces the shard works.
+// the shard's cache, which holds the pods of the namespaces the shard works. It logs (a
+// pod missing from the resource metrics, at V(2), key "pod") to the logger of the context
+// it is given, which the controller's sync carries with the HPA's namespace and name.
 package replicacalc

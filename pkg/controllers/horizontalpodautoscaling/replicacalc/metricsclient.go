@@ -143,7 +143,7 @@ func containerUsage(logger klog.Logger, items []resourcemetricsv1beta1.PodMetric
 			break
 		}
 		if !found {
-			logger.V(2).Info("Missing container metric", "container", container, "namespace", m.Namespace, "pod", m.Name)
+			logger.V(2).Info("Missing container metric", "container", container, "pod", m.Name)
 		}
 	}
 	return res
@@ -162,7 +162,7 @@ func podUsage(logger klog.Logger, items []resourcemetricsv1beta1.PodMetrics, res
 			v, ok := c.Usage[resource]
 			if !ok {
 				complete = false
-				logger.V(2).Info("Missing resource metric", "resourceMetric", resource, "namespace", m.Namespace, "pod", m.Name)
+				logger.V(2).Info("Missing resource metric", "resourceMetric", resource, "pod", m.Name)
 				break
 			}
 			sum += v.MilliValue()

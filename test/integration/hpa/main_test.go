@@ -1,5 +1,6 @@
 // Package hpa tests the horizontal pod autoscaler end to end on the real local control
-// plane with its real metrics pipeline (hack/cluster.sh): metrics-server serving
+// plane with its real metrics pipeline (hack/cluster.sh), and that pipeline itself
+// (metrics_test.go: the values the HPA's own clients read back): metrics-server serving
 // metrics.k8s.io from kwok's emulated kubelet resource metrics (a pod's CPU usage is its
 // annotation kwok.x-k8s.io/usage-cpu), and the tests' metrics adapter serving
 // custom.metrics.k8s.io and external.metrics.k8s.io from annotations and ConfigMaps

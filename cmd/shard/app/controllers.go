@@ -29,6 +29,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/endpointslicemirroring"
 	"github.com/kshard/kshard/pkg/controllers/ephemeralvolume"
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
+	"github.com/kshard/kshard/pkg/controllers/horizontalpodautoscaling"
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/controllers/namespace"
 	"github.com/kshard/kshard/pkg/controllers/podgc"
@@ -63,6 +64,7 @@ func Descriptors() []controllers.Descriptor {
 		endpointslicemirroring.Descriptor(),
 		ephemeralvolume.Descriptor(),
 		garbagecollector.Descriptor(),
+		horizontalpodautoscaling.Descriptor(),
 		job.Descriptor(),
 		namespace.Descriptor(),
 		podgc.Descriptor(),

@@ -9,17 +9,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/scale"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -27,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/pkg/controllers"
+	"github.com/kshard/kshard/pkg/controllers/internal/scale"
 	"github.com/kshard/kshard/pkg/controllers/internal/tombstone"
 )
 
@@ -54,10 +48,6 @@ const (
 	// StalePodDisruptionTimeout is how long a pod may carry a True DisruptionTarget
 	// condition without terminating before the controller sets it to False.
 	StalePodDisruptionTimeout = 2 * time.Minute
-	// mapperResetPeriod is how often the discovery behind the RESTMapper is forgotten, as
-	// kube-controller-manager resets its shared RESTMapper, so that kinds served later (a
-	// CRD created after the start) are found.
-	mapperResetPeriod = 30 * time.Second
 )
 
 var (
@@ -105,10 +95,7 @@ type Controller struct {
 	rsLister     appslisters.ReplicaSetLister
 	dLister      appslisters.DeploymentLister
 	ssLister     appslisters.StatefulSetLister
-	scales       scale.ScalesGetter
-	mapper       apimeta.RESTMapper
-	resetMapper  func()
-	discovery    discovery.DiscoveryInterface
+	scale        scale.Access
 	staleTimeout time.Duration
 
 	// queue holds budget keys, recheck budget keys to queue again at a delay, stale pod
@@ -116,30 +103,13 @@ type Controller struct {
 	queue, recheck, stale workqueue.TypedRateLimitingInterface[string]
 }
 
-// scaleAccess is how the controller reads the scale of a controller kind it has no cache
-// of: a RESTMapper, the scale client and discovery (does a resource have a scale
-// subresource at all).
-type scaleAccess struct {
-	scales    scale.ScalesGetter
-	mapper    apimeta.RESTMapper
-	reset     func()
-	discovery discovery.DiscoveryInterface
-}
-
 // New builds the controller on the shard's informers, reading scales through the
 // context's client.
 func New(c controllers.Context) (controllers.Controller, error) {
-	disc := c.Client.Discovery()
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	// The scale GETs go through the controller's own (fenced, rate-limited) client; the
-	// scale client builds absolute paths and decodes the answer itself.
-	scales := scale.New(disc.RESTClient(), mapper, dynamic.LegacyAPIPathResolverFunc,
-		scale.NewDiscoveryScaleKindResolver(disc))
-	return newController(c, scaleAccess{scales: scales, mapper: mapper, reset: mapper.Reset, discovery: disc},
-		clock.RealClock{}, StalePodDisruptionTimeout)
+	return newController(c, scale.New(c.Client), clock.RealClock{}, StalePodDisruptionTimeout)
 }
 
-func newController(c controllers.Context, sa scaleAccess, clk clock.PassiveClock, staleTimeout time.Duration) (*Controller, error) {
+func newController(c controllers.Context, sa scale.Access, clk clock.PassiveClock, staleTimeout time.Duration) (*Controller, error) {
 	infs, err := controllers.InformersFor(c.Informers, pdbs, pods, rcs, replicaSets, deployments, statefulSets)
 	if err != nil {
 		return nil, err
@@ -156,10 +126,7 @@ func newController(c controllers.Context, sa scaleAccess, clk clock.PassiveClock
 		rsLister:     appslisters.NewReplicaSetLister(infs[3].GetIndexer()),
 		dLister:      appslisters.NewDeploymentLister(infs[4].GetIndexer()),
 		ssLister:     appslisters.NewStatefulSetLister(infs[5].GetIndexer()),
-		scales:       sa.scales,
-		mapper:       sa.mapper,
-		resetMapper:  sa.reset,
-		discovery:    sa.discovery,
+		scale:        sa,
 		staleTimeout: staleTimeout,
 		queue:        c.Queue, recheck: recheck, stale: stale,
 	}
@@ -185,9 +152,7 @@ func newController(c controllers.Context, sa scaleAccess, clk clock.PassiveClock
 // worker each, until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	var wg sync.WaitGroup
-	if c.resetMapper != nil {
-		wg.Go(func() { wait.Until(c.resetMapper, mapperResetPeriod, ctx.Done()) })
-	}
+	wg.Go(func() { c.scale.RunReset(ctx) })
 	wg.Go(func() { controllers.RunWorkers(ctx, RecheckQueue, c.recheck, 1, c.syncRecheck, nil) })
 	wg.Go(func() { controllers.RunWorkers(ctx, StalePodQueue, c.stale, 1, c.syncStalePod, nil) })
 	controllers.RunWorkers(ctx, Name, c.queue, workers, c.sync, c.metrics)

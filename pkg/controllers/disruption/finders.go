@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/scale"
 )
 
 // scaled is a pod's controller and its desired number of pods.
@@ -108,14 +107,14 @@ func (c *Controller) scaleSubresource(ctx context.Context, ref *metav1.OwnerRefe
 	if err != nil {
 		return nil, err
 	}
-	mapping, err := c.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	mapping, err := c.scale.Mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
 	if err != nil {
 		return nil, err
 	}
 	gr := mapping.Resource.GroupResource()
-	s, err := c.scales.Scales(namespace).Get(ctx, gr, ref.Name, metav1.GetOptions{})
+	s, err := c.scale.Get(ctx, namespace, gr, ref.Name)
 	if apierrors.IsNotFound(err) {
-		has, derr := c.hasScaleSubresource(mapping.Resource)
+		has, derr := c.scale.HasScaleSubresource(mapping.Resource)
 		if derr != nil {
 			return nil, derr
 		}
@@ -131,25 +130,6 @@ func (c *Controller) scaleSubresource(ctx context.Context, ref *metav1.OwnerRefe
 		return nil, nil
 	}
 	return &scaled{s.UID, s.Spec.Replicas}, nil
-}
-
-// hasScaleSubresource asks discovery whether gvr serves a scale subresource of a Scale
-// kind the scale client understands.
-func (c *Controller) hasScaleSubresource(gvr schema.GroupVersionResource) (bool, error) {
-	list, err := c.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-	if err != nil {
-		return false, err
-	}
-	versions := scale.NewScaleConverter().ScaleVersions()
-	for _, r := range list.APIResources {
-		if r.Name != gvr.Resource+"/scale" || r.Kind != "Scale" {
-			continue
-		}
-		if slices.Contains(versions, schema.GroupVersion{Group: r.Group, Version: r.Version}) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // replicasOf is a defaulted replicas field (the API server defaults a missing one to 1).

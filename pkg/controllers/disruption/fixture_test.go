@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/kshard/kshard/pkg/controllers/internal/scale"
 	"github.com/kshard/kshard/pkg/controllers/testing/controllertest"
 )
 
@@ -65,7 +66,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		{Name: "replicationcontrollers", Namespaced: true, Kind: "ReplicationController"},
 		{Name: "replicationcontrollers/scale", Namespaced: true, Group: "autoscaling", Version: "v1", Kind: "Scale"},
 	}}}
-	ctrl, err := newController(f.ControllerContext(), scaleAccess{scales: f.scales, mapper: mapper, discovery: disc},
+	ctrl, err := newController(f.ControllerContext(), scale.Access{Scales: f.scales, Mapper: mapper, Discovery: disc},
 		f.clock, StalePodDisruptionTimeout)
 	if err != nil {
 		t.Fatal(err)

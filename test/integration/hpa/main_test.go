@@ -1,14 +1,37 @@
-// Package hpa tests the horizontal pod autoscaler's world on the local control plane: the
-// metrics pipeline every HPA reads (metrics.k8s.io from metrics-server over kwok's
-// emulated kubelet metrics; custom.metrics.k8s.io and external.metrics.k8s.io from the
-// tests' metrics adapter, test/metricsadapter), through the same clients and aggregation
-// path the HPA uses.
+// Package hpa tests the horizontal pod autoscaler end to end on the real local control
+// plane with its real metrics pipeline (hack/cluster.sh), and that pipeline itself
+// (metrics_test.go: the values the HPA's own clients read back): metrics-server serving
+// metrics.k8s.io from kwok's emulated kubelet resource metrics (a pod's CPU usage is its
+// annotation kwok.x-k8s.io/usage-cpu), and the tests' metrics adapter serving
+// custom.metrics.k8s.io and external.metrics.k8s.io from annotations and ConfigMaps
+// (test/metricsadapter). TestMain starts kshard (one coordinator, two shards) running
+// horizontalpodautoscaling, deployment and replicaset unless the cluster's
+// kube-controller-manager runs them, with a sync period of 5 s and a scale-down window
+// (for HPAs without behavior) of 60 s (--horizontal-pod-autoscaler-sync-period and
+// -downscale-stabilization, upstream's flags) so that the tests wait less.
 package hpa
 
 import (
 	"testing"
+	"time"
 
 	"github.com/kshard/kshard/test/framework"
 )
 
-func TestMain(m *testing.M) { framework.Main(m) }
+// syncPeriod is the shards' --horizontal-pod-autoscaler-sync-period, and
+// downscaleWindow their --horizontal-pod-autoscaler-downscale-stabilization.
+const (
+	syncPeriod      = "5s"
+	downscaleWindow = 60 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	framework.MainWithControllers(m, framework.ControllersOptions{
+		Names:        []string{"horizontalpodautoscaling", "deployment", "replicaset"},
+		Coordinators: 1,
+		Shards:       2,
+		ShardArgs: []string{"--horizontal-pod-autoscaler-sync-period=" + syncPeriod,
+			"--horizontal-pod-autoscaler-downscale-stabilization=" + downscaleWindow.String()},
+		Parallel: 4,
+	})
+}

@@ -122,7 +122,7 @@ func Descriptor() controllers.Descriptor {
 		},
 		EventSource: EventSource,
 		AddFlags:    opts.addFlags,
-		Validate:    opts.validate,
+		Validate:    func(int) error { return opts.validate() },
 		New:         func(c controllers.Context) (controllers.Controller, error) { return New(c, opts) },
 	}
 }

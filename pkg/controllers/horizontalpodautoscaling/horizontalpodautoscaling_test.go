@@ -36,7 +36,7 @@ func TestFlags(t *testing.T) {
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			err := d.Validate()
+			err := d.Validate(d.DefaultWorkers)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Validate: %v, want error %v", err, tc.wantErr)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/daemonset"
 	"github.com/kshard/kshard/pkg/controllers/deployment"
 	"github.com/kshard/kshard/pkg/controllers/disruption"
+	"github.com/kshard/kshard/pkg/controllers/endpointslice"
 	"github.com/kshard/kshard/pkg/controllers/ephemeralvolume"
 	"github.com/kshard/kshard/pkg/controllers/garbagecollector"
 	"github.com/kshard/kshard/pkg/controllers/job"
@@ -55,6 +56,7 @@ func Descriptors() []controllers.Descriptor {
 		daemonset.Descriptor(),
 		deployment.Descriptor(),
 		disruption.Descriptor(),
+		endpointslice.Descriptor(),
 		ephemeralvolume.Descriptor(),
 		garbagecollector.Descriptor(),
 		job.Descriptor(),

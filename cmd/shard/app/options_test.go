@@ -62,8 +62,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "empty content type", args: []string{"--kube-api-content-type="}, wantErr: []string{`--kube-api-content-type=""`}},
 		{name: "controllers by canonical name", args: []string{"--controllers=*,-replicaset-controller,root-ca-certificate-publisher-controller"}},
 		{name: "controllers by alias", args: []string{"--controllers=*,-replicaset,root-ca-cert-publisher"}},
-		{name: "a controller kshard does not implement", args: []string{"--controllers=*,-endpointslice-controller"},
-			wantErr: []string{`"-endpointslice-controller" is kube-controller-manager's endpointslice-controller (alias endpointslice), which kshard does not implement`}},
+		{name: "a controller kshard does not implement", args: []string{"--controllers=*,-ttl-controller"},
+			wantErr: []string{`"-ttl-controller" is kube-controller-manager's ttl-controller (alias ttl), which kshard does not implement`}},
 		{name: "every bad flag reported at once", args: []string{"--kube-api-qps=NaN", "--kube-api-burst=0", "--partitions=0"},
 			wantErr: []string{"--kube-api-qps=NaN", "--kube-api-burst=0", "--partitions"}},
 	}

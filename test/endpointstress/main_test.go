@@ -15,9 +15,10 @@
 // that was working the namespace's partition when the request was received, and that two
 // shards wrote one slice only across a handoff.
 //
-// The pods are bare, bound by spec.nodeName to nodes of the test's own that no kubelet
-// and not kwok manage (they tolerate every taint, so the node lifecycle controller leaves
-// them be): nothing but the test writes their status.
+// The pods are bare, bound by spec.nodeName to an unschedulable kwok node of the test's
+// own. kwok makes a new pod Running and Ready (its pod-ready stage takes only Pending
+// pods), and keeps the node Ready, so that the node lifecycle controller does not mark the
+// pods not ready; after that nothing but the test writes their status.
 //
 // It is skipped unless KSHARD_ENDPOINT_STRESS=1; `make endpoint-stress` runs it (about
 // 10 minutes). Knobs: KSHARD_ENDPOINT_STRESS_NAMESPACES (default 24), _SERVICES (6 per

@@ -487,18 +487,32 @@ func sortedCounts(m map[string]int) string {
 	return strings.Join(parts, "; ")
 }
 
-// createNode creates the test's node: a plain Node object no kubelet and not kwok
-// manages (no kwok annotation), unschedulable, deleted when the test ends.
+// createNode creates the test's node, managed by kwok (which keeps it Ready, so that the
+// node lifecycle controller does not mark its pods not ready), unschedulable (only the
+// test's pods, bound by name, run there), deleted when the test ends.
 func createNode(t *testing.T, cs kubernetes.Interface, run string) string {
 	t.Helper()
 	name := "es-stress-" + strings.ToLower(run)
 	_, err := cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{"kubernetes.io/hostname": name, corev1.LabelTopologyZone: "zone-a"}},
+		Labels:      map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", corev1.LabelTopologyZone: "zone-a"},
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
 		Spec: corev1.NodeSpec{Unschedulable: true}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	framework.Eventually(t, 2*time.Minute, "the test's kwok node Ready", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("not Ready")
+	})
 	return name
 }
 

@@ -27,14 +27,6 @@ const (
 	portName   = "http"
 )
 
-// ipSeq hands out pod IPs, one per pod ever created in the run.
-var ipSeq atomic.Int64
-
-func nextIP() string {
-	i := ipSeq.Add(1)
-	return fmt.Sprintf("10.%d.%d.%d", 64+i>>16, (i>>8)&255, i&255)
-}
-
 // nsModel is the test's model of one namespace: its Services' selectors and its pods.
 // Only the namespace's driver changes it (and the final check reads it after).
 type nsModel struct {
@@ -103,30 +95,16 @@ func selector(svc string, narrow bool) map[string]string {
 	return s
 }
 
-// createPod creates a Running pod on the test's node and writes its status (an IP of its
-// own, Ready as asked), as a kubelet would.
+// createPod creates a pod on the test's kwok node: kwok makes it Running and Ready with
+// an IP (its pod-ready stage, which only takes Pending pods: the test's readiness flips of
+// a Running pod stay as written).
 func createPod(ctx context.Context, cs kubernetes.Interface, ns, node string, p *podModel) error {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{svcLabel: p.svc, groupLabel: p.group}},
 		Spec: corev1.PodSpec{NodeName: node, AutomountServiceAccountToken: ptr.To(false),
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
 				Ports: []corev1.ContainerPort{{Name: portName, ContainerPort: 8080}}}}}}
-	pod, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	now := metav1.Now()
-	ip := nextIP()
-	st := corev1.ConditionFalse
-	if p.ready {
-		st = corev1.ConditionTrue
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, StartTime: &now,
-		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReady, Status: st, LastTransitionTime: now},
-			{Type: corev1.ContainersReady, Status: st, LastTransitionTime: now},
-		}}
-	_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	return err
 }
 

@@ -121,9 +121,12 @@ func TestEndpointStress(t *testing.T) {
 		nss[m.ns] = true
 	}
 	tornDown := false
+	// A test that stops early deletes its namespaces without waiting: the shards started
+	// mid-test are gone by then (cleanups run last registered first), and TestMain's
+	// namespace finisher ends what is left.
 	t.Cleanup(func() {
 		if !tornDown {
-			teardown(t, f, models)
+			teardown(t, f, models, false)
 		}
 	})
 	for _, m := range models {
@@ -132,7 +135,7 @@ func TestEndpointStress(t *testing.T) {
 	if err := framework.Parallel(nNS, 8, func(i int) error { return populate(ctx, cs, chk, models[i], podsPer) }); err != nil {
 		t.Fatal(err)
 	}
-	waitShown(t, cs, k, chk, models, 5*time.Minute, "the first slices")
+	waitShown(t, cs, k, chk, models, 5*time.Minute, "the first slices", true)
 	t.Logf("%d Services with %d pods shown by their slices after %s", nNS*nSvc, nNS*nSvc*podsPer, time.Since(began).Round(time.Second))
 	if k != nil {
 		logOwners(t, k, models, "at start")
@@ -196,9 +199,10 @@ func TestEndpointStress(t *testing.T) {
 		}
 	}
 	lastChange := time.Now()
-	waitShown(t, cs, k, chk, models, 90*time.Second, "the last changes")
-	t.Logf("+%s every Service's slices show the test's last change, %s after it", time.Since(start).Round(time.Second),
-		time.Since(lastChange).Round(time.Second))
+	if waitShown(t, cs, k, chk, models, 90*time.Second, "the last changes", false) {
+		t.Logf("+%s every Service's slices show the test's last change, %s after it", time.Since(start).Round(time.Second),
+			time.Since(lastChange).Round(time.Second))
+	}
 
 	// The end state from the API: slices against pods and Services, no duplicates.
 	checkAgainstAPI(t, cs, models)
@@ -226,8 +230,8 @@ func TestEndpointStress(t *testing.T) {
 
 	checkWrites(t, k, auditLog, auditStart, nss, kills)
 	stall()
-	teardown(t, f, models)
 	tornDown = true
+	teardown(t, f, models, true)
 	if t.Failed() && k != nil {
 		for _, s := range k.Shards {
 			t.Logf("%s log: %s", s.Name, s.LogPath)
@@ -256,7 +260,7 @@ func fileSize(path string) (int64, error) {
 // waitShown waits until no Service has an intent its slices do not show, and fails with
 // the Services left, how their slices differ, and (the first few) their pods and slices
 // as the API has them and their namespace's owner.
-func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *invariant.Checker, models []*nsModel, timeout time.Duration, what string) {
+func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *invariant.Checker, models []*nsModel, timeout time.Duration, what string, fatal bool) bool {
 	t.Helper()
 	type left struct {
 		m   *nsModel
@@ -264,7 +268,7 @@ func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *
 	}
 	var ls []left
 	var diffs []string
-	err := wait(timeout, func(context.Context) (bool, error) {
+	err := waitFor(timeout, func(context.Context) (bool, error) {
 		ls, diffs = nil, nil
 		for _, m := range models {
 			for _, s := range m.svcs {
@@ -278,7 +282,7 @@ func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *
 		return len(ls) == 0, fmt.Errorf("%d Services left", len(ls))
 	})
 	if err == nil {
-		return
+		return true
 	}
 	t.Errorf("%s not shown by every Service's slices after %s: %v", what, timeout, err)
 	for _, d := range diffs[:min(20, len(diffs))] {
@@ -287,7 +291,10 @@ func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *
 	for _, l := range ls[:min(3, len(ls))] {
 		dumpService(t, cs, k, l.m.ns, l.svc)
 	}
-	t.FailNow()
+	if fatal {
+		t.FailNow()
+	}
+	return false
 }
 
 // dumpService logs a Service's pods and slices as the API has them, and its namespace's
@@ -516,9 +523,9 @@ func createNode(t *testing.T, cs kubernetes.Interface, run string) string {
 	return name
 }
 
-// teardown deletes the run's pods at once and its namespaces, and waits until they are
-// gone (the namespace controller, kshard's or upstream's, finishes them).
-func teardown(t *testing.T, f *framework.Framework, models []*nsModel) {
+// teardown deletes the run's pods at once and its namespaces, and with wait waits until
+// they are gone (the namespace controller, kshard's or upstream's, finishes them).
+func teardown(t *testing.T, f *framework.Framework, models []*nsModel, wait bool) {
 	began := time.Now()
 	for _, m := range models {
 		if m == nil {
@@ -529,7 +536,10 @@ func teardown(t *testing.T, f *framework.Framework, models []*nsModel) {
 		}
 		f.DeleteNamespace(t, m.ns)
 	}
-	err := wait(3*time.Minute, func(ctx context.Context) (bool, error) {
+	if !wait {
+		return
+	}
+	err := waitFor(3*time.Minute, func(ctx context.Context) (bool, error) {
 		left := 0
 		for _, m := range models {
 			if m == nil {
@@ -548,7 +558,7 @@ func teardown(t *testing.T, f *framework.Framework, models []*nsModel) {
 	t.Logf("the run's %d namespaces deleted and gone in %s", len(models), time.Since(began).Round(time.Second))
 }
 
-func wait(timeout time.Duration, cond func(context.Context) (bool, error)) error {
+func waitFor(timeout time.Duration, cond func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last error

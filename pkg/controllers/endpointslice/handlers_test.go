@@ -1,6 +1,7 @@
 package endpointslice
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/endpointslice/topologycache"
@@ -172,35 +174,56 @@ func TestNodeEventsTriggerTopology(t *testing.T) {
 	}
 }
 
-// TestForgetServiceOnDelete checks the sharding rule: when a Service leaves the cache
-// (deleted, or its namespace left the shard), the tracker forgets the slices the
-// controller wrote for it, so that if the Service (its namespace) comes back with those
-// slices changed or gone meanwhile, its syncs are not judged stale for ever.
-func TestForgetServiceOnDelete(t *testing.T) {
+// TestNamespaceComesBack plays design §3.1's hazard: the controller creates a slice
+// whose create its cache has not shown when the namespace leaves the shard (the cache
+// shows the Service and the cached slices as deleted); meanwhile another shard deletes
+// that slice; the namespace comes back. The Service's next sync must reconcile (create
+// the slice again), not fail as stale for ever, which it would if the tracker had kept
+// the slice the controller wrote. A late delete event, arriving once the Service is
+// cached again, must not make it forget the Service's current state.
+func TestNamespaceComesBack(t *testing.T) {
 	tests := []struct {
 		name string
-		// stillCached: the delete event arrives after the Service is cached again.
-		stillCached bool
-		wantStale   bool
+		// lateDelete: the Service's delete event is handled after it is cached again.
+		lateDelete bool
+		wantErr    error
 	}{
-		{name: "Service gone from the cache: forgotten", wantStale: false},
-		{name: "Service cached again before the late delete event: kept", stillCached: true, wantStale: true},
+		{name: "Service gone from the cache when its delete is handled: forgotten, reconciled on return"},
+		{name: "delete event handled after the Service came back: kept, stale", lateDelete: true, wantErr: errStaleCache},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := newService("web")
-			f := newFixture(t, Options{}, objs(svc, newNode("node-a", "zone-a", true), newPod(0))...)
+			svc, pod, node := newService("web"), newPod(0), newNode("node-a", "zone-a", true)
+			f := newFixture(t, Options{}, svc, pod, node)
+			log := controllertest.Logger(t)
 			f.MustSync("ns/web")
-			// The slice's create never reached this cache; the Service leaves it.
-			if !tc.stillCached {
-				f.Uncache(svc)
+			written := f.slices()
+			if len(written) != 1 {
+				t.Fatalf("slices %v", written)
 			}
-			f.ctrl.deleteService(controllertest.Logger(t), svc)
-			if got := f.ctrl.tracker.StaleSlices(svc, nil); got != tc.wantStale {
-				t.Errorf("StaleSlices with none cached = %v, want %v", got, tc.wantStale)
+			// The namespace leaves before the create reached the cache: the cache shows
+			// the Service (and the pod) deleted.
+			if !tc.lateDelete {
+				f.Uncache(svc, pod)
+				f.ctrl.deleteService(log, svc)
 			}
-			if got := f.Queue.Keys(); !reflect.DeepEqual(got, []string{"ns/web"}) {
-				t.Errorf("queued %v, want the Service", got)
+			// Another shard deletes the slice; the namespace comes back.
+			if err := f.Client.DiscoveryV1().EndpointSlices("ns").Delete(f.TestContext(), written[0].Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			f.Cache(svc, pod)
+			if tc.lateDelete {
+				f.ctrl.deleteService(log, svc)
+			}
+			f.Client.ClearActions()
+			err := f.Sync("ns/web")
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("sync after the return: %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr == nil {
+				if got := endpointSummary(f.slices()); !reflect.DeepEqual(got, []string{"10.1.0.1 true/true/false"}) {
+					t.Errorf("endpoints after the return %v (writes %v)", got, f.actions())
+				}
 			}
 		})
 	}

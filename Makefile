@@ -100,6 +100,12 @@ workload-stress: build ## workload controllers under sharding (test/workloadstre
 	$(CLUSTER) up
 	KSHARD_WORKLOAD_STRESS=1 KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -run '^TestWorkloadStress$$' -v ./test/workloadstress
 
+.PHONY: endpoint-stress
+endpoint-stress: build ## the EndpointSlice controller under sharding (test/endpointstress): Services whose pods churn while 3 shards scale out to 5, in to 2 and one is SIGKILLed; kube-apiserver audits slice writes (~10 min)
+	$(TOOLS) cluster
+	KSHARD_APISERVER_AUDIT=1 $(CLUSTER) up
+	KSHARD_ENDPOINT_STRESS=1 KSHARD_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -run '^TestEndpointStress$$' -v ./test/endpointstress
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	$(TOOLS) staticcheck

@@ -39,6 +39,12 @@ feature_gates=${KSHARD_FEATURE_GATES:-ShardedListAndWatch=true}
 # KSHARD_UPSTREAM_CONTROLLERS=1 runs kube-controller-manager with every controller, for
 # differential tests that compare kshard against upstream.
 upstream=${KSHARD_UPSTREAM_CONTROLLERS:-0}
+# KSHARD_APISERVER_AUDIT=1 gives kube-apiserver an audit log of every write to
+# EndpointSlices, pods and Services (logs/kube-apiserver-audit.log, JSON, Metadata level,
+# nothing else logged): who wrote which slice when, and the pod and Service changes that
+# led to it, for test/endpointstress. It takes effect when kube-apiserver
+# starts (a running one is kept as it is).
+audit=${KSHARD_APISERVER_AUDIT:-0}
 
 tool() { "$root/hack/tools.sh" path "$1"; }
 log() { printf '[cluster] %s\n' "$*" >&2; }
@@ -138,6 +144,29 @@ api_ready() {
 }
 
 kubectl_() { "$(tool kubectl)" --kubeconfig "$kubeconfig" "$@"; }
+
+# audit_args prints kube-apiserver's audit flags (none unless KSHARD_APISERVER_AUDIT=1),
+# writing the policy first.
+audit_args() {
+  [ "$audit" = 1 ] || return 0
+  cat >"$dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - group: discovery.k8s.io
+    resources: [endpointslices]
+  - group: ""
+    resources: [pods, pods/status, services]
+- level: None
+POLICY
+  echo "--audit-policy-file=$dir/audit-policy.yaml"
+  echo "--audit-log-path=$logs/kube-apiserver-audit.log"
+  echo "--audit-log-format=json"
+}
 
 write_kwok_config() {
   cat >"$dir/kwok.yaml" <<EOF
@@ -308,7 +337,8 @@ up() {
     --service-account-signing-key-file="$pki/sa.key" --service-account-key-file="$pki/sa.pub" \
     --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC \
     --feature-gates="$feature_gates" \
-    --max-requests-inflight=2000 --max-mutating-requests-inflight=1000
+    --max-requests-inflight=2000 --max-mutating-requests-inflight=1000 \
+    $(audit_args)
   wait_for kube-apiserver api_ready
   # metrics-server and the adapter need only the API server: started now, they are ready
   # by the time the nodes are.

@@ -68,7 +68,7 @@ func TestEndpointStress(t *testing.T) {
 	ctx := context.Background()
 	cs := f.Client
 	began := time.Now()
-	stall := watchStalls(t)
+	stall := framework.WatchStalls(t)
 
 	var k *framework.KShard
 	if !upstream {
@@ -78,7 +78,7 @@ func TestEndpointStress(t *testing.T) {
 		}
 		k = f.NewKShard(t, framework.KShardOptions{PodIdentity: true, Fence: true, ShardArgs: args})
 		k.GuardAlone(t)
-		stop := superviseCoordinators(t, k)
+		stop := k.SuperviseCoordinators(t)
 		defer stop()
 		for i := 1; i <= 3; i++ {
 			k.StartShard(fmt.Sprintf("shard-%d", i))
@@ -138,7 +138,7 @@ func TestEndpointStress(t *testing.T) {
 	waitShown(t, cs, k, chk, models, 5*time.Minute, "the first slices", true)
 	t.Logf("%d Services with %d pods shown by their slices after %s", nNS*nSvc, nNS*nSvc*podsPer, time.Since(began).Round(time.Second))
 	if k != nil {
-		logOwners(t, k, models, "at start")
+		k.LogOwners(t, namespacesOf(models), "at start")
 	}
 
 	// The churn, one driver per namespace, while the shard set changes.
@@ -166,14 +166,14 @@ func TestEndpointStress(t *testing.T) {
 		framework.WaitHTTP(t, s4.HTTPURL+"/readyz", 60*time.Second)
 		framework.WaitHTTP(t, s5.HTTPURL+"/readyz", 60*time.Second)
 		t.Logf("%s scaled out to 5 shards", since())
-		logOwners(t, k, models, "after the scale-out")
+		k.LogOwners(t, namespacesOf(models), "after the scale-out")
 		for i, name := range []string{"shard-1", "shard-3", "shard-4"} {
 			at(0.25 + 0.15*float64(i))
-			sigterm(t, k, name)
+			k.ScaleIn(t, name)
 			events++
 			t.Logf("%s scaled in to %d shards (%s handed over and exited)", since(), 4-i, name)
 		}
-		logOwners(t, k, models, "after the scale-in")
+		k.LogOwners(t, namespacesOf(models), "after the scale-in")
 		at(0.70)
 		kills["shard-2"] = append(kills["shard-2"], time.Now())
 		if err := k.Shards["shard-2"].Signal(syscall.SIGKILL); err != nil {
@@ -190,7 +190,7 @@ func TestEndpointStress(t *testing.T) {
 		k.WaitAllOwned(t, 90*time.Second)
 		framework.WaitHTTP(t, s2.HTTPURL+"/readyz", 60*time.Second)
 		t.Logf("%s shard-2 restarted: 2 shards", since())
-		logOwners(t, k, models, "at the end")
+		k.LogOwners(t, namespacesOf(models), "at the end")
 	}
 	wg.Wait()
 	for _, err := range errs {

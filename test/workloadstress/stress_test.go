@@ -82,7 +82,7 @@ func TestWorkloadStress(t *testing.T) {
 	cs := f.LoadClient(t)
 	run := f.RunID
 	began := time.Now()
-	stall := watchStalls(t)
+	stall := framework.WatchStalls(t)
 
 	// kshard: two coordinators (one restarted if it exits, as its Deployment would) and
 	// three shards.
@@ -90,7 +90,7 @@ func TestWorkloadStress(t *testing.T) {
 	if !upstream {
 		k = f.NewKShard(t, framework.KShardOptions{ShardArgs: []string{"--controllers", strings.Join(controllers, ",")}})
 		k.GuardAlone(t)
-		stop := superviseCoordinators(t, k)
+		stop := k.SuperviseCoordinators(t)
 		defer stop()
 		for i := 1; i <= 3; i++ {
 			k.StartShard(fmt.Sprintf("shard-%d", i))
@@ -191,7 +191,7 @@ func TestWorkloadStress(t *testing.T) {
 	t.Logf("%d StatefulSets (%d pods), %d budgets and %d DaemonSets (%d pods) rolled out after %s",
 		len(sets), sumReplicas(sets), len(sets), len(daemons), len(daemons)*len(nodes), time.Since(began).Round(time.Second))
 	if k != nil {
-		logOwners(t, k, nss, "at start")
+		k.LogOwners(t, nss, "at start")
 	}
 
 	// The rollouts: every StatefulSet changes its template every 8-30s (overlapping its
@@ -279,10 +279,10 @@ func TestWorkloadStress(t *testing.T) {
 		framework.WaitHTTP(t, s4.HTTPURL+"/readyz", 60*time.Second)
 		framework.WaitHTTP(t, s5.HTTPURL+"/readyz", 60*time.Second)
 		t.Logf("%s scaled out to 5 shards", since())
-		logOwners(t, k, nss, "after the scale-out")
+		k.LogOwners(t, nss, "after the scale-out")
 
 		at(0.35)
-		sigterm(t, k, "shard-1")
+		k.ScaleIn(t, "shard-1")
 		events++
 		t.Logf("%s scaled in to 4 shards (shard-1 handed over and exited)", since())
 
@@ -302,10 +302,10 @@ func TestWorkloadStress(t *testing.T) {
 		k.WaitAllOwned(t, 90*time.Second)
 		framework.WaitHTTP(t, s2.HTTPURL+"/readyz", 60*time.Second)
 		t.Logf("%s shard-2 restarted: 4 shards", since())
-		sigterm(t, k, "shard-4")
+		k.ScaleIn(t, "shard-4")
 		events++
 		t.Logf("%s scaled in to 3 shards (shard-4 handed over and exited)", since())
-		logOwners(t, k, nss, "at the end")
+		k.LogOwners(t, nss, "at the end")
 	}
 	wg.Wait()
 	if driverErr != nil {
@@ -615,102 +615,5 @@ func wait(timeout time.Duration, cond func(context.Context) (bool, error)) error
 			return last
 		case <-time.After(time.Second):
 		}
-	}
-}
-
-// sigterm scales a shard in: SIGTERM, a clean exit, every partition owned again.
-func sigterm(t *testing.T, k *framework.KShard, name string) {
-	t.Helper()
-	s := k.Shards[name]
-	if err := s.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if exited, err := s.Wait(90 * time.Second); !exited || err != nil {
-		t.Errorf("%s after SIGTERM: exited %v, %v", name, exited, err)
-	}
-	k.WaitAllOwned(t, 90*time.Second)
-}
-
-// logOwners logs how many of the run's namespaces each shard owns.
-func logOwners(t *testing.T, k *framework.KShard, nss []string, when string) {
-	t.Helper()
-	by := map[string]int{}
-	for _, ns := range nss {
-		o, err := k.NamespaceOwner(context.Background(), ns)
-		if err != nil {
-			t.Logf("owner of %s: %v", ns, err)
-			return
-		}
-		by[o.Shard]++
-	}
-	var parts []string
-	for s, n := range by {
-		parts = append(parts, fmt.Sprintf("%s %d", s, n))
-	}
-	sort.Strings(parts)
-	t.Logf("namespaces per shard %s: %s", when, strings.Join(parts, ", "))
-}
-
-// superviseCoordinators starts two coordinators and restarts one that exits at its
-// address (as its Deployment would: on a loaded machine the leader can miss its Lease
-// renewal, renew deadline 3s here, and it then exits on purpose).
-func superviseCoordinators(t *testing.T, k *framework.KShard) (stop func()) {
-	coordinators := []*framework.Coordinator{k.StartCoordinator("coordinator-a"), k.StartCoordinator("coordinator-b")}
-	quit := make(chan struct{})
-	restarts := make(chan int)
-	go func() {
-		n := 0
-		defer func() { restarts <- n }()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-time.After(time.Second):
-			}
-			for i, c := range coordinators {
-				if c.Exited() {
-					n++
-					t.Logf("%s exited (see its log); restarting it at %s", c.Name, c.GRPCAddr)
-					coordinators[i] = k.StartCoordinatorAt(fmt.Sprintf("%s-r%d", c.Name, n), c.GRPCAddr)
-				}
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		if n := <-restarts; n > 0 {
-			t.Logf("coordinator restarts after an exit: %d", n)
-		}
-	}
-}
-
-// watchStalls measures the longest the test process went without running a 1s ticker (a
-// stall of the shared machine freezes the control plane and kshard alike); report logs it.
-func watchStalls(t *testing.T) (report func()) {
-	quit := make(chan struct{})
-	var mu sync.Mutex
-	var longest time.Duration
-	var at time.Time
-	go func() {
-		last := time.Now()
-		for {
-			select {
-			case <-quit:
-				return
-			case now := <-time.After(time.Second):
-				mu.Lock()
-				if d := now.Sub(last) - time.Second; d > longest {
-					longest, at = d, last
-				}
-				mu.Unlock()
-				last = now
-			}
-		}
-	}()
-	t.Cleanup(func() { close(quit) })
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		t.Logf("longest stall of the test process: %s (from %s)", longest.Round(time.Millisecond), at.Format("15:04:05"))
 	}
 }

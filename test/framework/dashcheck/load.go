@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 the load writes a core/v1 Endpoints, deprecated but mirrored by kube-controller-manager (endpointslicemirroring).
 package dashcheck
 
 import (
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -35,8 +37,12 @@ const partitions = 4096
 // CronJob (cronjob), a ResourceQuota (resourcequota; CollectAndCount gives it and the
 // garbage collector work), a one-replica StatefulSet (statefulset), a DaemonSet whose node
 // selector matches no node (daemonset, without a pod per node), a PodDisruptionBudget of
-// the Deployment's pods (disruption) and a claim no pod uses (pvc-protection), so that
-// every controller's panels have data. RollOut gives the last four work too.
+// the Deployment's pods (disruption), a claim no pod uses (pvc-protection), a Service of
+// the Deployment's pods (endpointslice, endpoint), a Service without a selector with an
+// Endpoints of its own (endpointslicemirroring) and a HorizontalPodAutoscaler of the
+// Deployment (horizontalpodautoscaling, which syncs it every sync period whether or not
+// metrics come), so that every controller's panels have data. RollOut gives the sets,
+// the budget, the claim and the Endpoints work too.
 func LoadNamespace(t testing.TB, f *framework.Framework) (string, error) {
 	ns := f.Namespace(t, nil).Name
 	ctx := context.Background()
@@ -67,6 +73,9 @@ func LoadNamespace(t testing.TB, f *framework.Framework) (string, error) {
 		return ns, fmt.Errorf("creating resourcequota in %s: %w", ns, err)
 	}
 	if err := createSetsBudgetAndClaim(ctx, f, ns); err != nil {
+		return ns, err
+	}
+	if err := createServicesAndAutoscaler(ctx, f, ns); err != nil {
 		return ns, err
 	}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"}, Spec: pod}
@@ -180,6 +189,9 @@ func RollOut(t testing.TB, f *framework.Framework, nss []string, image string) {
 		if _, err := f.Client.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "data", types.MergePatchType, label, metav1.PatchOptions{}); err != nil {
 			return err
 		}
+		if _, err := f.Client.CoreV1().Endpoints(ns).Patch(ctx, "external", types.MergePatchType, label, metav1.PatchOptions{}); err != nil {
+			return err
+		}
 		_, err := f.Client.CoreV1().Pods(ns).Create(ctx, ephemeralPod(image), metav1.CreateOptions{})
 		return err
 	})
@@ -268,6 +280,38 @@ func CollectAndCount(t testing.TB, f *framework.Framework, nss []string, round i
 		}
 		return true, nil
 	})
+}
+
+// createServicesAndAutoscaler makes LoadNamespace's Service "web" of the Deployment's
+// pods, Service "external" without a selector and its Endpoints (one address), and
+// HorizontalPodAutoscaler "web" of the Deployment (1 to 2 replicas on CPU).
+func createServicesAndAutoscaler(ctx context.Context, f *framework.Framework, ns string) error {
+	ports := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}
+	for _, svc := range []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{Selector: map[string]string{framework.RolloutApp: "web"}, Ports: ports}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "external"}, Spec: corev1.ServiceSpec{Ports: ports}},
+	} {
+		if _, err := f.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating service %s in %s: %w", svc.Name, ns, err)
+		}
+	}
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "external"}, Subsets: []corev1.EndpointSubset{{
+		Addresses: []corev1.EndpointAddress{{IP: "192.0.2.10"}},
+		Ports:     []corev1.EndpointPort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
+	}}}
+	if _, err := f.Client.CoreV1().Endpoints(ns).Create(ctx, ep, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating endpoints in %s: %w", ns, err)
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+		MinReplicas:    ptr.To[int32](1), MaxReplicas: 2,
+		Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+			Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}}},
+	}}
+	if _, err := f.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating horizontalpodautoscaler in %s: %w", ns, err)
+	}
+	return nil
 }
 
 // createSetsBudgetAndClaim makes LoadNamespace's StatefulSet "db", DaemonSet "agent",

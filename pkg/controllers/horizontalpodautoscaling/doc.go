@@ -59,6 +59,14 @@
 // and when its namespace leaves the shard (the shard's cache deletes its objects, and
 // the delete handler finds it gone from the cache).
 //
+// The rebuild trusts the namespace's Events: whoever may create Events there can write
+// one that looks like the autoscaler's (the API checks no event's source). Such an event
+// can make a new owner keep a count up to the HPA's maxReplicas for at most the scale-down
+// window, or hold back a step by at most a policy period; it cannot move the count outside
+// minReplicas..maxReplicas, which bound every recommendation, nor last past the horizon.
+// Whoever may edit the HPA can do more; on a cluster where Events are writable by more
+// principals than HPAs are, that is the exposure the rebuild adds.
+//
 // AmbiguousSelector is found among the HPAs of the shard, which are every HPA of the
 // namespace (a namespace is worked by one shard): the add handler registers each HPA the
 // cache holds before the shard works the namespace.

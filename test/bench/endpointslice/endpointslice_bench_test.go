@@ -277,6 +277,7 @@ func runPhase(ctx context.Context, b *testing.B, s sizes, c config, w *workload,
 	start := time.Now()
 	fl.run(ctx, perSecond, s.phase)
 	sent := time.Since(start)
+	p.sending = sent
 	deadline := time.Now().Add(s.drain)
 	for {
 		if _, unseen := watch.counters(); unseen == 0 || time.Now().After(deadline) {

@@ -29,8 +29,9 @@ type clientUse struct {
 // phaseResult is one phase of flips.
 type phaseResult struct {
 	name              string
-	rate              int // flips per second asked
-	took              time.Duration
+	rate              int           // flips per second asked
+	sending           time.Duration // from the first flip to the last sent
+	took              time.Duration // from the first flip until every flip was seen (or the drain gave up)
 	flips, flipErrors int
 	unseen            int     // flips never seen in the slices within the drain
 	writes            int     // slice writes the watch saw
@@ -169,7 +170,7 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 	fmt.Fprintf(&sb, "%d nodes; %d namespaces x %d headless Services x %d pods; %d repetition(s); every controller process: %s\n\n",
 		s.nodes, s.namespaces, s.services, s.pods, s.reps, strings.Join(controllerArgs(), " "))
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "phase\trun\tflips/s asked (sent)\tslice writes/s\twrites/s vs kshard-1 (ceiling)\twrites per flip\twrite requests\tflip→slice p50 / p99 / max s\tunseen\tbusiest process req/s (limiter wait s)\tapiserver cores\tetcd cores\tbusy cores (of %d)\tbound\n", cores)
+	fmt.Fprintf(tw, "phase\trun\tflips/s asked (sent; seen)\tslice writes/s\twrites/s vs kshard-1 (ceiling)\twrites per flip\twrite requests\tflip→slice p50 / p99 / max s\tunseen\tbusiest process req/s (limiter wait s)\tapiserver cores\tetcd cores\tbusy cores (of %d)\tbound\n", cores)
 	for _, phase := range []string{"saturation", "latency"} {
 		for _, c := range configs {
 			rs := byConfig[c.name]
@@ -192,7 +193,8 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 				vs = fmt.Sprintf("%s (%s)", ratio(c.name, "kshard-1", phase, phaseResult.writesPerSecond).Format("%.2f"),
 					spread(rs, func(r result) (float64, bool) { return 1 / r.share, r.share > 0 }).Format("%.2f"))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d (%s)\t%s\t%s\t%s\t%s\t%s / %s / %s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\n", phase, c.name, rate,
+			fmt.Fprintf(tw, "%s\t%s\t%d (%s; %s)\t%s\t%s\t%s\t%s\t%s / %s / %s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\n", phase, c.name, rate,
+				of(func(p phaseResult) float64 { return float64(p.flips) / p.sending.Seconds() }).Format("%.1f"),
 				of(func(p phaseResult) float64 { return float64(p.flips) / p.took.Seconds() }).Format("%.1f"),
 				of(phaseResult.writesPerSecond).Format("%.1f"), vs, of(phaseResult.writesPerFlip).Format("%.2f"),
 				of(func(p phaseResult) float64 { return p.requests }).Format("%.0f"),
@@ -226,7 +228,7 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 			spread(rs, func(r result) (float64, bool) { return r.cpu(), true }).Format("%.1f"), strings.Join(procs, "; "))
 	}
 	_ = tw.Flush()
-	sb.WriteString("\nmedian [min–max] over the repetitions. Slice writes are those the benchmark's watch saw (creates, updates, deletes of managed slices) until every flip of the phase was seen; write requests are the API server's count (failed and no-op writes included). The client limit is " +
+	sb.WriteString("\nmedian [min–max] over the repetitions. Flips sent is per second of sending; seen is per second from the first flip until every flip showed in the slices (what the controller absorbed). Slice writes are those the benchmark's watch saw (creates, updates, deletes of managed slices) until every flip of the phase was seen; write requests are the API server's count (failed and no-op writes included). The client limit is " +
 		fmt.Sprint(qps) + "/s per controller process; bound: QPS when the busiest process sent >= 85 % of it, CPU when the machine's cores were >= 85 % busy.\n")
 	b.Logf("summary:\n%s", sb.String())
 	path := filepath.Join(framework.ArtifactsDir(b), "summary.txt")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,15 +30,17 @@ const endpointSliceController = "endpointslice-controller.k8s.io"
 // shards' first lists and a workload's rollout, on a loaded 2-core machine.
 const coldStartTimeout = 3 * time.Minute
 
-// coldStart: every coordinator and shard pod deleted at once, with grace 0, as the node
-// lifecycle controller leaves them after a node failure. That is harder than the default
-// grace: the API server forgets the pods at once, nothing is ever marked terminating, and
-// the replacements are created while the kubelet is still stopping the old processes on
-// its own (with the default grace the pods would stay, terminating, until their processes
-// had left: each shard's partitions handed over, the leader's Lease released, and the
-// endpoints marked terminating). The peers Service's EndpointSlices keep the old pods'
-// addresses, ready, and only kshard, running the EndpointSlice controller, would change
-// them.
+// coldStart: a node failure that takes every coordinator and shard at once: their
+// processes SIGKILLed together (a node losing power), then their pods force-deleted
+// (grace 0, as for a node that is gone). That is harder than a deletion with the default
+// grace, or with grace 0 alone: either leaves the processes running while the kubelet
+// stops them (with grace 0 too the kubelet gives them their termination grace), so the
+// shards leave, the leader releases the Lease, and the shard that owns the release
+// namespace recreates the deleted pods itself within a second (the first run of this
+// step saw exactly that). Here no process does anything after the kill: nothing is
+// handed over, the Lease stays with the dead leader until it expires, and the peers
+// Service's EndpointSlices keep the old pods' addresses, ready, which only kshard,
+// running the EndpointSlice controller, would change.
 //
 // kshard is also the ReplicaSet controller of its own pods: with every pod gone nothing
 // in the cluster recreates them. The test does what charts/README.md tells an operator to
@@ -48,7 +51,7 @@ const coldStartTimeout = 3 * time.Minute
 // pods), every partition and workload namespace be owned by the new shards, kshard
 // rewrite the release's slices (the peers Service's among them) and kube-dns's with the
 // new pods only, and a change of the workload made while kshard was down and one made
-// after it recovered be rolled out. Each stage is logged with its time since the deletion.
+// after it recovered be rolled out. Each stage is logged with its time since the kill.
 func (e *e2e) coldStart(t *testing.T) {
 	ctx := context.Background()
 	coordinators, shards := e.replicas(t, "kshard-coordinator"), e.replicas(t, "kshard-shard")
@@ -67,11 +70,27 @@ func (e *e2e) coldStart(t *testing.T) {
 	}
 	holderBefore, _ := e.leaseHolder(ctx)
 
+	var pids []int
+	for _, p := range old {
+		for _, cs := range p.Status.ContainerStatuses {
+			pid, err := containerProcess(cs.ContainerID)
+			if err != nil {
+				t.Fatalf("pod %s container %s: %v", p.Name, cs.Name, err)
+			}
+			pids = append(pids, pid)
+		}
+	}
+
 	// The outage, and a change of the workload while no kshard runs: half the sample
 	// Deployments scaled down (the rest are scaled once kshard has recovered).
 	during, after := e.workload[:len(e.workload)/2], e.workload[len(e.workload)/2:]
 	zero := int64(0)
 	start := time.Now()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("SIGKILL of pid %d: %v", pid, err)
+		}
+	}
 	if err := e.f.Client.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
 		metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component in (coordinator,shard)"}); err != nil {
 		t.Fatal(err)
@@ -80,7 +99,7 @@ func (e *e2e) coldStart(t *testing.T) {
 		t.Fatalf("%d coordinator and shard pods left after deleting them with grace 0", left)
 	}
 	e.scaleSample(t, during, 1)
-	t.Logf("deleted all %d coordinator and shard pods at once with grace 0 (the Lease held by %s); scaled the sample Deployment of %d namespaces to 1 while no kshard runs",
+	t.Logf("SIGKILLed the processes of all %d coordinator and shard pods and deleted the pods with grace 0 (the Lease held by %s); scaled the sample Deployment of %d namespaces to 1 while no kshard runs",
 		len(old), holderBefore, len(during))
 
 	// The operator's part: kube-controller-manager's ReplicaSet controller recreates the
@@ -100,6 +119,23 @@ func (e *e2e) coldStart(t *testing.T) {
 		}
 	}
 	sort.Strings(running)
+	if len(running) > 0 {
+		t.Fatalf("old pods whose process runs again (the kubelet restarted it before the pod's deletion reached it): %v", running)
+	}
+	// Who created the replacements: kube-controller-manager, as no kshard process ran.
+	creators := map[string]int{}
+	for _, component := range []string{"coordinator", "shard"} {
+		for _, p := range e.pods(t, component) {
+			for _, m := range p.ManagedFields {
+				if m.Operation == metav1.ManagedFieldsOperationUpdate && m.Subresource == "" {
+					creators[m.Manager]++
+				}
+			}
+		}
+	}
+	if len(creators) != 1 || creators["kube-controller-manager"] == 0 {
+		t.Fatalf("the replacement pods were written by %v, want kube-controller-manager alone", creators)
+	}
 	e.kcmAlsoRuns(t)
 	if leader, err := e.leaderPod(ctx, t); err == nil {
 		if a, err := assignments(ctx, leader, httpPort); err == nil && len(framework.Owners(a)) > 0 {
@@ -108,8 +144,8 @@ func (e *e2e) coldStart(t *testing.T) {
 		}
 	}
 	kcmOff := time.Since(start)
-	t.Logf("kube-controller-manager's replicaset-controller created the %d replacement pods after %s (old pods whose process still ran then: %v); off again (kshard's controllers only) after %s",
-		len(old), created.Round(100*time.Millisecond), running, kcmOff.Round(100*time.Millisecond))
+	t.Logf("kube-controller-manager's replicaset-controller created the %d replacement pods after %s (no old process ran; their writers %v); off again (kshard's controllers only) after %s",
+		len(old), created.Round(100*time.Millisecond), creators, kcmOff.Round(100*time.Millisecond))
 
 	// The recovery, stage by stage: each is checked on every poll from when the one it
 	// needs has passed, and logged with the time it was first seen.
@@ -162,7 +198,7 @@ func (e *e2e) coldStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder, _ := e.leaseHolder(ctx)
-	t.Logf("the peers Service's slices: %v before the deletion, %v when the shards were Ready (welcomed by the leader), %v now; %s holds the Lease and leads; workload owners: %s",
+	t.Logf("the peers Service's slices: %v before the kill, %v when the shards were Ready (welcomed by the leader), %v now; %s holds the Lease and leads; workload owners: %s",
 		oldPeers, peersAtReady, newPeers, holder, ownerSummary(owners))
 
 	// kshard works, not only runs: a change made now is rolled out too.
@@ -172,7 +208,7 @@ func (e *e2e) coldStart(t *testing.T) {
 		err := e.sampleScaled(ctx, after, 1)
 		return err == nil, err
 	})
-	t.Logf("cold start: the scale to 1 of %d Deployments made after the recovery rolled out in %s (%s after the deletion)",
+	t.Logf("cold start: the scale to 1 of %d Deployments made after the recovery rolled out in %s (%s after the kill)",
 		len(after), time.Since(changed).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 }
 
@@ -224,7 +260,7 @@ func runStages(t *testing.T, start time.Time, timeout time.Duration, stages []*s
 				fmt.Fprintf(&b, "\n  %s: NOT YET", s.name)
 			}
 		}
-		t.Fatalf("the cold start did not recover within %s of the deletion:%s", timeout, b.String())
+		t.Fatalf("the cold start did not recover within %s of the kill:%s", timeout, b.String())
 	}
 }
 

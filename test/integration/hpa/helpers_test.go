@@ -114,8 +114,13 @@ func (e *env) deployment(name string, replicas int32, usage string) {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image,
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
+				Spec: corev1.PodSpec{
+					// No grace: kwok has nothing to stop, and a deleted namespace's
+					// controller waits for its pods' grace (half of it and a second)
+					// before it looks again, which the package's end would wait for.
+					TerminationGracePeriodSeconds: ptr.To(int64(0)),
+					Containers: []corev1.Container{{Name: "c", Image: image,
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
 			},
 		},
 	}

@@ -19,7 +19,7 @@ const cpuReason = "cpu resource utilization (percentage of request) above target
 // TestCPUUtilization: a Deployment of 2 pods at 90 % of their CPU request against a
 // target of 20 % is scaled up to its maxReplicas of 4 (ScalingLimited TooManyReplicas:
 // the metrics ask for 9); when the pods' usage drops to 1 %, it is scaled down to its
-// minReplicas, and not before its scale-down window of 30 s has passed since the last
+// minReplicas, and not before its scale-down window of 20 s has passed since the last
 // sync that recommended 4 (give or take a sync period).
 //
 // The usage drops right after the scale-up, before the two new pods have metrics (a new
@@ -32,11 +32,12 @@ const cpuReason = "cpu resource utilization (percentage of request) above target
 func TestCPUUtilization(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const window = 30 * time.Second
+	start := time.Now()
+	const window = 20 * time.Second
 	e.deployment("web", 2, "90m")
 	e.hpa("web", 1, 4, cpuUtilization(20), &autoscalingv2.HorizontalPodAutoscalerBehavior{
 		ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To(int32(window.Seconds()))}})
-	e.waitReplicas("web", 4, settle)
+	up := e.waitReplicas("web", 4, settle)
 	framework.Eventually(t, settle, "the HPA limited by maxReplicas, with the CPU metric in its status", func(context.Context) (bool, error) {
 		h := e.getHPA("web")
 		if got := condition(h, autoscalingv2.ScalingLimited); got != "True TooManyReplicas" {
@@ -76,7 +77,8 @@ func TestCPUUtilization(t *testing.T) {
 	earliest := low.Add(window - 2*period)
 	e.holdAtLeast("web", 4, earliest)
 	down := e.waitReplicas("web", 1, window+settle)
-	t.Logf("usage seen low at %s; scaled down %s later (window %s)", low.Format(time.RFC3339), down.Sub(low).Round(time.Millisecond), window)
+	t.Logf("scaled up %s after the start (the first pods' first metrics); usage seen low %s after the scale-up (the new pods' first metrics); scaled down %s later (window %s)",
+		up.Sub(start).Round(time.Millisecond), low.Sub(up).Round(time.Millisecond), down.Sub(low).Round(time.Millisecond), window)
 	e.waitRescales("web", exactly("New size: 4; reason: "+cpuReason, "New size: 1; reason: All metrics below target"))
 }
 

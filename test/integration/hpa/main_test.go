@@ -41,5 +41,8 @@ func TestMain(m *testing.M) {
 		// Every test at once: a test waiting for its turn would add its waits to the
 		// package's time.
 		Parallel: 8,
+		// The namespaces hold HPAs, Deployments, ReplicaSets, kwok's pods, ConfigMaps and
+		// Events: nothing waits for a controller the shards do not run.
+		FinishNamespaces: true,
 	})
 }

@@ -145,7 +145,9 @@ func TestTargetsNewLeaderFirst(t *testing.T) {
 			now := time.Unix(1000, 0)
 			lease, reads := old[0].addr, 0
 			q := &targetQueue{addrs: []string{"coord-peers.ns.svc:9090"},
-				lookup: func(context.Context, string) ([]string, error) { return []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, nil },
+				lookup: func(context.Context, string) ([]string, error) {
+					return []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, nil
+				},
 				leader: func(context.Context) (string, error) { reads++; return lease, nil },
 				now:    func() time.Time { return now }, timeout: time.Second, log: logr.Discard()}
 			ctx := context.Background()

@@ -222,6 +222,14 @@ func TestRun(t *testing.T) {
 		}
 	}
 	controllertest.WaitFor(t, ctx, "usage of 2 pods and 1 widget", used(list("pods", "2", "count/widgets.example.com", "1")))
+	// A delete replenishes the quotas whose cached status.hard names the resource (as
+	// upstream's does): the informer must have the written status before the pod goes, or
+	// nothing is queued and the usage waits for the next full recalculation (seen once
+	// in make test on a loaded machine).
+	controllertest.WaitFor(t, ctx, "the quota's status cached", func() bool {
+		got, err := factory.Core().V1().ResourceQuotas().Lister().ResourceQuotas("ns").Get("q")
+		return err == nil && len(got.Status.Hard) > 0
+	})
 	if err := client.CoreV1().Pods("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

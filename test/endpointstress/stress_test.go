@@ -206,6 +206,8 @@ func TestEndpointStress(t *testing.T) {
 
 	// The end state from the API: slices against pods and Services, no duplicates.
 	checkAgainstAPI(t, cs, models)
+	// No shard still failing syncs now that the churn has ended.
+	checkSyncErrors(t, cs, k, models)
 
 	// Results.
 	rep := chk.Report()
@@ -268,7 +270,7 @@ func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *
 	}
 	var ls []left
 	var diffs []string
-	err := waitFor(timeout, func(context.Context) (bool, error) {
+	err := framework.Poll(timeout, func(context.Context) (bool, error) {
 		ls, diffs = nil, nil
 		for _, m := range models {
 			for _, s := range m.svcs {
@@ -279,12 +281,15 @@ func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *
 				}
 			}
 		}
-		return len(ls) == 0, fmt.Errorf("%d Services left", len(ls))
+		if len(ls) > 0 {
+			return false, fmt.Errorf("%d Services left", len(ls))
+		}
+		return true, nil
 	})
 	if err == nil {
 		return true
 	}
-	t.Errorf("%s not shown by every Service's slices after %s: %v", what, timeout, err)
+	t.Errorf("%s not shown by every Service's slices: %v", what, err)
 	for _, d := range diffs[:min(20, len(diffs))] {
 		t.Errorf("  %s", d)
 	}
@@ -539,39 +544,31 @@ func teardown(t *testing.T, f *framework.Framework, models []*nsModel, wait bool
 	if !wait {
 		return
 	}
-	err := waitFor(3*time.Minute, func(ctx context.Context) (bool, error) {
+	ours := map[string]bool{}
+	for _, m := range models {
+		if m != nil {
+			ours[m.ns] = true
+		}
+	}
+	err := framework.Poll(3*time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := f.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: framework.RunLabel + "=" + f.RunID})
+		if err != nil {
+			return false, err
+		}
 		left := 0
-		for _, m := range models {
-			if m == nil {
-				continue
-			}
-			if _, err := f.Client.CoreV1().Namespaces().Get(ctx, m.ns, metav1.GetOptions{}); err == nil {
+		for _, ns := range list.Items {
+			if ours[ns.Name] {
 				left++
 			}
 		}
-		return left == 0, fmt.Errorf("%d namespaces left", left)
+		if left > 0 {
+			return false, fmt.Errorf("%d namespaces left", left)
+		}
+		return true, nil
 	})
 	if err != nil {
 		t.Errorf("teardown: %v", err)
 		return
 	}
 	t.Logf("the run's %d namespaces deleted and gone in %s", len(models), time.Since(began).Round(time.Second))
-}
-
-func waitFor(timeout time.Duration, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var last error
-	for {
-		ok, err := cond(ctx)
-		if ok {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return last
-		case <-time.After(time.Second):
-		}
-	}
 }

@@ -321,74 +321,24 @@ func TestBatchStress(t *testing.T) {
 	run := f.RunID
 	began := time.Now()
 
-	// Two coordinators, as the chart runs them, and a supervisor that restarts one that
-	// exits at its address (as its Deployment would): on a loaded machine the leader can
-	// miss its Lease renewal (renew deadline 3s here), and it then exits on purpose.
 	// The longest the test process went without running a 1s ticker: a stall of the
 	// machine (a shared one) freezes the control plane and kshard alike, and CronJob
 	// schedule times that fall in a stall longer than startingDeadlineSeconds are
 	// skipped, as upstream skips them. Reported with the results.
-	stallStop := make(chan struct{})
-	var stallMu sync.Mutex
-	var stall time.Duration
-	var stallAt time.Time
-	go func() {
-		last := time.Now()
-		for {
-			select {
-			case <-stallStop:
-				return
-			case now := <-time.After(time.Second):
-				stallMu.Lock()
-				if d := now.Sub(last) - time.Second; d > stall {
-					stall, stallAt = d, last
-				}
-				stallMu.Unlock()
-				last = now
-			}
-		}
-	}()
-	defer close(stallStop)
-	reportStall := func() {
-		stallMu.Lock()
-		defer stallMu.Unlock()
-		t.Logf("longest stall of the test process: %s (from %s)", stall.Round(time.Millisecond), stallAt.Format("15:04:05"))
-	}
+	reportStall := framework.WatchStalls(t)
 
 	k := f.NewKShard(t, framework.KShardOptions{ShardArgs: []string{"--controllers", "job,cronjob,ttl-after-finished"}})
 	k.GuardAlone(t)
-	coordinators := []*framework.Coordinator{k.StartCoordinator("coordinator-a"), k.StartCoordinator("coordinator-b")}
+	// Two coordinators, as the chart runs them, restarted when one exits (as its
+	// Deployment would): on a loaded machine the leader can miss its Lease renewal (renew
+	// deadline 3s here), and it then exits on purpose.
+	stopSupervising := k.SuperviseCoordinators(t)
+	defer stopSupervising()
 	for i := 1; i <= 3; i++ {
 		k.StartShard(fmt.Sprintf("shard-%d", i))
 	}
 	k.WaitAllOwned(t, 90*time.Second)
 	t.Logf("3 shards own every partition after %s", time.Since(began).Round(time.Second))
-	supervise := make(chan struct{})
-	supervised := make(chan int)
-	defer func() {
-		close(supervise)
-		if n := <-supervised; n > 0 {
-			t.Logf("coordinator restarts after an exit: %d", n)
-		}
-	}()
-	go func() {
-		restarts := 0
-		defer func() { supervised <- restarts }()
-		for {
-			select {
-			case <-supervise:
-				return
-			case <-time.After(time.Second):
-			}
-			for i, c := range coordinators {
-				if c.Exited() {
-					restarts++
-					t.Logf("%s exited (see its log); restarting it at %s", c.Name, c.GRPCAddr)
-					coordinators[i] = k.StartCoordinatorAt(fmt.Sprintf("%s-r%d", c.Name, restarts), c.GRPCAddr)
-				}
-			}
-		}
-	}()
 
 	w := &podWatch{parallelism: map[string]int32{}, active: map[string]map[string]bool{}, maxActive: map[string]int{},
 		succeeded: map[string]map[string]bool{}}
@@ -494,14 +444,7 @@ func TestBatchStress(t *testing.T) {
 			t.Logf("+%s scaled out to 4 shards", time.Since(start).Round(time.Second))
 		},
 		3: func() {
-			s := k.Shards["shard-1"]
-			if err := s.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if exited, err := s.Wait(90 * time.Second); !exited || err != nil {
-				t.Errorf("shard-1 after SIGTERM: exited %v, %v", exited, err)
-			}
-			k.WaitAllOwned(t, 90*time.Second)
+			k.ScaleIn(t, "shard-1")
 			t.Logf("+%s scaled in to 3 shards (shard-1 handed over and exited)", time.Since(start).Round(time.Second))
 		},
 		5: func() {

@@ -45,7 +45,7 @@ func TestEndpointStress(t *testing.T) {
 			on, framework.UpstreamControllersEnv, upstream)
 	}
 	auditLog := filepath.Join(f.ClusterDir(), "logs", "kube-apiserver-audit.log")
-	auditStart, err := fileSize(auditLog)
+	auditStart, err := os.Stat(auditLog)
 	if err != nil {
 		t.Fatalf("kube-apiserver's audit log: %v (start the control plane with KSHARD_APISERVER_AUDIT=1: hack/cluster.sh down, then up)", err)
 	}
@@ -251,13 +251,6 @@ func lastSlow(st *stats) string {
 	return " (last: " + st.lastSlow + ")"
 }
 
-func fileSize(path string) (int64, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
-}
 
 // waitShown waits until no Service has an intent its slices do not show, and fails with
 // the Services left, how their slices differ, and (the first few) their pods and slices
@@ -411,17 +404,14 @@ func podReady(p *corev1.Pod) bool {
 
 // checkWrites reads this run's EndpointSlice writes from kube-apiserver's audit log and,
 // with shards, checks them against the shards' ownership intervals from their logs.
-func checkWrites(t *testing.T, k *framework.KShard, auditLog string, from int64, nss map[string]bool, kills map[string][]time.Time) {
+func checkWrites(t *testing.T, k *framework.KShard, auditLog string, from os.FileInfo, nss map[string]bool, kills map[string][]time.Time) {
 	t.Helper()
-	f, err := os.Open(auditLog)
+	audit, closeAudit, err := auditSince(auditLog, from)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	writes, err := invariant.ParseAudit(f, func(ns string) bool { return nss[ns] })
+	defer closeAudit()
+	writes, err := invariant.ParseAudit(audit, func(ns string) bool { return nss[ns] })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,7 +251,6 @@ func lastSlow(st *stats) string {
 	return " (last: " + st.lastSlow + ")"
 }
 
-
 // waitShown waits until no Service has an intent its slices do not show, and fails with
 // the Services left, how their slices differ, and (the first few) their pods and slices
 // as the API has them and their namespace's owner.

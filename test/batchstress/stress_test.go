@@ -311,7 +311,6 @@ func TestBatchStress(t *testing.T) {
 			t.Fatalf("the cluster's kube-controller-manager runs %s (%v): the stress test needs kshard to run it alone", c, err)
 		}
 	}
-	checkKwokStage(t, f)
 	nJobs := framework.EnvInt("KSHARD_BATCH_STRESS_JOBS", 304)
 	nCron := framework.EnvInt("KSHARD_BATCH_STRESS_CRONJOBS", 30)
 	waves := framework.EnvInt("KSHARD_BATCH_STRESS_WAVES", 8)
@@ -339,6 +338,9 @@ func TestBatchStress(t *testing.T) {
 	}
 	k.WaitAllOwned(t, 90*time.Second)
 	t.Logf("3 shards own every partition after %s", time.Since(began).Round(time.Second))
+	// After the shards start: they run the serviceaccount controller (the cluster's
+	// kube-controller-manager does not), without which no pod is admitted.
+	checkKwokStage(t, f)
 
 	w := &podWatch{parallelism: map[string]int32{}, active: map[string]map[string]bool{}, maxActive: map[string]int{},
 		succeeded: map[string]map[string]bool{}}
@@ -652,6 +654,7 @@ func contains(xs []string, x string) bool {
 func checkKwokStage(t *testing.T, f *framework.Framework) {
 	t.Helper()
 	ns := f.Namespace(t, nil).Name
+	f.WaitDefaultServiceAccount(t, ns)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "kwok-stage-probe", Labels: map[string]string{kwokLabel: "by-index"},
 			Annotations: map[string]string{batchv1.JobCompletionIndexAnnotation: "0", exitCodeOfIx + "0": "7"}},

@@ -39,6 +39,11 @@ feature_gates=${KSHARD_FEATURE_GATES:-ShardedListAndWatch=true}
 # KSHARD_UPSTREAM_CONTROLLERS=1 runs kube-controller-manager with every controller, for
 # differential tests that compare kshard against upstream.
 upstream=${KSHARD_UPSTREAM_CONTROLLERS:-0}
+# KSHARD_KCM_KEEPS (canonical names, comma-separated) leaves those of kshard's controllers
+# on in kube-controller-manager: the helm e2e's cold start lets its replicaset-controller
+# recreate kshard's own pods after every one was deleted, as an operator would
+# (charts/README.md), with the EndpointSlice controller still kshard's alone.
+keeps=",${KSHARD_KCM_KEEPS:-},"
 # KSHARD_APISERVER_AUDIT=1 gives kube-apiserver an audit log of every write to
 # EndpointSlices, pods and Services (logs/kube-apiserver-audit.log, JSON, Metadata level,
 # nothing else logged): who wrote which slice when, and the pod and Service changes that
@@ -133,7 +138,7 @@ kshard_controllers() {
 kcm_controllers() {
   local list='*' c
   if [ "$upstream" != 1 ]; then
-    for c in $(kshard_controllers); do list+=",-$c"; done
+    for c in $(kshard_controllers); do [[ $keeps == *",$c,"* ]] || list+=",-$c"; done
   fi
   echo "$list"
 }

@@ -87,6 +87,14 @@ type ControllersOptions struct {
 	// (KShardOptions.PodIdentity and Fence), for tests of writes the API server must
 	// let through to a namespace's owner only.
 	Fence bool
+	// FinishNamespaces has the package's own kshard finish the namespaces the tests
+	// deleted before it stops, for packages whose shards run every controller those
+	// namespaces' content waits for (the namespace controller is always added): the
+	// namespace finisher, a kshard of every controller started after the package's stops
+	// (finishNamespaces), then has nothing left to do and is not started, which saves its
+	// start (its coordinator grants nothing for a session TTL and a margin, 10 s). What is
+	// left after ownFinishTimeout is left to the finisher, as without.
+	FinishNamespaces bool
 	// Parallel, when above 0, is -test.parallel unless the command line gives one: for
 	// packages whose tests spend their time waiting for the controllers, not computing,
 	// where go test's default (GOMAXPROCS, 2 on CI's machine) runs them in turns.
@@ -132,7 +140,15 @@ func MainWithControllers(m *testing.M, opts ControllersOptions) {
 			}
 			sharedControllers = c
 			fmt.Fprintln(os.Stderr, c.String())
-			return m.Run()
+			code := m.Run()
+			if opts.FinishNamespaces && c.KShard != nil && slices.Contains(c.ByKShard, NamespaceController) {
+				took, err := waitNamespacesFinished(f, ownFinishTimeout)
+				tb.Logf("waited %s for the package's shards to finish the namespaces deleted by the tests", took.Round(100*time.Millisecond))
+				if err != nil {
+					tb.Logf("%v; the namespace finisher takes them over", err)
+				}
+			}
+			return code
 		})
 	}))
 }

@@ -136,20 +136,26 @@ func newFramework(kubeconfig string) (*Framework, error) {
 // test ends. Extra labels are added to the namespace.
 func (f *Framework) Namespace(t testing.TB, labels map[string]string) *corev1.Namespace {
 	t.Helper()
-	l := map[string]string{RunLabel: f.RunID}
-	for k, v := range labels {
-		l[k] = v
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: namePrefix(t.Name()),
-		Labels:       l,
-	}}
-	ns, err := f.Client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	ns, err := f.createNamespace(t, metav1.ObjectMeta{GenerateName: namePrefix(t.Name())}, labels)
 	if err != nil {
 		t.Fatalf("creating namespace: %v", err)
 	}
-	t.Cleanup(func() { f.DeleteNamespace(t, ns.Name) })
 	return ns
+}
+
+// createNamespace creates a namespace of meta with the run's label and labels, deleted
+// when t ends.
+func (f *Framework) createNamespace(t testing.TB, meta metav1.ObjectMeta, labels map[string]string) (*corev1.Namespace, error) {
+	meta.Labels = map[string]string{RunLabel: f.RunID}
+	for k, v := range labels {
+		meta.Labels[k] = v
+	}
+	ns, err := f.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { f.DeleteNamespace(t, ns.Name) })
+	return ns, nil
 }
 
 // WaitDefaultServiceAccount waits until namespace has its default ServiceAccount: a test

@@ -20,6 +20,10 @@ const NamespaceController = "namespace"
 // finishNamespacesTimeout bounds the wait at a test binary's end for deleted namespaces.
 const finishNamespacesTimeout = 3 * time.Minute
 
+// ownFinishTimeout bounds the wait for a package's own shards to finish its deleted
+// namespaces (ControllersOptions.FinishNamespaces) before the finisher takes over.
+const ownFinishTimeout = time.Minute
+
 // finishNamespaces waits, at the end of a test binary (after the package's own kshard
 // processes stopped and its cleanups deleted their namespaces), until no namespace of the
 // cluster is left Terminating, so that the next package starts on a cluster without this
@@ -44,18 +48,26 @@ func finishNamespaces(t testing.TB, f *Framework) (time.Duration, error) {
 		k.StartShard("namespace-finisher-shard")
 		defer k.KillAll()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), finishNamespacesTimeout)
+	_, err = waitNamespacesFinished(f, finishNamespacesTimeout)
+	return time.Since(start), err
+}
+
+// waitNamespacesFinished waits until no namespace of the cluster is Terminating, at most
+// timeout, and returns how long it waited; the error names what is left.
+func waitNamespacesFinished(f *Framework, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for {
-		left, err = terminatingNamespaces(f)
+		left, err := terminatingNamespaces(f)
 		if err == nil && len(left) == 0 {
 			return time.Since(start), nil
 		}
 		select {
 		case <-ctx.Done():
 			return time.Since(start), fmt.Errorf("namespaces still Terminating %s after the tests: %s (last error: %v)",
-				finishNamespacesTimeout, strings.Join(left, "; "), err)
-		case <-time.After(500 * time.Millisecond):
+				timeout, strings.Join(left, "; "), err)
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

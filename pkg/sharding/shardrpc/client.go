@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +68,9 @@ type Options struct {
 	// net.DefaultResolver.LookupHost.
 	LookupHost func(ctx context.Context, host string) ([]string, error)
 	// LeaderAddress, when set, returns the address the coordinators' election Lease
-	// holder advertises (read through the API server), tried after Addresses on every pass.
+	// holder advertises (read through the API server), tried after Addresses on every pass
+	// and, when it names a new leader (read at most every 5 s, at a dial), before the rest
+	// of the pass.
 	// Addresses are usually a Service name, whose answers come from EndpointSlices; when
 	// kshard runs the EndpointSlice controller and every coordinator and shard pod was
 	// replaced at once, no slice holds the new coordinators' addresses until a shard works
@@ -327,6 +330,7 @@ type targetQueue struct {
 	// outage do not each read it on every pass.
 	leaderRead time.Time
 	leaderAddr string
+	now        func() time.Time // nil: time.Now
 
 	timeout time.Duration
 	log     logr.Logger
@@ -336,6 +340,18 @@ type targetQueue struct {
 // next returns the next target for which skip (nil: none) is false; when every target
 // of a whole pass is to be skipped, the first of them.
 func (q *targetQueue) next(ctx context.Context, skip func(addr string) bool) target {
+	// A leader the Lease newly names goes first, before the rest of a pass: during a full
+	// outage that rest is the dead pods' addresses (the peers Service's slices lag until a
+	// shard works them), each dialed after a growing backoff, so waiting for the next pass
+	// to read the Lease made shards reach a new leader up to a pass late (three addresses
+	// at the 10 s maximum backoff: 30 s, seen in the helm e2e's cold start).
+	if len(q.pending) > 0 {
+		before := q.leaderAddr
+		if addr := q.leaderAddress(ctx); addr != "" && addr != before && (skip == nil || !skip(addr)) {
+			q.pending = slices.DeleteFunc(q.pending, func(t target) bool { return t.addr == addr })
+			return target{addr: addr}
+		}
+	}
 	var first *target
 	// The rest of this pass, then at most one new pass.
 	for range 2 {
@@ -400,7 +416,11 @@ func (q *targetQueue) leaderAddress(ctx context.Context) string {
 	if q.leader == nil {
 		return ""
 	}
-	if now := time.Now(); q.leaderRead.IsZero() || now.Sub(q.leaderRead) >= leaderReadInterval {
+	clock := q.now
+	if clock == nil {
+		clock = time.Now
+	}
+	if now := clock(); q.leaderRead.IsZero() || now.Sub(q.leaderRead) >= leaderReadInterval {
 		q.leaderRead = now
 		lctx, cancel := context.WithTimeout(ctx, q.timeout)
 		addr, err := q.leader(lctx)

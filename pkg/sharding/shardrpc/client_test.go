@@ -110,6 +110,66 @@ func TestTargetsLeaderAddress(t *testing.T) {
 	}
 }
 
+// TestTargetsNewLeaderFirst: in the middle of a pass through the old pods' addresses (the
+// peers Service's slices during a full outage), a leader the Lease newly names is dialed
+// next rather than after the rest of the pass; the Lease is still read at most every
+// leaderReadInterval, and an unchanged or passed-over leader leaves the pass as it was.
+func TestTargetsNewLeaderFirst(t *testing.T) {
+	old := []target{
+		{addr: "10.0.0.1:9090", authority: "coord-peers.ns.svc:9090"},
+		{addr: "10.0.0.2:9090", authority: "coord-peers.ns.svc:9090"},
+		{addr: "10.0.0.3:9090", authority: "coord-peers.ns.svc:9090"},
+	}
+	const newLeader = "10.0.1.9:9090"
+	tests := []struct {
+		name  string
+		after time.Duration // from the pass's start to the second dial
+		lease string        // what the Lease names by then
+		skip  string        // an address the second dial passes over
+		want  []target      // the second dial and those after it
+		reads int           // Lease reads in all
+	}{
+		{name: "a new leader goes first, then the rest of the pass", after: leaderReadInterval, lease: newLeader,
+			want: []target{{addr: newLeader}, old[1], old[2]}, reads: 2},
+		{name: "not read again within the interval", after: leaderReadInterval - time.Second, lease: newLeader,
+			want: []target{old[1], old[2]}, reads: 1},
+		{name: "the same leader", after: leaderReadInterval, lease: old[0].addr,
+			want: []target{old[1], old[2]}, reads: 2},
+		{name: "a leader in backoff is passed over", after: leaderReadInterval, lease: newLeader, skip: newLeader,
+			want: []target{old[1], old[2]}, reads: 2},
+		{name: "a new leader among the pass is not dialed twice", after: leaderReadInterval, lease: old[2].addr,
+			want: []target{{addr: old[2].addr}, old[1]}, reads: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			lease, reads := old[0].addr, 0
+			q := &targetQueue{addrs: []string{"coord-peers.ns.svc:9090"},
+				lookup: func(context.Context, string) ([]string, error) {
+					return []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, nil
+				},
+				leader: func(context.Context) (string, error) { reads++; return lease, nil },
+				now:    func() time.Time { return now }, timeout: time.Second, log: logr.Discard()}
+			ctx := context.Background()
+			if got := q.next(ctx, nil); got != old[0] {
+				t.Fatalf("first dial %v, want %v", got, old[0])
+			}
+			now, lease = now.Add(tc.after), tc.lease
+			skip := func(a string) bool { return a == tc.skip }
+			var got []target
+			for range tc.want {
+				got = append(got, q.next(ctx, skip))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("dials after %s: %v, want %v", tc.after, got, tc.want)
+			}
+			if reads != tc.reads {
+				t.Errorf("the Lease was read %d times, want %d", reads, tc.reads)
+			}
+		})
+	}
+}
+
 // TestRunReachesLeaderByLease: the configured name resolves to nothing (no EndpointSlice
 // holds the new coordinators yet) and the shard still opens a session, with the leader
 // the election Lease names.

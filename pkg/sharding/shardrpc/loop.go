@@ -72,7 +72,7 @@ func (c *Client) newLoop() *loop {
 	return &loop{
 		c: c,
 		targets: &targetQueue{addrs: c.opts.Addresses, lookup: c.opts.LookupHost, leader: c.opts.LeaderAddress,
-			timeout: c.opts.ConnectTimeout, log: c.log},
+			now: c.opts.Now, timeout: c.opts.ConnectTimeout, log: c.log},
 		unreachable: flowcontrol.NewBackOff(2*c.opts.ConnectTimeout, 8*c.opts.ConnectTimeout),
 		retry:       time.NewTimer(0),
 		hb:          time.NewTicker(time.Hour),

@@ -5,7 +5,9 @@
 // BenchmarkEndpointSlice first makes the objects, once for every configuration:
 // KSHARD_BENCH_ES_NODES nodes (default 500; plain Node objects labelled
 // kshard.io/bench-endpointslice-node and spread over four zones, without kwok's
-// annotation so that nothing but the benchmark writes their pods' status),
+// annotation so that nothing but the benchmark writes their pods' status; the benchmark
+// keeps them Ready as kubelets do, a Ready condition and a Lease renewed every 20 s, or the
+// cluster's node lifecycle controller would mark their pods not Ready and evict them),
 // KSHARD_BENCH_ES_NAMESPACES namespaces (default 200) of KSHARD_BENCH_ES_SERVICES headless
 // Services each (default 10), each selecting KSHARD_BENCH_ES_PODS bare pods (default 50:
 // 100,000 pods in all) bound round-robin to the nodes (spec.nodeName, no scheduler) with a

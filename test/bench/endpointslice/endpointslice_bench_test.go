@@ -3,7 +3,6 @@ package endpointslice
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kshard/kshard/test/bench/benchkit"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -69,19 +69,7 @@ func controllerArgs() []string {
 		"--concurrent-service-endpoint-syncs=" + strconv.Itoa(workers), "--endpointslice-updates-batch-period=0s"}
 }
 
-// config is one column of the comparison: upstream (shards == 0) or kshard with shards.
-type config struct {
-	name   string
-	shards int
-}
-
-// controller is a measured process: how to read its client metrics.
-type controller struct {
-	name    string
-	pid     int
-	prefix  string // of its client-go metrics: "kshard_" for a shard, "" for kube-controller-manager
-	metrics func(ctx context.Context) (framework.Samples, error)
-}
+type config = benchkit.Config
 
 // BenchmarkEndpointSlice compares the EndpointSlice controller of upstream
 // kube-controller-manager with kshard's at 1 and 3 shards, on one control plane; see doc.go.
@@ -92,13 +80,7 @@ func BenchmarkEndpointSlice(b *testing.B) {
 	}
 	f.RequireKCMWithout(b, measured...)
 	s := readSizes()
-	var configs []config
-	if os.Getenv("KSHARD_BENCH_ES_UPSTREAM") != "0" {
-		configs = append(configs, config{name: "upstream"})
-	}
-	for _, n := range framework.EnvInts("KSHARD_BENCH_ES_SHARDS", "1,3") {
-		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
-	}
+	configs := benchkit.Configs(os.Getenv("KSHARD_BENCH_ES_UPSTREAM") != "0", framework.EnvInts("KSHARD_BENCH_ES_SHARDS", "1,3"))
 	b.Logf("%d nodes; %d namespaces x %d headless Services x %d pods; flips %d/s (saturation) and %d/s (latency) for %s each; %d repetition(s); every controller process: %s",
 		s.nodes, s.namespaces, s.services, s.pods, s.saturation, s.latency, s.phase, s.reps, strings.Join(controllerArgs(), " "))
 
@@ -115,9 +97,9 @@ func BenchmarkEndpointSlice(b *testing.B) {
 	var results []result
 	for rep := 1; rep <= s.reps; rep++ {
 		for _, c := range configs {
-			b.Run(fmt.Sprintf("%s/rep-%d", c.name, rep), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/rep-%d", c.Name, rep), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					r := runConfig(b, f, s, c, w, watch, fmt.Sprintf("%s-%s-%d-%d", run, c.name, rep, i))
+					r := runConfig(b, f, s, c, w, watch, fmt.Sprintf("%s-%s-%d-%d", run, c.Name, rep, i))
 					r.rep = rep
 					results = append(results, r)
 					report(b, r)
@@ -160,69 +142,31 @@ func runConfig(b *testing.B, f *framework.Framework, s sizes, c config, w *workl
 	b.StopTimer()
 	ctx := context.Background()
 	client := f.LoadClient(b)
-	r := result{config: c, plane: map[string]usage{}, share: 1}
-	var plane, metered []framework.Metered
-	for _, name := range controlPlane {
-		pid, err := f.ComponentPid(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		plane = append(plane, framework.Metered{Name: name, Role: "plane", Pid: pid})
-	}
+	r := result{config: c}
+	plane := benchkit.ControlPlane(b, f, controlPlane...)
 	writes0, _ := watch.counters()
 	takeoverStart := time.Now()
-	var ctrls []controller
-	if c.shards == 0 {
-		kcm := f.StartKCM(b, "kcm-"+run, framework.KCMOptions{Controllers: measured, Args: controllerArgs(), NoHousekeeping: true})
-		defer kcm.Kill()
-		ctrls = append(ctrls, controller{name: "kube-controller-manager", pid: kcm.Pid(), metrics: kcm.Metrics})
-	} else {
-		k := f.NewKShard(b, framework.KShardOptions{KCMTimings: true, NoHousekeeping: true,
-			ShardArgs: append([]string{"--controllers", strings.Join(measured, ",")}, controllerArgs()...)})
-		shards := k.StartSet(b, c.shards)
-		defer k.KillAll()
-		for _, sh := range shards {
-			url := sh.HTTPURL
-			ctrls = append(ctrls, controller{name: sh.Name, pid: sh.Pid(), prefix: "kshard_",
-				metrics: func(ctx context.Context) (framework.Samples, error) { return framework.Scrape(ctx, url) }})
-			framework.Eventually(b, probeLimit, sh.Name+" Ready", func(ctx context.Context) (bool, error) {
-				code, _, err := framework.HTTPGet(ctx, url+"/readyz")
-				return err == nil && code == http.StatusOK, err
-			})
-		}
-		metered = append(metered, framework.Metered{Name: "coordinator", Role: "coordinator", Pid: k.Coordinators[0].Pid(), ResetPeak: true})
-		r.perShard = k.NamespacesPerShard(ctx, b, w.namespaces)
-		r.share = framework.BusiestShare(r.perShard)
-		b.Logf("%s: namespaces per shard %v (busiest share %.3f)", c.name, r.perShard, r.share)
+	side := benchkit.Start(b, f, benchkit.SideOptions{Config: c, Run: run, Controllers: measured, Args: controllerArgs(), ReadyLimit: probeLimit})
+	defer side.Stop()
+	r.perShard, r.share = side.Share(ctx, b, w.namespaces)
+	if side.KShard != nil {
+		b.Logf("%s: namespaces per shard %v (busiest share %.3f)", c.Name, r.perShard, r.share)
 	}
-	for _, ct := range ctrls {
-		metered = append(metered, framework.Metered{Name: ct.name, Role: "controller", Pid: ct.pid, ResetPeak: true})
-	}
-	meter := framework.StartMeter(b, append(slices.Clone(metered), plane...)...)
-	waitProbe(ctx, b, client, w.namespaces[0], probePrefix+"-"+c.name)
-	waitConverged(b, w, watch, s.takeover, c.name+"'s takeover")
+	meter := framework.StartMeter(b, append(side.Metered(), plane...)...)
+	waitProbe(ctx, b, client, w.namespaces[0], probePrefix+"-"+c.Name)
+	waitConverged(b, w, watch, s.takeover, c.Name+"'s takeover")
 	writes1, _ := watch.counters()
 	r.takeoverWrites = writes1 - writes0
 	r.takeover = time.Since(takeoverStart)
-	b.Logf("%s: takeover done in %s with %d slice writes", c.name, r.takeover.Round(100*time.Millisecond), r.takeoverWrites)
+	b.Logf("%s: takeover done in %s with %d slice writes", c.Name, r.takeover.Round(100*time.Millisecond), r.takeoverWrites)
 
 	for _, ph := range []struct {
 		name string
 		rate int
 	}{{"saturation", s.saturation}, {"latency", s.latency}} {
-		r.phases = append(r.phases, runPhase(ctx, b, s, c, w, watch, client, ph.name, ph.rate, ctrls, plane, metered))
+		r.phases = append(r.phases, runPhase(ctx, b, s, c, w, watch, client, ph.name, ph.rate, side, plane))
 	}
-	for _, u := range meter.Stop(b) {
-		pu := usage{name: u.Name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds}
-		switch u.Role {
-		case "controller":
-			r.controllers = append(r.controllers, pu)
-		case "coordinator":
-			r.coordinator = append(r.coordinator, pu)
-		default:
-			r.plane[u.Name] = pu
-		}
-	}
+	r.usage = benchkit.SplitUsage(meter.Stop(b))
 	return r
 }
 
@@ -256,20 +200,11 @@ func waitProbe(ctx context.Context, b *testing.B, client kubernetes.Interface, n
 // runPhase flips readiness at perSecond for s.phase, waits until every flip shows in the
 // slices, and returns what it took.
 func runPhase(ctx context.Context, b *testing.B, s sizes, c config, w *workload, watch *sliceWatch, client kubernetes.Interface,
-	name string, perSecond int, ctrls []controller, plane, metered []framework.Metered) phaseResult {
+	name string, perSecond int, side *benchkit.Side, plane []framework.Metered) phaseResult {
 	b.Helper()
-	p := phaseResult{name: name, rate: perSecond, plane: map[string]float64{}, clients: map[string]clientUse{}}
-	clients0 := scrapeClients(ctx, b, ctrls)
+	p := phaseResult{name: name, rate: perSecond}
 	req0 := sliceRequests(ctx, b, client)
-	procs := append(slices.Clone(metered), plane...)
-	for i := range procs {
-		procs[i].ResetPeak = false
-	}
-	meter := framework.StartMeter(b, procs...)
-	cpu0, err := framework.ReadMachineCPU()
-	if err != nil {
-		b.Fatal(err)
-	}
+	meter := benchkit.StartPhase(ctx, b, side.Controllers, append(side.Metered(), plane...)...)
 	watch.takeLatencies()
 	writes0, _ := watch.counters()
 	fl := &flipper{w: w, watch: watch, client: client}
@@ -277,6 +212,7 @@ func runPhase(ctx context.Context, b *testing.B, s sizes, c config, w *workload,
 	start := time.Now()
 	fl.run(ctx, perSecond, s.phase)
 	sent := time.Since(start)
+	p.sending = sent
 	deadline := time.Now().Add(s.drain)
 	for {
 		if _, unseen := watch.counters(); unseen == 0 || time.Now().After(deadline) {
@@ -291,7 +227,7 @@ func runPhase(ctx context.Context, b *testing.B, s sizes, c config, w *workload,
 	p.writes = writes1 - writes0
 	p.flips, p.flipErrors = fl.sent, fl.errs
 	if fl.errs > 0 {
-		b.Logf("%s: %s: %d flips failed, the last: %v", c.name, name, fl.errs, fl.errLast)
+		b.Logf("%s: %s: %d flips failed, the last: %v", c.Name, name, fl.errs, fl.errLast)
 	}
 	p.requests = sliceRequests(ctx, b, client) - req0
 	lat := watch.takeLatencies()
@@ -301,26 +237,11 @@ func runPhase(ctx context.Context, b *testing.B, s sizes, c config, w *workload,
 	}
 	slices.Sort(xs)
 	p.p50, p.p99, p.max = quantile(xs, 0.5), quantile(xs, 0.99), quantile(xs, 1)
-	cpu1, err := framework.ReadMachineCPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	p.busy = cpu1.BusyCores(cpu0)
-	p.load, _ = framework.LoadAverage()
-	for _, u := range meter.Stop(b) {
-		if u.Role == "plane" {
-			p.plane[u.Name] = u.CPUSeconds
-		}
-	}
-	clients1 := scrapeClients(ctx, b, ctrls)
-	for n, u1 := range clients1 {
-		u0 := clients0[n]
-		p.clients[n] = clientUse{requests: u1.requests - u0.requests, limiterWait: u1.limiterWait - u0.limiterWait}
-	}
-	top, use := p.topClient()
+	p.use = meter.Stop(b)
+	top, use := p.use.TopClient()
 	b.Logf("%s: %s: %d flips sent in %s (%d failed), all seen after %s (%d never); %d slice writes (%.1f/s, %.2f per flip), %.0f write requests; flip to slice p50 %.2fs p99 %.2fs max %.2fs; %s sent %.1f req/s, waited %.0f s in rate limiters; apiserver %.2f cores, machine %.2f busy cores (load %.1f)",
-		c.name, name, p.flips, sent.Round(time.Millisecond), p.flipErrors, p.took.Round(100*time.Millisecond), p.unseen, p.writes, p.writesPerSecond(), p.writesPerFlip(),
-		p.requests, p.p50, p.p99, p.max, top, use.requests/p.took.Seconds(), use.limiterWait, p.cores("kube-apiserver"), p.busy, p.load)
+		c.Name, name, p.flips, sent.Round(time.Millisecond), p.flipErrors, p.took.Round(100*time.Millisecond), p.unseen, p.writes, p.writesPerSecond(), p.writesPerFlip(),
+		p.requests, p.p50, p.p99, p.max, top, use.Requests/p.took.Seconds(), use.LimiterWait, p.cores("kube-apiserver"), p.use.Busy, p.use.Load)
 	return p
 }
 
@@ -347,22 +268,6 @@ func sliceRequests(ctx context.Context, b *testing.B, client kubernetes.Interfac
 		sum += m.Value("apiserver_request_total", `resource="endpointslices"`, `verb="`+verb+`"`)
 	}
 	return sum
-}
-
-// scrapeClients reads every controller process's client-go request counter and summed
-// rate-limiter wait.
-func scrapeClients(ctx context.Context, b *testing.B, ctrls []controller) map[string]clientUse {
-	b.Helper()
-	out := map[string]clientUse{}
-	for _, c := range ctrls {
-		m, err := c.metrics(ctx)
-		if err != nil {
-			b.Fatalf("%s: metrics: %v", c.name, err)
-		}
-		out[c.name] = clientUse{requests: m.Value(c.prefix + "rest_client_requests_total"),
-			limiterWait: m.Value(c.prefix + "rest_client_rate_limiter_duration_seconds_sum")}
-	}
-	return out
 }
 
 // cores is the machine's core count, for the busy-cores column.

@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/test/framework"
 )
@@ -59,7 +61,13 @@ func podIP(i int) string { return fmt.Sprintf("10.%d.%d.%d", 64+i>>16, (i>>8)&25
 
 // createNodes deletes the nodes an interrupted benchmark left, creates n plain nodes
 // (no kwok annotation: nothing else writes their pods) over the zones, and deletes them
-// when the benchmark ends.
+// when the benchmark ends. The cluster's own kube-controller-manager runs the node
+// lifecycle controller: a node that never reports would be NotReady after its grace
+// period (50 s), its pods marked not Ready and, once tainted, evicted, behind the
+// benchmark's back. So the benchmark reports for its nodes as a kubelet does: a Ready
+// condition once, then a renewal of each node's Lease every leaseRenewPeriod until it ends
+// (nodes/20 s writes per second: 25 for the default 500, the same in every
+// configuration).
 func createNodes(b *testing.B, client kubernetes.Interface, run string, n int) []string {
 	b.Helper()
 	ctx := context.Background()
@@ -69,18 +77,82 @@ func createNodes(b *testing.B, client kubernetes.Interface, run string, n int) [
 	for i := range names {
 		names[i] = nodeName(run, i)
 	}
+	leases := make([]*coordinationv1.Lease, n)
 	err := framework.Parallel(n, createWorkers, func(i int) error {
-		_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		node, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: names[i],
 			Labels: map[string]string{"kubernetes.io/hostname": names[i], corev1.LabelTopologyZone: zones[i%len(zones)],
 				nodeLabel: run},
 		}, Spec: corev1.NodeSpec{Unschedulable: true}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		// A patch: the node lifecycle controller taints a new node at once (a conflict for
+		// an update).
+		now := metav1.Now()
+		ready, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}}})
+		if err != nil {
+			return err
+		}
+		if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, ready, metav1.PatchOptions{}, "status"); err != nil {
+			return fmt.Errorf("node %s's Ready condition: %w", node.Name, err)
+		}
+		leases[i], err = client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: map[string]string{nodeLabel: run},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node.Name), LeaseDurationSeconds: ptr.To[int32](40),
+				RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
 		b.Fatalf("creating %d nodes: %v", n, err)
 	}
+	hbCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		heartbeat(hbCtx, b, client, leases)
+	}()
+	// Registered after the nodes' deletion, so it runs first (Cleanup is LIFO).
+	b.Cleanup(func() { stop(); <-done })
 	return names
+}
+
+// leaseRenewPeriod is how often the benchmark renews its nodes' Leases: well inside the
+// node lifecycle controller's grace period (50 s), as a kubelet's 10 s is.
+const leaseRenewPeriod = 20 * time.Second
+
+// heartbeat renews every Lease each leaseRenewPeriod until ctx ends, as the nodes'
+// kubelets would (one update each; a conflict reads the Lease again). A renewal that fails
+// is logged and tried again at the next period: the node lifecycle controller's grace
+// period allows two misses.
+func heartbeat(ctx context.Context, b *testing.B, client kubernetes.Interface, leases []*coordinationv1.Lease) {
+	api := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	t := time.NewTicker(leaseRenewPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := framework.Parallel(len(leases), createWorkers, func(i int) error {
+			l := leases[i].DeepCopy()
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			got, err := api.Update(ctx, l, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				got, err = api.Get(ctx, l.Name, metav1.GetOptions{})
+			}
+			if err != nil {
+				return err
+			}
+			leases[i] = got
+			return nil
+		}); err != nil && ctx.Err() == nil {
+			b.Logf("renewing the nodes' Leases: %v", err)
+		}
+	}
 }
 
 func deleteNodes(b *testing.B, client kubernetes.Interface, selector string) {
@@ -90,6 +162,12 @@ func deleteNodes(b *testing.B, client kubernetes.Interface, selector string) {
 	if err != nil {
 		b.Errorf("listing nodes %s: %v", selector, err)
 		return
+	}
+	// No garbage collector runs in the cluster's kube-controller-manager (kshard's
+	// replaces it): the nodes' Leases go with them here.
+	if err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: selector}); err != nil {
+		b.Errorf("deleting the Leases of nodes %s: %v", selector, err)
 	}
 	if err := framework.Parallel(len(l.Items), createWorkers, func(i int) error {
 		err := client.CoreV1().Nodes().Delete(ctx, l.Items[i].Name, metav1.DeleteOptions{})

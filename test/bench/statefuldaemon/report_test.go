@@ -9,6 +9,7 @@ import (
 	"testing"
 	"text/tabwriter"
 
+	"github.com/kshard/kshard/test/bench/benchkit"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -28,32 +29,8 @@ func report(b *testing.B, r result) {
 	for _, p := range r.phases {
 		b.ReportMetric(p.took.Seconds(), phaseKey(p.kind, p.update)+"-s")
 	}
-	most := 0.0
-	for _, u := range r.controllers {
-		most = max(most, u.peakRSS)
-	}
-	b.ReportMetric(r.cpu(), "controller-cpu-s")
-	b.ReportMetric(most/mib, "max-process-peak-RSS-MiB")
-}
-
-// bound names what limited a phase: the client rate limit when the busiest controller
-// process sent at >= 85 % of its QPS over the phase (one controller works in a phase, so
-// the process's rate is that controller client's), the CPU when the machine's cores were
-// >= 85 % busy, both, or neither (the controllers waited on the cluster: pods to turn
-// Ready, caches to catch up).
-func bound(p phaseResult, cores int) string {
-	_, top := p.topClient()
-	q := top.requests/p.took.Seconds() >= 0.85*qps
-	c := p.busy >= 0.85*float64(cores)
-	switch {
-	case q && c:
-		return "QPS+CPU"
-	case q:
-		return "QPS"
-	case c:
-		return "CPU"
-	}
-	return "neither"
+	b.ReportMetric(r.usage.ControllerCPU(), "controller-cpu-s")
+	b.ReportMetric(r.usage.MaxControllerRSS()/mib, "max-process-peak-RSS-MiB")
 }
 
 // summary logs the tables (median [min–max] over the repetitions; ratios pair the runs
@@ -64,7 +41,7 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 	}
 	byConfig := map[string][]result{}
 	for _, r := range results {
-		byConfig[r.name] = append(byConfig[r.name], r)
+		byConfig[r.Name] = append(byConfig[r.Name], r)
 	}
 	type phaseID struct {
 		kind   string
@@ -126,21 +103,21 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 			label = phaseResult{kind: id.kind, update: id.update}.name()
 		}
 		for _, c := range configs {
-			rs := byConfig[c.name]
+			rs := byConfig[c.Name]
 			if len(rs) == 0 {
 				continue
 			}
 			t := spread(rs, func(r result) (float64, bool) { return took(r, id, all) })
 			vsUp, speedup, share := "-", "-", "-"
-			if c.shards > 0 {
-				vsUp = framework.SpreadOf(ratio(c.name, "upstream", id, all)).Format("%.2f")
-				speedup = framework.SpreadOf(invert(ratio(c.name, "kshard-1", id, all))).Format("%.2f")
+			if c.Shards > 0 {
+				vsUp = framework.SpreadOf(ratio(c.Name, "upstream", id, all)).Format("%.2f")
+				speedup = framework.SpreadOf(invert(ratio(c.Name, "kshard-1", id, all))).Format("%.2f")
 			}
 			if all {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t\t%s\t%s\n", label, c.name, t.Format("%.1f"), vsUp, speedup)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t\t%s\t%s\n", label, c.Name, t.Format("%.1f"), vsUp, speedup)
 				continue
 			}
-			if c.shards > 0 {
+			if c.Shards > 0 {
 				sh := spread(rs, func(r result) (float64, bool) { v, ok := r.share[id.kind]; return v, ok })
 				ceiling := spread(rs, func(r result) (float64, bool) { v, ok := r.share[id.kind]; return 1 / v, ok && v > 0 })
 				share = fmt.Sprintf("%s (%s)", sh.Format("%.3f"), ceiling.Format("%.2f"))
@@ -156,19 +133,19 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 			}
 			var bounds []string
 			for _, r := range rs {
-				if p, ok := r.phase(id.kind, id.update); ok && !slices.Contains(bounds, bound(p, cores)) {
-					bounds = append(bounds, bound(p, cores))
+				if p, ok := r.phase(id.kind, id.update); ok && !slices.Contains(bounds, p.use.Bound(p.took, qps, cores)) {
+					bounds = append(bounds, p.use.Bound(p.took, qps, cores))
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", label, c.name, t.Format("%.1f"),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", label, c.Name, t.Format("%.1f"),
 				ph(func(p phaseResult) float64 { return p.p50.Seconds() }).Format("%.1f"), vsUp, speedup, share,
-				ph(func(p phaseResult) float64 { _, u := p.topClient(); return u.requests / p.took.Seconds() }).Format("%.1f"),
-				ph(func(p phaseResult) float64 { _, u := p.topClient(); return u.limiterWait }).Format("%.0f"),
+				ph(func(p phaseResult) float64 { _, u := p.use.TopClient(); return u.Requests / p.took.Seconds() }).Format("%.1f"),
+				ph(func(p phaseResult) float64 { _, u := p.use.TopClient(); return u.LimiterWait }).Format("%.0f"),
 				ph(func(p phaseResult) float64 { return p.cores("kube-apiserver") }).Format("%.2f"),
 				ph(func(p phaseResult) float64 { return p.cores("etcd") }).Format("%.2f"),
 				ph(func(p phaseResult) float64 { return p.cores("kube-scheduler") + p.cores("kwok") }).Format("%.2f"),
-				ph(func(p phaseResult) float64 { return p.busy }).Format("%.2f"),
-				ph(func(p phaseResult) float64 { return p.load }).Format("%.1f"),
+				ph(func(p phaseResult) float64 { return p.use.Busy }).Format("%.2f"),
+				ph(func(p phaseResult) float64 { return p.use.Load }).Format("%.1f"),
 				strings.Join(bounds, "/"))
 		}
 	}
@@ -178,33 +155,33 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "run\tcontroller CPU-s (sum)\tper controller process: peak RSS MiB, CPU-s\tcoordinator: peak RSS MiB, CPU-s\tkube-apiserver CPU-s\tetcd CPU-s\tkcm (others) CPU-s")
 	for _, c := range configs {
-		rs := byConfig[c.name]
+		rs := byConfig[c.Name]
 		if len(rs) == 0 {
 			continue
 		}
-		procs := func(get func(r result) []usage) string {
+		procs := func(get func(r result) []benchkit.Usage) string {
 			var names []string
 			for _, r := range rs {
 				for _, u := range get(r) {
-					if !slices.Contains(names, u.name) {
-						names = append(names, u.name)
+					if !slices.Contains(names, u.Name) {
+						names = append(names, u.Name)
 					}
 				}
 			}
 			var out []string
 			for _, n := range names {
-				of := func(f func(u usage) float64) framework.Spread {
+				of := func(f func(u benchkit.Usage) float64) framework.Spread {
 					return spread(rs, func(r result) (float64, bool) {
 						for _, u := range get(r) {
-							if u.name == n {
+							if u.Name == n {
 								return f(u), true
 							}
 						}
 						return 0, false
 					})
 				}
-				out = append(out, fmt.Sprintf("%s %s MiB, %s CPU-s", n, of(func(u usage) float64 { return u.peakRSS / mib }).Format("%.0f"),
-					of(func(u usage) float64 { return u.cpu }).Format("%.1f")))
+				out = append(out, fmt.Sprintf("%s %s MiB, %s CPU-s", n, of(func(u benchkit.Usage) float64 { return u.PeakRSS / mib }).Format("%.0f"),
+					of(func(u benchkit.Usage) float64 { return u.CPU }).Format("%.1f")))
 			}
 			if len(out) == 0 {
 				return "-"
@@ -212,10 +189,10 @@ func summary(b *testing.B, s sizes, configs []config, results []result) {
 			return strings.Join(out, "; ")
 		}
 		plane := func(n string) string {
-			return spread(rs, func(r result) (float64, bool) { u, ok := r.plane[n]; return u.cpu, ok }).Format("%.1f")
+			return spread(rs, func(r result) (float64, bool) { u, ok := r.usage.Plane[n]; return u.CPU, ok }).Format("%.1f")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name, spread(rs, func(r result) (float64, bool) { return r.cpu(), true }).Format("%.1f"),
-			procs(func(r result) []usage { return r.controllers }), procs(func(r result) []usage { return r.coordinator }),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, spread(rs, func(r result) (float64, bool) { return r.usage.ControllerCPU(), true }).Format("%.1f"),
+			procs(func(r result) []benchkit.Usage { return r.usage.Controllers }), procs(func(r result) []benchkit.Usage { return r.usage.Coordinator }),
 			plane("kube-apiserver"), plane("etcd"), plane("kube-controller-manager"))
 	}
 	_ = tw.Flush()

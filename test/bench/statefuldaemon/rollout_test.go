@@ -2,7 +2,6 @@ package statefuldaemon
 
 import (
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,29 +62,6 @@ func TestStatefulSetRolledOut(t *testing.T) {
 			tt.mutate(&sts.Status)
 			if err := stsRolledOut(sts); (err == nil) != tt.want {
 				t.Errorf("stsRolledOut = %v, want rolled out %v", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestBound(t *testing.T) {
-	tests := []struct {
-		name     string
-		requests float64
-		busy     float64
-		want     string
-	}{
-		{name: "at the client limit", requests: 19 * 100, busy: 1, want: "QPS"},
-		{name: "cores busy", requests: 10 * 100, busy: 1.9, want: "CPU"},
-		{name: "both", requests: 20 * 100, busy: 2, want: "QPS+CPU"},
-		{name: "neither", requests: 5 * 100, busy: 0.5, want: "neither"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := phaseResult{took: 100 * time.Second, busy: tt.busy,
-				clients: map[string]clientUse{"shard-1": {requests: tt.requests}, "shard-2": {requests: tt.requests / 2}}}
-			if got := bound(p, 2); got != tt.want {
-				t.Errorf("bound = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -3,11 +3,9 @@ package statefuldaemon
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kshard/kshard/test/bench/benchkit"
 	"github.com/kshard/kshard/test/framework"
 )
 
@@ -99,24 +98,7 @@ func controllerArgs() []string {
 		"--concurrent-daemonset-syncs=" + strconv.Itoa(dsWorkers), "--concurrent-statefulset-syncs=" + strconv.Itoa(stsWorkers)}
 }
 
-// config is one column of the comparison: upstream (shards == 0) or kshard with shards.
-type config struct {
-	name   string
-	shards int
-}
-
-// usage is one process's figures over a run.
-type usage struct {
-	name    string
-	peakRSS float64 // bytes
-	cpu     float64 // seconds
-}
-
-// clientUse is what a controller process's API clients did: requests sent and the time
-// they waited, summed, in the client-side rate limiters.
-type clientUse struct {
-	requests, limiterWait float64
-}
+type config = benchkit.Config
 
 // phaseResult is one timed phase of a run: a kind's objects created, or their template
 // changed, until every one has rolled out.
@@ -125,12 +107,8 @@ type phaseResult struct {
 	update bool
 	took   time.Duration
 	// p50 is the median of the objects' own times to rolled out (from the phase's start).
-	p50         time.Duration
-	plane       map[string]float64   // CPU-seconds by controlPlane process
-	controllers map[string]float64   // CPU-seconds by controller process
-	clients     map[string]clientUse // by controller process
-	busy        float64              // the machine's mean busy cores
-	load        float64              // 1-minute load average at the end
+	p50 time.Duration
+	use benchkit.PhaseUsage
 }
 
 func (p phaseResult) name() string {
@@ -140,29 +118,14 @@ func (p phaseResult) name() string {
 	return p.kind + " created"
 }
 
-// topClient returns the controller process that sent the most requests in the phase,
-// and its use.
-func (p phaseResult) topClient() (string, clientUse) {
-	var name string
-	var top clientUse
-	for _, n := range sortedKeys(p.clients) {
-		if u := p.clients[n]; name == "" || u.requests > top.requests {
-			name, top = n, u
-		}
-	}
-	return name, top
-}
-
-func (p phaseResult) cores(proc string) float64 { return p.plane[proc] / p.took.Seconds() }
+func (p phaseResult) cores(proc string) float64 { return p.use.Cores(proc, p.took) }
 
 // result is one run's figures.
 type result struct {
 	config
-	rep         int
-	phases      []phaseResult
-	controllers []usage // the processes that ran the measured controllers
-	coordinator []usage
-	plane       map[string]usage // over the whole run
+	rep    int
+	phases []phaseResult
+	usage  benchkit.RunUsage // over the whole run
 	// share is, by kind, the share of its objects whose namespace the busiest shard owned
 	// (1 for upstream and one shard): its inverse is the speedup over one shard that an
 	// even split of the work over the shards' rate limits would give.
@@ -180,22 +143,6 @@ func (r result) phase(kind string, update bool) (phaseResult, bool) {
 	return phaseResult{}, false
 }
 
-func (r result) cpu() float64 {
-	s := 0.0
-	for _, u := range r.controllers {
-		s += u.cpu
-	}
-	return s
-}
-
-// controller is a measured process: how to read its client metrics.
-type controller struct {
-	name    string
-	pid     int
-	prefix  string // of its client-go metrics: "kshard_" for a shard, "" for kube-controller-manager
-	metrics func(ctx context.Context) (framework.Samples, error)
-}
-
 // BenchmarkStatefulDaemon compares the DaemonSet and StatefulSet controllers of upstream
 // kube-controller-manager with kshard's at 1 and 3 shards, on one control plane; see doc.go.
 func BenchmarkStatefulDaemon(b *testing.B) {
@@ -205,13 +152,7 @@ func BenchmarkStatefulDaemon(b *testing.B) {
 	}
 	f.RequireKCMWithout(b, measured...)
 	s := readSizes(b)
-	var configs []config
-	if os.Getenv("KSHARD_BENCH_SD_UPSTREAM") != "0" {
-		configs = append(configs, config{name: "upstream"})
-	}
-	for _, n := range framework.EnvInts("KSHARD_BENCH_SD_SHARDS", "1,3") {
-		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
-	}
+	configs := benchkit.Configs(os.Getenv("KSHARD_BENCH_SD_UPSTREAM") != "0", framework.EnvInts("KSHARD_BENCH_SD_SHARDS", "1,3"))
 	b.Logf("%d kwok nodes; %d DaemonSets (one a namespace, RollingUpdate maxUnavailable %s, maxSurge 0); %d StatefulSets of %d replicas (one a namespace, %s, RollingUpdate); kinds %v; %d repetitions; every controller process: %s",
 		s.nodes, s.daemonSets, s.maxUnavailable.String(), s.stsNamespaces, s.stsReplicas, s.policy, s.kinds, s.reps, strings.Join(controllerArgs(), " "))
 	if s.has(daemonSets) {
@@ -221,9 +162,9 @@ func BenchmarkStatefulDaemon(b *testing.B) {
 	var results []result
 	for rep := 1; rep <= s.reps; rep++ {
 		for _, c := range configs {
-			b.Run(fmt.Sprintf("%s/rep-%d", c.name, rep), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/rep-%d", c.Name, rep), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					run := strings.ToLower(fmt.Sprintf("sd-%s-%s-%d-%d", f.RunID, c.name, rep, i))
+					run := strings.ToLower(fmt.Sprintf("sd-%s-%s-%d-%d", f.RunID, c.Name, rep, i))
 					r := runConfig(b, f, s, c, run)
 					r.rep = rep
 					results = append(results, r)
@@ -257,45 +198,18 @@ func runConfig(b *testing.B, f *framework.Framework, s sizes, c config, run stri
 	defer f.DeleteNamespaces(b, framework.Burst{Run: run, Label: label}, client, goneLimit)
 	createNamespaces(b, client, run, append(all, probe))
 
-	r := result{config: c, plane: map[string]usage{}, share: map[string]float64{}, perShard: map[string]map[string]int{}}
-	var plane, metered []framework.Metered
-	for _, name := range controlPlane {
-		pid, err := f.ComponentPid(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		plane = append(plane, framework.Metered{Name: name, Role: "plane", Pid: pid})
-	}
-	var ctrls []controller
+	r := result{config: c, share: map[string]float64{}, perShard: map[string]map[string]int{}}
+	plane := benchkit.ControlPlane(b, f, controlPlane...)
 	// Both sides run exactly the measured controllers (no housekeeping: the benchmark
 	// makes the namespaces' ServiceAccounts, and the garbage collector's caches of every
 	// resource would swamp the figures of one side's memory).
-	if c.shards == 0 {
-		kcm := f.StartKCM(b, "kcm-"+run, framework.KCMOptions{Controllers: measured, Args: controllerArgs(), NoHousekeeping: true})
-		defer kcm.Kill()
-		ctrls = append(ctrls, controller{name: "kube-controller-manager", pid: kcm.Pid(), metrics: kcm.Metrics})
-	} else {
-		k := f.NewKShard(b, framework.KShardOptions{KCMTimings: true, NoHousekeeping: true,
-			ShardArgs: append([]string{"--controllers", strings.Join(measured, ",")}, controllerArgs()...)})
-		shards := k.StartSet(b, c.shards)
-		defer k.KillAll()
-		for _, sh := range shards {
-			url := sh.HTTPURL
-			ctrls = append(ctrls, controller{name: sh.Name, pid: sh.Pid(), prefix: "kshard_",
-				metrics: func(ctx context.Context) (framework.Samples, error) { return framework.Scrape(ctx, url) }})
-			framework.Eventually(b, probeLimit, sh.Name+" Ready", func(ctx context.Context) (bool, error) {
-				code, _, err := framework.HTTPGet(ctx, url+"/readyz")
-				return err == nil && code == http.StatusOK, err
-			})
-		}
-		metered = append(metered, framework.Metered{Name: "coordinator", Role: "coordinator", Pid: k.Coordinators[0].Pid(), ResetPeak: true})
+	side := benchkit.Start(b, f, benchkit.SideOptions{Config: c, Run: run, Controllers: measured, Args: controllerArgs(), ReadyLimit: probeLimit})
+	defer side.Stop()
+	if side.KShard != nil {
 		for _, kd := range kinds {
-			r.perShard[kd.name], r.share[kd.name] = shareOf(ctx, b, k, kd.namespaces)
-			b.Logf("%s: %s per shard %v (busiest share %.3f)", c.name, kd.name, r.perShard[kd.name], r.share[kd.name])
+			r.perShard[kd.name], r.share[kd.name] = side.Share(ctx, b, kd.namespaces)
+			b.Logf("%s: %s per shard %v (busiest share %.3f)", c.Name, kd.name, r.perShard[kd.name], r.share[kd.name])
 		}
-	}
-	for _, ct := range ctrls {
-		metered = append(metered, framework.Metered{Name: ct.name, Role: "controller", Pid: ct.pid, ResetPeak: true})
 	}
 	// The controllers work before the clock starts: a probe namespace's DaemonSet (on no
 	// node) and StatefulSet (0 replicas) get their status written.
@@ -306,24 +220,14 @@ func runConfig(b *testing.B, f *framework.Framework, s sizes, c config, run stri
 		}
 	}
 
-	meter := framework.StartMeter(b, append(slices.Clone(metered), plane...)...)
+	meter := framework.StartMeter(b, append(side.Metered(), plane...)...)
 	for _, kd := range kinds {
 		for _, update := range []bool{false, true} {
-			p := runPhase(ctx, b, s, c, kd, update, ctrls, plane, metered)
+			p := runPhase(ctx, b, s, c, kd, update, side, plane)
 			r.phases = append(r.phases, p)
 		}
 	}
-	for _, u := range meter.Stop(b) {
-		pu := usage{name: u.Name, peakRSS: u.PeakRSSBytes, cpu: u.CPUSeconds}
-		switch u.Role {
-		case "controller":
-			r.controllers = append(r.controllers, pu)
-		case "coordinator":
-			r.coordinator = append(r.coordinator, pu)
-		default:
-			r.plane[u.Name] = pu
-		}
-	}
+	r.usage = benchkit.SplitUsage(meter.Stop(b))
 	return r
 }
 
@@ -337,20 +241,11 @@ func nsNames(stem string, n int) []string {
 
 // runPhase creates kd's objects (or, with update, changes their template) and times
 // until every one has rolled out, with what the processes used meanwhile.
-func runPhase(ctx context.Context, b *testing.B, s sizes, c config, kd kind, update bool, ctrls []controller, plane, metered []framework.Metered) phaseResult {
+func runPhase(ctx context.Context, b *testing.B, s sizes, c config, kd kind, update bool, side *benchkit.Side, plane []framework.Metered) phaseResult {
 	b.Helper()
-	p := phaseResult{kind: kd.name, update: update, plane: map[string]float64{}, controllers: map[string]float64{}, clients: map[string]clientUse{}}
-	clients0 := scrapeClients(ctx, b, ctrls)
+	p := phaseResult{kind: kd.name, update: update}
 	// CPU only: the peaks are the run's (reset once, when the run's meter started).
-	procs := append(slices.Clone(metered), plane...)
-	for i := range procs {
-		procs[i].ResetPeak = false
-	}
-	meter := framework.StartMeter(b, procs...)
-	cpu0, err := framework.ReadMachineCPU()
-	if err != nil {
-		b.Fatal(err)
-	}
+	meter := benchkit.StartPhase(ctx, b, side.Controllers, append(side.Metered(), plane...)...)
 	act := kd.create
 	if update {
 		act = kd.update
@@ -358,56 +253,23 @@ func runPhase(ctx context.Context, b *testing.B, s sizes, c config, kd kind, upd
 	b.StartTimer()
 	start := time.Now()
 	if err := framework.Parallel(len(kd.namespaces), createWorkers, func(i int) error { return act(ctx, kd.namespaces[i]) }); err != nil {
-		b.Fatalf("%s: %s: %v", c.name, p.name(), err)
+		b.Fatalf("%s: %s: %v", c.Name, p.name(), err)
 	}
 	sent := time.Since(start)
 	done, took := waitRolledOut(ctx, b, kd, start, s.timeout)
 	b.StopTimer()
 	p.took = took
-	cpu1, err := framework.ReadMachineCPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	p.busy = cpu1.BusyCores(cpu0)
-	p.load, _ = framework.LoadAverage()
-	for _, u := range meter.Stop(b) {
-		if u.Role == "plane" {
-			p.plane[u.Name] = u.CPUSeconds
-		} else {
-			p.controllers[u.Name] = u.CPUSeconds
-		}
-	}
-	clients1 := scrapeClients(ctx, b, ctrls)
-	for name, u1 := range clients1 {
-		u0 := clients0[name]
-		p.clients[name] = clientUse{requests: u1.requests - u0.requests, limiterWait: u1.limiterWait - u0.limiterWait}
-	}
+	p.use = meter.Stop(b)
 	times := make([]float64, 0, len(done))
 	for _, d := range done {
 		times = append(times, d.Seconds())
 	}
 	p.p50 = time.Duration(framework.SpreadOf(times).Median * float64(time.Second))
-	top, use := p.topClient()
+	top, use := p.use.TopClient()
 	b.Logf("%s: %s: %d sent in %s, all rolled out after %s (per object p50 %s); %s sent %.0f requests (%.1f/s), waited %.0f s in rate limiters; apiserver %.2f cores, machine %.2f busy cores (load %.1f)",
-		c.name, p.name(), len(kd.namespaces), sent.Round(time.Millisecond), took.Round(100*time.Millisecond), p.p50.Round(100*time.Millisecond),
-		top, use.requests, use.requests/took.Seconds(), use.limiterWait, p.cores("kube-apiserver"), p.busy, p.load)
+		c.Name, p.name(), len(kd.namespaces), sent.Round(time.Millisecond), took.Round(100*time.Millisecond), p.p50.Round(100*time.Millisecond),
+		top, use.Requests, use.Requests/took.Seconds(), use.LimiterWait, p.cores("kube-apiserver"), p.use.Busy, p.use.Load)
 	return p
-}
-
-// scrapeClients reads every controller process's client-go request counter and summed
-// rate-limiter wait.
-func scrapeClients(ctx context.Context, b *testing.B, ctrls []controller) map[string]clientUse {
-	b.Helper()
-	out := map[string]clientUse{}
-	for _, c := range ctrls {
-		m, err := c.metrics(ctx)
-		if err != nil {
-			b.Fatalf("%s: metrics: %v", c.name, err)
-		}
-		out[c.name] = clientUse{requests: m.Value(c.prefix + "rest_client_requests_total"),
-			limiterWait: m.Value(c.prefix + "rest_client_rate_limiter_duration_seconds_sum")}
-	}
-	return out
 }
 
 // waitProbe creates, in the probe namespace, a DaemonSet selecting no node and a
@@ -437,22 +299,6 @@ func waitProbe(ctx context.Context, b *testing.B, client kubernetes.Interface, r
 		}
 		return true, nil
 	})
-}
-
-// shareOf returns how many of nss each shard owns, by the leading coordinator's
-// assignment, and the busiest shard's share.
-func shareOf(ctx context.Context, b *testing.B, k *framework.KShard, nss []string) (map[string]int, float64) {
-	per := k.NamespacesPerShard(ctx, b, nss)
-	return per, framework.BusiestShare(per)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // cores is the machine's core count, for the busy-cores column.

@@ -54,7 +54,7 @@ type e2e struct {
 	parent *testing.T
 	f      *framework.Framework
 	values []string // helm flags: the chart's defaults plus the image and root CA
-	// workload are the sample workload's namespaces; dashboardLoad step 5's.
+	// workload are the sample workload's namespaces; dashboardLoad step 6's.
 	workload      []string
 	dashboardLoad []string
 	// version is the chart's appVersion, the image's tag.
@@ -92,10 +92,11 @@ func TestHelmOnRealNode(t *testing.T) {
 	}{
 		{"1_install", e.install},
 		{"2_workload_and_fence", e.workloadAndFence},
-		{"3_scale_and_disruption_budget", e.scale},
-		{"4_coordinator_failover_and_upgrade", e.failoverAndUpgrade},
-		{"5_prometheus_and_dashboards", e.prometheusAndDashboards},
-		{"6_uninstall_and_reinstall", e.reinstall},
+		{"3_cold_start", e.coldStart},
+		{"4_scale_and_disruption_budget", e.scale},
+		{"5_coordinator_failover_and_upgrade", e.failoverAndUpgrade},
+		{"6_prometheus_and_dashboards", e.prometheusAndDashboards},
+		{"7_uninstall_and_reinstall", e.reinstall},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, s.run) {
@@ -150,8 +151,22 @@ func (e *e2e) helmInstall(t *testing.T) {
 // controllers on or off (hack/cluster.sh restarts it when its list changes).
 func (e *e2e) kcmRunsKShardControllers(t *testing.T, on bool) {
 	t.Helper()
+	e.clusterUp(t, "KSHARD_UPSTREAM_CONTROLLERS="+map[bool]string{true: "1", false: "0"}[on], "KSHARD_KCM_KEEPS=")
+}
+
+// kcmAlsoRuns restarts the cluster's kube-controller-manager with kshard's controllers off
+// but the named ones (canonical names; none: all off).
+func (e *e2e) kcmAlsoRuns(t *testing.T, controllers ...string) {
+	t.Helper()
+	e.clusterUp(t, "KSHARD_UPSTREAM_CONTROLLERS=0", "KSHARD_KCM_KEEPS="+strings.Join(controllers, ","))
+}
+
+// clusterUp runs hack/cluster.sh up with more environment, which restarts
+// kube-controller-manager when its controller list changes.
+func (e *e2e) clusterUp(t *testing.T, env ...string) {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "cluster.sh"), "up")
-	cmd.Env = append(os.Environ(), "KSHARD_UPSTREAM_CONTROLLERS="+map[bool]string{true: "1", false: "0"}[on])
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("hack/cluster.sh up: %v\n%s", err, out)

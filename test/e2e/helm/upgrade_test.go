@@ -48,12 +48,12 @@ func auditImages(t *testing.T, version string) (string, string) {
 	return tags[0], tags[1]
 }
 
-// shardValues are the shards' values from step 4 on. They switch the kshard-audit
+// shardValues are the shards' values from step 5 on. They switch the kshard-audit
 // controller on (a later --controllers than the chart's, which knows only production
 // controllers), each shard pod appending its records to a file of its own in dir, a folder
 // of the node mounted through the chart's shard.extraVolumes: the records of replaced pods
 // outlive them (the kubelet removes a deleted pod's logs). And they shorten the quota
-// controller's full recalculation from 5 minutes to 10 s, so that step 5's half minute of
+// controller's full recalculation from 5 minutes to 10 s, so that step 6's half minute of
 // load shows its queue on the dashboards as hours of a real cluster would.
 func shardValues(dir string) []string {
 	return []string{

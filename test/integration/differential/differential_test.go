@@ -16,8 +16,10 @@
 // PVC protection and ephemeral volume controllers (volumes_test.go,
 // TestDifferentialVolumes), StatefulSets (statefulset_test.go,
 // TestDifferentialStatefulSet), DaemonSets on nodes of the scenario's own
-// (daemonset_test.go, TestDifferentialDaemonSet) and the pod garbage collector's orphans
-// and unscheduled terminating pods (podgc_test.go, TestDifferentialPodGC).
+// (daemonset_test.go, TestDifferentialDaemonSet), the pod garbage collector's orphans
+// and unscheduled terminating pods (podgc_test.go, TestDifferentialPodGC), the Service
+// endpoints controllers (endpoints_test.go, TestDifferentialEndpoints) and HPAs on each
+// cluster's own metrics pipeline (hpa_test.go, TestDifferentialHPA).
 //
 // KSHARD_DIFFERENTIAL_SELFCHECK=1 runs upstream against itself instead, to tell a value that
 // depends on timing from one that depends on the implementation.
@@ -54,7 +56,7 @@ var kshardControllers = []string{
 	"replicaset", "deployment", "replicationcontroller", "resourcequota", "job", "cronjob",
 	"ttl-after-finished", "daemonset", "statefulset", "disruption", "garbagecollector",
 	"namespace", "serviceaccount", "root-ca-cert-publisher", "podgc", "pvc-protection",
-	"ephemeral-volume", "endpointslice", "endpoint", "endpointslicemirroring",
+	"ephemeral-volume", "endpointslice", "endpoint", "endpointslicemirroring", "horizontalpodautoscaling",
 }
 
 // scenarioParallel is how many scenarios run at once: they spend their time waiting for
@@ -67,8 +69,15 @@ func TestMain(m *testing.M) {
 		Names:    kshardControllers,
 		Shards:   2,
 		Parallel: scenarioParallel,
-		// kube-controller-manager's default, which the reference control plane runs with.
-		ShardArgs: []string{"--terminated-pod-gc-threshold=12500"},
+		// kube-controller-manager's defaults, which the reference control plane runs with
+		// (hack/cluster.sh gives its kube-controller-manager none of these flags): the
+		// terminated-pod threshold, and the HPA's sync period, scale-down window, tolerance
+		// and CPU sample rules. Stated, so that both sides run with equal settings
+		// whatever kshard's own defaults are.
+		ShardArgs: []string{"--terminated-pod-gc-threshold=12500",
+			"--horizontal-pod-autoscaler-sync-period=15s", "--horizontal-pod-autoscaler-downscale-stabilization=5m0s",
+			"--horizontal-pod-autoscaler-tolerance=0.1", "--horizontal-pod-autoscaler-cpu-initialization-period=5m0s",
+			"--horizontal-pod-autoscaler-initial-readiness-delay=30s"},
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,22 +24,19 @@ import (
 // the HPA's status and SuccessfulRescale events (a new owner that knew only the current
 // count, as a restarted kube-controller-manager, would leave it at 2). The count must not
 // go below 4 before the window since the scale-up has passed, and reaches 1 in the end.
-// Not parallel: it kills one of the package's shards.
+// It kills a shard of its own (claimVictim), which owns its namespace and no other
+// handoff test's, so it runs in parallel with the others.
 func TestWindowAcrossOwnerKill(t *testing.T) {
-	c := framework.RunningControllers(t)
-	if c.KShard == nil {
-		t.Skip("the cluster's kube-controller-manager runs the HPA controller: no shards to move a namespace between")
-	}
-	k := c.KShard
-	k.JoinSpare(t)
-	e := newEnv(t)
+	t.Parallel()
+	k, victim := claimVictim(t)
+	e := newEnvOn(t, k, victim)
 	const window = downscaleWindow
 	e.deployment("api", 1, "")
 	e.setExternal("requests", "35")
 	// No behavior: the window (the flag's) holds its highest recommendation, so it scales a
 	// count lowered by someone else back up (with behavior it only caps the count).
 	e.hpa("api", 1, 10, externalAverage("requests", "10"), nil)
-	owner := k.StableOwner(t, e.ns)
+	owner := stableOwner(t, k, e.ns, victim)
 	e.waitReplicas("api", 4, settle)
 	e.setExternal("requests", "5")
 	var scaledUp time.Time
@@ -83,22 +81,19 @@ func TestWindowAcrossOwnerKill(t *testing.T) {
 // gets SIGTERM). The new owner must not take the next step before 30 s since the second
 // have passed, as the old owner would not have: the policy's allowance is rebuilt from
 // the HPA's SuccessfulRescale events (a new owner that knew nothing would step at its
-// first sync). Not parallel: it stops one of the package's shards.
+// first sync). It stops a shard of its own (claimVictim), so it runs in parallel with the
+// others.
 func TestScaleUpPolicyAcrossHandoff(t *testing.T) {
-	c := framework.RunningControllers(t)
-	if c.KShard == nil {
-		t.Skip("the cluster's kube-controller-manager runs the HPA controller: no shards to move a namespace between")
-	}
-	k := c.KShard
-	k.JoinSpare(t)
-	e := newEnv(t)
+	t.Parallel()
+	k, victim := claimVictim(t)
+	e := newEnvOn(t, k, victim)
 	const period = 30 * time.Second
 	e.deployment("steps", 1, "")
 	e.setExternal("backlog", "100")
 	e.hpa("steps", 1, 10, externalAverage("backlog", "10"), &autoscalingv2.HorizontalPodAutoscalerBehavior{
 		ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0),
 			Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: int32(period.Seconds())}}}})
-	owner := k.StableOwner(t, e.ns)
+	owner := stableOwner(t, k, e.ns, victim)
 	e.waitReplicas("steps", 2, settle)
 	e.waitReplicas("steps", 3, period+settle)
 	// The second step's event and status are written (the precondition of the move, not
@@ -133,4 +128,77 @@ func TestScaleUpPolicyAcrossHandoff(t *testing.T) {
 	e.holdAtMost("steps", 3, second.Add(period))
 	third := e.waitReplicas("steps", 4, settle)
 	t.Logf("third step %s after the second", third.Sub(second).Round(time.Millisecond))
+}
+
+// victims are the shards the handoff tests stop, one each. A handoff test stops the owner
+// of its namespace; with the tests in parallel, the owner must be a shard no other handoff
+// test stops, and the namespace must not move before the test stops it. Both hold when
+// each test's namespace falls in a partition of a shard of its own (NamespaceOn): a stop
+// moves only the stopped shard's partitions. What would break them is a join, which moves
+// partitions from every shard to the new one; so shards join only here, all that the
+// handoff tests need at once, and only while no handoff test is running (between go
+// test's -count rounds, or before the first). The other tests' namespaces may fall on a
+// victim and move with it, at any time: none of their checks depends on where their
+// namespace is (a new owner rebuilds an HPA's window from the count it finds, which holds
+// it at least as long; their upper bounds leave a window and a move to spare).
+var victims = struct {
+	mu   sync.Mutex
+	idle *sync.Cond // signalled when a handoff test ends
+	pool []*framework.Shard
+	// running counts the handoff tests between their claim and their end.
+	running int
+}{}
+
+func init() { victims.idle = sync.NewCond(&victims.mu) }
+
+// handoffTests is how many tests claim a victim: the shards that join at once.
+const handoffTests = 2
+
+// claimVictim returns the package's kshard and a live shard for t alone to stop, joining
+// handoffTests new shards when none is left (waiting first until no handoff test runs).
+// It skips t when the cluster's kube-controller-manager runs the HPA controller: there
+// are no shards to move a namespace between.
+func claimVictim(t *testing.T) (*framework.KShard, *framework.Shard) {
+	t.Helper()
+	c := framework.RunningControllers(t)
+	if c.KShard == nil {
+		t.Skip("the cluster's kube-controller-manager runs the HPA controller: no shards to move a namespace between")
+	}
+	k := c.KShard
+	v := &victims
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for {
+		for len(v.pool) > 0 && v.pool[0].Exited() {
+			v.pool = v.pool[1:]
+		}
+		if len(v.pool) > 0 {
+			break
+		}
+		if v.running == 0 {
+			v.pool = k.JoinSpares(t, handoffTests)
+			break
+		}
+		v.idle.Wait()
+	}
+	s := v.pool[0]
+	v.pool = v.pool[1:]
+	v.running++
+	t.Cleanup(func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.running--
+		v.idle.Broadcast()
+	})
+	return k, s
+}
+
+// stableOwner waits until victim owns ns (as it did when ns was created: nothing but a
+// stop of victim moves it) and returns it.
+func stableOwner(t *testing.T, k *framework.KShard, ns string, victim *framework.Shard) *framework.Shard {
+	t.Helper()
+	if owner := k.StableOwner(t, ns); owner != victim {
+		t.Fatalf("namespace %s owned by %s, want %s (which owned its partition when it was created)", ns, owner.Name, victim.Name)
+	}
+	return victim
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/ptr"
 
 	"github.com/kshard/kshard/test/framework"
@@ -44,7 +45,19 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	f := framework.Get(t)
-	e := &env{t: t, f: f, cs: f.Client, ns: f.Namespace(t, nil).Name}
+	return envIn(t, f, f.Namespace(t, nil).Name)
+}
+
+// newEnvOn is newEnv with a namespace in a partition shard owns (KShard.NamespaceOn).
+func newEnvOn(t *testing.T, k *framework.KShard, shard *framework.Shard) *env {
+	t.Helper()
+	f := framework.Get(t)
+	return envIn(t, f, k.NamespaceOn(t, shard, nil).Name)
+}
+
+// envIn is the env of the test's namespace ns.
+func envIn(t *testing.T, f *framework.Framework, ns string) *env {
+	e := &env{t: t, f: f, cs: f.Client, ns: ns}
 	t.Cleanup(func() {
 		if t.Failed() {
 			e.dump()
@@ -101,8 +114,13 @@ func (e *env) deployment(name string, replicas int32, usage string) {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image,
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
+				Spec: corev1.PodSpec{
+					// No grace: kwok has nothing to stop, and a deleted namespace's
+					// controller waits for its pods' grace (half of it and a second)
+					// before it looks again, which the package's end would wait for.
+					TerminationGracePeriodSeconds: ptr.To(int64(0)),
+					Containers: []corev1.Container{{Name: "c", Image: image,
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
 			},
 		},
 	}
@@ -173,6 +191,52 @@ func (e *env) setPodsUsage(name, usage string) {
 			e.t.Fatal(err)
 		}
 	}
+}
+
+// waitPods waits until n pods of app=name exist, none of them being deleted.
+func (e *env) waitPods(name string, n int) {
+	e.t.Helper()
+	framework.Eventually(e.t, settle, fmt.Sprintf("%d pods of %s", n, name), func(ctx context.Context) (bool, error) {
+		pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, err
+		}
+		live := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		if live != n {
+			return false, fmt.Errorf("%d pods", live)
+		}
+		return true, nil
+	})
+}
+
+// podsUsageBelow returns nil when metrics.k8s.io (what the HPA reads) serves the metrics
+// of exactly n pods of app=name, each using less CPU than below.
+func (e *env) podsUsageBelow(ctx context.Context, name string, n int, below string) error {
+	mc, err := metricsclient.NewForConfig(e.f.Config)
+	if err != nil {
+		return err
+	}
+	list, err := mc.MetricsV1beta1().PodMetricses(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		return err
+	}
+	if len(list.Items) != n {
+		return fmt.Errorf("metrics of %d pods, want %d", len(list.Items), n)
+	}
+	limit := resource.MustParse(below)
+	for _, p := range list.Items {
+		for _, c := range p.Containers {
+			if cpu := c.Usage[corev1.ResourceCPU]; cpu.Cmp(limit) >= 0 {
+				return fmt.Errorf("pod %s uses %s of CPU", p.Name, cpu.String())
+			}
+		}
+	}
+	return nil
 }
 
 // replicas is the Deployment's spec.replicas.

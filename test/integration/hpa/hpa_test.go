@@ -17,18 +17,27 @@ import (
 const cpuReason = "cpu resource utilization (percentage of request) above target"
 
 // TestCPUUtilization: a Deployment of 2 pods at 90 % of their CPU request against a
-// target of 50 % is scaled up to its maxReplicas of 4 (ScalingLimited TooManyReplicas:
-// the metrics ask for 8); when the pods' usage drops to 1 %, it is scaled down to its
-// minReplicas, and not before its scale-down window of 30 s has passed since the last
+// target of 20 % is scaled up to its maxReplicas of 4 (ScalingLimited TooManyReplicas:
+// the metrics ask for 9); when the pods' usage drops to 1 %, it is scaled down to its
+// minReplicas, and not before its scale-down window of 20 s has passed since the last
 // sync that recommended 4 (give or take a sync period).
+//
+// The usage drops right after the scale-up, before the two new pods have metrics (a new
+// pod's first metrics take three scrapes): so the test waits for new pods' first metrics
+// once, not twice (once at 90 % for the limit, once more for the drop). Until
+// metrics.k8s.io has every pod's metrics, the HPA recommends 4 (upstream's rule: on a
+// scale-down a pod without metrics counts as using its whole request, which with the old
+// pods' 1 % is still above the target), so the last recommendation of 4 is the last sync
+// before the four pods' low metrics are served.
 func TestCPUUtilization(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const window = 30 * time.Second
+	start := time.Now()
+	const window = 20 * time.Second
 	e.deployment("web", 2, "90m")
-	e.hpa("web", 1, 4, cpuUtilization(50), &autoscalingv2.HorizontalPodAutoscalerBehavior{
+	e.hpa("web", 1, 4, cpuUtilization(20), &autoscalingv2.HorizontalPodAutoscalerBehavior{
 		ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To(int32(window.Seconds()))}})
-	e.waitReplicas("web", 4, settle)
+	up := e.waitReplicas("web", 4, settle)
 	framework.Eventually(t, settle, "the HPA limited by maxReplicas, with the CPU metric in its status", func(context.Context) (bool, error) {
 		h := e.getHPA("web")
 		if got := condition(h, autoscalingv2.ScalingLimited); got != "True TooManyReplicas" {
@@ -45,26 +54,31 @@ func TestCPUUtilization(t *testing.T) {
 	})
 	e.waitRescales("web", exactly("New size: 4; reason: "+cpuReason))
 
+	e.waitPods("web", 4)
 	e.setPodsUsage("web", "1m")
-	// The first status showing the usage below the tolerance (under 45 %) is written by
-	// the first sync that recommends fewer than 4; the one before it, a sync period (and
-	// the time a sync takes) earlier, was the last to recommend 4. The bound allows two
-	// periods: without the window the count would drop at that first sync.
+	// The first sync that finds every pod's metrics low recommends fewer than 4; the one
+	// before it, a sync period (and the time a sync takes) earlier, was the last to
+	// recommend 4. The test sees the metrics within its poll of that. The bound allows
+	// two periods: without the window the count would drop at that first sync.
 	var low time.Time
-	framework.Eventually(t, settle, "the HPA's status showing the low usage", func(context.Context) (bool, error) {
+	framework.Eventually(t, settle, "the HPA's status and metrics.k8s.io showing the low usage of every pod", func(ctx context.Context) (bool, error) {
 		h := e.getHPA("web")
-		if len(h.Status.CurrentMetrics) == 1 && h.Status.CurrentMetrics[0].Resource != nil &&
-			ptr.Deref(h.Status.CurrentMetrics[0].Resource.Current.AverageUtilization, 100) < 45 {
-			low = time.Now()
-			return true, nil
+		if len(h.Status.CurrentMetrics) != 1 || h.Status.CurrentMetrics[0].Resource == nil ||
+			ptr.Deref(h.Status.CurrentMetrics[0].Resource.Current.AverageUtilization, 100) >= 10 {
+			return false, fmt.Errorf("currentMetrics %+v", h.Status.CurrentMetrics)
 		}
-		return false, fmt.Errorf("currentMetrics %+v", h.Status.CurrentMetrics)
+		if err := e.podsUsageBelow(ctx, "web", 4, "10m"); err != nil {
+			return false, err
+		}
+		low = time.Now()
+		return true, nil
 	})
 	period, _ := time.ParseDuration(syncPeriod)
 	earliest := low.Add(window - 2*period)
 	e.holdAtLeast("web", 4, earliest)
 	down := e.waitReplicas("web", 1, window+settle)
-	t.Logf("usage seen low at %s; scaled down %s later (window %s)", low.Format(time.RFC3339), down.Sub(low).Round(time.Millisecond), window)
+	t.Logf("scaled up %s after the start (the first pods' first metrics); usage seen low %s after the scale-up (the new pods' first metrics); scaled down %s later (window %s)",
+		up.Sub(start).Round(time.Millisecond), low.Sub(up).Round(time.Millisecond), down.Sub(low).Round(time.Millisecond), window)
 	e.waitRescales("web", exactly("New size: 4; reason: "+cpuReason, "New size: 1; reason: All metrics below target"))
 }
 

@@ -9,6 +9,12 @@
 // kube-controller-manager runs them, with a sync period of 5 s and a scale-down window
 // (for HPAs without behavior) of 60 s (--horizontal-pod-autoscaler-sync-period and
 // -downscale-stabilization, upstream's flags) so that the tests wait less.
+//
+// Every test runs in parallel with every other: they spend their time waiting for
+// metrics-server's scrapes and for windows, not computing. The handoff tests stop a shard
+// each; they get shards of their own that join for them (claimVictim in handoff_test.go)
+// and namespaces those shards own, so neither moves the other's namespace, and the other
+// tests do not depend on which shard owns theirs.
 package hpa
 
 import (
@@ -32,6 +38,11 @@ func TestMain(m *testing.M) {
 		Shards:       2,
 		ShardArgs: []string{"--horizontal-pod-autoscaler-sync-period=" + syncPeriod,
 			"--horizontal-pod-autoscaler-downscale-stabilization=" + downscaleWindow.String()},
-		Parallel: 4,
+		// Every test at once: a test waiting for its turn would add its waits to the
+		// package's time.
+		Parallel: 8,
+		// The namespaces hold HPAs, Deployments, ReplicaSets, kwok's pods, ConfigMaps and
+		// Events: nothing waits for a controller the shards do not run.
+		FinishNamespaces: true,
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -234,14 +233,8 @@ func TestGetResourceReplicas(t *testing.T) {
 			if !reflect.DeepEqual(m.asked, wantAsked) {
 				t.Errorf("asked %q, want %q", m.asked, wantAsked)
 			}
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got != tc.want || util != tc.wantUtil || raw != tc.wantRaw {
 				t.Errorf("got %d replicas at %d %% (%d), want %d at %d %% (%d)", got, util, raw, tc.want, tc.wantUtil, tc.wantRaw)
@@ -305,14 +298,8 @@ func TestGetRawResourceReplicas(t *testing.T) {
 			m := &stubMetrics{pods: tc.samples, timestamp: t0, err: tc.err}
 			c := newCalculator(t, m, nil, tc.pods...)
 			got, u, ts, err := c.GetRawResourceReplicas(testContext(t), tc.current, tc.target, tc.resource, defaultTolerances, ns, webSelector, "")
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got != tc.want || u != tc.wantUsage || !ts.Equal(t0) {
 				t.Errorf("got %d replicas at %d (%v), want %d at %d (%v)", got, u, ts, tc.want, tc.wantUsage, t0)
@@ -386,14 +373,8 @@ func TestGetMetricReplicas(t *testing.T) {
 			if want := []string{"pods qps " + ns + " app=web verb=GET"}; !reflect.DeepEqual(m.asked, want) {
 				t.Errorf("asked %q, want %q", m.asked, want)
 			}
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got != tc.want || u != tc.wantUsage || !ts.Equal(t0) {
 				t.Errorf("got %d replicas at %d (%v), want %d at %d (%v)", got, u, ts, tc.want, tc.wantUsage, t0)
@@ -460,14 +441,8 @@ func TestGetObjectMetricReplicas(t *testing.T) {
 			if want := []string{"object qps " + ns + " Deployment/web verb=GET"}; !reflect.DeepEqual(m.asked, want) {
 				t.Errorf("asked %q, want %q", m.asked, want)
 			}
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			// Upstream drops the object metric's timestamp.
 			if got != tc.want || u != tc.value || !ts.IsZero() {
@@ -568,14 +543,8 @@ func TestGetExternalMetricReplicas(t *testing.T) {
 			if tc.wantAsked != "" && !reflect.DeepEqual(m.asked, []string{tc.wantAsked}) {
 				t.Errorf("asked %q, want [%q]", m.asked, tc.wantAsked)
 			}
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorContains(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got != tc.want || u != tc.wantUsage || !ts.IsZero() {
 				t.Errorf("got %d replicas at %d (%v), want %d at %d (zero time)", got, u, ts, tc.want, tc.wantUsage)

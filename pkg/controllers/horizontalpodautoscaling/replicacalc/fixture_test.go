@@ -2,6 +2,7 @@ package replicacalc
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,3 +184,30 @@ func newCalculator(t testing.TB, m MetricsClient, recorder record.EventRecorder,
 
 // defaultTolerances are the flag's default in both directions.
 var defaultTolerances = Tolerances{ScaleDown: DefaultTolerance, ScaleUp: DefaultTolerance}
+
+// errorIs checks a case's error against want, the exact message it expects ("" for none),
+// and reports whether the case expected an error (its other checks are then moot).
+func errorIs(t *testing.T, err error, want string) bool {
+	t.Helper()
+	return checkError(t, err, want, func(got string) bool { return got == want })
+}
+
+// errorContains is errorIs for a want that is part of the message.
+func errorContains(t *testing.T, err error, want string) bool {
+	t.Helper()
+	return checkError(t, err, want, func(got string) bool { return strings.Contains(got, want) })
+}
+
+func checkError(t *testing.T, err error, want string, match func(string) bool) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if err == nil || !match(err.Error()) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	return true
+}

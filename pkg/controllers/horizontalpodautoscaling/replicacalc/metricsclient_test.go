@@ -216,14 +216,8 @@ func TestGetResourceMetric(t *testing.T) {
 			rc := servePodMetrics(tc.listErr, tc.items...)
 			c := NewMetricsClient(rc.MetricsV1beta1(), &customfake.FakeCustomMetricsClient{}, &externalfake.FakeExternalMetricsClient{})
 			got, ts, err := c.GetResourceMetric(testContext(t), tc.resource, ns, webSelector, tc.container)
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("metrics %v, want %v", got, tc.want)
@@ -309,14 +303,8 @@ func TestGetRawMetric(t *testing.T) {
 			if !reflect.DeepEqual(rec.seen, []string{"verb=GET"}) {
 				t.Errorf("metric selectors %v, want [verb=GET]", rec.seen)
 			}
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(m, tc.want) || !ts.Equal(tc.wantTS) {
 				t.Errorf("got %v at %v, want %v at %v", m, ts, tc.want, tc.wantTS)
@@ -379,14 +367,8 @@ func TestGetObjectMetric(t *testing.T) {
 			if !reflect.DeepEqual(rec.seen, []string{"verb=GET"}) {
 				t.Errorf("metric selectors %v, want [verb=GET]", rec.seen)
 			}
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if v != 2500 || !ts.Equal(t0) {
 				t.Errorf("got %d at %v, want 2500 at %v", v, ts, t0)
@@ -432,14 +414,8 @@ func TestGetExternalMetric(t *testing.T) {
 			if got.GetNamespace() != ns || got.GetResource().Resource != "queue_length" || got.GetListRestrictions().Labels.String() != "queue=jobs" {
 				t.Errorf("listed %s/%s with %q, want %s/queue_length with queue=jobs", got.GetNamespace(), got.GetResource().Resource, got.GetListRestrictions().Labels, ns)
 			}
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(values, tc.want) || !ts.Equal(t0) {
 				t.Errorf("got %v at %v, want %v at %v", values, ts, tc.want, t0)

@@ -224,14 +224,8 @@ func TestCalculateRequests(t *testing.T) {
 				res = corev1.ResourceCPU
 			}
 			got, err := calculateRequests(tc.pods, tc.container, res)
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
+			if errorIs(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)

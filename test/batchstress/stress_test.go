@@ -311,7 +311,6 @@ func TestBatchStress(t *testing.T) {
 			t.Fatalf("the cluster's kube-controller-manager runs %s (%v): the stress test needs kshard to run it alone", c, err)
 		}
 	}
-	checkKwokStage(t, f)
 	nJobs := framework.EnvInt("KSHARD_BATCH_STRESS_JOBS", 304)
 	nCron := framework.EnvInt("KSHARD_BATCH_STRESS_CRONJOBS", 30)
 	waves := framework.EnvInt("KSHARD_BATCH_STRESS_WAVES", 8)
@@ -321,74 +320,27 @@ func TestBatchStress(t *testing.T) {
 	run := f.RunID
 	began := time.Now()
 
-	// Two coordinators, as the chart runs them, and a supervisor that restarts one that
-	// exits at its address (as its Deployment would): on a loaded machine the leader can
-	// miss its Lease renewal (renew deadline 3s here), and it then exits on purpose.
 	// The longest the test process went without running a 1s ticker: a stall of the
 	// machine (a shared one) freezes the control plane and kshard alike, and CronJob
 	// schedule times that fall in a stall longer than startingDeadlineSeconds are
 	// skipped, as upstream skips them. Reported with the results.
-	stallStop := make(chan struct{})
-	var stallMu sync.Mutex
-	var stall time.Duration
-	var stallAt time.Time
-	go func() {
-		last := time.Now()
-		for {
-			select {
-			case <-stallStop:
-				return
-			case now := <-time.After(time.Second):
-				stallMu.Lock()
-				if d := now.Sub(last) - time.Second; d > stall {
-					stall, stallAt = d, last
-				}
-				stallMu.Unlock()
-				last = now
-			}
-		}
-	}()
-	defer close(stallStop)
-	reportStall := func() {
-		stallMu.Lock()
-		defer stallMu.Unlock()
-		t.Logf("longest stall of the test process: %s (from %s)", stall.Round(time.Millisecond), stallAt.Format("15:04:05"))
-	}
+	reportStall := framework.WatchStalls(t)
 
 	k := f.NewKShard(t, framework.KShardOptions{ShardArgs: []string{"--controllers", "job,cronjob,ttl-after-finished"}})
 	k.GuardAlone(t)
-	coordinators := []*framework.Coordinator{k.StartCoordinator("coordinator-a"), k.StartCoordinator("coordinator-b")}
+	// Two coordinators, as the chart runs them, restarted when one exits (as its
+	// Deployment would): on a loaded machine the leader can miss its Lease renewal (renew
+	// deadline 3s here), and it then exits on purpose.
+	stopSupervising := k.SuperviseCoordinators(t)
+	defer stopSupervising()
 	for i := 1; i <= 3; i++ {
 		k.StartShard(fmt.Sprintf("shard-%d", i))
 	}
 	k.WaitAllOwned(t, 90*time.Second)
 	t.Logf("3 shards own every partition after %s", time.Since(began).Round(time.Second))
-	supervise := make(chan struct{})
-	supervised := make(chan int)
-	defer func() {
-		close(supervise)
-		if n := <-supervised; n > 0 {
-			t.Logf("coordinator restarts after an exit: %d", n)
-		}
-	}()
-	go func() {
-		restarts := 0
-		defer func() { supervised <- restarts }()
-		for {
-			select {
-			case <-supervise:
-				return
-			case <-time.After(time.Second):
-			}
-			for i, c := range coordinators {
-				if c.Exited() {
-					restarts++
-					t.Logf("%s exited (see its log); restarting it at %s", c.Name, c.GRPCAddr)
-					coordinators[i] = k.StartCoordinatorAt(fmt.Sprintf("%s-r%d", c.Name, restarts), c.GRPCAddr)
-				}
-			}
-		}
-	}()
+	// After the shards start: they run the serviceaccount controller (the cluster's
+	// kube-controller-manager does not), without which no pod is admitted.
+	checkKwokStage(t, f)
 
 	w := &podWatch{parallelism: map[string]int32{}, active: map[string]map[string]bool{}, maxActive: map[string]int{},
 		succeeded: map[string]map[string]bool{}}
@@ -494,14 +446,7 @@ func TestBatchStress(t *testing.T) {
 			t.Logf("+%s scaled out to 4 shards", time.Since(start).Round(time.Second))
 		},
 		3: func() {
-			s := k.Shards["shard-1"]
-			if err := s.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if exited, err := s.Wait(90 * time.Second); !exited || err != nil {
-				t.Errorf("shard-1 after SIGTERM: exited %v, %v", exited, err)
-			}
-			k.WaitAllOwned(t, 90*time.Second)
+			k.ScaleIn(t, "shard-1")
 			t.Logf("+%s scaled in to 3 shards (shard-1 handed over and exited)", time.Since(start).Round(time.Second))
 		},
 		5: func() {
@@ -709,6 +654,7 @@ func contains(xs []string, x string) bool {
 func checkKwokStage(t *testing.T, f *framework.Framework) {
 	t.Helper()
 	ns := f.Namespace(t, nil).Name
+	f.WaitDefaultServiceAccount(t, ns)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "kwok-stage-probe", Labels: map[string]string{kwokLabel: "by-index"},
 			Annotations: map[string]string{batchv1.JobCompletionIndexAnnotation: "0", exitCodeOfIx + "0": "7"}},

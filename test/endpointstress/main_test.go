@@ -9,9 +9,11 @@
 // delivers): no Service ever loses a ready endpoint it had, i.e. a pod stably ready for a
 // Service stays ready in the union of its slices until the test records an intent that can
 // remove it. Checked at the end: every Service's slices equal its pods (from the API, not
-// the test's model) and no pod is in two slices of one Service; and, from kube-apiserver's
-// audit log of EndpointSlice writes (hack/cluster.sh with KSHARD_APISERVER_AUDIT=1) and the
-// shards' logs, that every write the API server accepted came from a shard's pod identity
+// the test's model) and no pod is in two slices of one Service; that no shard fails an
+// EndpointSlice sync after the drain (its endpoint_slice_controller_syncs{result="error"}
+// stays flat while every Service is synced once more: checkSyncErrors); and, from
+// kube-apiserver's audit log of EndpointSlice writes (hack/cluster.sh with
+// KSHARD_APISERVER_AUDIT=1) and the shards' logs, that every write the API server accepted came from a shard's pod identity
 // that was working the namespace's partition when the request was received, and that two
 // shards wrote one slice only across a handoff.
 //

@@ -45,7 +45,7 @@ func TestEndpointStress(t *testing.T) {
 			on, framework.UpstreamControllersEnv, upstream)
 	}
 	auditLog := filepath.Join(f.ClusterDir(), "logs", "kube-apiserver-audit.log")
-	auditStart, err := fileSize(auditLog)
+	auditStart, err := os.Stat(auditLog)
 	if err != nil {
 		t.Fatalf("kube-apiserver's audit log: %v (start the control plane with KSHARD_APISERVER_AUDIT=1: hack/cluster.sh down, then up)", err)
 	}
@@ -206,6 +206,8 @@ func TestEndpointStress(t *testing.T) {
 
 	// The end state from the API: slices against pods and Services, no duplicates.
 	checkAgainstAPI(t, cs, models)
+	// No shard still failing syncs now that the churn has ended.
+	checkSyncErrors(t, cs, k, models)
 
 	// Results.
 	rep := chk.Report()
@@ -249,14 +251,6 @@ func lastSlow(st *stats) string {
 	return " (last: " + st.lastSlow + ")"
 }
 
-func fileSize(path string) (int64, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
-}
-
 // waitShown waits until no Service has an intent its slices do not show, and fails with
 // the Services left, how their slices differ, and (the first few) their pods and slices
 // as the API has them and their namespace's owner.
@@ -268,7 +262,7 @@ func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *
 	}
 	var ls []left
 	var diffs []string
-	err := waitFor(timeout, func(context.Context) (bool, error) {
+	err := framework.Poll(timeout, func(context.Context) (bool, error) {
 		ls, diffs = nil, nil
 		for _, m := range models {
 			for _, s := range m.svcs {
@@ -279,12 +273,15 @@ func waitShown(t *testing.T, cs kubernetes.Interface, k *framework.KShard, chk *
 				}
 			}
 		}
-		return len(ls) == 0, fmt.Errorf("%d Services left", len(ls))
+		if len(ls) > 0 {
+			return false, fmt.Errorf("%d Services left", len(ls))
+		}
+		return true, nil
 	})
 	if err == nil {
 		return true
 	}
-	t.Errorf("%s not shown by every Service's slices after %s: %v", what, timeout, err)
+	t.Errorf("%s not shown by every Service's slices: %v", what, err)
 	for _, d := range diffs[:min(20, len(diffs))] {
 		t.Errorf("  %s", d)
 	}
@@ -406,17 +403,14 @@ func podReady(p *corev1.Pod) bool {
 
 // checkWrites reads this run's EndpointSlice writes from kube-apiserver's audit log and,
 // with shards, checks them against the shards' ownership intervals from their logs.
-func checkWrites(t *testing.T, k *framework.KShard, auditLog string, from int64, nss map[string]bool, kills map[string][]time.Time) {
+func checkWrites(t *testing.T, k *framework.KShard, auditLog string, from os.FileInfo, nss map[string]bool, kills map[string][]time.Time) {
 	t.Helper()
-	f, err := os.Open(auditLog)
+	audit, closeAudit, err := auditSince(auditLog, from)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	writes, err := invariant.ParseAudit(f, func(ns string) bool { return nss[ns] })
+	defer closeAudit()
+	writes, err := invariant.ParseAudit(audit, func(ns string) bool { return nss[ns] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,39 +533,31 @@ func teardown(t *testing.T, f *framework.Framework, models []*nsModel, wait bool
 	if !wait {
 		return
 	}
-	err := waitFor(3*time.Minute, func(ctx context.Context) (bool, error) {
+	ours := map[string]bool{}
+	for _, m := range models {
+		if m != nil {
+			ours[m.ns] = true
+		}
+	}
+	err := framework.Poll(3*time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := f.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: framework.RunLabel + "=" + f.RunID})
+		if err != nil {
+			return false, err
+		}
 		left := 0
-		for _, m := range models {
-			if m == nil {
-				continue
-			}
-			if _, err := f.Client.CoreV1().Namespaces().Get(ctx, m.ns, metav1.GetOptions{}); err == nil {
+		for _, ns := range list.Items {
+			if ours[ns.Name] {
 				left++
 			}
 		}
-		return left == 0, fmt.Errorf("%d namespaces left", left)
+		if left > 0 {
+			return false, fmt.Errorf("%d namespaces left", left)
+		}
+		return true, nil
 	})
 	if err != nil {
 		t.Errorf("teardown: %v", err)
 		return
 	}
 	t.Logf("the run's %d namespaces deleted and gone in %s", len(models), time.Since(began).Round(time.Second))
-}
-
-func waitFor(timeout time.Duration, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var last error
-	for {
-		ok, err := cond(ctx)
-		if ok {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return last
-		case <-time.After(time.Second):
-		}
-	}
 }

@@ -179,10 +179,20 @@ func (f *Framework) DeleteNamespace(t testing.TB, name string) {
 	}
 }
 
-// Eventually polls cond every interval until it returns true, fails the test with the
-// last error after timeout.
+// Eventually polls cond (Poll) and fails the test with what and the last error after
+// timeout.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
+	if err := Poll(timeout, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// Poll calls cond every 200ms until it returns true without an error, and returns nil;
+// after timeout it returns an error naming the last error cond returned. cond's error
+// says why it is not true yet (a poll that errs is not done, whatever it returns). For a
+// caller that reports the failure itself: with t.Errorf and more to log, or not at all.
+func Poll(timeout time.Duration, cond func(ctx context.Context) (bool, error)) error {
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true,
 		func(ctx context.Context) (bool, error) {
@@ -194,8 +204,9 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx 
 			return ok, nil
 		})
 	if err != nil {
-		t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, last)
+		return fmt.Errorf("not true after %s (last error: %v)", timeout, last)
 	}
+	return nil
 }
 
 // namePrefix turns a test name into a valid namespace generateName prefix.

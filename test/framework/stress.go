@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// The shard-set helpers of the stress tests (test/workloadstress, test/endpointstress),
-// which change kshard's membership while a workload churns.
+// The shard-set helpers of the stress tests (test/batchstress, test/workloadstress,
+// test/endpointstress), which change kshard's membership while a workload churns.
 
 // ScaleIn scales a shard in: SIGTERM, a clean exit, every partition owned again.
 func (k *KShard) ScaleIn(t testing.TB, name string) {

@@ -198,7 +198,11 @@ func Poll(timeout time.Duration, cond func(ctx context.Context) (bool, error)) e
 		func(ctx context.Context) (bool, error) {
 			ok, err := cond(ctx)
 			if err != nil {
-				last = err
+				// An error of the attempt the timeout cut short says only that: keep
+				// the one before it, which says why the condition was not yet true.
+				if last == nil || ctx.Err() == nil {
+					last = err
+				}
 				return false, nil
 			}
 			return ok, nil

@@ -55,3 +55,20 @@ func TestPoll(t *testing.T) {
 		})
 	}
 }
+
+// TestPollKeepsTheErrorBeforeTheTimeout: an attempt the timeout cuts short fails only
+// because of it; the error that says why the condition was false is the one before.
+func TestPollKeepsTheErrorBeforeTheTimeout(t *testing.T) {
+	calls := 0
+	err := Poll(500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		calls++
+		if calls < 3 {
+			return false, errors.New("sum(up) = 5, want ≥ 6")
+		}
+		<-ctx.Done()
+		return false, ctx.Err()
+	})
+	if want := "(last error: sum(up) = 5, want ≥ 6)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Poll: %v, want an error with %q", err, want)
+	}
+}

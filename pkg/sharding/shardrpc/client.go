@@ -343,8 +343,10 @@ func (q *targetQueue) next(ctx context.Context, skip func(addr string) bool) tar
 	// A leader the Lease newly names goes first, before the rest of a pass: during a full
 	// outage that rest is the dead pods' addresses (the peers Service's slices lag until a
 	// shard works them), each dialed after a growing backoff, so waiting for the next pass
-	// to read the Lease made shards reach a new leader up to a pass late (three addresses
-	// at the 10 s maximum backoff: 30 s, seen in the helm e2e's cold start).
+	// to read the Lease could make shards reach a new leader up to a pass late (three
+	// addresses at the 10 s maximum backoff: 30 s). That delay was suspected from the
+	// shards' Ready times in the helm e2e's cold start (28-54 s after the kill), not
+	// confirmed: the pods' logs were gone.
 	if len(q.pending) > 0 {
 		before := q.leaderAddr
 		if addr := q.leaderAddress(ctx); addr != "" && addr != before && (skip == nil || !skip(addr)) {

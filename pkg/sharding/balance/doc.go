@@ -58,7 +58,8 @@
 //     fewest objects first, to the least-loaded non-exclusive member.
 //  7. Spread over the non-exclusive members, with F' their fair share:
 //     triggered when the busiest b > F'·(1+δ) and > MinLoad; moves go to the
-//     least-loaded receiver r, need r + c < b (so Σcost² falls by 2c(b−r−c)),
+//     least-loaded receiver r, need r + c < b (so Σcost² falls by 2c(b−r−c);
+//     implied by the next bound while b is above it, and checked anyway),
 //     r + c ≤ F'·(1+δ/2) and c ≥ MinGain·F'; the c closest to (b−r)/2 wins;
 //     it stops at F'·(1+δ/2). The dead band between 1+δ/2 and 1+δ is what
 //     keeps a steady load still once spread.

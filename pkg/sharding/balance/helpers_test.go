@@ -202,3 +202,22 @@ func phi(target []string, cost []float32) float64 {
 	}
 	return s
 }
+
+// mostPartitions returns the owner of the most cost-bearing partitions in
+// target, ties to the first name: the member a skewed load is put on (the
+// member of a hot partition may hold nothing else).
+func mostPartitions(target []string, cost []float32) string {
+	count := map[string]int{}
+	for p, o := range target {
+		if cost[p] > 0 {
+			count[o]++
+		}
+	}
+	best := ""
+	for o, c := range count {
+		if best == "" || c > count[best] || (c == count[best] && o < best) {
+			best = o
+		}
+	}
+	return best
+}

@@ -317,3 +317,47 @@ func TestFixedPoint(t *testing.T) {
 		})
 	}
 }
+
+// TestNewMemberPulls: a new member pulls only when it starts below
+// F·(1−δ/2), and then up to F (within c/2); a member that is not new pulls
+// nothing that has an owner.
+func TestNewMemberPulls(t *testing.T) {
+	const p = 300 // cost 0.1 each: F = 10 at 3 members
+	tests := []struct {
+		name  string
+		holds int // partitions the member "n" holds
+		isNew bool
+		want  int // partitions that move to it
+	}{
+		{name: "new, below the threshold", holds: 90, isNew: true, want: 10},
+		{name: "new, empty", holds: 0, isNew: true, want: 100},
+		{name: "new, within δ/2 of F", holds: 97, isNew: true, want: 0},
+		{name: "not new, below F", holds: 90, isNew: false, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cost := make([]float32, p)
+			cur := make([]string, p)
+			for i := range p {
+				cost[i] = 0.1
+				cur[i] = []string{"a", "b"}[i%2]
+				if i < tt.holds {
+					cur[i] = "n"
+				}
+			}
+			in := Input{Ring: newRing(t, p, 0), Members: []Member{{ID: "a"}, {ID: "b"}, {ID: "n", New: tt.isNew}}, Current: cur, Cost: cost}
+			out := plan(t, in)
+			checkOutput(t, in, out)
+			got := 0
+			for _, i := range moved(cur, out.Target) {
+				if out.Target[i] != "n" {
+					t.Fatalf("partition %d moved %s → %s", i, cur[i], out.Target[i])
+				}
+				got++
+			}
+			if got != tt.want {
+				t.Fatalf("%d partitions moved to n, want %d", got, tt.want)
+			}
+		})
+	}
+}

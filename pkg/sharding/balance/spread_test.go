@@ -17,8 +17,8 @@ func converged(t *testing.T, in Input) []string {
 }
 
 // skewed returns an input whose current owners hold a steady load very
-// unevenly: a Membership placement of half the costs, then the loads of
-// one member's partitions multiplied by 6.
+// unevenly: a Membership placement of the costs, then the costs of the
+// partitions of the member holding the most multiplied by 6.
 func skewed(t *testing.T, p, n int, shape string, seed uint64) Input {
 	rng := rand.New(rand.NewPCG(seed, uint64(p)))
 	cost, objs, ns := costs(rng, shape, p)
@@ -26,8 +26,9 @@ func skewed(t *testing.T, p, n int, shape string, seed uint64) Input {
 		Params: Params{MaxNamespaceShare: math.Inf(1)}}
 	in.Current = converged(t, in)
 	in.Cost = slices.Clone(cost)
+	busy := mostPartitions(in.Current, cost)
 	for i, o := range in.Current {
-		if o == "shard-0" {
+		if o == busy {
 			in.Cost[i] *= 6
 		}
 	}
@@ -270,7 +271,7 @@ func TestPins(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := Input{Ring: r, Members: members, Current: cur, Cost: cost, Pin: pin, Kind: tt.kind,
-				Params: Params{SharedGroups: []string{"shared"}}}
+				Params: Params{SharedGroups: []string{"shared"}, MaxCostFraction: 1}}
 			out := plan(t, in)
 			checkOutput(t, in, out)
 			for p, allowed := range tt.want {

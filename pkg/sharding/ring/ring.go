@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -178,11 +179,27 @@ func (r *Ring) AssignFrom(members, current []string) ([]string, error) {
 // once, as AssignFrom does. Members are addressed by their index in
 // Members (sorted names). A Built is immutable and safe for concurrent use.
 type Built struct {
-	p      int
-	names  []string
-	vn     []vnode
+	p     int
+	names []string
+	vn    []vnode
+
+	// Filled on first use by Prefer or Distance (index), so that
+	// Ring.AssignFrom, which needs neither, does not pay for them.
+	once   sync.Once
 	nodes  [][]uint64 // per member, its virtual nodes' hashes ascending
 	onRing int        // members with at least one virtual node
+}
+
+// index fills nodes and onRing.
+func (b *Built) index() {
+	b.once.Do(func() {
+		b.nodes = memberNodes(b.vn, len(b.names), nil)
+		for _, vs := range b.nodes {
+			if len(vs) > 0 {
+				b.onRing++
+			}
+		}
+	})
 }
 
 // Build returns the ring of members. Duplicate names count once and order
@@ -200,12 +217,6 @@ func (r *Ring) Build(members []string) (*Built, error) {
 		return nil, errors.New("ring: empty member name")
 	}
 	b.vn = buildRing(names, r.cfg.ReplicationFactor, xxhash.Sum64)
-	b.nodes = memberNodes(b.vn, len(names), nil)
-	for _, vs := range b.nodes {
-		if len(vs) > 0 {
-			b.onRing++
-		}
-	}
 	return b, nil
 }
 
@@ -250,6 +261,7 @@ func (b *Built) Prefer(id partition.ID) iter.Seq[int] {
 		if len(b.vn) == 0 {
 			return
 		}
+		b.index()
 		seen := make([]bool, len(b.names))
 		left := b.onRing
 		i := search(b.vn, xxPartitionHash(int(id)))
@@ -275,6 +287,7 @@ func (b *Built) Prefer(id partition.ID) iter.Seq[int] {
 // smallest distance when a member holds more than its quota). A member with
 // no virtual node is at math.MaxUint64.
 func (b *Built) Distance(m int, id partition.ID) uint64 {
+	b.index()
 	return distance(b.nodes[m], xxPartitionHash(int(id)))
 }
 

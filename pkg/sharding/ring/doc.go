@@ -45,6 +45,15 @@
 // at 100, 11.2 % at 1,000 in a one-off run). Leadership moving back to an
 // older build moves partitions back to the library's assignment.
 //
+// Built is the ring of one member set, built once, for package balance,
+// which places partitions that carry work by cost and asks the ring only
+// for preference: Prefer (a partition's preference order), Distance (how
+// early a member comes in it, which is also how much a member prefers a
+// partition: the order AssignFrom keeps by when a member holds too many)
+// and AssignFrom restricted to some members and partitions (the count
+// quotas balance keeps for partitions that carry nothing). AssignFrom is
+// Build followed by Built.AssignFrom over everything.
+//
 // Why the ring is built in one sort, not with the library: its New adds
 // members one at a time and re-sorts the whole ring of members ×
 // ReplicationFactor virtual nodes after each, O(N²·R·log(N·R)). At 4,096

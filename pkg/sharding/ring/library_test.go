@@ -146,7 +146,7 @@ func TestPlaceWithoutVirtualNodes(t *testing.T) {
 	for i := range cur {
 		cur[i] = int32(i % n) // every member, on the ring or not, holds some
 	}
-	owner := place(vn, n, cur)
+	owner := place(vn, n, cur, nil, nil)
 	count := map[int32]int{}
 	for _, m := range owner {
 		count[m]++

@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -156,64 +158,164 @@ func (r *Ring) AssignFrom(members, current []string) ([]string, error) {
 	if current != nil && len(current) != p {
 		return nil, fmt.Errorf("%w: %d owners for %d partitions", ErrCurrentLength, len(current), p)
 	}
-	names := slices.Clone(members)
-	// Sorting makes the result independent of input order, hash collisions
-	// of virtual nodes included (the last member added wins, as in the
-	// library).
-	slices.Sort(names)
-	names = slices.Compact(names)
+	b, err := r.Build(members)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]string, p)
-	if len(names) == 0 {
+	if len(b.names) == 0 {
 		return out, nil
 	}
-	if names[0] == "" {
-		return nil, errors.New("ring: empty member name")
-	}
-	vn := buildRing(names, r.cfg.ReplicationFactor, xxhash.Sum64)
-	cur := make([]int32, p)
-	for i := range cur {
-		cur[i] = -1
-	}
-	if current != nil {
-		index := make(map[string]int32, len(names))
-		for i, n := range names {
-			index[n] = int32(i)
-		}
-		for i, o := range current {
-			if m, ok := index[o]; ok {
-				cur[i] = m
-			}
-		}
-	}
-	owner := place(vn, len(names), cur)
-	for i, m := range owner {
-		out[i] = names[m]
+	for i, m := range b.AssignFrom(b.Owners(current), nil, nil) {
+		out[i] = b.names[m]
 	}
 	return out, nil
 }
 
-// preference returns the members of a partition's preference order, first
-// to last, each once: the order in which the ring's clockwise walk from the
-// partition's hash meets them. Its first entry is the owner the library
-// gives the partition when no member is full. The tests check the walk
-// against the library with it; placement walks the ring inline.
-func (r *Ring) preference(members []string, id partition.ID) []string {
+// Built is the ring of one member set, built once (one sort of members ×
+// ReplicationFactor virtual nodes). It exists so that a placement that asks
+// many questions of one member set (package balance: preference walks,
+// distances, count quotas over part of the partitions) pays for the sort
+// once, as AssignFrom does. Members are addressed by their index in
+// Members (sorted names). A Built is immutable and safe for concurrent use.
+type Built struct {
+	p     int
+	names []string
+	vn    []vnode
+
+	// Filled on first use by Prefer or Distance (index), so that
+	// Ring.AssignFrom, which needs neither, does not pay for them.
+	once   sync.Once
+	nodes  [][]uint64 // per member, its virtual nodes' hashes ascending
+	onRing int        // members with at least one virtual node
+}
+
+// index fills nodes and onRing.
+func (b *Built) index() {
+	b.once.Do(func() {
+		b.nodes = memberNodes(b.vn, len(b.names), nil)
+		for _, vs := range b.nodes {
+			if len(vs) > 0 {
+				b.onRing++
+			}
+		}
+	})
+}
+
+// Build returns the ring of members. Duplicate names count once and order
+// does not matter (sorting also makes hash collisions of virtual nodes
+// resolve the same way whatever the order: the last member added wins, as
+// in the library). Names must be non-empty. An empty set yields a Built
+// with no members.
+func (r *Ring) Build(members []string) (*Built, error) {
 	names := slices.Compact(slices.Sorted(slices.Values(members)))
+	b := &Built{p: r.cfg.PartitionCount, names: names}
 	if len(names) == 0 {
+		return b, nil
+	}
+	if names[0] == "" {
+		return nil, errors.New("ring: empty member name")
+	}
+	b.vn = buildRing(names, r.cfg.ReplicationFactor, xxhash.Sum64)
+	return b, nil
+}
+
+// Members returns the member names, sorted and distinct: member index i is
+// Members()[i]. The slice belongs to b and must not be modified.
+func (b *Built) Members() []string { return b.names }
+
+// PartitionCount is P, the length of every per-partition slice b takes or
+// returns.
+func (b *Built) PartitionCount() int { return b.p }
+
+// Index returns the member index of name, or -1 if it is not a member.
+func (b *Built) Index(name string) int {
+	if i, ok := slices.BinarySearch(b.names, name); ok {
+		return i
+	}
+	return -1
+}
+
+// Owners maps owner names (one per partition, "" for nobody; nil for
+// nobody anywhere) to member indexes, -1 for nobody or a non-member: the
+// current owners AssignFrom takes.
+func (b *Built) Owners(current []string) []int32 {
+	cur := make([]int32, b.p)
+	for i := range cur {
+		cur[i] = -1
+		if i < len(current) {
+			cur[i] = int32(b.Index(current[i]))
+		}
+	}
+	return cur
+}
+
+// Prefer returns partition id's preference order as member indexes, first
+// to last, each once: the order in which the ring's clockwise walk from the
+// partition's hash meets the members' virtual nodes. Its first entry is the
+// owner the library gives the partition when no member is full, and the
+// member AssignFrom places an unowned partition on when it has room.
+// Members whose every virtual node lost a hash collision are not in it.
+func (b *Built) Prefer(id partition.ID) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		if len(b.vn) == 0 {
+			return
+		}
+		b.index()
+		seen := make([]bool, len(b.names))
+		left := b.onRing
+		i := search(b.vn, xxPartitionHash(int(id)))
+		for left > 0 {
+			if m := b.vn[i].member; !seen[m] {
+				seen[m] = true
+				left--
+				if !yield(int(m)) {
+					return
+				}
+			}
+			if i++; i == len(b.vn) {
+				i = 0
+			}
+		}
+	}
+}
+
+// Distance returns how far clockwise from partition id's hash member m's
+// first virtual node lies. It orders the members as Prefer does (a smaller
+// distance comes earlier in the walk) without walking, and it orders a
+// member's partitions by how much it prefers them (AssignFrom keeps those of
+// smallest distance when a member holds more than its quota). A member with
+// no virtual node is at math.MaxUint64.
+func (b *Built) Distance(m int, id partition.ID) uint64 {
+	b.index()
+	return distance(b.nodes[m], xxPartitionHash(int(id)))
+}
+
+// AssignFrom is Ring.AssignFrom restricted to some members and some
+// partitions, over member indexes: the members with members[m] true (all
+// when nil) share the partitions with parts[p] true (all when nil) by count
+// quotas, each floor or ceil of their number over the members' number,
+// keeping current owners (cur[p], -1 for nobody) within quota and placing the
+// rest in preference order. Partitions outside parts, and all partitions
+// when no member is left, are -1 in the result. An owner outside members
+// counts as nobody. cur must have PartitionCount entries.
+func (b *Built) AssignFrom(cur []int32, members, parts []bool) []int32 {
+	if len(cur) != b.p {
+		panic(fmt.Sprintf("ring: %d current owners for %d partitions", len(cur), b.p))
+	}
+	return place(b.vn, len(b.names), cur, members, parts)
+}
+
+// preference returns the names of a partition's preference order (Prefer)
+// for a member set. The tests check the walk against the library with it.
+func (r *Ring) preference(members []string, id partition.ID) []string {
+	b, err := r.Build(members)
+	if err != nil {
 		return nil
 	}
-	vn := buildRing(names, r.cfg.ReplicationFactor, xxhash.Sum64)
-	seen := make([]bool, len(names))
 	var out []string
-	i := search(vn, xxPartitionHash(int(id)))
-	for range len(vn) {
-		if m := vn[i].member; !seen[m] {
-			seen[m] = true
-			out = append(out, names[m])
-		}
-		if i++; i == len(vn) {
-			i = 0
-		}
+	for m := range b.Prefer(id) {
+		out = append(out, b.names[m])
 	}
 	return out
 }
@@ -290,20 +392,30 @@ func search(ring []vnode, h uint64) int {
 
 // place computes AssignFrom over member indexes: n members (0..n-1, sorted
 // by name), their ring, and the current owner of every partition (-1 for
-// none or a non-member). See AssignFrom for the rules.
-func place(ring []vnode, n int, cur []int32) []int32 {
-	p := len(cur)
+// none or a non-member). memberIn and partIn, when not nil, restrict it to
+// the members and partitions they mark (Built.AssignFrom); excluded
+// partitions are -1 in the result. See AssignFrom for the rules.
+func place(ring []vnode, n int, cur []int32, memberIn, partIn []bool) []int32 {
 	// Members whose every virtual node lost a hash collision are not on the
 	// ring: no walk reaches them, so they get no quota.
 	onRing := make([]bool, n)
 	for _, v := range ring {
-		onRing[v.member] = true
+		onRing[v.member] = memberIn == nil || memberIn[v.member]
 	}
+	p := 0
 	held := make([]int, n)
-	for _, m := range cur {
+	for i, m := range cur {
+		if partIn != nil && !partIn[i] {
+			continue
+		}
+		p++
 		if m >= 0 && onRing[m] {
 			held[m]++
 		}
+	}
+	owner := make([]int32, len(cur))
+	for i := range owner {
+		owner[i] = -1
 	}
 
 	// 1. Quotas: floor(P/k) each, +1 for the P mod k members holding most.
@@ -312,6 +424,9 @@ func place(ring []vnode, n int, cur []int32) []int32 {
 		if onRing[m] {
 			order = append(order, int32(m))
 		}
+	}
+	if len(order) == 0 || p == 0 {
+		return owner
 	}
 	slices.SortFunc(order, func(a, b int32) int {
 		if c := cmp.Compare(held[b], held[a]); c != 0 {
@@ -330,7 +445,6 @@ func place(ring []vnode, n int, cur []int32) []int32 {
 
 	// 2. Keep: owners within quota keep all; an owner above it keeps the
 	// partitions it prefers most.
-	owner := make([]int32, p)
 	load := make([]int, n)
 	var over []int32
 	for m := range n {
@@ -339,19 +453,21 @@ func place(ring []vnode, n int, cur []int32) []int32 {
 		}
 	}
 	for i, m := range cur {
-		owner[i] = -1
+		if partIn != nil && !partIn[i] {
+			continue
+		}
 		if m >= 0 && onRing[m] && held[m] <= quota[m] {
 			owner[i] = m
 			load[m]++
 		}
 	}
 	if len(over) > 0 {
-		keepPreferred(ring, over, quota, cur, owner, load)
+		keepPreferred(ring, over, quota, cur, owner, load, partIn)
 	}
 
 	// 3. Place the rest, in ID order, at the first member with room.
 	for i := range owner {
-		if owner[i] >= 0 {
+		if owner[i] >= 0 || (partIn != nil && !partIn[i]) {
 			continue
 		}
 		idx := search(ring, xxPartitionHash(i))
@@ -361,8 +477,9 @@ func place(ring []vnode, n int, cur []int32) []int32 {
 				load[m]++
 				break
 			}
-			// Terminates: the quotas add up to P and fewer than P
-			// partitions are placed, so some member on the ring has room.
+			// Terminates: the quotas add up to the partitions placed here
+			// and fewer than that are placed, so some member on the ring
+			// has room.
 			if idx++; idx == len(ring) {
 				idx = 0
 			}
@@ -371,43 +488,76 @@ func place(ring []vnode, n int, cur []int32) []int32 {
 	return owner
 }
 
+// memberNodes returns, for each member m of 0..n-1 that include marks (all
+// when nil), the hashes of its virtual nodes ascending, nil for the others:
+// what distance measures against.
+func memberNodes(ring []vnode, n int, include []bool) [][]uint64 {
+	count := make([]int, n)
+	total := 0
+	for _, v := range ring {
+		if include == nil || include[v.member] {
+			count[v.member]++
+			total++
+		}
+	}
+	flat := make([]uint64, total)
+	out := make([][]uint64, n)
+	off := 0
+	for m, c := range count {
+		out[m] = flat[off : off : off+c]
+		off += c
+	}
+	for _, v := range ring { // ascending by hash, so each member's list is too
+		if include == nil || include[v.member] {
+			out[v.member] = append(out[v.member], v.hash)
+		}
+	}
+	return out
+}
+
+// distance is how far clockwise from hash h the first of a member's virtual
+// nodes (vs, ascending) lies; unsigned subtraction wraps around the ring.
+// The walk from h meets members in increasing distance. math.MaxUint64 for
+// a member with no virtual node.
+func distance(vs []uint64, h uint64) uint64 {
+	if len(vs) == 0 {
+		return math.MaxUint64
+	}
+	j, _ := slices.BinarySearch(vs, h)
+	if j == len(vs) {
+		j = 0
+	}
+	return vs[j] - h
+}
+
 // keepPreferred gives each member in over (holding more than its quota) the
 // quota[m] partitions of cur it prefers most: those whose hash is closest
-// (clockwise) before one of its virtual nodes, ties by partition ID. The
-// others stay unassigned (-1 in owner) for placement.
-func keepPreferred(ring []vnode, over []int32, quota []int, cur, owner []int32, load []int) {
+// (clockwise) before one of its virtual nodes (distance), ties by partition
+// ID. The others stay unassigned (-1 in owner) for placement. Partitions
+// outside partIn (when not nil) are not considered.
+func keepPreferred(ring []vnode, over []int32, quota []int, cur, owner []int32, load []int, partIn []bool) {
 	slot := make([]int32, len(quota)) // member → index in over, or -1
+	isOver := make([]bool, len(quota))
 	for m := range slot {
 		slot[m] = -1
 	}
 	for i, m := range over {
 		slot[m] = int32(i)
+		isOver[m] = true
 	}
 	// Each over-quota member's virtual nodes, ascending by hash.
-	nodes := make([][]uint64, len(over))
-	for _, v := range ring {
-		if i := slot[v.member]; i >= 0 {
-			nodes[i] = append(nodes[i], v.hash)
-		}
-	}
+	nodes := memberNodes(ring, len(quota), isOver)
 	type cand struct {
 		dist uint64
 		p    int
 	}
 	held := make([][]cand, len(over))
 	for p, m := range cur {
-		if m < 0 || slot[m] < 0 {
+		if m < 0 || slot[m] < 0 || (partIn != nil && !partIn[p]) {
 			continue
 		}
 		i := slot[m]
-		h := xxPartitionHash(p)
-		vs := nodes[i]
-		j, _ := slices.BinarySearch(vs, h)
-		if j == len(vs) {
-			j = 0
-		}
-		// Unsigned subtraction wraps around the ring.
-		held[i] = append(held[i], cand{dist: vs[j] - h, p: p})
+		held[i] = append(held[i], cand{dist: distance(nodes[m], xxPartitionHash(p)), p: p})
 	}
 	for i, m := range over {
 		cs := held[i]

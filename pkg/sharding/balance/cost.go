@@ -1,0 +1,152 @@
+package balance
+
+import (
+	"fmt"
+	"math"
+)
+
+// The cost model's constants (design §2.1). A namespace costs a base of
+// Beta times the average namespace's load, and at least LambdaMin: with no
+// load anywhere (a cold start, a new leader before reports) the cost is the
+// namespace count, which is what spreads namespaces evenly before any load
+// is known.
+const (
+	Beta      = 0.05
+	LambdaMin = 0.001
+)
+
+// NamespaceSlack is added to the namespace-share cap (MaxNamespaceShare ×
+// the domain's average namespaces per member), so that small clusters,
+// whose averages are a few namespaces, can still place a partition.
+const NamespaceSlack = 8
+
+// Costs returns cost(p) = L(p) + λ·N(p) for every partition, with λ =
+// max(LambdaMin, Beta · ΣL / ΣN): the loads (requests/s) and namespace
+// counts the coordinator keeps. Either slice may be nil (all zero); the
+// result has the length of the longer. A partition with neither load nor
+// namespace costs 0: the empty class.
+func Costs(load []float32, namespaces []uint32) []float32 {
+	n := max(len(load), len(namespaces))
+	var sumL, sumN float64
+	for _, l := range load {
+		sumL += float64(l)
+	}
+	for _, c := range namespaces {
+		sumN += float64(c)
+	}
+	lambda := LambdaMin
+	if sumN > 0 {
+		lambda = max(LambdaMin, Beta*sumL/sumN)
+	}
+	out := make([]float32, n)
+	for p := range out {
+		c := 0.0
+		if p < len(load) {
+			c = float64(load[p])
+		}
+		if p < len(namespaces) {
+			c += lambda * float64(namespaces[p])
+		}
+		out[p] = float32(c)
+	}
+	return out
+}
+
+// Params are a plan's thresholds and budgets (design §2.5, §2.8). Zero
+// fields take the defaults (WithDefaults).
+type Params struct {
+	// Margin is δ: a round starts when the busiest member's cost exceeds
+	// F·(1+δ) and stops once it is at most F·(1+δ/2); a new member pulls
+	// only if below F·(1−δ/2). In (0, 1).
+	Margin float64
+	// MinLoad: no spread while the busiest member's cost is at most this
+	// (idle clusters do not shuffle).
+	MinLoad float64
+	// MinGain: a spread move must lower the busiest member's cost by at
+	// least MinGain × F.
+	MinGain float64
+	// HotFactor: a partition is hot when its cost exceeds HotFactor × F.
+	// At least 1.
+	HotFactor float64
+	// MaxMoves bounds a Balance plan's budgeted moves (pins, hot, load).
+	MaxMoves int
+	// MaxCostFraction bounds the cost a Balance plan moves, as a fraction
+	// of each domain's total.
+	MaxCostFraction float64
+	// MaxObjects bounds the objects a Balance plan's moves warm, counting
+	// twice each moved partition's (warm-up and Refresh both list it).
+	MaxObjects uint64
+	// MaxNamespaceShare caps the namespaces a receiver may hold at this ×
+	// its domain's average per member, + NamespaceSlack (pins and a
+	// partition alone exempt). math.Inf(1) for no cap. At least 1.
+	MaxNamespaceShare float64
+	// SharedGroups are the groups whose members also take unpinned
+	// partitions; every other group is dedicated.
+	SharedGroups []string
+}
+
+// The defaults of Params.
+const (
+	DefaultMargin            = 0.10
+	DefaultMinLoad           = 1
+	DefaultMinGain           = 0.02
+	DefaultHotFactor         = 1
+	DefaultMaxMoves          = 64
+	DefaultMaxCostFraction   = 0.10
+	DefaultMaxObjects        = 50000
+	DefaultMaxNamespaceShare = 2.0
+)
+
+// WithDefaults returns p with zero fields set to their defaults.
+func (p Params) WithDefaults() Params {
+	if p.Margin == 0 {
+		p.Margin = DefaultMargin
+	}
+	if p.MinLoad == 0 {
+		p.MinLoad = DefaultMinLoad
+	}
+	if p.MinGain == 0 {
+		p.MinGain = DefaultMinGain
+	}
+	if p.HotFactor == 0 {
+		p.HotFactor = DefaultHotFactor
+	}
+	if p.MaxMoves == 0 {
+		p.MaxMoves = DefaultMaxMoves
+	}
+	if p.MaxCostFraction == 0 {
+		p.MaxCostFraction = DefaultMaxCostFraction
+	}
+	if p.MaxObjects == 0 {
+		p.MaxObjects = DefaultMaxObjects
+	}
+	if p.MaxNamespaceShare == 0 {
+		p.MaxNamespaceShare = DefaultMaxNamespaceShare
+	}
+	return p
+}
+
+// Validate reports unusable parameters, naming the field. It does not
+// apply defaults.
+func (p Params) Validate() error {
+	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+	switch {
+	case bad(p.Margin) || p.Margin <= 0 || p.Margin >= 1:
+		return fmt.Errorf("balance: margin %v must be in (0, 1)", p.Margin)
+	case bad(p.MinLoad) || p.MinLoad < 0:
+		return fmt.Errorf("balance: min load %v must be finite and ≥ 0", p.MinLoad)
+	case bad(p.MinGain) || p.MinGain < 0:
+		return fmt.Errorf("balance: min gain %v must be finite and ≥ 0", p.MinGain)
+	case bad(p.HotFactor) || p.HotFactor < 1:
+		return fmt.Errorf("balance: hot factor %v must be finite and ≥ 1", p.HotFactor)
+	case p.MaxMoves < 1:
+		return fmt.Errorf("balance: max moves %d must be ≥ 1", p.MaxMoves)
+	case bad(p.MaxCostFraction) || p.MaxCostFraction <= 0:
+		return fmt.Errorf("balance: max cost fraction %v must be finite and > 0", p.MaxCostFraction)
+	case p.MaxObjects < 1:
+		return fmt.Errorf("balance: max objects %d must be ≥ 1", p.MaxObjects)
+	case math.IsNaN(p.MaxNamespaceShare) || p.MaxNamespaceShare < 1:
+		return fmt.Errorf("balance: max namespace share %v must be ≥ 1", p.MaxNamespaceShare)
+	}
+	return nil
+}

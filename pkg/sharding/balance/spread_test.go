@@ -1,0 +1,426 @@
+package balance
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// converged returns the target of a Membership plan of members from
+// nothing: where a first start puts the partitions.
+func converged(t *testing.T, in Input) []string {
+	t.Helper()
+	first := in
+	first.Kind, first.Current, first.Cooling = Membership, nil, nil
+	return plan(t, first).Target
+}
+
+// skewed returns an input whose current owners hold a steady load very
+// unevenly: a Membership placement of the costs, then the costs of the
+// partitions of the member holding the most multiplied by 6.
+func skewed(t *testing.T, p, n int, shape string, seed uint64) Input {
+	rng := rand.New(rand.NewPCG(seed, uint64(p)))
+	cost, objs, ns := costs(rng, shape, p)
+	in := Input{Ring: newRing(t, p, 0), Members: plain(n), Cost: cost, Objects: objs, Namespaces: ns,
+		Params: Params{MaxNamespaceShare: math.Inf(1)}}
+	in.Current = converged(t, in)
+	in.Cost = slices.Clone(cost)
+	busy := mostPartitions(in.Current, cost)
+	for i, o := range in.Current {
+		if o == busy {
+			in.Cost[i] *= 6
+		}
+	}
+	in.Kind = Balance
+	return in
+}
+
+// TestSpreadMovesLowerPhi: every load move lowers Σ cost² (r + c < b), goes
+// from the busiest non-exclusive member to a non-suspect one, never moves a
+// cooling partition, and the round stops within the dead band or on its
+// budget.
+func TestSpreadMovesLowerPhi(t *testing.T) {
+	tests := []struct {
+		name    string
+		p, n    int
+		shape   string
+		suspect bool
+		cooling bool
+		hot     bool // hot isolation allowed (it may do all the work)
+	}{
+		{name: "zipf 4096 by 4", p: 4096, n: 4, shape: shapeZipf},
+		{name: "uniform 1024 by 16", p: 1024, n: 16, shape: shapeUniform},
+		{name: "sparse 1024 by 16, suspects", p: 1024, n: 16, shape: shapeSparse, suspect: true},
+		{name: "zipf 256 by 8, cooling", p: 256, n: 8, shape: shapeZipf, cooling: true},
+		{name: "hot 512 by 8", p: 512, n: 8, shape: shapeHot, hot: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := skewed(t, tt.p, tt.n, tt.shape, 5)
+			if !tt.hot {
+				in.Params.HotFactor = 1e6 // this test is about the spread
+			}
+			if tt.suspect {
+				in.Members[1].Suspect, in.Members[2].Suspect = true, true
+			}
+			if tt.cooling {
+				in.Cooling = make([]bool, tt.p)
+				for i := range in.Cooling {
+					in.Cooling[i] = i%3 == 0
+				}
+			}
+			before := phi(in.Current, in.Cost)
+			out, steps := traced(t, in)
+			checkOutput(t, in, out)
+			loads := 0
+			for _, s := range steps {
+				if s.why != ReasonLoad {
+					continue
+				}
+				loads++
+				if d := 2 * s.cost * (s.toLoad - s.fromLoad + s.cost); d >= 0 {
+					t.Fatalf("load move of partition %d (cost %.3f) from %.3f to %.3f does not lower Φ", s.p, s.cost, s.fromLoad, s.toLoad)
+				}
+				if s.toMember.Suspect || s.toExclusive {
+					t.Fatalf("load move of partition %d to suspect or exclusive member %d", s.p, s.to)
+				}
+				if in.Cooling != nil && in.Cooling[s.p] {
+					t.Fatalf("load move of cooling partition %d", s.p)
+				}
+			}
+			if loads == 0 && !tt.hot {
+				t.Fatal("a member at 6× its share made no load move")
+			}
+			if after := phi(out.Target, in.Cost); after >= before {
+				t.Fatalf("Φ %.1f → %.1f", before, after)
+			}
+			st := out.Domains[0]
+			if !out.BudgetExhausted && st.Imbalance > 1+DefaultMargin/2+1e-9 && !tt.cooling && !tt.suspect && !tt.hot {
+				t.Fatalf("round ended at busiest/mean %.3f within budget", st.Imbalance)
+			}
+		})
+	}
+}
+
+// TestConverges: iterating Balance plans on their own targets under a
+// steady skewed load reaches a target that then makes no moves, within a
+// bounded number of rounds; partitions moved in the last round cool.
+func TestConverges(t *testing.T) {
+	tests := []struct {
+		name  string
+		p, n  int
+		shape string
+		moves int
+	}{
+		{name: "zipf 4096 by 4", p: 4096, n: 4, shape: shapeZipf, moves: 64},
+		{name: "zipf 4096 by 100", p: 4096, n: 100, shape: shapeZipf, moves: 64},
+		{name: "hot 1024 by 16", p: 1024, n: 16, shape: shapeHot, moves: 64},
+		{name: "uniform 256 by 8, 4 moves a round", p: 256, n: 8, shape: shapeUniform, moves: 4},
+		{name: "sparse 48 by 7", p: 48, n: 7, shape: shapeSparse, moves: 64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := skewed(t, tt.p, tt.n, tt.shape, 9)
+			in.Params.MaxMoves = tt.moves
+			in.Cooling = make([]bool, tt.p)
+			const bound = 40
+			quiet := 0
+			for round := range bound + 5 {
+				out := plan(t, in)
+				checkOutput(t, in, out)
+				m := moved(in.Current, out.Target)
+				// One quiet round may only wait for the last round's
+				// moves to cool; after two nothing cools, so the target is
+				// a fixed point and must stay one.
+				if len(m) == 0 {
+					quiet++
+					if quiet == 5 {
+						return
+					}
+				} else {
+					if quiet >= 2 {
+						t.Fatalf("round %d moved %d partitions after %d quiet rounds", round, len(m), quiet)
+					}
+					quiet = 0
+				}
+				if round == bound && quiet == 0 {
+					t.Fatalf("still moving after %d rounds (%d this round)", bound, len(m))
+				}
+				clear(in.Cooling)
+				for _, p := range m {
+					in.Cooling[p] = true
+				}
+				in.Current = out.Target
+			}
+		})
+	}
+}
+
+// TestHotIsolation: a partition above the fair share leaves its member
+// holding no other partition with a namespace; a member holding two gets
+// one of them moved to a member of its own; empty partitions stay.
+func TestHotIsolation(t *testing.T) {
+	const p, n = 256, 8
+	tests := []struct {
+		name string
+		hot  int // hot partitions, all on one member
+	}{
+		{name: "one hot", hot: 1},
+		{name: "two hot on one member", hot: 2},
+		{name: "three hot on one member", hot: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRing(t, p, 0)
+			cost := make([]float32, p)
+			ns := make([]uint32, p)
+			objs := make([]uint32, p)
+			for i := range p {
+				if i%4 != 0 { // a quarter empty
+					cost[i], ns[i], objs[i] = 1, 1, 10
+				}
+			}
+			in := Input{Ring: r, Members: plain(n), Cost: cost, Namespaces: ns, Objects: objs,
+				Params: Params{MaxMoves: p, MaxObjects: math.MaxUint32, MaxCostFraction: 1}}
+			in.Current = converged(t, in)
+			holder := in.Current[1]
+			var hot []int
+			for i, o := range in.Current {
+				if o == holder && cost[i] > 0 && len(hot) < tt.hot {
+					hot = append(hot, i)
+				}
+			}
+			in.Cost = slices.Clone(cost)
+			for _, h := range hot {
+				in.Cost[h] = 100 // total ≈ 192 + 100·hot: each above F
+			}
+			in.Kind = Balance
+			out := plan(t, in)
+			checkOutput(t, in, out)
+			owners := map[string]int{}
+			for _, h := range hot {
+				owners[out.Target[h]]++
+			}
+			if len(owners) != tt.hot {
+				t.Fatalf("%d hot partitions on %d members, want one each", tt.hot, len(owners))
+			}
+			if out.Target[hot[0]] != holder {
+				t.Fatalf("the hot partition kept on %s moved to %s", holder, out.Target[hot[0]])
+			}
+			for i, o := range out.Target {
+				if owners[o] > 0 && !slices.Contains(hot, i) && ns[i] > 0 {
+					t.Fatalf("exclusive member %s still holds partition %d with a namespace", o, i)
+				}
+				if was := in.Current[i]; cost[i] == 0 && owners[was] > 0 && o != was {
+					t.Fatalf("empty partition %d moved off exclusive member %s", i, was)
+				}
+			}
+			if st := out.Domains[0]; st.Hot != tt.hot || st.Exclusive != tt.hot {
+				t.Fatalf("stats: %d hot, %d exclusive, want %d", st.Hot, st.Exclusive, tt.hot)
+			}
+		})
+	}
+}
+
+// TestPins: a Balance plan honours every pin to a group with members
+// (moving the partition there, reason pin), reports pins to a group with
+// none as unsatisfied and places them in the default domain, moves
+// unpinned partitions off a dedicated group, and lets a shared group take
+// unpinned partitions; a Membership plan places pinned orphans in their
+// group and keeps pinned partitions where they are.
+func TestPins(t *testing.T) {
+	const p = 64
+	r := newRing(t, p, 0)
+	members := []Member{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d1", Group: "dedicated"}, {ID: "d2", Group: "dedicated"}, {ID: "s", Group: "shared"}}
+	cost := make([]float32, p)
+	for i := range cost {
+		cost[i] = 1
+	}
+	cur := make([]string, p)
+	for i := range cur {
+		cur[i] = []string{"a", "b", "c", "s"}[i%4]
+	}
+	cur[3] = "a"  // pinned to the shared group, held outside it
+	cur[9] = "d1" // unpinned on a dedicated member: a removed pin
+	pin := make([]string, p)
+	pin[1], pin[2] = "dedicated", "dedicated"
+	pin[3] = "shared"
+	pin[5] = "nowhere"
+	pin[6] = "dedicated"
+	cur[6] = "" // a pinned orphan
+	tests := []struct {
+		name   string
+		kind   Kind
+		want   map[int][]string // partition → allowed owners
+		reason map[int]Reason
+	}{
+		{
+			name:   "membership",
+			kind:   Membership,
+			want:   map[int][]string{1: {"b"}, 2: {"c"}, 3: {"a"}, 9: {"d1"}, 6: {"d1", "d2"}},
+			reason: map[int]Reason{6: ReasonMembership},
+		},
+		{
+			name:   "balance",
+			kind:   Balance,
+			want:   map[int][]string{1: {"d1", "d2"}, 2: {"d1", "d2"}, 3: {"s"}, 5: {"a", "b", "c", "s"}, 9: {"a", "b", "c", "s"}, 6: {"d1", "d2"}},
+			reason: map[int]Reason{1: ReasonPin, 2: ReasonPin, 3: ReasonPin, 9: ReasonPin, 6: ReasonMembership},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Input{Ring: r, Members: members, Current: cur, Cost: cost, Pin: pin, Kind: tt.kind,
+				Params: Params{SharedGroups: []string{"shared"}, MaxCostFraction: 1}}
+			out := plan(t, in)
+			checkOutput(t, in, out)
+			for p, allowed := range tt.want {
+				if !slices.Contains(allowed, out.Target[p]) {
+					t.Errorf("partition %d (pin %q) on %s, want one of %v", p, pin[p], out.Target[p], allowed)
+				}
+			}
+			for p, why := range tt.reason {
+				if out.Reason[p] != why {
+					t.Errorf("partition %d reason %q, want %q", p, out.Reason[p], why)
+				}
+			}
+			for i, o := range out.Target {
+				if (o == "d1" || o == "d2") && pin[i] != "dedicated" && !(tt.kind == Membership && cur[i] == o) {
+					t.Errorf("partition %d (pin %q) on dedicated member %s", i, pin[i], o)
+				}
+			}
+			if len(out.Domains) != 2 || out.Domains[0].Group != "" || out.Domains[1].Group != "dedicated" {
+				t.Fatalf("domains %+v, want the default and dedicated", out.Domains)
+			}
+			if got := out.Domains[0].UnsatisfiedPins; got != 1 {
+				t.Errorf("unsatisfied pins %d, want 1", got)
+			}
+		})
+	}
+}
+
+// TestBudgetAndCap: budgeted moves never exceed MaxMoves, and their
+// objects and cost stay within MaxObjects and MaxCostFraction unless the
+// round made a single move; no hot or load move takes its receiver above
+// the namespace-share cap unless it held no namespace.
+func TestBudgetAndCap(t *testing.T) {
+	tests := []struct {
+		name    string
+		params  Params
+		mayStay bool // the cap may forbid every move
+	}{
+		{name: "moves", params: Params{MaxMoves: 3, MaxNamespaceShare: math.Inf(1)}},
+		{name: "objects", params: Params{MaxObjects: 900, MaxNamespaceShare: math.Inf(1)}},
+		{name: "cost fraction", params: Params{MaxCostFraction: 0.01, MaxNamespaceShare: math.Inf(1)}},
+		{name: "tight cap", params: Params{MaxNamespaceShare: 1}, mayStay: true},
+		{name: "defaults", params: Params{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for seed := range uint64(10) {
+				in := skewed(t, 1024, 8, []string{shapeZipf, shapeHot}[seed%2], seed)
+				in.Params = tt.params
+				prm := in.Params.WithDefaults()
+				out, steps := traced(t, in)
+				checkOutput(t, in, out)
+				n, objs := 0, uint64(0)
+				costByDomain := 0.0
+				for _, s := range steps {
+					switch s.why {
+					case ReasonPin, ReasonHot, ReasonLoad:
+						n++
+						objs += 2 * uint64(in.Objects[s.p])
+						costByDomain += s.cost
+					default:
+						continue
+					}
+					if s.why != ReasonPin && !s.hot && s.toNS > 0 && float64(s.toNS)+float64(in.Namespaces[s.p]) > s.cap {
+						t.Fatalf("%s move of partition %d takes member %d to %d namespaces, cap %.1f", s.why, s.p, s.to, s.toNS+int64(in.Namespaces[s.p]), s.cap)
+					}
+				}
+				total := 0.0
+				for _, c := range in.Cost {
+					total += float64(c)
+				}
+				if n > prm.MaxMoves {
+					t.Fatalf("%d budgeted moves, max %d", n, prm.MaxMoves)
+				}
+				if n > 1 && (objs > prm.MaxObjects || costByDomain > prm.MaxCostFraction*total*(1+1e-9)) {
+					t.Fatalf("%d moves warm %d objects (max %d) and move cost %.1f (max %.1f)", n, objs, prm.MaxObjects, costByDomain, prm.MaxCostFraction*total)
+				}
+				if n == 0 && !tt.mayStay {
+					t.Fatal("no budgeted move from a member at 6× its share")
+				}
+			}
+		})
+	}
+}
+
+// TestInputErrors: input Plan cannot plan from is an error, not a panic.
+func TestInputErrors(t *testing.T) {
+	r := newRing(t, 8, 0)
+	tests := []struct {
+		name string
+		in   Input
+	}{
+		{name: "no ring", in: Input{Members: plain(2)}},
+		{name: "short current", in: Input{Ring: r, Members: plain(2), Current: make([]string, 7)}},
+		{name: "long cost", in: Input{Ring: r, Members: plain(2), Cost: make([]float32, 9)}},
+		{name: "short cooling", in: Input{Ring: r, Members: plain(2), Cooling: make([]bool, 1)}},
+		{name: "NaN cost", in: Input{Ring: r, Members: plain(2), Cost: []float32{0, 0, float32(math.NaN()), 0, 0, 0, 0, 0}}},
+		{name: "negative cost", in: Input{Ring: r, Members: plain(2), Cost: []float32{0, -1, 0, 0, 0, 0, 0, 0}}},
+		{name: "infinite cost", in: Input{Ring: r, Members: plain(2), Cost: []float32{float32(math.Inf(1)), 0, 0, 0, 0, 0, 0, 0}}},
+		{name: "duplicate member", in: Input{Ring: r, Members: []Member{{ID: "a"}, {ID: "a", New: true}}}},
+		{name: "empty member ID", in: Input{Ring: r, Members: []Member{{ID: ""}}}},
+		{name: "margin too large", in: Input{Ring: r, Members: plain(2), Params: Params{Margin: 1}}},
+		{name: "hot factor below one", in: Input{Ring: r, Members: plain(2), Params: Params{HotFactor: 0.5}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if out, err := Plan(tt.in); err == nil {
+				t.Fatalf("Plan = %v, want an error", out.Target)
+			}
+		})
+	}
+}
+
+// TestNoMembers: with no member every target is "".
+func TestNoMembers(t *testing.T) {
+	r := newRing(t, 16, 0)
+	cost := make([]float32, 16)
+	cost[3] = 5
+	out := plan(t, Input{Ring: r, Cost: cost, Current: make([]string, 16), Kind: Balance})
+	for p, o := range out.Target {
+		if o != "" {
+			t.Fatalf("partition %d assigned to %q with no members", p, o)
+		}
+	}
+}
+
+// TestCosts checks the cost model: λ = max(LambdaMin, Beta·ΣL/ΣN).
+func TestCosts(t *testing.T) {
+	tests := []struct {
+		name string
+		load []float32
+		ns   []uint32
+		want []float32
+	}{
+		{name: "no load: namespaces at LambdaMin", load: nil, ns: []uint32{2, 0, 1}, want: []float32{0.002, 0, 0.001}},
+		{name: "load and namespaces", load: []float32{10, 0, 30}, ns: []uint32{1, 1, 2}, want: []float32{10.5, 0.5, 31}},
+		{name: "no namespaces", load: []float32{3, 0}, ns: nil, want: []float32{3, 0}},
+		{name: "nothing", want: []float32{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Costs(tt.load, tt.ns)
+			if len(got) != len(tt.want) {
+				t.Fatalf("Costs = %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if math.Abs(float64(got[i]-tt.want[i])) > 1e-6 {
+					t.Fatalf("Costs = %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -141,7 +141,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.ReleaseTimeout, "release-timeout", h.ReleaseTimeout, "how long a live shard may take to release a partition before it is fenced out")
 	fs.IntVar(&h.MaxConcurrentMoves, "max-concurrent-moves", h.MaxConcurrentMoves, "cap on partition moves in flight (a joining shard warms each burst of moves with one cluster-wide list per type: fewer, larger bursts cost the API server less)")
 	fs.DurationVar(&h.Load.ReportInterval, "load-report-interval", h.Load.ReportInterval, "how often shards report the load of their partitions: on the first heartbeat after each hello "+
-		"and then on every heartbeat this far apart (a multiple of --heartbeat-interval); 0: no load reports. Sent to shards when they connect")
+		"and then on every heartbeat this far apart (rounded to whole --heartbeat-intervals, at least one); 0: no load reports. Sent to shards when they connect")
 	fs.DurationVar(&h.Load.HalfLife, "load-half-life", h.Load.HalfLife, "half-life of the moving average of each partition's load that shards report (at least 3 × --load-report-interval). Sent to shards when they connect")
 	fs.Float64Var(&h.Load.ReconcileWeight, "balance-reconcile-weight", h.Load.ReconcileWeight, "what one reconcile counts in a partition's load, in API requests (a reconcile that writes nothing still costs). Sent to shards when they connect")
 	o.ShardAuth.AddFlags(fs)
@@ -257,7 +257,7 @@ func (o *Options) validateHandoffFlags() []error {
 	if h.MaxConcurrentMoves < 1 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-moves=%d must be at least 1", h.MaxConcurrentMoves))
 	}
-	errs = append(errs, validateLoadFlags(h.Load, h.HeartbeatInterval)...)
+	errs = append(errs, validateLoadFlags(h.Load)...)
 	if h.ExpectedMembers < 0 {
 		errs = append(errs, fmt.Errorf("--expected-shards=%d must not be negative (0: unknown)", h.ExpectedMembers))
 	} else if max := o.ShardAuth.MaxShards; max >= 1 && h.ExpectedMembers > max {
@@ -268,17 +268,16 @@ func (o *Options) validateHandoffFlags() []error {
 
 // validateLoadFlags checks the load-report flags, which a Welcome carries to every shard:
 // a shard refuses a Welcome outside handoff.LoadSettings' bounds, so these must hold
-// before the coordinator starts.
-func validateLoadFlags(l handoff.LoadSettings, heartbeatInterval time.Duration) []error {
+// before the coordinator starts. A report interval that is not a whole number of
+// heartbeat intervals is not refused: shards round it to the nearest (at least one), so
+// that a changed --heartbeat-interval does not require a second flag.
+func validateLoadFlags(l handoff.LoadSettings) []error {
 	var errs []error
 	switch iv := l.ReportInterval; {
 	case iv < 0:
 		errs = append(errs, fmt.Errorf("--load-report-interval=%s must not be negative (0: no load reports)", iv))
 	case iv > handoff.MaxLoadReportInterval:
 		errs = append(errs, fmt.Errorf("--load-report-interval=%s must be at most %s", iv, handoff.MaxLoadReportInterval))
-	case iv > 0 && heartbeatInterval > 0 && iv%heartbeatInterval != 0:
-		errs = append(errs, fmt.Errorf("--load-report-interval=%s must be a multiple of --heartbeat-interval=%s: shards report on every n-th heartbeat",
-			iv, heartbeatInterval))
 	}
 	switch hl := l.HalfLife; {
 	case hl <= 0 || hl > handoff.MaxLoadHalfLife:

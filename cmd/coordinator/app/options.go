@@ -49,6 +49,27 @@ const (
 	DefaultShardReconnectBackoff = time.Second
 )
 
+// Defaults of what the Welcome tells shards about load reports (docs/design-placement.md
+// §1.2–1.4). Placement by load is for long-lived skew (a hot tenant), not bursts: a move
+// costs a warm-up and a pause of its partition.
+const (
+	// DefaultLoadReportInterval is --load-report-interval: every 10th heartbeat at the
+	// default --heartbeat-interval. A 5-minute average gains nothing from reports every
+	// second, and each report is applied under the coordinator's lock.
+	DefaultLoadReportInterval = 10 * time.Second
+	// DefaultLoadHalfLife is --load-half-life: a namespace that starts carrying a quarter
+	// of the changes is noticed in about a minute, while the noise of a shard's load at
+	// the capacity benchmark's rates stays below the balancer's margin.
+	DefaultLoadHalfLife = 5 * time.Minute
+	// DefaultReconcileWeight is --balance-reconcile-weight: the client rate limits bound
+	// a shard's throughput, so API requests make the load; a reconcile that writes
+	// nothing (a cache-only sync) still costs a tenth of a request.
+	DefaultReconcileWeight = 0.1
+	// MinLoadHalfLifeReports is how many report intervals --load-half-life spans at
+	// least: an average over fewer reports follows their noise.
+	MinLoadHalfLifeReports = 3
+)
+
 // Options are the coordinator's flags.
 type Options struct {
 	componentopts.Common
@@ -89,6 +110,8 @@ func NewOptions() *Options {
 			Debounce: handoff.DefaultDebounce, MaxDebounce: handoff.DefaultMaxDebounce,
 			PrepareTimeout: handoff.DefaultPrepareTimeout, ReleaseTimeout: handoff.DefaultReleaseTimeout,
 			MaxConcurrentMoves: handoff.DefaultMaxConcurrentMoves,
+			Load: handoff.LoadSettings{ReportInterval: DefaultLoadReportInterval, HalfLife: DefaultLoadHalfLife,
+				ReconcileWeight: DefaultReconcileWeight},
 		},
 		LeaderReadiness:       DefaultLeaderReadiness,
 		ShardReconnectBackoff: DefaultShardReconnectBackoff,
@@ -117,6 +140,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.PrepareTimeout, "prepare-timeout", h.PrepareTimeout, "how long a move waits for the new owner's warm caches before going on")
 	fs.DurationVar(&h.ReleaseTimeout, "release-timeout", h.ReleaseTimeout, "how long a live shard may take to release a partition before it is fenced out")
 	fs.IntVar(&h.MaxConcurrentMoves, "max-concurrent-moves", h.MaxConcurrentMoves, "cap on partition moves in flight (a joining shard warms each burst of moves with one cluster-wide list per type: fewer, larger bursts cost the API server less)")
+	fs.DurationVar(&h.Load.ReportInterval, "load-report-interval", h.Load.ReportInterval, "how often shards report the load of their partitions: on the first heartbeat after each hello "+
+		"and then on every heartbeat this far apart (rounded to whole --heartbeat-intervals, at least one); 0: no load reports. Sent to shards when they connect")
+	fs.DurationVar(&h.Load.HalfLife, "load-half-life", h.Load.HalfLife, "half-life of the moving average of each partition's load that shards report (at least 3 × --load-report-interval). Sent to shards when they connect")
+	fs.Float64Var(&h.Load.ReconcileWeight, "balance-reconcile-weight", h.Load.ReconcileWeight, "what one reconcile counts in a partition's load, in API requests (a reconcile that writes nothing still costs). Sent to shards when they connect")
 	o.ShardAuth.AddFlags(fs)
 	o.Fence.AddFlags(fs)
 	fs.DurationVar(&o.LeaderReadiness, "leader-readiness-delay", o.LeaderReadiness, "for the --session-ttl check: time from a new leader winning the Lease until shards can reach it, "+
@@ -230,10 +257,37 @@ func (o *Options) validateHandoffFlags() []error {
 	if h.MaxConcurrentMoves < 1 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-moves=%d must be at least 1", h.MaxConcurrentMoves))
 	}
+	errs = append(errs, validateLoadFlags(h.Load)...)
 	if h.ExpectedMembers < 0 {
 		errs = append(errs, fmt.Errorf("--expected-shards=%d must not be negative (0: unknown)", h.ExpectedMembers))
 	} else if max := o.ShardAuth.MaxShards; max >= 1 && h.ExpectedMembers > max {
 		errs = append(errs, fmt.Errorf("--expected-shards=%d must not exceed --max-shards=%d", h.ExpectedMembers, max))
+	}
+	return errs
+}
+
+// validateLoadFlags checks the load-report flags, which a Welcome carries to every shard:
+// a shard refuses a Welcome outside handoff.LoadSettings' bounds, so these must hold
+// before the coordinator starts. A report interval that is not a whole number of
+// heartbeat intervals is not refused: shards round it to the nearest (at least one), so
+// that a changed --heartbeat-interval does not require a second flag.
+func validateLoadFlags(l handoff.LoadSettings) []error {
+	var errs []error
+	switch iv := l.ReportInterval; {
+	case iv < 0:
+		errs = append(errs, fmt.Errorf("--load-report-interval=%s must not be negative (0: no load reports)", iv))
+	case iv > handoff.MaxLoadReportInterval:
+		errs = append(errs, fmt.Errorf("--load-report-interval=%s must be at most %s", iv, handoff.MaxLoadReportInterval))
+	}
+	switch hl := l.HalfLife; {
+	case hl <= 0 || hl > handoff.MaxLoadHalfLife:
+		errs = append(errs, fmt.Errorf("--load-half-life=%s must be positive and at most %s", hl, handoff.MaxLoadHalfLife))
+	case l.ReportInterval > 0 && hl < MinLoadHalfLifeReports*l.ReportInterval:
+		errs = append(errs, fmt.Errorf("--load-half-life=%s must be at least %d × --load-report-interval (%s): an average over fewer reports follows their noise",
+			hl, MinLoadHalfLifeReports, MinLoadHalfLifeReports*l.ReportInterval))
+	}
+	if w := l.ReconcileWeight; math.IsNaN(w) || w < 0 || w > handoff.MaxReconcileWeight {
+		errs = append(errs, fmt.Errorf("--balance-reconcile-weight=%v must be a number from 0 to %v", w, handoff.MaxReconcileWeight))
 	}
 	return errs
 }

@@ -21,6 +21,11 @@ type ShardView struct {
 	Leaving       bool     `json:"leaving"`
 	Version       string   `json:"version,omitempty"`
 	PartitionIDs  []uint32 `json:"partitionIDs,omitempty"`
+	// LoadReports counts the load reports this leader accepted from the shard's current
+	// process; LoadEntries is how many partitions the last one listed. Both stay 0 while
+	// load reports are off (--load-report-interval=0) or the shard measures no load.
+	LoadReports uint64 `json:"loadReports,omitempty"`
+	LoadEntries int    `json:"loadEntries,omitempty"`
 }
 
 // Assignments is the answer of GET /assignments.
@@ -101,7 +106,8 @@ func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any
 		ss := s.stats[m.ID]
 		out.Shards = append(out.Shards, ShardView{Shard: m.ID, Partitions: m.Owned, Namespaces: ss.Namespaces,
 			CachedObjects: ss.CachedObjects, QueueDepth: ss.QueueDepth, Fenced: ss.Fenced,
-			Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID]})
+			Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID],
+			LoadReports: m.LoadReports, LoadEntries: m.LoadEntries})
 	}
 	sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].Shard < out.Shards[j].Shard })
 	return out, "", true

@@ -22,8 +22,10 @@ import (
 // holds: at most P Held entries, each at most 19 bytes on the wire (1-byte tag and length,
 // a partition ≤ 4 bytes, an epoch ≤ 11, a state 2). BytesPerPartition leaves room above
 // that; MessageOverhead covers the rest of a Hello (a 253-byte shard ID, a 256-byte build
-// version, session and stats, the framing). Anything larger is not a message of a real
-// shard and is refused by gRPC with ResourceExhausted before it is decoded.
+// version, session and stats, the framing). A heartbeat with a load report is smaller:
+// at most P entries of at most 15 bytes (a partition ≤ 3, a load ≤ 5, objects ≤ 5, an age
+// ≤ 2, in four packed lists). Anything larger is not a message of a real shard and is
+// refused by gRPC with ResourceExhausted before it is decoded.
 const (
 	BytesPerPartition = 32
 	MessageOverhead   = 4096

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/protocol"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
@@ -43,6 +44,48 @@ func TestMaxMessageSizeFitsTheLargestHello(t *testing.T) {
 				t.Errorf("the largest hello of %d partitions is %d bytes, above the limit %d", tc.count, size, limit)
 			}
 			t.Logf("%d partitions: largest hello %d bytes, limit %d", tc.count, size, limit)
+		})
+	}
+}
+
+// TestMaxMessageSizeFitsTheLargestLoadReport: the largest heartbeat a real shard can send
+// (a load report entry for every partition, each field at the largest value validation
+// accepts, every stat at its maximum) is accepted by validation and fits the limit, for
+// any partition count: a shard's load report is never refused for its size.
+func TestMaxMessageSizeFitsTheLargestLoadReport(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		count int
+	}{
+		{name: "one partition", count: 1},
+		{name: "test size", count: 64},
+		{name: "default", count: partition.DefaultCount},
+		{name: "maximum", count: partition.MaxCount},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			load := &kshardv1.LoadReport{LimiterWaitPermille: math.MaxUint32}
+			for p := range tc.count {
+				load.Partitions = append(load.Partitions, uint32(p))
+				load.LoadMilli = append(load.LoadMilli, math.MaxUint32)
+				load.Objects = append(load.Objects, protocol.MaxLoadObjects)
+				load.AgeSeconds = append(load.AgeSeconds, protocol.MaxLoadAgeSeconds)
+			}
+			m := &kshardv1.ShardMessage{
+				Session: &kshardv1.Session{Incarnation: math.MaxUint64, Seq: math.MaxUint64},
+				Kind: &kshardv1.ShardMessage_Heartbeat{Heartbeat: &kshardv1.Heartbeat{Seq: math.MaxUint64, Leaving: true, Load: load,
+					Stats: &kshardv1.ShardStats{AcquiredPartitions: math.MaxUint32, PreparedPartitions: math.MaxUint32,
+						Namespaces: math.MaxUint64, CachedObjects: math.MaxUint64, QueueDepth: math.MaxUint64, Fenced: true},
+				}},
+			}
+			in, err := protocol.ReportFromWire(m, "shard-0", tc.count)
+			if err != nil || in.Report.Load == nil || len(in.Report.Load.Partitions) != tc.count {
+				t.Fatalf("the largest load report of %d partitions is refused or changed: %v", tc.count, err)
+			}
+			size, limit := proto.Size(m), MaxMessageSize(tc.count)
+			if size > limit {
+				t.Errorf("the largest heartbeat of %d partitions is %d bytes, above the limit %d", tc.count, size, limit)
+			}
+			t.Logf("%d partitions: largest heartbeat with a load report %d bytes (%.1f per partition), limit %d", tc.count, size, float64(size)/float64(tc.count), limit)
 		})
 	}
 }

@@ -60,6 +60,13 @@ func heartbeat(inc, seq uint64) *kshardv1.ShardMessage {
 	return &kshardv1.ShardMessage{Session: sess(inc, 1), Kind: &kshardv1.ShardMessage_Heartbeat{Heartbeat: &kshardv1.Heartbeat{Seq: seq}}}
 }
 
+// loadHeartbeat is a heartbeat carrying a load report of four parallel lists.
+func loadHeartbeat(inc, seq uint64, parts, loads, objects, ages []uint32) *kshardv1.ShardMessage {
+	m := heartbeat(inc, seq)
+	m.GetHeartbeat().Load = &kshardv1.LoadReport{Partitions: parts, LoadMilli: loads, Objects: objects, AgeSeconds: ages}
+	return m
+}
+
 func acquired(p uint32, e handoff.Epoch) *kshardv1.Held {
 	return &kshardv1.Held{Partition: p, Epoch: uint64(e), State: kshardv1.SlotState_SLOT_STATE_ACQUIRED}
 }
@@ -257,6 +264,30 @@ func TestRejectedMessages(t *testing.T) {
 		name: "heartbeat without seq after the hello",
 		msgs: func(shard string) []*kshardv1.ShardMessage {
 			return []*kshardv1.ShardMessage{heartbeat(1, 0)}
+		},
+		afterHello: true,
+		wantCode:   codes.InvalidArgument,
+		wantReason: "malformed",
+	}, {
+		name: "heartbeat with a load report out of order",
+		msgs: func(string) []*kshardv1.ShardMessage {
+			return []*kshardv1.ShardMessage{loadHeartbeat(1, 1, []uint32{5, 3}, []uint32{1, 1}, []uint32{1, 1}, []uint32{1, 1})}
+		},
+		afterHello: true,
+		wantCode:   codes.InvalidArgument,
+		wantReason: "malformed",
+	}, {
+		name: "heartbeat with load lists of unequal lengths",
+		msgs: func(string) []*kshardv1.ShardMessage {
+			return []*kshardv1.ShardMessage{loadHeartbeat(1, 1, []uint32{3, 5}, []uint32{1}, []uint32{1, 1}, []uint32{1, 1})}
+		},
+		afterHello: true,
+		wantCode:   codes.InvalidArgument,
+		wantReason: "malformed",
+	}, {
+		name: "heartbeat with a load report of a partition out of range",
+		msgs: func(string) []*kshardv1.ShardMessage {
+			return []*kshardv1.ShardMessage{loadHeartbeat(1, 1, []uint32{partitions}, []uint32{1}, []uint32{1}, []uint32{1})}
 		},
 		afterHello: true,
 		wantCode:   codes.InvalidArgument,

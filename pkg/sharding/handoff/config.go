@@ -117,6 +117,10 @@ type Config struct {
 	// the time a live shard needs to reconnect after a broken stream, or a
 	// network blip moves every partition it has.
 	SeizeAfter time.Duration
+	// Load is sent to shards in every Welcome: how they measure and how often they
+	// report the load of their partitions (Report.Load). Zero (WithDefaults leaves it)
+	// asks for no reports.
+	Load LoadSettings
 }
 
 // WithDefaults returns c with zero fields set to defaults.
@@ -274,6 +278,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("seize-after %v must be ≥ 0, and is only allowed with the owner record (server-side fence) on", c.SeizeAfter))
 	}
 	if err := c.validateMaxMembers(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Load.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -33,6 +33,18 @@ func TestConfigValidate(t *testing.T) {
 		{name: "negative drift", mutate: func(c *Config) { c.MaxClockDrift = math.Inf(-1) }, wantErr: "drift"},
 		{name: "negative TTL", mutate: func(c *Config) { c.SessionTTL = -time.Second }, wantErr: "session TTL"},
 		{name: "negative prepare timeout", mutate: func(c *Config) { c.PrepareTimeout = -1 }, wantErr: "prepare timeout"},
+		{name: "no load reports", mutate: func(c *Config) { c.Load = LoadSettings{} }},
+		{name: "load reports", mutate: func(c *Config) {
+			c.Load = LoadSettings{ReportInterval: 10 * time.Second, HalfLife: 5 * time.Minute, ReconcileWeight: 0.1}
+		}},
+		{name: "load reports without a half-life", mutate: func(c *Config) { c.Load = LoadSettings{ReportInterval: time.Second} }, wantErr: "load half-life"},
+		{name: "negative load report interval", mutate: func(c *Config) { c.Load = LoadSettings{ReportInterval: -1, HalfLife: time.Minute} }, wantErr: "load report interval"},
+		{name: "load report interval above the bound", mutate: func(c *Config) {
+			c.Load = LoadSettings{ReportInterval: MaxLoadReportInterval + 1, HalfLife: time.Minute}
+		}, wantErr: "load report interval"},
+		{name: "load half-life above the bound", mutate: func(c *Config) { c.Load = LoadSettings{HalfLife: MaxLoadHalfLife + 1} }, wantErr: "load half-life"},
+		{name: "NaN reconcile weight", mutate: func(c *Config) { c.Load.ReconcileWeight = math.NaN() }, wantErr: "reconcile weight"},
+		{name: "reconcile weight above the bound", mutate: func(c *Config) { c.Load.ReconcileWeight = MaxReconcileWeight + 1 }, wantErr: "reconcile weight"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,6 +88,12 @@ type member struct {
 	// disconnectedAt: when its stream closed (zero while connected); with the
 	// owner record, a member disconnected for SeizeAfter is seized.
 	disconnectedAt time.Time
+	// loadReports counts the load reports of this incarnation's accepted heartbeats,
+	// loadAt and loadEntries describe the last one. Nothing places partitions by them
+	// yet: step S4 of docs/design-placement.md §8 keeps per-partition loads from them.
+	loadReports uint64
+	loadAt      time.Time
+	loadEntries int
 }
 
 // tomb remembers the last session of a removed shard so a delayed hello of

@@ -364,3 +364,103 @@ func BenchmarkCoordinatorTick(b *testing.B) {
 		})
 	}
 }
+
+// TestLoadReports: the Welcome carries Config.Load; a heartbeat's load report is recorded
+// for its member (the balancer that uses it is step S4 of docs/design-placement.md), and
+// the heartbeat is acknowledged whatever the report claims: partitions the shard does not
+// hold, partitions it does, or none.
+func TestLoadReports(t *testing.T) {
+	cfg := testConfig(16)
+	cfg.Load = LoadSettings{ReportInterval: 6 * time.Second, HalfLife: time.Minute, ReconcileWeight: 0.5}
+	k := newCluster(t, cfg, 1)
+	k.addShard("a", 1)
+	k.addShard("b", 1)
+	k.run(20*time.Second, 500*time.Millisecond)
+	if !k.c.Converged() {
+		t.Fatalf("setup did not converge: %+v", k.c.Stats())
+	}
+	welcomes := 0
+	for _, c := range k.sent {
+		if c.Kind == CmdWelcome {
+			welcomes++
+			if c.Load != cfg.Load {
+				t.Errorf("%v carries load settings %+v, want %+v", c, c.Load, cfg.Load)
+			}
+		}
+	}
+	if welcomes != 2 {
+		t.Fatalf("%d welcomes sent, want 2", welcomes)
+	}
+	held := map[string][]partition.ID{}
+	for _, a := range k.c.Assignments() {
+		held[a.Owner] = append(held[a.Owner], a.Partition)
+	}
+	member := func(id string) MemberInfo {
+		for _, m := range k.c.Members() {
+			if m.ID == id {
+				return m
+			}
+		}
+		t.Fatalf("no member %s", id)
+		return MemberInfo{}
+	}
+	entries := func(ps ...partition.ID) *LoadReport {
+		r := &LoadReport{}
+		for _, p := range ps {
+			r.Partitions = append(r.Partitions, PartitionLoad{Partition: p, LoadMilli: 1000, Objects: 5, AgeSeconds: 30})
+		}
+		return r
+	}
+	tests := []struct {
+		name string
+		load *LoadReport
+	}{
+		{name: "its own partitions", load: entries(held["a"]...)},
+		{name: "partitions of another shard", load: entries(held["b"]...)},
+		{name: "every partition", load: entries(append(append([]partition.ID(nil), held["a"]...), held["b"]...)...)},
+		{name: "no entries", load: &LoadReport{}},
+		{name: "no report", load: nil},
+	}
+	seq := uint64(1000)
+	reports := member("a").LoadReports
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seq++
+			k.now = k.now.Add(100 * time.Millisecond)
+			before := member("a")
+			if err := k.c.Step(k.now, Report{Kind: ReportHeartbeat, Shard: "a", Session: before.Session, Seq: seq, Load: tc.load}); err != nil {
+				t.Fatalf("heartbeat refused: %v", err)
+			}
+			acked := false
+			for _, c := range k.c.Outbox() {
+				acked = acked || (c.Kind == CmdAck && c.To == "a" && c.Seq == seq)
+				if c.Kind == CmdSessionEnded {
+					t.Fatalf("%v after a load report", c)
+				}
+			}
+			if !acked {
+				t.Fatal("heartbeat not acknowledged")
+			}
+			after := member("a")
+			if tc.load == nil {
+				if after.LoadReports != before.LoadReports || after.LoadReportedAt != before.LoadReportedAt {
+					t.Fatalf("a heartbeat without a report changed the member's load record: %+v → %+v", before, after)
+				}
+				return
+			}
+			reports++
+			if after.LoadReports != reports || !after.LoadReportedAt.Equal(k.now) || after.LoadEntries != len(tc.load.Partitions) {
+				t.Fatalf("member after the report: %d reports, last at %v with %d entries; want %d at %v with %d",
+					after.LoadReports, after.LoadReportedAt, after.LoadEntries, reports, k.now, len(tc.load.Partitions))
+			}
+		})
+	}
+	if got := member("b").LoadReports; got != 0 {
+		t.Errorf("b, which sent no report, has %d", got)
+	}
+	for _, a := range k.c.Assignments() {
+		if a.Owner == "" || a.State != StateOwned {
+			t.Fatalf("after the reports partition %d is %s/%v: load reports moved nothing yet", a.Partition, a.Owner, a.State)
+		}
+	}
+}

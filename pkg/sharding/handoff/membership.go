@@ -65,7 +65,7 @@ func (c *Coordinator) hello(now time.Time, r Report) *Rejection {
 		c.markLeaving(m, now)
 	}
 	keep := c.reconcile(m, r.Held, now)
-	c.send(m, Command{Kind: CmdWelcome, TTL: c.cfg.SessionTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, Keep: keep})
+	c.send(m, Command{Kind: CmdWelcome, TTL: c.cfg.SessionTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, Keep: keep, Load: c.cfg.Load})
 	return nil
 }
 
@@ -93,6 +93,15 @@ func (c *Coordinator) heartbeat(now time.Time, r Report) *Rejection {
 	}
 	if r.Leaving && !m.leaving {
 		c.markLeaving(m, now)
+	}
+	if r.Load != nil {
+		// Recorded, not applied: the balancer that places partitions by load (step S4
+		// of docs/design-placement.md §8) is not built yet. Whatever a report claims (a
+		// partition this member does not hold, say), the heartbeat is acknowledged: a
+		// load report must never fence a shard.
+		m.loadReports++
+		m.loadAt = now
+		m.loadEntries = len(r.Load.Partitions)
 	}
 	c.send(m, Command{Kind: CmdAck, Seq: r.Seq})
 	return nil

@@ -1,7 +1,9 @@
 package handoff
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kshard/kshard/pkg/sharding/partition"
@@ -88,6 +90,85 @@ type Report struct {
 	// Partition and Epoch (Prepared, Released, Acquired).
 	Partition partition.ID
 	Epoch     Epoch
+	// Load (Heartbeat): the shard's load snapshot, on the first heartbeat after each
+	// Welcome and then every Command.Load.ReportInterval; nil on the others. The edge has
+	// checked its syntax (protocol.CheckLoadReport); what it claims is not checked yet.
+	Load *LoadReport
+}
+
+// LoadReport is a shard's full snapshot of the load of the partitions it holds
+// (docs/design-placement.md §1.4): the coordinator's balancer places partitions by it. It
+// is a snapshot, never a delta, so nothing is lost with a heartbeat, a session or a leader:
+// a held partition left out carries no load.
+type LoadReport struct {
+	// Partitions are the entries, strictly ascending by partition: held partitions that
+	// hold a namespace or had load.
+	Partitions []PartitionLoad
+	// LimiterWaitPermille is, shard-wide, the milliseconds per second the shard's
+	// controller clients waited in their rate limiters. It tells a saturated shard apart
+	// (its measured load is then below its demand); it is not a cost, since the same
+	// partition waits on a busy shard and not on an idle one.
+	LimiterWaitPermille uint32
+}
+
+// PartitionLoad is one partition's entry in a LoadReport.
+type PartitionLoad struct {
+	Partition partition.ID
+	// LoadMilli is the partition's load × 1000 in requests/s: weighted API requests per
+	// second plus LoadSettings.ReconcileWeight × reconciles per second, a moving average
+	// with LoadSettings.HalfLife, bias-corrected for the time the shard has held it (so a
+	// partition just moved reports its true rate, not a rate rising from 0).
+	LoadMilli uint32
+	// Objects the shard caches for the partition, over all informers: what moving it
+	// costs its next owner to warm.
+	Objects uint32
+	// AgeSeconds is how long the shard has held the partition, saturating at the wire's
+	// cap (protocol.MaxLoadAgeSeconds): a new leader learns from it which partitions moved
+	// lately.
+	AgeSeconds uint32
+}
+
+// Bounds of LoadSettings that both the coordinator's configuration and a shard reading a
+// Welcome enforce, so that a coordinator never starts with settings its shards refuse.
+const (
+	// MaxLoadReportInterval bounds LoadSettings.ReportInterval: a report an hour is far
+	// slower than any balancer can use.
+	MaxLoadReportInterval = time.Hour
+	// MaxLoadHalfLife bounds LoadSettings.HalfLife.
+	MaxLoadHalfLife = 24 * time.Hour
+	// MaxReconcileWeight bounds LoadSettings.ReconcileWeight: a reconcile weighs a
+	// fraction of a request by design (0.1), a thousand requests is absurd.
+	MaxReconcileWeight = 1000
+)
+
+// LoadSettings tell shards how to measure and report load; the coordinator sends its
+// own in every Welcome (Command.Load), so every shard measures alike whatever its flags.
+// The zero value asks for no reports, as a coordinator that predates them does.
+type LoadSettings struct {
+	// ReportInterval: a shard attaches a LoadReport to the first heartbeat after a
+	// Welcome and then to every heartbeat ReportInterval apart (every
+	// ReportInterval/HeartbeatInterval-th). Zero: no reports.
+	ReportInterval time.Duration
+	// HalfLife of the moving average of a partition's load.
+	HalfLife time.Duration
+	// ReconcileWeight is what one reconcile counts, in requests.
+	ReconcileWeight float64
+}
+
+// Validate reports settings a shard must refuse. Zero everywhere is valid (no reports);
+// with reports on, the half-life must be positive.
+func (l LoadSettings) Validate() error {
+	var errs []error
+	if l.ReportInterval < 0 || l.ReportInterval > MaxLoadReportInterval {
+		errs = append(errs, fmt.Errorf("load report interval %v must be in [0, %v] (0: no reports)", l.ReportInterval, MaxLoadReportInterval))
+	}
+	if l.HalfLife < 0 || l.HalfLife > MaxLoadHalfLife || (l.ReportInterval > 0 && l.HalfLife == 0) {
+		errs = append(errs, fmt.Errorf("load half-life %v must be in (0, %v] (0 only without reports)", l.HalfLife, MaxLoadHalfLife))
+	}
+	if w := l.ReconcileWeight; math.IsNaN(w) || w < 0 || w > MaxReconcileWeight {
+		errs = append(errs, fmt.Errorf("reconcile weight %v must be in [0, %v]", w, MaxReconcileWeight))
+	}
+	return errors.Join(errs...)
 }
 
 // CommandKind is the kind of a coordinator-to-shard message.
@@ -143,6 +224,8 @@ type Command struct {
 	HeartbeatInterval time.Duration
 	// Keep (Welcome): the reported partitions the shard keeps.
 	Keep []Held
+	// Load (Welcome): how the shard measures and reports load (Config.Load).
+	Load LoadSettings
 	// Partition and Epoch (Prepare, Release, Acquire, Cancel).
 	Partition partition.ID
 	Epoch     Epoch

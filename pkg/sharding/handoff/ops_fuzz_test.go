@@ -117,6 +117,8 @@ func fuzzConfig() handoff.Config {
 		ReleaseTimeout:     4 * time.Second, // short, so that fence-outs are reachable
 		RetryInterval:      time.Second,
 		MaxConcurrentMoves: 3,
+		// Only carried in the Welcome so far: its round trip through the wire is checked.
+		Load: handoff.LoadSettings{ReportInterval: 6 * time.Second, HalfLife: time.Minute, ReconcileWeight: 0.1},
 	}
 }
 

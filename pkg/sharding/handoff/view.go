@@ -161,6 +161,11 @@ type MemberInfo struct {
 	Leaving   bool
 	FencedOut bool
 	Owned     int
+	// LoadReports counts the load reports on this incarnation's accepted heartbeats;
+	// LoadReportedAt (zero: none yet) and LoadEntries describe the last one.
+	LoadReports    uint64
+	LoadReportedAt time.Time
+	LoadEntries    int
 }
 
 // Members returns the shards with a session, sorted by ID.
@@ -177,6 +182,7 @@ func (c *Coordinator) Members() []MemberInfo {
 		out = append(out, MemberInfo{
 			ID: id, Session: m.session, Joined: m.joined, LastHeard: m.lastRecv, ExpiresAt: c.expiresAt(m),
 			Connected: m.connected, Leaving: m.leaving, FencedOut: m.fencedOut, Owned: owned[id],
+			LoadReports: m.loadReports, LoadReportedAt: m.loadAt, LoadEntries: m.loadEntries,
 		})
 	}
 	return out

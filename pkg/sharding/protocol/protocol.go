@@ -55,6 +55,94 @@ func statsFromWire(w *kshardv1.ShardStats) Stats {
 	}
 }
 
+// LoadReport is a shard's load snapshot on a heartbeat (handoff.Report.Load): the state
+// machine's type, so that the coordinator's edge hands it on unchanged.
+type LoadReport = handoff.LoadReport
+
+// PartitionLoad is one partition's entry in a LoadReport.
+type PartitionLoad = handoff.PartitionLoad
+
+// LoadSettings are a Welcome's load-report settings (handoff.Command.Load).
+type LoadSettings = handoff.LoadSettings
+
+// Bounds of a LoadReport's entries.
+const (
+	// MaxLoadAgeSeconds caps PartitionLoad.AgeSeconds (2 bytes on the wire): past 4.5
+	// hours a partition's age tells the balancer nothing more.
+	MaxLoadAgeSeconds = 16383
+	// MaxLoadObjects bounds PartitionLoad.Objects: a billion cached objects in one
+	// partition is no real shard's.
+	MaxLoadObjects = 1_000_000_000
+)
+
+// CheckLoadReport checks a report's syntax against partitionCount partitions: at most one
+// entry per partition, strictly ascending and below partitionCount, ages at most
+// MaxLoadAgeSeconds and objects at most MaxLoadObjects. Both edges use it: the coordinator
+// refuses a heartbeat whose report fails it as malformed, and a shard does not send one
+// that would.
+func CheckLoadReport(r LoadReport, partitionCount int) error {
+	if len(r.Partitions) > partitionCount {
+		return malformed("load report of %d partitions, more than the %d that exist", len(r.Partitions), partitionCount)
+	}
+	for i, e := range r.Partitions {
+		if int64(e.Partition) >= int64(partitionCount) {
+			return malformed("load report: partition %d out of range [0, %d)", e.Partition, partitionCount)
+		}
+		if i > 0 && e.Partition <= r.Partitions[i-1].Partition {
+			return malformed("load report: partition %d after %d, not strictly ascending", e.Partition, r.Partitions[i-1].Partition)
+		}
+		if e.AgeSeconds > MaxLoadAgeSeconds {
+			return malformed("load report: partition %d aged %ds, above the cap of %d", e.Partition, e.AgeSeconds, MaxLoadAgeSeconds)
+		}
+		if e.Objects > MaxLoadObjects {
+			return malformed("load report: partition %d with %d objects, above %d", e.Partition, e.Objects, MaxLoadObjects)
+		}
+	}
+	return nil
+}
+
+// loadFromWire validates a heartbeat's load report; nil in, nil out.
+func loadFromWire(w *kshardv1.LoadReport, partitionCount int) (*LoadReport, error) {
+	if w == nil {
+		return nil, nil
+	}
+	n := len(w.Partitions)
+	if len(w.LoadMilli) != n || len(w.Objects) != n || len(w.AgeSeconds) != n {
+		return nil, malformed("load report of %d partitions with %d loads, %d object counts and %d ages",
+			n, len(w.LoadMilli), len(w.Objects), len(w.AgeSeconds))
+	}
+	if n > partitionCount { // before allocating
+		return nil, malformed("load report of %d partitions, more than the %d that exist", n, partitionCount)
+	}
+	r := &LoadReport{LimiterWaitPermille: w.LimiterWaitPermille}
+	if n > 0 {
+		r.Partitions = make([]PartitionLoad, n)
+		for i := range n {
+			r.Partitions[i] = PartitionLoad{Partition: partition.ID(w.Partitions[i]), LoadMilli: w.LoadMilli[i],
+				Objects: w.Objects[i], AgeSeconds: w.AgeSeconds[i]}
+		}
+	}
+	if err := CheckLoadReport(*r, partitionCount); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// loadToWire encodes a load report as four parallel lists; nil in, nil out.
+func loadToWire(r *LoadReport) *kshardv1.LoadReport {
+	if r == nil {
+		return nil
+	}
+	w := &kshardv1.LoadReport{LimiterWaitPermille: r.LimiterWaitPermille}
+	if n := len(r.Partitions); n > 0 {
+		w.Partitions, w.LoadMilli, w.Objects, w.AgeSeconds = make([]uint32, n), make([]uint32, n), make([]uint32, n), make([]uint32, n)
+		for i, e := range r.Partitions {
+			w.Partitions[i], w.LoadMilli[i], w.Objects[i], w.AgeSeconds[i] = uint32(e.Partition), e.LoadMilli, e.Objects, e.AgeSeconds
+		}
+	}
+	return w
+}
+
 // ValidateShardID checks a shard ID the way Kubernetes checks a pod name (a DNS-1123
 // subdomain), because it is one in a cluster and it appears in metric labels.
 func ValidateShardID(id string) error {
@@ -201,7 +289,11 @@ func ReportFromWire(m *kshardv1.ShardMessage, shardID string, partitionCount int
 		if k.Heartbeat == nil || k.Heartbeat.Seq == 0 {
 			return Incoming{}, malformed("heartbeat without seq")
 		}
-		r.Kind, r.Seq, r.Leaving = handoff.ReportHeartbeat, k.Heartbeat.Seq, k.Heartbeat.Leaving
+		load, err := loadFromWire(k.Heartbeat.Load, partitionCount)
+		if err != nil {
+			return Incoming{}, err
+		}
+		r.Kind, r.Seq, r.Leaving, r.Load = handoff.ReportHeartbeat, k.Heartbeat.Seq, k.Heartbeat.Leaving, load
 		st := statsFromWire(k.Heartbeat.Stats)
 		in.Stats = &st
 	case *kshardv1.ShardMessage_Prepared:
@@ -234,7 +326,8 @@ func partitionReport(r *handoff.Report, kind handoff.ReportKind, pr *kshardv1.Pa
 	return nil
 }
 
-// ReportToWire encodes a shard's report with its stats.
+// ReportToWire encodes a shard's report with its stats. A heartbeat's Load goes on the
+// wire as it is: the shard checks it first (CheckLoadReport).
 func ReportToWire(r handoff.Report, stats Stats, buildVersion string) (*kshardv1.ShardMessage, error) {
 	m := &kshardv1.ShardMessage{Session: sessionToWire(r.Session)}
 	pr := &kshardv1.PartitionReport{Partition: uint32(r.Partition), Epoch: uint64(r.Epoch)}
@@ -244,7 +337,7 @@ func ReportToWire(r handoff.Report, stats Stats, buildVersion string) (*kshardv1
 			ShardId: r.Shard, BuildVersion: buildVersion, Leaving: r.Leaving, Held: heldToWire(r.Held), Stats: statsToWire(stats),
 		}}
 	case handoff.ReportHeartbeat:
-		m.Kind = &kshardv1.ShardMessage_Heartbeat{Heartbeat: &kshardv1.Heartbeat{Seq: r.Seq, Leaving: r.Leaving, Stats: statsToWire(stats)}}
+		m.Kind = &kshardv1.ShardMessage_Heartbeat{Heartbeat: &kshardv1.Heartbeat{Seq: r.Seq, Leaving: r.Leaving, Stats: statsToWire(stats), Load: loadToWire(r.Load)}}
 	case handoff.ReportPrepared:
 		m.Kind = &kshardv1.ShardMessage_Prepared{Prepared: pr}
 	case handoff.ReportReleased:
@@ -270,10 +363,19 @@ func CommandToWire(c handoff.Command, info SessionInfo) (*kshardv1.CoordinatorMe
 	pc := &kshardv1.PartitionCommand{Partition: uint32(c.Partition), Epoch: uint64(c.Epoch)}
 	switch c.Kind {
 	case handoff.CmdWelcome:
-		m.Kind = &kshardv1.CoordinatorMessage_Welcome{Welcome: &kshardv1.Welcome{
+		w := &kshardv1.Welcome{
 			Ttl: durationpb.New(c.TTL), HeartbeatInterval: durationpb.New(c.HeartbeatInterval),
 			Keep: heldToWire(c.Keep), PartitionCount: uint32(info.PartitionCount), Hasher: info.Hasher, LeaderTerm: info.LeaderTerm,
-		}}
+			ReconcileWeight: c.Load.ReconcileWeight,
+		}
+		// Zero settings are left out, as a coordinator that predates them sends them.
+		if c.Load.ReportInterval != 0 {
+			w.LoadReportInterval = durationpb.New(c.Load.ReportInterval)
+		}
+		if c.Load.HalfLife != 0 {
+			w.LoadHalfLife = durationpb.New(c.Load.HalfLife)
+		}
+		m.Kind = &kshardv1.CoordinatorMessage_Welcome{Welcome: w}
 	case handoff.CmdAck:
 		m.Kind = &kshardv1.CoordinatorMessage_Ack{Ack: &kshardv1.HeartbeatAck{Seq: c.Seq}}
 	case handoff.CmdPrepare:
@@ -337,7 +439,13 @@ func CommandFromWire(m *kshardv1.CoordinatorMessage, shard string, partitionCoun
 		if err != nil {
 			return c, err
 		}
-		c.Kind, c.TTL, c.HeartbeatInterval, c.Keep = handoff.CmdWelcome, ttl, hb, keep
+		// Absent (a coordinator that predates load reports) reads as zero: no reports.
+		load := LoadSettings{ReportInterval: w.LoadReportInterval.AsDuration(), HalfLife: w.LoadHalfLife.AsDuration(),
+			ReconcileWeight: w.ReconcileWeight}
+		if err := load.Validate(); err != nil {
+			return c, malformed("welcome: %v", err)
+		}
+		c.Kind, c.TTL, c.HeartbeatInterval, c.Keep, c.Load = handoff.CmdWelcome, ttl, hb, keep, load
 	case *kshardv1.CoordinatorMessage_Ack:
 		if k.Ack == nil || k.Ack.Seq == 0 {
 			return c, malformed("ack without seq")

@@ -35,6 +35,11 @@ func FuzzProtocolReportFromWire(f *testing.F) {
 			{Partition: 15, Epoch: 1, State: handoff.SlotPrepared}, {Partition: 7, Epoch: e, State: handoff.SlotReleasing}}},
 		{Kind: handoff.ReportHello, Shard: fuzzShard, Session: sess},
 		{Kind: handoff.ReportHeartbeat, Shard: fuzzShard, Session: sess, Seq: 9, Leaving: true},
+		{Kind: handoff.ReportHeartbeat, Shard: fuzzShard, Session: sess, Seq: 10, Load: &protocol.LoadReport{LimiterWaitPermille: 250,
+			Partitions: []protocol.PartitionLoad{{Partition: 0, LoadMilli: 1200, Objects: 40, AgeSeconds: 30},
+				{Partition: 9, LoadMilli: 5, Objects: protocol.MaxLoadObjects, AgeSeconds: protocol.MaxLoadAgeSeconds},
+				{Partition: 15, LoadMilli: 1<<32 - 1}}}},
+		{Kind: handoff.ReportHeartbeat, Shard: fuzzShard, Session: sess, Seq: 11, Load: &protocol.LoadReport{}},
 		{Kind: handoff.ReportPrepared, Shard: fuzzShard, Session: sess, Partition: 15, Epoch: e},
 		{Kind: handoff.ReportReleased, Shard: fuzzShard, Session: sess, Partition: 0, Epoch: e},
 		{Kind: handoff.ReportAcquired, Shard: fuzzShard, Session: sess, Partition: 1, Epoch: e},
@@ -123,6 +128,17 @@ func checkReport(t *testing.T, in protocol.Incoming, stream string, count int) {
 		if stream == "" || r.Seq == 0 || in.Stats == nil {
 			t.Fatalf("heartbeat: stream %q, seq %d, stats %v", stream, r.Seq, in.Stats)
 		}
+		if l := r.Load; l != nil {
+			if len(l.Partitions) > count {
+				t.Fatalf("heartbeat: load report of %d partitions of %d", len(l.Partitions), count)
+			}
+			for i, e := range l.Partitions {
+				if int(e.Partition) >= count || (i > 0 && e.Partition <= l.Partitions[i-1].Partition) ||
+					e.AgeSeconds > protocol.MaxLoadAgeSeconds || e.Objects > protocol.MaxLoadObjects {
+					t.Fatalf("heartbeat: bad load entry %d %+v after %+v (count %d)", i, e, l.Partitions[max(i-1, 0)], count)
+				}
+			}
+		}
 	case handoff.ReportPrepared, handoff.ReportReleased, handoff.ReportAcquired:
 		if stream == "" || int(r.Partition) >= count || r.Epoch == 0 || in.Stats != nil {
 			t.Fatalf("%s: stream %q, partition %d of %d, epoch %v, stats %v", r.Kind, stream, r.Partition, count, r.Epoch, in.Stats)
@@ -133,6 +149,9 @@ func checkReport(t *testing.T, in protocol.Incoming, stream string, count int) {
 	if r.Kind != handoff.ReportHello && (len(r.Held) > 0 || in.BuildVersion != "") {
 		t.Fatalf("%s carries hello fields", r.Kind)
 	}
+	if r.Kind != handoff.ReportHeartbeat && r.Load != nil {
+		t.Fatalf("%s carries a load report", r.Kind)
+	}
 }
 
 func FuzzProtocolCommandFromWire(f *testing.F) {
@@ -142,6 +161,8 @@ func FuzzProtocolCommandFromWire(f *testing.F) {
 		{Kind: handoff.CmdWelcome, To: fuzzShard, Session: sess, TTL: 10 * time.Second, HeartbeatInterval: 3 * time.Second,
 			Keep: []handoff.Held{{Partition: 2, Epoch: e}, {Partition: 5, Epoch: e + 1, State: handoff.SlotAcquired}}},
 		{Kind: handoff.CmdWelcome, To: fuzzShard, Session: sess, TTL: time.Hour, HeartbeatInterval: time.Nanosecond},
+		{Kind: handoff.CmdWelcome, To: fuzzShard, Session: sess, TTL: 28 * time.Second, HeartbeatInterval: time.Second,
+			Load: protocol.LoadSettings{ReportInterval: 10 * time.Second, HalfLife: 5 * time.Minute, ReconcileWeight: 0.1}},
 		{Kind: handoff.CmdAck, To: fuzzShard, Session: sess, Seq: 4},
 		{Kind: handoff.CmdPrepare, To: fuzzShard, Session: sess, Partition: 15, Epoch: e},
 		{Kind: handoff.CmdRelease, To: fuzzShard, Session: sess, Partition: 0, Epoch: e},
@@ -206,6 +227,10 @@ func checkCommand(t *testing.T, c handoff.Command, count int) {
 		if c.TTL <= 0 || c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.TTL || c.TTL > time.Hour || len(c.Keep) > count {
 			t.Fatalf("welcome: TTL %v, heartbeat interval %v, %d kept of %d", c.TTL, c.HeartbeatInterval, len(c.Keep), count)
 		}
+		if l := c.Load; l.ReportInterval < 0 || l.ReportInterval > handoff.MaxLoadReportInterval || l.HalfLife < 0 || l.HalfLife > handoff.MaxLoadHalfLife ||
+			(l.ReportInterval > 0 && l.HalfLife == 0) || !(l.ReconcileWeight >= 0 && l.ReconcileWeight <= handoff.MaxReconcileWeight) {
+			t.Fatalf("welcome: load settings %+v", l)
+		}
 		seen := map[partition.ID]bool{}
 		for _, h := range c.Keep {
 			if int(h.Partition) >= count || h.Epoch == 0 || seen[h.Partition] || h.State > handoff.SlotReleasing {
@@ -225,7 +250,7 @@ func checkCommand(t *testing.T, c handoff.Command, count int) {
 	default:
 		t.Fatalf("accepted command of kind %v", c.Kind)
 	}
-	if c.Kind != handoff.CmdWelcome && (len(c.Keep) > 0 || c.TTL != 0 || c.HeartbeatInterval != 0) {
+	if c.Kind != handoff.CmdWelcome && (len(c.Keep) > 0 || c.TTL != 0 || c.HeartbeatInterval != 0 || c.Load != (handoff.LoadSettings{})) {
 		t.Fatalf("%s carries welcome fields", c.Kind)
 	}
 }

@@ -45,6 +45,30 @@ type Handler interface {
 	Stats() protocol.Stats
 }
 
+// LoadReporter measures the load of the partitions the shard holds, for the
+// coordinator's placement by load (docs/design-placement.md §1). A Client with one
+// attaches a report to the first heartbeat after each Welcome and then to every heartbeat
+// the Welcome's LoadSettings.ReportInterval apart; with none, or while the coordinator
+// asks for no reports (an interval of 0, as a coordinator that predates them sends), its
+// heartbeats carry none.
+type LoadReporter interface {
+	// Load returns a full snapshot: an entry, ascending by partition, for each held
+	// partition that holds a namespace or had load. It is called on the session's
+	// goroutine for the heartbeats that carry a report only, and must return quickly.
+	// The Client owns the result: it caps ages at protocol.MaxLoadAgeSeconds, and sends
+	// nothing of a report that protocol.CheckLoadReport refuses (the coordinator would
+	// refuse the heartbeat with it).
+	Load() protocol.LoadReport
+}
+
+// LoadSettingsReceiver is implemented by a LoadReporter that needs the coordinator's load
+// settings (the half-life of its moving averages, what a reconcile weighs): the Client
+// passes each Welcome's, zero when the coordinator wants no reports, before any heartbeat
+// of that session.
+type LoadSettingsReceiver interface {
+	SetLoadSettings(protocol.LoadSettings)
+}
+
 // Options configure a Client.
 type Options struct {
 	ShardID      string
@@ -89,6 +113,9 @@ type Options struct {
 	// TokenOverPlaintext allows sending the token without TLS (local development with
 	// --grpc-insecure); otherwise gRPC refuses to.
 	TokenOverPlaintext bool
+
+	// LoadReporter, when set, measures the load the heartbeats report; nil reports none.
+	LoadReporter LoadReporter
 }
 
 // DefaultConnectTimeout is Options.ConnectTimeout's default: a TLS handshake with a live
@@ -111,6 +138,9 @@ type Client struct {
 	welcomed  atomic.Bool
 	rtt       rttTracker
 	token     credentials.PerRPCCredentials // nil without Options.TokenFile
+	// loadEvery: every loadEvery-th heartbeat of the session, the first included, carries
+	// a load report; 0: none. Set by each Welcome; owned by the Run goroutine.
+	loadEvery uint64
 }
 
 // New validates the options.
@@ -198,6 +228,9 @@ func (c *Client) apply(k *conn) error {
 		if !haveStats && (r.Kind == handoff.ReportHello || r.Kind == handoff.ReportHeartbeat) {
 			stats, haveStats = c.handler.Stats(), true
 		}
+		if r.Kind == handoff.ReportHeartbeat {
+			r.Load = c.loadReport(r.Seq)
+		}
 		m, err := protocol.ReportToWire(r, stats, c.opts.BuildVersion)
 		if err != nil {
 			return err
@@ -207,6 +240,49 @@ func (c *Client) apply(k *conn) error {
 		}
 	}
 	return nil
+}
+
+// welcomeLoad takes a Welcome's load settings: from now on every n-th heartbeat of the
+// session carries a load report, n being the report interval in heartbeat intervals
+// (rounded; the coordinator's flags make it a whole number), the first heartbeat
+// included, so that a new leader learns every load one heartbeat after the hellos.
+func (c *Client) welcomeLoad(l protocol.LoadSettings, heartbeatInterval time.Duration) {
+	c.loadEvery = 0
+	if c.opts.LoadReporter == nil {
+		return
+	}
+	if l.ReportInterval > 0 && heartbeatInterval > 0 {
+		c.loadEvery = max(1, uint64((l.ReportInterval+heartbeatInterval/2)/heartbeatInterval))
+	}
+	if r, ok := c.opts.LoadReporter.(LoadSettingsReceiver); ok {
+		r.SetLoadSettings(l)
+	}
+}
+
+// loadReport returns the load report heartbeat seq carries (seq 1 is the first after the
+// Welcome), or nil. A report the coordinator would refuse is not sent: the heartbeat goes
+// without it rather than be refused, which would end the session.
+func (c *Client) loadReport(seq uint64) *protocol.LoadReport {
+	if c.loadEvery == 0 || seq == 0 || (seq-1)%c.loadEvery != 0 {
+		return nil
+	}
+	l := c.opts.LoadReporter.Load()
+	for i := range l.Partitions {
+		l.Partitions[i].AgeSeconds = min(l.Partitions[i].AgeSeconds, protocol.MaxLoadAgeSeconds)
+	}
+	if err := protocol.CheckLoadReport(l, c.opts.PartitionCount); err != nil {
+		c.log.Error(err, "the shard's load report is invalid; sending the heartbeat without it", "seq", seq)
+		c.countLoadReport("invalid")
+		return nil
+	}
+	c.countLoadReport("sent")
+	return &l
+}
+
+func (c *Client) countLoadReport(outcome string) {
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.LoadReports.WithLabelValues(outcome).Inc()
+	}
 }
 
 // applyLocal carries out actions and publishes the deadline, without sending (no stream:

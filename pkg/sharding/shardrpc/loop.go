@@ -153,6 +153,7 @@ func (l *loop) connect(ctx context.Context) result {
 	c.dropOutbox()
 	c.core.Connect(c.opts.Now())
 	c.rtt.reset()
+	c.loadEvery = 0 // until this session's Welcome says
 	c.log.Info("session opened", "address", addr, "session", c.core.Session().String(), "held", len(c.core.Held()))
 	l.step()
 	return settle
@@ -174,7 +175,8 @@ func (l *loop) receive(m *kshardv1.CoordinatorMessage) result {
 	if cmd.Kind == handoff.CmdAck {
 		c.rtt.acked(cmd.Seq, now, c.opts.Metrics)
 	}
-	if err := c.core.Step(now, cmd); err != nil {
+	err = c.core.Step(now, cmd)
+	if err != nil {
 		var rej *handoff.Rejection
 		reason := "other"
 		if errors.As(err, &rej) {
@@ -186,7 +188,12 @@ func (l *loop) receive(m *kshardv1.CoordinatorMessage) result {
 	if cmd.Kind == handoff.CmdWelcome && c.core.Welcomed() {
 		l.backoff = 0
 		c.log.Info("session welcomed", "session", c.core.Session().String(), "kept", len(cmd.Keep),
-			"ttl", cmd.TTL.String(), "heartbeatInterval", cmd.HeartbeatInterval.String())
+			"ttl", cmd.TTL.String(), "heartbeatInterval", cmd.HeartbeatInterval.String(),
+			"loadReportInterval", cmd.Load.ReportInterval.String())
+	}
+	if cmd.Kind == handoff.CmdWelcome && err == nil {
+		// Only the current session's Welcome: the state machine refuses another's.
+		c.welcomeLoad(cmd.Load, cmd.HeartbeatInterval)
 	}
 	if iv := c.core.HeartbeatInterval(); iv > 0 && iv != l.hbEvery {
 		l.hbEvery = iv

@@ -14,6 +14,10 @@ type Metrics struct {
 	Fenced       prometheus.Gauge
 	HeartbeatRTT prometheus.Histogram
 	Rejected     *prometheus.CounterVec
+	// LoadReports counts the load reports the shard put on its heartbeats (outcome
+	// "sent") and those it left off because the reporter's snapshot was invalid
+	// ("invalid": a bug, which must not end the session).
+	LoadReports *prometheus.CounterVec
 }
 
 // NewMetrics registers the session metrics with reg.
@@ -28,8 +32,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_shard_rejected_commands_total",
 			Help: "Coordinator commands the shard refused, by reason."}, []string{"reason"}),
+		LoadReports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_shard_load_reports_total",
+			Help: "Load reports the shard attached to its heartbeats (outcome=sent), or left off because its snapshot was invalid (outcome=invalid)."}, []string{"outcome"}),
 	}
-	if err := promutil.Register(reg, m.Reconnects, m.Fenced, m.HeartbeatRTT, m.Rejected); err != nil {
+	if err := promutil.Register(reg, m.Reconnects, m.Fenced, m.HeartbeatRTT, m.Rejected, m.LoadReports); err != nil {
 		return nil, err
 	}
 	return m, nil

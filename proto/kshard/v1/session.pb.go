@@ -433,9 +433,13 @@ type Heartbeat struct {
 	// seq identifies the heartbeat within the session; the shard remembers its own send time
 	// for it, and an acknowledgement extends the right to work until that send time plus the
 	// TTL. No timestamp crosses the wire.
-	Seq           uint64      `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Leaving       bool        `protobuf:"varint,2,opt,name=leaving,proto3" json:"leaving,omitempty"`
-	Stats         *ShardStats `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
+	Seq     uint64      `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Leaving bool        `protobuf:"varint,2,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	Stats   *ShardStats `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
+	// load is the shard's load snapshot, on the first heartbeat after each Welcome and then
+	// on every heartbeat a Welcome's load_report_interval apart (none while that interval is
+	// 0, or from a shard that measures no load).
+	Load          *LoadReport `protobuf:"bytes,4,opt,name=load,proto3" json:"load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -491,6 +495,104 @@ func (x *Heartbeat) GetStats() *ShardStats {
 	return nil
 }
 
+func (x *Heartbeat) GetLoad() *LoadReport {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+// LoadReport is a full snapshot of the load of the partitions a shard holds, never a
+// delta: a held partition left out carries no load (it holds no namespace and had none).
+// The four lists are parallel: entry i of each describes partitions[i]. The coordinator
+// refuses a report as malformed unless they have equal lengths, at most one entry per
+// partition, partitions strictly ascending and below the partition count, ages at most
+// 16383 and objects at most 10^9.
+type LoadReport struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partitions []uint32               `protobuf:"varint,1,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// load_milli is the partition's load × 1000, in requests/s: the shard's weighted API
+	// requests per second plus the Welcome's reconcile_weight × reconciles per second, as
+	// an exponentially weighted moving average (half-life load_half_life), bias-corrected
+	// for the time the shard has held it.
+	LoadMilli []uint32 `protobuf:"varint,2,rep,packed,name=load_milli,json=loadMilli,proto3" json:"load_milli,omitempty"`
+	// objects are the objects the shard caches for the partition, over all informers: what
+	// a move of it costs its new owner to warm.
+	Objects []uint32 `protobuf:"varint,3,rep,packed,name=objects,proto3" json:"objects,omitempty"`
+	// age_seconds is how long the shard has held the partition, capped at 16383.
+	AgeSeconds []uint32 `protobuf:"varint,4,rep,packed,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"`
+	// limiter_wait_permille is, shard-wide, the milliseconds per second its controller
+	// clients waited in their rate limiters: a saturation signal, not a cost.
+	LimiterWaitPermille uint32 `protobuf:"varint,5,opt,name=limiter_wait_permille,json=limiterWaitPermille,proto3" json:"limiter_wait_permille,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *LoadReport) Reset() {
+	*x = LoadReport{}
+	mi := &file_kshard_v1_session_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadReport) ProtoMessage() {}
+
+func (x *LoadReport) ProtoReflect() protoreflect.Message {
+	mi := &file_kshard_v1_session_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadReport.ProtoReflect.Descriptor instead.
+func (*LoadReport) Descriptor() ([]byte, []int) {
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LoadReport) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *LoadReport) GetLoadMilli() []uint32 {
+	if x != nil {
+		return x.LoadMilli
+	}
+	return nil
+}
+
+func (x *LoadReport) GetObjects() []uint32 {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *LoadReport) GetAgeSeconds() []uint32 {
+	if x != nil {
+		return x.AgeSeconds
+	}
+	return nil
+}
+
+func (x *LoadReport) GetLimiterWaitPermille() uint32 {
+	if x != nil {
+		return x.LimiterWaitPermille
+	}
+	return 0
+}
+
 // ShardStats are reported for the coordinator's metrics and its assignments view.
 type ShardStats struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -506,7 +608,7 @@ type ShardStats struct {
 
 func (x *ShardStats) Reset() {
 	*x = ShardStats{}
-	mi := &file_kshard_v1_session_proto_msgTypes[5]
+	mi := &file_kshard_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +620,7 @@ func (x *ShardStats) String() string {
 func (*ShardStats) ProtoMessage() {}
 
 func (x *ShardStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[5]
+	mi := &file_kshard_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +633,7 @@ func (x *ShardStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStats.ProtoReflect.Descriptor instead.
 func (*ShardStats) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ShardStats) GetAcquiredPartitions() uint32 {
@@ -588,7 +690,7 @@ type PartitionReport struct {
 
 func (x *PartitionReport) Reset() {
 	*x = PartitionReport{}
-	mi := &file_kshard_v1_session_proto_msgTypes[6]
+	mi := &file_kshard_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +702,7 @@ func (x *PartitionReport) String() string {
 func (*PartitionReport) ProtoMessage() {}
 
 func (x *PartitionReport) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[6]
+	mi := &file_kshard_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +715,7 @@ func (x *PartitionReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReport.ProtoReflect.Descriptor instead.
 func (*PartitionReport) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionReport) GetPartition() uint32 {
@@ -651,7 +753,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_kshard_v1_session_proto_msgTypes[7]
+	mi := &file_kshard_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +765,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[7]
+	mi := &file_kshard_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +778,7 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CoordinatorMessage) GetSession() *Session {
@@ -830,14 +932,22 @@ type Welcome struct {
 	// session whose hasher or partition count it does not share.
 	Hasher string `protobuf:"bytes,5,opt,name=hasher,proto3" json:"hasher,omitempty"`
 	// leader_term is the coordinator leader's term (the high 32 bits of every epoch).
-	LeaderTerm    uint32 `protobuf:"varint,6,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderTerm uint32 `protobuf:"varint,6,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	// load_report_interval is how often the shard sends a LoadReport (on every heartbeat
+	// that falls this far apart); 0 or absent (a coordinator that predates load reports):
+	// none.
+	LoadReportInterval *durationpb.Duration `protobuf:"bytes,7,opt,name=load_report_interval,json=loadReportInterval,proto3" json:"load_report_interval,omitempty"`
+	// load_half_life is the half-life of the moving average of a partition's load.
+	LoadHalfLife *durationpb.Duration `protobuf:"bytes,8,opt,name=load_half_life,json=loadHalfLife,proto3" json:"load_half_life,omitempty"`
+	// reconcile_weight is what one reconcile counts in a partition's load, in requests.
+	ReconcileWeight float64 `protobuf:"fixed64,9,opt,name=reconcile_weight,json=reconcileWeight,proto3" json:"reconcile_weight,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_kshard_v1_session_proto_msgTypes[8]
+	mi := &file_kshard_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +959,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[8]
+	mi := &file_kshard_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +972,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Welcome) GetTtl() *durationpb.Duration {
@@ -907,6 +1017,27 @@ func (x *Welcome) GetLeaderTerm() uint32 {
 	return 0
 }
 
+func (x *Welcome) GetLoadReportInterval() *durationpb.Duration {
+	if x != nil {
+		return x.LoadReportInterval
+	}
+	return nil
+}
+
+func (x *Welcome) GetLoadHalfLife() *durationpb.Duration {
+	if x != nil {
+		return x.LoadHalfLife
+	}
+	return nil
+}
+
+func (x *Welcome) GetReconcileWeight() float64 {
+	if x != nil {
+		return x.ReconcileWeight
+	}
+	return 0
+}
+
 // HeartbeatAck acknowledges the heartbeat with this seq.
 type HeartbeatAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -917,7 +1048,7 @@ type HeartbeatAck struct {
 
 func (x *HeartbeatAck) Reset() {
 	*x = HeartbeatAck{}
-	mi := &file_kshard_v1_session_proto_msgTypes[9]
+	mi := &file_kshard_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1060,7 @@ func (x *HeartbeatAck) String() string {
 func (*HeartbeatAck) ProtoMessage() {}
 
 func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[9]
+	mi := &file_kshard_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1073,7 @@ func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatAck.ProtoReflect.Descriptor instead.
 func (*HeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatAck) GetSeq() uint64 {
@@ -968,7 +1099,7 @@ type PartitionCommand struct {
 
 func (x *PartitionCommand) Reset() {
 	*x = PartitionCommand{}
-	mi := &file_kshard_v1_session_proto_msgTypes[10]
+	mi := &file_kshard_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1111,7 @@ func (x *PartitionCommand) String() string {
 func (*PartitionCommand) ProtoMessage() {}
 
 func (x *PartitionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[10]
+	mi := &file_kshard_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1124,7 @@ func (x *PartitionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCommand.ProtoReflect.Descriptor instead.
 func (*PartitionCommand) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionCommand) GetPartition() uint32 {
@@ -1028,7 +1159,7 @@ type SessionEnded struct {
 
 func (x *SessionEnded) Reset() {
 	*x = SessionEnded{}
-	mi := &file_kshard_v1_session_proto_msgTypes[11]
+	mi := &file_kshard_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1171,7 @@ func (x *SessionEnded) String() string {
 func (*SessionEnded) ProtoMessage() {}
 
 func (x *SessionEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[11]
+	mi := &file_kshard_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1184,7 @@ func (x *SessionEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEnded.ProtoReflect.Descriptor instead.
 func (*SessionEnded) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionEnded) GetReason() string {
@@ -1072,7 +1203,7 @@ type Farewell struct {
 
 func (x *Farewell) Reset() {
 	*x = Farewell{}
-	mi := &file_kshard_v1_session_proto_msgTypes[12]
+	mi := &file_kshard_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1215,7 @@ func (x *Farewell) String() string {
 func (*Farewell) ProtoMessage() {}
 
 func (x *Farewell) ProtoReflect() protoreflect.Message {
-	mi := &file_kshard_v1_session_proto_msgTypes[12]
+	mi := &file_kshard_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1228,7 @@ func (x *Farewell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Farewell.ProtoReflect.Descriptor instead.
 func (*Farewell) Descriptor() ([]byte, []int) {
-	return file_kshard_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_kshard_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 var File_kshard_v1_session_proto protoreflect.FileDescriptor
@@ -1125,11 +1256,23 @@ const file_kshard_v1_session_proto_rawDesc = "" +
 	"\rbuild_version\x18\x02 \x01(\tR\fbuildVersion\x12\x18\n" +
 	"\aleaving\x18\x03 \x01(\bR\aleaving\x12#\n" +
 	"\x04held\x18\x04 \x03(\v2\x0f.kshard.v1.HeldR\x04held\x12+\n" +
-	"\x05stats\x18\x05 \x01(\v2\x15.kshard.v1.ShardStatsR\x05stats\"d\n" +
+	"\x05stats\x18\x05 \x01(\v2\x15.kshard.v1.ShardStatsR\x05stats\"\x8f\x01\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n" +
 	"\aleaving\x18\x02 \x01(\bR\aleaving\x12+\n" +
-	"\x05stats\x18\x03 \x01(\v2\x15.kshard.v1.ShardStatsR\x05stats\"\xee\x01\n" +
+	"\x05stats\x18\x03 \x01(\v2\x15.kshard.v1.ShardStatsR\x05stats\x12)\n" +
+	"\x04load\x18\x04 \x01(\v2\x15.kshard.v1.LoadReportR\x04load\"\xba\x01\n" +
+	"\n" +
+	"LoadReport\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\rR\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"load_milli\x18\x02 \x03(\rR\tloadMilli\x12\x18\n" +
+	"\aobjects\x18\x03 \x03(\rR\aobjects\x12\x1f\n" +
+	"\vage_seconds\x18\x04 \x03(\rR\n" +
+	"ageSeconds\x122\n" +
+	"\x15limiter_wait_permille\x18\x05 \x01(\rR\x13limiterWaitPermille\"\xee\x01\n" +
 	"\n" +
 	"ShardStats\x12/\n" +
 	"\x13acquired_partitions\x18\x01 \x01(\rR\x12acquiredPartitions\x12/\n" +
@@ -1154,7 +1297,7 @@ const file_kshard_v1_session_proto_rawDesc = "" +
 	"\x06cancel\x18\a \x01(\v2\x1b.kshard.v1.PartitionCommandH\x00R\x06cancel\x12>\n" +
 	"\rsession_ended\x18\b \x01(\v2\x17.kshard.v1.SessionEndedH\x00R\fsessionEnded\x121\n" +
 	"\bfarewell\x18\t \x01(\v2\x13.kshard.v1.FarewellH\x00R\bfarewellB\x06\n" +
-	"\x04kind\"\x87\x02\n" +
+	"\x04kind\"\xc0\x03\n" +
 	"\aWelcome\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12#\n" +
@@ -1162,7 +1305,10 @@ const file_kshard_v1_session_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x04 \x01(\rR\x0epartitionCount\x12\x16\n" +
 	"\x06hasher\x18\x05 \x01(\tR\x06hasher\x12\x1f\n" +
 	"\vleader_term\x18\x06 \x01(\rR\n" +
-	"leaderTerm\" \n" +
+	"leaderTerm\x12K\n" +
+	"\x14load_report_interval\x18\a \x01(\v2\x19.google.protobuf.DurationR\x12loadReportInterval\x12?\n" +
+	"\x0eload_half_life\x18\b \x01(\v2\x19.google.protobuf.DurationR\floadHalfLife\x12)\n" +
+	"\x10reconcile_weight\x18\t \x01(\x01R\x0freconcileWeight\" \n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"`\n" +
 	"\x10PartitionCommand\x12\x1c\n" +
@@ -1195,7 +1341,7 @@ func file_kshard_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_kshard_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kshard_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_kshard_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_kshard_v1_session_proto_goTypes = []any{
 	(SlotState)(0),              // 0: kshard.v1.SlotState
 	(*Session)(nil),             // 1: kshard.v1.Session
@@ -1203,46 +1349,50 @@ var file_kshard_v1_session_proto_goTypes = []any{
 	(*ShardMessage)(nil),        // 3: kshard.v1.ShardMessage
 	(*Hello)(nil),               // 4: kshard.v1.Hello
 	(*Heartbeat)(nil),           // 5: kshard.v1.Heartbeat
-	(*ShardStats)(nil),          // 6: kshard.v1.ShardStats
-	(*PartitionReport)(nil),     // 7: kshard.v1.PartitionReport
-	(*CoordinatorMessage)(nil),  // 8: kshard.v1.CoordinatorMessage
-	(*Welcome)(nil),             // 9: kshard.v1.Welcome
-	(*HeartbeatAck)(nil),        // 10: kshard.v1.HeartbeatAck
-	(*PartitionCommand)(nil),    // 11: kshard.v1.PartitionCommand
-	(*SessionEnded)(nil),        // 12: kshard.v1.SessionEnded
-	(*Farewell)(nil),            // 13: kshard.v1.Farewell
-	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
+	(*LoadReport)(nil),          // 6: kshard.v1.LoadReport
+	(*ShardStats)(nil),          // 7: kshard.v1.ShardStats
+	(*PartitionReport)(nil),     // 8: kshard.v1.PartitionReport
+	(*CoordinatorMessage)(nil),  // 9: kshard.v1.CoordinatorMessage
+	(*Welcome)(nil),             // 10: kshard.v1.Welcome
+	(*HeartbeatAck)(nil),        // 11: kshard.v1.HeartbeatAck
+	(*PartitionCommand)(nil),    // 12: kshard.v1.PartitionCommand
+	(*SessionEnded)(nil),        // 13: kshard.v1.SessionEnded
+	(*Farewell)(nil),            // 14: kshard.v1.Farewell
+	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
 }
 var file_kshard_v1_session_proto_depIdxs = []int32{
 	0,  // 0: kshard.v1.Held.state:type_name -> kshard.v1.SlotState
 	1,  // 1: kshard.v1.ShardMessage.session:type_name -> kshard.v1.Session
 	4,  // 2: kshard.v1.ShardMessage.hello:type_name -> kshard.v1.Hello
 	5,  // 3: kshard.v1.ShardMessage.heartbeat:type_name -> kshard.v1.Heartbeat
-	7,  // 4: kshard.v1.ShardMessage.prepared:type_name -> kshard.v1.PartitionReport
-	7,  // 5: kshard.v1.ShardMessage.released:type_name -> kshard.v1.PartitionReport
-	7,  // 6: kshard.v1.ShardMessage.acquired:type_name -> kshard.v1.PartitionReport
+	8,  // 4: kshard.v1.ShardMessage.prepared:type_name -> kshard.v1.PartitionReport
+	8,  // 5: kshard.v1.ShardMessage.released:type_name -> kshard.v1.PartitionReport
+	8,  // 6: kshard.v1.ShardMessage.acquired:type_name -> kshard.v1.PartitionReport
 	2,  // 7: kshard.v1.Hello.held:type_name -> kshard.v1.Held
-	6,  // 8: kshard.v1.Hello.stats:type_name -> kshard.v1.ShardStats
-	6,  // 9: kshard.v1.Heartbeat.stats:type_name -> kshard.v1.ShardStats
-	1,  // 10: kshard.v1.CoordinatorMessage.session:type_name -> kshard.v1.Session
-	9,  // 11: kshard.v1.CoordinatorMessage.welcome:type_name -> kshard.v1.Welcome
-	10, // 12: kshard.v1.CoordinatorMessage.ack:type_name -> kshard.v1.HeartbeatAck
-	11, // 13: kshard.v1.CoordinatorMessage.prepare:type_name -> kshard.v1.PartitionCommand
-	11, // 14: kshard.v1.CoordinatorMessage.release:type_name -> kshard.v1.PartitionCommand
-	11, // 15: kshard.v1.CoordinatorMessage.acquire:type_name -> kshard.v1.PartitionCommand
-	11, // 16: kshard.v1.CoordinatorMessage.cancel:type_name -> kshard.v1.PartitionCommand
-	12, // 17: kshard.v1.CoordinatorMessage.session_ended:type_name -> kshard.v1.SessionEnded
-	13, // 18: kshard.v1.CoordinatorMessage.farewell:type_name -> kshard.v1.Farewell
-	14, // 19: kshard.v1.Welcome.ttl:type_name -> google.protobuf.Duration
-	14, // 20: kshard.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	2,  // 21: kshard.v1.Welcome.keep:type_name -> kshard.v1.Held
-	3,  // 22: kshard.v1.Coordinator.Session:input_type -> kshard.v1.ShardMessage
-	8,  // 23: kshard.v1.Coordinator.Session:output_type -> kshard.v1.CoordinatorMessage
-	23, // [23:24] is the sub-list for method output_type
-	22, // [22:23] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	7,  // 8: kshard.v1.Hello.stats:type_name -> kshard.v1.ShardStats
+	7,  // 9: kshard.v1.Heartbeat.stats:type_name -> kshard.v1.ShardStats
+	6,  // 10: kshard.v1.Heartbeat.load:type_name -> kshard.v1.LoadReport
+	1,  // 11: kshard.v1.CoordinatorMessage.session:type_name -> kshard.v1.Session
+	10, // 12: kshard.v1.CoordinatorMessage.welcome:type_name -> kshard.v1.Welcome
+	11, // 13: kshard.v1.CoordinatorMessage.ack:type_name -> kshard.v1.HeartbeatAck
+	12, // 14: kshard.v1.CoordinatorMessage.prepare:type_name -> kshard.v1.PartitionCommand
+	12, // 15: kshard.v1.CoordinatorMessage.release:type_name -> kshard.v1.PartitionCommand
+	12, // 16: kshard.v1.CoordinatorMessage.acquire:type_name -> kshard.v1.PartitionCommand
+	12, // 17: kshard.v1.CoordinatorMessage.cancel:type_name -> kshard.v1.PartitionCommand
+	13, // 18: kshard.v1.CoordinatorMessage.session_ended:type_name -> kshard.v1.SessionEnded
+	14, // 19: kshard.v1.CoordinatorMessage.farewell:type_name -> kshard.v1.Farewell
+	15, // 20: kshard.v1.Welcome.ttl:type_name -> google.protobuf.Duration
+	15, // 21: kshard.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	2,  // 22: kshard.v1.Welcome.keep:type_name -> kshard.v1.Held
+	15, // 23: kshard.v1.Welcome.load_report_interval:type_name -> google.protobuf.Duration
+	15, // 24: kshard.v1.Welcome.load_half_life:type_name -> google.protobuf.Duration
+	3,  // 25: kshard.v1.Coordinator.Session:input_type -> kshard.v1.ShardMessage
+	9,  // 26: kshard.v1.Coordinator.Session:output_type -> kshard.v1.CoordinatorMessage
+	26, // [26:27] is the sub-list for method output_type
+	25, // [25:26] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_kshard_v1_session_proto_init() }
@@ -1257,7 +1407,7 @@ func file_kshard_v1_session_proto_init() {
 		(*ShardMessage_Released)(nil),
 		(*ShardMessage_Acquired)(nil),
 	}
-	file_kshard_v1_session_proto_msgTypes[7].OneofWrappers = []any{
+	file_kshard_v1_session_proto_msgTypes[8].OneofWrappers = []any{
 		(*CoordinatorMessage_Welcome)(nil),
 		(*CoordinatorMessage_Ack)(nil),
 		(*CoordinatorMessage_Prepare)(nil),
@@ -1273,7 +1423,7 @@ func file_kshard_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kshard_v1_session_proto_rawDesc), len(file_kshard_v1_session_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -312,6 +312,7 @@ func (m *Meter) Snapshot(now time.Time) Snapshot {
 		LimiterWait: m.shard.wait.Rate(),
 	}
 	s.Load = s.Requests + w*s.Reconciles
+	s.Partitions = make([]PartitionLoad, 0, len(m.held))
 	for p, h := range m.held {
 		h.rates.observe(now, m.countsOf(p))
 		age := h.rates.requests.Age()

@@ -44,6 +44,7 @@ import (
 	"github.com/kshard/kshard/pkg/metrics/promutil"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/loadmeter"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 	"github.com/kshard/kshard/pkg/sharding/shardruntime"
@@ -87,7 +88,10 @@ type controllerDeps struct {
 	cache       *shardcache.Cache
 	gate        *gate.Gate
 	partitionOf func(namespace string) partition.ID
-	queues      *queuemetrics.Provider
+	// meter counts each controller's API requests and rate-limiter wait per partition
+	// (controllerClients); nil measures nothing.
+	meter  *loadmeter.Meter
+	queues *queuemetrics.Provider
 	// recorder returns the event recorder of component, sending its events through events.
 	recorder func(component string, events typedcorev1.EventInterface) record.EventRecorder
 	metrics  *controllers.ReconcileMetrics
@@ -130,7 +134,7 @@ func buildControllers(enabled []controllers.Descriptor, workers func(name string
 			more[spec.Name] = q
 			rqs = append(rqs, rq)
 		}
-		cs, err := controllerClients(deps.config, d, gate.FenceTransport(deps.gate, deps.partitionOf))
+		cs, err := controllerClients(deps.config, d, gate.FenceTransport(deps.gate, deps.partitionOf), deps.metering())
 		if err != nil {
 			return nil, fmt.Errorf("controller %s: %w", d.Name, err)
 		}
@@ -222,6 +226,40 @@ func apiServerCA(config *rest.Config) ([]byte, error) {
 	return b, nil
 }
 
+// metering returns how controllerClients meters the clients' load: by deps.meter, the
+// requests' partitions told by deps.partitionOf; nil without a meter.
+func (deps controllerDeps) metering() *metering {
+	if deps.meter == nil {
+		return nil
+	}
+	return &metering{meter: deps.meter, partitionOf: deps.partitionOf}
+}
+
+// metering is the load meter a controller's clients count their requests and
+// rate-limiter wait in, and the namespace → partition mapping of its requests.
+type metering struct {
+	meter       *loadmeter.Meter
+	partitionOf func(namespace string) partition.ID
+}
+
+// limiter wraps a client's token bucket so that its wait is counted as d's.
+func (m *metering) limiter(d controllers.Descriptor, bucket flowcontrol.RateLimiter) flowcontrol.RateLimiter {
+	if m == nil {
+		return bucket
+	}
+	return loadmeter.Limiter(m.meter, d.Name, bucket)
+}
+
+// requestWeight is what one request of d's clients counts as load: 1/ClientQPSScale, so
+// that a client given a larger budget (the namespace controller's ×20) counts its
+// requests as a share of one default client's.
+func requestWeight(d controllers.Descriptor) float64 {
+	if d.ClientQPSScale > 0 {
+		return 1 / float64(d.ClientQPSScale)
+	}
+	return 1
+}
+
 // clients are a controller's API clients.
 type clients struct {
 	// client is the controller's clientset, its writes fenced.
@@ -244,7 +282,13 @@ type clients struct {
 // the same size, as kube-controller-manager's metadata clients do, and logs no API
 // warnings. Events are not fenced: an event may be sent after the reconcile that made it,
 // and ownership, ended (see ownerrecord's policy).
-func controllerClients(config *rest.Config, d controllers.Descriptor, fence func(http.RoundTripper) http.RoundTripper) (clients, error) {
+//
+// With metering (the shard's load meter), all three count their requests as load of the
+// partitions their URLs name (loadmeter.Transport, inside the fence, so refused writes do
+// not count; weighted by requestWeight), and both buckets count their wait as d's and as
+// the partition of the reconcile that waited (loadmeter.Limiter). Clients built from
+// Context.RESTConfig count their requests too.
+func controllerClients(config *rest.Config, d controllers.Descriptor, fence func(http.RoundTripper) http.RoundTripper, metered *metering) (clients, error) {
 	cfg := rest.CopyConfig(config)
 	cfg.UserAgent = "kshard-shard/" + version.Version + " " + d.Name + "-controller"
 	if d.ClientQPSScale > 0 {
@@ -253,7 +297,10 @@ func controllerClients(config *rest.Config, d controllers.Descriptor, fence func
 	if d.ClientBurstScale > 0 {
 		cfg.Burst *= d.ClientBurstScale
 	}
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	cfg.RateLimiter = metered.limiter(d, flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst))
+	if metered != nil {
+		cfg.Wrap(loadmeter.Transport(metered.meter, metered.partitionOf, requestWeight(d)))
+	}
 	var out clients
 	var err error
 	if out.events, err = kubernetes.NewForConfig(cfg); err != nil {
@@ -268,7 +315,7 @@ func controllerClients(config *rest.Config, d controllers.Descriptor, fence func
 	unlimited.RateLimiter = nil
 	out.restConfig = func() *rest.Config { return rest.CopyConfig(unlimited) }
 	mcfg := rest.CopyConfig(cfg)
-	mcfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	mcfg.RateLimiter = metered.limiter(d, flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst))
 	mcfg.WarningHandler = rest.NoWarnings{}
 	if out.metadata, err = metadata.NewForConfig(mcfg); err != nil {
 		return clients{}, err

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
@@ -29,6 +32,7 @@ import (
 	"github.com/kshard/kshard/pkg/controllers/job"
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/loadmeter"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 )
@@ -148,7 +152,7 @@ func TestControllerClients(t *testing.T) {
 	fence := func(http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, refused })
 	}
-	cs, err := controllerClients(&rest.Config{Host: srv.URL, QPS: 20, Burst: 30}, controllers.Descriptor{Name: "deployment"}, fence)
+	cs, err := controllerClients(&rest.Config{Host: srv.URL, QPS: 20, Burst: 30}, controllers.Descriptor{Name: "deployment"}, fence, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +193,7 @@ func TestControllerClientsScaled(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := controllers.Descriptor{Name: "namespace", ClientQPSScale: tc.qpsScale, ClientBurstScale: tc.burstScal}
-			cs, err := controllerClients(&rest.Config{Host: "http://127.0.0.1:1", QPS: 20, Burst: 30}, d, fence)
+			cs, err := controllerClients(&rest.Config{Host: "http://127.0.0.1:1", QPS: 20, Burst: 30}, d, fence, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,6 +226,98 @@ func TestControllerClientsScaled(t *testing.T) {
 			}
 			if err := mc.Resource(gvr).Namespace("ns").Delete(context.Background(), "w", metav1.DeleteOptions{}); !errors.Is(err, refused) {
 				t.Errorf("delete with a client of RESTConfig: %v, want the fence's refusal", err)
+			}
+		})
+	}
+}
+
+// TestControllerClientsMetered: with the shard's load meter, all three clients of a
+// controller (its clientset, its events client and its metadata client), and the clients
+// built from Context.RESTConfig, count each request as load of the partition its URL
+// names, weighted 1/ClientQPSScale, and both rate limiters count their wait as the
+// controller's and as the partition of the reconcile that waited.
+func TestControllerClientsMetered(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		apiVersion, kind := "v1", "Event"
+		switch {
+		case strings.Contains(r.URL.Path, "/pods/"):
+			kind = "Pod"
+		case strings.Contains(r.URL.Path, "/configmaps/"):
+			kind = "ConfigMap"
+		case strings.Contains(r.URL.Path, "/widgets/"):
+			apiVersion, kind = "example.com/v1", "Widget"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"apiVersion":%q,"kind":%q,"metadata":{"name":"x","namespace":"ns"}}`, apiVersion, kind)
+	}))
+	defer srv.Close()
+	partitionOf := func(ns string) partition.ID {
+		n, err := strconv.Atoi(strings.TrimPrefix(ns, "ns"))
+		if err != nil {
+			return 0
+		}
+		return partition.ID(n)
+	}
+	passThrough := func(rt http.RoundTripper) http.RoundTripper { return rt }
+	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	tests := []struct {
+		name       string
+		d          controllers.Descriptor
+		wantWeight float64
+	}{
+		{name: "unscaled", d: controllers.Descriptor{Name: "deployment"}, wantWeight: 1},
+		{name: "the namespace controller's ×20 client", d: controllers.Descriptor{Name: "namespace", ClientQPSScale: 20}, wantWeight: 1.0 / 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := loadmeter.New(16, loadmeter.DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Burst 1: every request but the first of a bucket waits for a token.
+			cs, err := controllerClients(&rest.Config{Host: srv.URL, QPS: 20, Burst: 1}, tc.d, passThrough,
+				&metering{meter: m, partitionOf: partitionOf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inReconcile := func(p partition.ID) context.Context { return gate.WithPartition(context.Background(), p) }
+			for range 2 { // the second request waits on the clientset's bucket
+				if _, err := cs.client.CoreV1().Pods("ns1").Get(inReconcile(5), "p", metav1.GetOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns2"}}
+			if _, err := cs.events.CoreV1().Events("ns2").Create(inReconcile(5), ev, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the metadata client's bucket of its own: the second waits
+				if _, err := cs.metadata.Resource(gvr).Namespace("ns3").Get(inReconcile(6), "w", metav1.GetOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			restClient, err := kubernetes.NewForConfig(cs.restConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := restClient.CoreV1().ConfigMaps("ns4").Get(context.Background(), "c", metav1.GetOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []struct {
+				p        partition.ID
+				requests float64
+			}{{1, 2}, {2, 1}, {3, 2}, {4, 1}, {5, 0}, {6, 0}} {
+				want := w.requests * tc.wantWeight
+				if got := m.CountsOf(w.p).Requests; got-want > 1e-4 || want-got > 1e-4 {
+					t.Errorf("partition %d counts %v requests, want %v", w.p, got, want)
+				}
+			}
+			for _, p := range []partition.ID{5, 6} {
+				if m.CountsOf(p).LimiterWait <= 0 {
+					t.Errorf("partition %d, whose reconcile's requests waited for a token, counts no wait", p)
+				}
+			}
+			if got, total := m.ControllerWait(tc.d.Name), m.Totals().LimiterWait; got <= 0 || got != total {
+				t.Errorf("controller %s waited %v, the meter counts %v: want equal and above 0", tc.d.Name, got, total)
 			}
 		})
 	}

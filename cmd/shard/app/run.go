@@ -33,6 +33,7 @@ import (
 	"github.com/kshard/kshard/pkg/metrics/queuemetrics"
 	"github.com/kshard/kshard/pkg/metrics/restmetrics"
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/loadmeter"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/served"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
@@ -200,7 +201,14 @@ func (s *shard) buildCache(context.Context) error {
 // the gate) and the runtime that moves partitions through the cache, the gate and the
 // controllers' queues.
 func (s *shard) buildRuntime(ctx context.Context) error {
-	g := gate.New(gate.ObjectKeys(s.partitionOf))
+	meter, err := loadmeter.New(s.o.Partitions, loadmeter.DefaultOptions())
+	if err != nil {
+		return err
+	}
+	if err := meter.RegisterMetrics(s.shardMetrics); err != nil {
+		return err
+	}
+	g := gate.New(gate.ObjectKeys(s.partitionOf), gate.WithObserver(meter))
 	queueProvider, err := queuemetrics.NewProvider(s.shardMetrics, nil)
 	if err != nil {
 		return err
@@ -221,7 +229,7 @@ func (s *shard) buildRuntime(ctx context.Context) error {
 		return s.cache.ListsFailing(shardcache.Key{Resource: gvr, Metadata: true})
 	}}
 	ctrls, err := buildControllers(enabled, s.reg.Workers, controllerDeps{
-		config: s.config, apiServerCA: ca, cache: s.cache, gate: g, partitionOf: s.partitionOf, queues: queueProvider,
+		config: s.config, apiServerCA: ca, cache: s.cache, gate: g, partitionOf: s.partitionOf, meter: meter, queues: queueProvider,
 		recorder: s.eventRecorder(ctx), metrics: reconcileMetrics, registerer: s.shardMetrics,
 		kubeMetrics: promutil.NewKubeMetrics(s.shardMetrics), served: hub, shard: s.o.ShardID, log: s.log,
 	})
@@ -237,7 +245,7 @@ func (s *shard) buildRuntime(ctx context.Context) error {
 	}
 	s.log.Info("controllers enabled", "controllers", names, "version", version.Version)
 
-	if s.runtime, err = shardruntime.New(s.cache, g, ctrls, shardruntime.Options{}, s.log); err != nil {
+	if s.runtime, err = shardruntime.New(s.cache, g, ctrls, shardruntime.Options{Meter: meter}, s.log); err != nil {
 		return err
 	}
 	return s.runtime.RegisterMetrics(s.shardMetrics)

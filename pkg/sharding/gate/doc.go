@@ -37,6 +37,14 @@
 //     Its in-flight count still falls only as the work returns, and a Release of it waits
 //     for that, so the shard answers Released only when none of its work runs.
 //
+// # Observing the work
+//
+// A Gate made WithObserver tells its [Observer] (the shard's load meter) of every
+// partition it starts and stops holding and of every completed reconcile, once per
+// Queue.Done; Queue.KeyContext marks each reconcile's context with its partition
+// ([PartitionFrom]), so that the reconcile's API requests can be told apart by partition
+// where the URL alone does not say (the wait in the client's rate limiter).
+//
 // # Stale keys
 //
 // client-go's queue cannot remove an arbitrary queued item, and this package

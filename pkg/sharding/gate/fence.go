@@ -151,16 +151,35 @@ func (b *releasingBody) Close() error {
 // resource path: writes to it are refused, since their owner cannot be told. A prefix
 // before /api or /apis (an API server behind a path-routing proxy) is skipped.
 func RequestNamespace(path string) (namespace string, fence, ok bool) {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	i := 0
-	for i < len(segs) && segs[i] != "api" && segs[i] != "apis" {
-		i++
+	// The path's segments are read one at a time, without splitting it: every request of
+	// every controller client comes through here (the fence's writes, the load meter's
+	// requests), and a split allocated on each.
+	it := segments{rest: strings.Trim(path, "/")}
+	var head string
+	for {
+		seg, more := it.next()
+		if !more {
+			return "", true, false
+		}
+		if seg == "api" || seg == "apis" {
+			head = seg
+			break
+		}
 	}
-	if i == len(segs) {
-		return "", true, false
+	// The segments after /api or /apis, as many as the cases below tell apart: n is
+	// exact below len(after), and "len(after) or more" at it.
+	var after [6]string
+	n := 0
+	for n < len(after) {
+		seg, more := it.next()
+		if !more {
+			break
+		}
+		after[n] = seg
+		n++
 	}
-	rest := segs[i+1:]
-	switch segs[i] {
+	rest := after[:n]
+	switch head {
 	case "api": // /api/v1/...
 		if len(rest) < 2 {
 			return "", true, false
@@ -193,4 +212,22 @@ func RequestNamespace(path string) (namespace string, fence, ok bool) {
 		// subresource: both belong to that namespace's partition.
 		return rest[1], true, true
 	}
+}
+
+// segments yields the "/"-separated segments of a string as strings.Split would,
+// without allocating.
+type segments struct {
+	rest string
+	done bool
+}
+
+// next returns the next segment, and false once there is none.
+func (s *segments) next() (string, bool) {
+	if s.done {
+		return "", false
+	}
+	seg, rest, found := strings.Cut(s.rest, "/")
+	s.rest = rest
+	s.done = !found
+	return seg, true
 }

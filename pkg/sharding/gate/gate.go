@@ -44,15 +44,18 @@ type Gate struct {
 	// changed is closed (and reset to nil) whenever a waiter may need to re-check state.
 	// It is created lazily by a waiter, so Done costs no allocation when nobody waits.
 	changed chan struct{}
+	// observer, if set, learns of acquisitions, releases and completed reconciles
+	// (WithObserver); it is set at New and never changes.
+	observer Observer
 }
 
 // New returns a Gate with no partition acquired and not fenced, so a freshly started
 // shard does no work until the coordinator grants it some.
-func New(partitionOf KeyPartition) *Gate {
+func New(partitionOf KeyPartition, opts ...Option) *Gate {
 	if partitionOf == nil {
 		panic("gate: New needs a KeyPartition")
 	}
-	return &Gate{
+	g := &Gate{
 		partitionOf: partitionOf,
 		acquired:    map[partition.ID]struct{}{},
 		tenures:     map[partition.ID]*tenure{},
@@ -60,6 +63,10 @@ func New(partitionOf KeyPartition) *Gate {
 		queues:      map[*Queue]struct{}{},
 		now:         time.Now,
 	}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
 }
 
 // SetDeadline sets the end of the shard's right to work (its session lease: the send time
@@ -94,12 +101,21 @@ func (g *Gate) Revoke(partition partition.ID) {
 		return
 	}
 	delete(g.acquired, partition)
+	g.observeReleasedLocked(partition)
 	for q := range g.queues {
 		q.mu.Lock()
 		q.stale += len(q.queued[partition])
 		q.mu.Unlock()
 	}
 	g.broadcastLocked()
+}
+
+// observeReleasedLocked tells the observer, if any, that partition is no longer
+// acquired; g.mu must be held exclusively.
+func (g *Gate) observeReleasedLocked(partition partition.ID) {
+	if g.observer != nil {
+		g.observer.Released(partition)
+	}
 }
 
 // blockedLocked reports whether no work may start now: the lease deadline has passed.
@@ -118,6 +134,9 @@ func (g *Gate) Acquire(partition partition.ID) {
 		return
 	}
 	g.acquired[partition] = struct{}{}
+	if g.observer != nil {
+		g.observer.Acquired(partition)
+	}
 	if t := g.tenures[partition]; t != nil {
 		t.draining = false // handed back before its drain finished: the tenure goes on
 	} else {
@@ -184,6 +203,7 @@ func (g *Gate) StopStarting(partition partition.ID) {
 		return
 	}
 	delete(g.acquired, partition)
+	g.observeReleasedLocked(partition)
 	if t := g.tenures[partition]; t != nil {
 		t.draining = true
 	}

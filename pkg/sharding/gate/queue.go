@@ -289,6 +289,9 @@ func (q *Queue) Done(key string) {
 		g.broadcastLocked()
 	}
 	g.mu.Unlock()
+	if ok && g.observer != nil {
+		g.observer.Done(p)
+	}
 	q.rl.Done(key)
 }
 
@@ -392,12 +395,18 @@ func (q *Queue) Stats() QueueStats {
 
 // KeyContext returns the context a reconcile of key should run under: parent, ended
 // early when the key's partition is revoked (fenced, or demoted by the coordinator), so
-// that work the shard no longer owns stops where it is instead of running on. The worker
-// loop calls it for each key it gets; the cancel func must be called when the reconcile
-// returns. A key whose partition is not held gets a context that is already cancelled.
+// that work the shard no longer owns stops where it is instead of running on, and marked
+// with the key's partition (PartitionFrom), so that the reconcile's API requests and
+// their wait in the client's rate limiter are counted as that partition's load. The
+// worker loop calls it for each key it gets; the cancel func must be called when the
+// reconcile returns. A key whose partition is not held gets a context that is already
+// cancelled.
 func (q *Queue) KeyContext(parent context.Context, key string) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
 	p, ok := q.partitionOf(key)
+	if ok {
+		parent = WithPartition(parent, p)
+	}
+	ctx, cancel := context.WithCancel(parent)
 	var tenure context.Context
 	if ok {
 		tenure = q.gate.tenureContext(p)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // ResourceStats describes one informer of the Cache.
@@ -75,6 +77,24 @@ func (c *Cache) CachedObjects() map[string]int {
 		out[s.Resource] = s.Objects
 	}
 	return out
+}
+
+// ObjectsOf returns how many objects of partition the shard's partition-filtered
+// informers hold (every namespaced type's, over all its namespaces): what a shard that
+// takes the partition over must list and cache before it can work it, the cost of
+// moving it. Objects of cluster-scoped types and of field-selected informers are cached
+// whole by every shard and do not count. It counts keys in the partition index, without
+// reading the objects.
+func (c *Cache) ObjectsOf(partition partition.ID) int {
+	value := PartitionIndexValue(partition)
+	n := 0
+	for _, f := range c.feedList() {
+		keys, err := f.informer.GetIndexer().IndexKeys(PartitionIndex, value)
+		if err == nil {
+			n += len(keys)
+		}
+	}
+	return n
 }
 
 // OpenWatches returns, for each filtered resource type, the number of cluster-wide watch

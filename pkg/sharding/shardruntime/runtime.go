@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/loadmeter"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 )
@@ -20,6 +21,9 @@ import (
 type Options struct {
 	// RetryInterval paces retries of failed warm-ups, drains and drops (default 1s).
 	RetryInterval time.Duration
+	// Meter is the shard's load meter, the gate's observer (gate.WithObserver), which
+	// Load reads; nil means the shard measures no load and Load reports nothing.
+	Meter *loadmeter.Meter
 }
 
 // Controller is what the runtime needs of one controller: how to run it, and where the
@@ -252,6 +256,50 @@ func (r *Runtime) Stats() Stats {
 	s.PreparedPartitions = max(len(r.cache.Admitted())-len(acquired), 0)
 	s.Fenced = gs.Fenced
 	return s
+}
+
+// Load is what the shard tells the coordinator of the load of its partitions
+// (docs/design-placement.md §1): each held partition's smoothed load and what a move of
+// it would cost, and the shard's saturation.
+type Load struct {
+	// At is the instant of the sample.
+	At time.Time
+	// Partitions are the acquired partitions held for at least the meter's MinAge that
+	// have load, namespaces or cached objects, in ascending order.
+	Partitions []PartitionLoad
+	// LimiterWait is the time the shard's requests waited in its controllers' client rate
+	// limiters, in seconds per second, shard-wide.
+	LimiterWait float64
+}
+
+// PartitionLoad is one partition's entry of Load: the meter's rates and age, and the
+// partition's size as the shard's caches know it.
+type PartitionLoad struct {
+	loadmeter.PartitionLoad
+	// Namespaces counts the partition's namespaces.
+	Namespaces int
+	// Objects counts the objects the shard caches for the partition: what a new owner
+	// must warm (shardcache.Cache.ObjectsOf).
+	Objects int
+}
+
+// Load samples the load meter (Options.Meter) now and returns the load of the acquired
+// partitions. A partition with no load, no namespace and no cached object is left out:
+// it costs nothing wherever it goes. Without a meter it returns a zero Load.
+func (r *Runtime) Load() Load {
+	m := r.opts.Meter
+	if m == nil {
+		return Load{}
+	}
+	snap := m.Snapshot(m.Now())
+	out := Load{At: snap.At, LimiterWait: snap.LimiterWait}
+	for _, pl := range snap.Partitions {
+		e := PartitionLoad{PartitionLoad: pl, Namespaces: r.cache.NamespaceCount(pl.Partition), Objects: r.cache.ObjectsOf(pl.Partition)}
+		if e.Load > 0 || e.Namespaces > 0 || e.Objects > 0 {
+			out.Partitions = append(out.Partitions, e)
+		}
+	}
+	return out
 }
 
 // Synced reports whether every acquired partition's caches are synced (readiness).

@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kshard/kshard/pkg/sharding/gate"
+	"github.com/kshard/kshard/pkg/sharding/loadmeter"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/shardcache"
 )
@@ -153,7 +154,13 @@ func newEnvOver(t *testing.T, client *fake.Clientset) *env {
 // runEnv builds a runtime of ctrls over c and g and runs it until the test ends.
 func runEnv(t *testing.T, c *shardcache.Cache, g *gate.Gate, ctrls []Controller) *env {
 	t.Helper()
-	rt, err := New(c, g, ctrls, Options{RetryInterval: 10 * time.Millisecond}, logr.Discard())
+	return runEnvWith(t, c, g, ctrls, nil)
+}
+
+// runEnvWith is runEnv with a load meter (nil: none).
+func runEnvWith(t *testing.T, c *shardcache.Cache, g *gate.Gate, ctrls []Controller, meter *loadmeter.Meter) *env {
+	t.Helper()
+	rt, err := New(c, g, ctrls, Options{RetryInterval: 10 * time.Millisecond, Meter: meter}, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

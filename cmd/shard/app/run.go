@@ -117,6 +117,7 @@ type shard struct {
 	// on all of them (buildRuntime; nil when none is enabled).
 	discovery *served.Loop
 	runtime   *shardruntime.Runtime // buildRuntime
+	meter     *loadmeter.Meter      // buildRuntime: the load the session reports
 	// broadcasters send the controllers' events, one per controller (buildRuntime); run
 	// shuts them down when it returns.
 	broadcasters []record.EventBroadcaster
@@ -208,6 +209,7 @@ func (s *shard) buildRuntime(ctx context.Context) error {
 	if err := meter.RegisterMetrics(s.shardMetrics); err != nil {
 		return err
 	}
+	s.meter = meter
 	g := gate.New(gate.ObjectKeys(s.partitionOf), gate.WithObserver(meter))
 	queueProvider, err := queuemetrics.NewProvider(s.shardMetrics, nil)
 	if err != nil {
@@ -295,6 +297,7 @@ func (s *shard) buildSession(context.Context) error {
 		ShardID: s.o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
 		Addresses: s.o.Coordinators, LeaderAddress: leaderAddress, Credentials: creds, PartitionCount: s.o.Partitions,
 		Metrics: sessionMetrics, TokenFile: s.o.CoordinatorTokenFile, TokenOverPlaintext: s.o.TLS.Insecure,
+		LoadReporter: loadReporter{runtime: s.runtime, meter: s.meter, log: s.log},
 	}, sessionHandler{s.runtime}, s.log)
 	return err
 }

@@ -3,11 +3,15 @@ package app
 import (
 	"context"
 	"errors"
+	"math"
+
+	"github.com/go-logr/logr"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/pkg/sharding/leader"
+	"github.com/kshard/kshard/pkg/sharding/loadmeter"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/shardrpc"
 	"github.com/kshard/kshard/pkg/sharding/shardruntime"
@@ -45,5 +49,58 @@ func leaseHolderAddress(client kubernetes.Interface, namespace, name string) fun
 			return "", errors.New("the Lease holder identity names no address: " + *l.Spec.HolderIdentity)
 		}
 		return addr, nil
+	}
+}
+
+// loadReporter is the runtime's load as the session reports it to the coordinator
+// (docs/design-placement.md §1): the meter's bias-corrected rates and the caches' sizes
+// of the partitions, in the protocol's units. It also gives the meter the half-life and
+// reconcile weight each Welcome carries, so every shard measures alike.
+type loadReporter struct {
+	runtime *shardruntime.Runtime
+	meter   *loadmeter.Meter
+	log     logr.Logger
+}
+
+var (
+	_ shardrpc.LoadReporter         = loadReporter{}
+	_ shardrpc.LoadSettingsReceiver = loadReporter{}
+)
+
+// Load implements shardrpc.LoadReporter.
+func (r loadReporter) Load() protocol.LoadReport {
+	l := r.runtime.Load()
+	out := protocol.LoadReport{LimiterWaitPermille: milli(l.LimiterWait)}
+	for _, p := range l.Partitions {
+		out.Partitions = append(out.Partitions, protocol.PartitionLoad{
+			Partition:  p.Partition,
+			LoadMilli:  milli(p.Load),
+			Objects:    uint32(min(p.Objects, protocol.MaxLoadObjects)),
+			AgeSeconds: uint32(min(p.Age.Seconds(), protocol.MaxLoadAgeSeconds)),
+		})
+	}
+	return out
+}
+
+// milli is x × 1000 rounded, within uint32 (a rate is never negative; NaN is 0).
+func milli(x float64) uint32 {
+	v := math.Round(x * 1000)
+	switch {
+	case !(v > 0):
+		return 0
+	case v >= math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(v)
+}
+
+// SetLoadSettings implements shardrpc.LoadSettingsReceiver. Settings with no reports
+// (an older coordinator's) leave the meter as it is.
+func (r loadReporter) SetLoadSettings(s protocol.LoadSettings) {
+	if s.ReportInterval == 0 {
+		return
+	}
+	if err := r.meter.SetSettings(s.HalfLife, s.ReconcileWeight); err != nil {
+		r.log.Error(err, "Ignoring the coordinator's load settings", "halfLife", s.HalfLife, "reconcileWeight", s.ReconcileWeight)
 	}
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -46,4 +47,27 @@ func TestLeaseHolderAddress(t *testing.T) {
 func lease(holder *string) *coordinationv1.Lease {
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kshard", Name: "kshard-coordinator"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: holder}}
+}
+
+// TestMilli: a rate in the load report's thousandths, rounded, within uint32.
+func TestMilli(t *testing.T) {
+	tests := []struct {
+		name string
+		in   float64
+		want uint32
+	}{
+		{name: "zero", in: 0, want: 0},
+		{name: "rounded", in: 1.2345, want: 1235},
+		{name: "negative is 0", in: -1, want: 0},
+		{name: "NaN is 0", in: math.NaN(), want: 0},
+		{name: "huge saturates", in: 1e12, want: math.MaxUint32},
+		{name: "+Inf saturates", in: math.Inf(1), want: math.MaxUint32},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := milli(tc.in); got != tc.want {
+				t.Errorf("milli(%v) = %d, want %d", tc.in, got, tc.want)
+			}
+		})
+	}
 }

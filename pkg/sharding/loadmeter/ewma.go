@@ -30,6 +30,16 @@ func NewEWMA(halfLife time.Duration, start time.Time) EWMA {
 	return EWMA{halfLife: halfLife, start: start, last: start}
 }
 
+// SetHalfLife changes the half-life (> 0) for the samples to come: the average so far
+// stays, and later samples weigh by the new one. The coordinator's Welcome can carry a
+// half-life other than the one the shard started with.
+func (e *EWMA) SetHalfLife(halfLife time.Duration) {
+	if halfLife <= 0 {
+		panic("loadmeter: an EWMA needs a positive half-life")
+	}
+	e.halfLife = halfLife
+}
+
 // Observe adds count events that happened since the last sample (or the start) up to
 // now, that is a rate of count/(now − last) over that span. A sample not after the last
 // one is ignored and Observe returns false: its count must then be kept for the next.

@@ -90,6 +90,13 @@ func newRates(halfLife time.Duration, now time.Time, base counts) rates {
 	return rates{base: base, requests: NewEWMA(halfLife, now), reconciles: NewEWMA(halfLife, now), wait: NewEWMA(halfLife, now)}
 }
 
+// setHalfLife changes every average's half-life.
+func (r *rates) setHalfLife(h time.Duration) {
+	r.requests.SetHalfLife(h)
+	r.reconciles.SetHalfLife(h)
+	r.wait.SetHalfLife(h)
+}
+
 // observe samples c at now; a sample not after the last is skipped, its counts kept for
 // the next.
 func (r *rates) observe(now time.Time, c counts) {
@@ -293,6 +300,27 @@ type Snapshot struct {
 	// rate limiters, in seconds per second, shard-wide (waits outside any reconcile
 	// included): a sign of saturation.
 	LimiterWait float64
+}
+
+// SetSettings applies the coordinator's half-life (> 0) and reconcile weight (finite,
+// ≥ 0), which its Welcome carries, so that every shard measures alike whatever it was
+// started with: to the averages held now (for their samples to come) and to those of
+// partitions acquired later.
+func (m *Meter) SetSettings(halfLife time.Duration, reconcileWeight float64) error {
+	if halfLife <= 0 {
+		return fmt.Errorf("loadmeter: half-life %s: want > 0", halfLife)
+	}
+	if reconcileWeight < 0 || math.IsNaN(reconcileWeight) || math.IsInf(reconcileWeight, 0) {
+		return fmt.Errorf("loadmeter: reconcile weight %v: want a finite number ≥ 0", reconcileWeight)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.opts.HalfLife, m.opts.ReconcileWeight = halfLife, reconcileWeight
+	m.shard.setHalfLife(halfLife)
+	for _, h := range m.held {
+		h.rates.setHalfLife(halfLife)
+	}
+	return nil
 }
 
 // Snapshot samples every counter at now into the averages and returns the rates. A

@@ -2,6 +2,7 @@ package loadmeter
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -324,4 +325,59 @@ func (l instant) QPS() float32    { return 1e9 }
 func (l instant) Wait(ctx context.Context) error {
 	time.Sleep(l.wait)
 	return ctx.Err()
+}
+
+// TestSetSettings: the coordinator's half-life and reconcile weight apply to the averages
+// held and to those of partitions acquired later; bad values are refused and change
+// nothing.
+func TestSetSettings(t *testing.T) {
+	tests := []struct {
+		name     string
+		halfLife time.Duration
+		weight   float64
+		wantErr  bool
+	}{
+		{name: "coordinator's own", halfLife: time.Minute, weight: 1},
+		{name: "no half-life", halfLife: 0, weight: 1, wantErr: true},
+		{name: "negative weight", halfLife: time.Minute, weight: -1, wantErr: true},
+		{name: "NaN weight", halfLife: time.Minute, weight: math.NaN(), wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, c := newTestMeter(t, Options{HalfLife: 5 * time.Minute, ReconcileWeight: 0.1, MinAge: time.Second})
+			m.Acquired(1)
+			err := m.SetSettings(tc.halfLife, tc.weight)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("SetSettings(%s, %v) = %v, want an error: %v", tc.halfLife, tc.weight, err, tc.wantErr)
+			}
+			m.Acquired(2)
+			wantH, wantW := tc.halfLife, tc.weight
+			if tc.wantErr {
+				wantH, wantW = 5*time.Minute, 0.1
+			}
+			// One reconcile a second on both partitions for one half-life: both report
+			// 1/s (bias-corrected) and a load of the weight in force.
+			for range int(wantH / time.Second) {
+				m.Done(1)
+				m.Done(2)
+				m.Snapshot(c.advance(time.Second))
+			}
+			s := m.Snapshot(c.Now())
+			if len(s.Partitions) != 2 {
+				t.Fatalf("partitions %+v, want 1 and 2", s.Partitions)
+			}
+			for _, pl := range s.Partitions {
+				if !near(pl.Reconciles, 1) || !near(pl.Load, wantW) {
+					t.Errorf("partition %d: %v reconciles/s, load %v; want 1, %v", pl.Partition, pl.Reconciles, pl.Load, wantW)
+				}
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, p := range []partition.ID{1, 2} {
+				if got := m.held[p].rates.reconciles.halfLife; got != wantH {
+					t.Errorf("partition %d's half-life %s, want %s", p, got, wantH)
+				}
+			}
+		})
+	}
 }

@@ -254,6 +254,30 @@ func TestShardsShareNamespacesWithoutOverlap(t *testing.T) {
 		if moves != 0 {
 			t.Errorf("new leader started %v moves; a leader change must move nothing", moves)
 		}
+		// Load reports (issue 31, docs/design-placement.md §1.4): a new leader has every
+		// shard's load from the first heartbeat after its Welcome, and the shards, which
+		// have held namespaces for longer than the meter's minimum age, report entries.
+		framework.Eventually(t, 30*time.Second, "every shard's load reported to the new leader", func(ctx context.Context) (bool, error) {
+			a, err := leader.Assignments(ctx)
+			if err != nil {
+				return false, err
+			}
+			var missing []string
+			entries := 0
+			for _, s := range a.Shards {
+				if s.Connected && s.LoadReports == 0 {
+					missing = append(missing, s.Shard)
+				}
+				entries += s.LoadEntries
+			}
+			switch {
+			case len(missing) > 0:
+				return false, fmt.Errorf("no load report from %v", missing)
+			case entries == 0:
+				return false, fmt.Errorf("every load report empty, though the shards hold namespaces")
+			}
+			return true, nil
+		})
 		h.check("kill the coordinator leader", at)
 		// A replacement at the dead replica's address (a restarted pod): the shards know
 		// only the addresses they were started with, so later steps have two reachable

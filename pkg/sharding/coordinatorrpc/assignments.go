@@ -23,7 +23,8 @@ type ShardView struct {
 	PartitionIDs  []uint32 `json:"partitionIDs,omitempty"`
 	// LoadReports counts the load reports this leader accepted from the shard's current
 	// process; LoadEntries is how many partitions the last one listed. Both stay 0 while
-	// load reports are off (--load-report-interval=0) or the shard measures no load.
+	// load reports are off (--load-report-interval=0); a shard with nothing to list
+	// sends empty reports (LoadEntries 0).
 	LoadReports uint64 `json:"loadReports,omitempty"`
 	LoadEntries int    `json:"loadEntries,omitempty"`
 }

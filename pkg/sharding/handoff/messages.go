@@ -99,7 +99,8 @@ type Report struct {
 // LoadReport is a shard's full snapshot of the load of the partitions it holds
 // (docs/design-placement.md §1.4): the coordinator's balancer places partitions by it. It
 // is a snapshot, never a delta, so nothing is lost with a heartbeat, a session or a leader:
-// a held partition left out carries no load.
+// a held partition left out carries no load, or has been held for less than the shard
+// meter's minimum age (10 s), which includes one just acquired again.
 type LoadReport struct {
 	// Partitions are the entries, strictly ascending by partition: held partitions that
 	// hold a namespace or had load.

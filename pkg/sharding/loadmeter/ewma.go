@@ -32,7 +32,9 @@ func NewEWMA(halfLife time.Duration, start time.Time) EWMA {
 
 // SetHalfLife changes the half-life (> 0) for the samples to come: the average so far
 // stays, and later samples weigh by the new one. The coordinator's Welcome can carry a
-// half-life other than the one the shard started with.
+// half-life other than the one the shard started with. Rate's bias correction then
+// assumes the new half-life over the whole age, which is approximate until the samples
+// from before the change have faded.
 func (e *EWMA) SetHalfLife(halfLife time.Duration) {
 	if halfLife <= 0 {
 		panic("loadmeter: an EWMA needs a positive half-life")

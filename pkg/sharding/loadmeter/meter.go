@@ -146,8 +146,13 @@ func New(partitions int, opts Options) (*Meter, error) {
 // Now reads the meter's clock (Options.Now).
 func (m *Meter) Now() time.Time { return m.opts.Now() }
 
-// Options returns the options the meter runs with (Now filled in).
-func (m *Meter) Options() Options { return m.opts }
+// Options returns the options the meter runs with (Now filled in; the half-life and
+// reconcile weight as SetSettings last set them).
+func (m *Meter) Options() Options {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.opts
+}
 
 // contains reports whether p is one of the meter's partitions.
 func (m *Meter) contains(p partition.ID) bool { return int64(p) < int64(len(m.requests)) }

@@ -21,15 +21,15 @@ var (
 	loadDesc = prometheus.NewDesc("kshard_shard_load",
 		"The shard's load, smoothed (half-life 5 min by default) since the shard started, by kind: requests (its "+
 			"controllers' API requests per second, each weighted 1/the controller's client QPS scale), reconciles "+
-			"(completed reconciles per second), cost (requests + the reconcile weight × reconciles: what the "+
-			"coordinator places partitions by).",
+			"(completed reconciles per second), cost (requests + the reconcile weight × reconciles: what "+
+			"placement by load is to use; the half-life and weight are the coordinator's).",
 		[]string{"kind"}, nil)
 	controllerWaitDesc = prometheus.NewDesc("kshard_controller_rate_limiter_wait_seconds_total",
 		"Time the requests of a controller's API clients waited for a token of their client-side rate limiter, by controller.",
 		[]string{"controller"}, nil)
 	partitionLoadDesc = prometheus.NewDesc("kshard_shard_partition_load",
-		"Load (cost, as kshard_shard_load) of each partition the shard holds that carries at least 5 % of the "+
-			"shard's load, the 20 busiest at most.",
+		"Load (cost, as kshard_shard_load) of each partition the shard has held for the meter's minimum age that "+
+			"carries at least 5 % of the sum over those partitions, the 20 busiest at most.",
 		[]string{"partition"}, nil)
 )
 

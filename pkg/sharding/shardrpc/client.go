@@ -53,7 +53,7 @@ type Handler interface {
 // heartbeats carry none.
 type LoadReporter interface {
 	// Load returns a full snapshot: an entry, ascending by partition, for each held
-	// partition that holds a namespace or had load. It is called on the session's
+	// partition that holds a namespace or had load, once held for the meter's minimum age. It is called on the session's
 	// goroutine for the heartbeats that carry a report only, and must return quickly.
 	// The Client owns the result: it caps ages at protocol.MaxLoadAgeSeconds, and sends
 	// nothing of a report that protocol.CheckLoadReport refuses (the coordinator would
@@ -244,7 +244,7 @@ func (c *Client) apply(k *conn) error {
 
 // welcomeLoad takes a Welcome's load settings: from now on every n-th heartbeat of the
 // session carries a load report, n being the report interval in heartbeat intervals
-// (rounded; the coordinator's flags make it a whole number), the first heartbeat
+// (rounded to the nearest, at least 1; the coordinator does not require a multiple), the first heartbeat
 // included, so that a new leader learns every load one heartbeat after the hellos.
 func (c *Client) welcomeLoad(l protocol.LoadSettings, heartbeatInterval time.Duration) {
 	c.loadEvery = 0

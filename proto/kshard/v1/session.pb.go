@@ -503,7 +503,8 @@ func (x *Heartbeat) GetLoad() *LoadReport {
 }
 
 // LoadReport is a full snapshot of the load of the partitions a shard holds, never a
-// delta: a held partition left out carries no load (it holds no namespace and had none).
+// delta: a held partition left out carries no load (it holds no namespace and had none),
+// or the shard has held it for less than its meter's minimum age (10 s).
 // The four lists are parallel: entry i of each describes partitions[i]. The coordinator
 // refuses a report as malformed unless they have equal lengths, at most one entry per
 // partition, partitions strictly ascending and below the partition count, ages at most

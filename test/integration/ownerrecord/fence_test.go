@@ -203,7 +203,37 @@ func setup(t *testing.T) *env {
 			t.Fatalf("%s never allowed in %s: %v", owner, ns, err)
 		}
 	}
+	// Apply proves only the fence in force. The API server loads policies on a timer (each
+	// second in 1.37), one policy at a time, so the record guard and the shard limits,
+	// installed after the fence, can still be missing here: wait until each refuses a
+	// dry-run it must refuse.
+	waitRefusing(t, e.params.RecordPolicyName(), func(ctx context.Context) error {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "record-guard-",
+			Labels: map[string]string{e.params.PartitionLabel: "1"}}}
+		_, err := e.as["other-sa"].CoreV1().Namespaces().Create(ctx, ns, dryRun)
+		return err
+	})
+	waitRefusing(t, e.params.LimitsPolicyName(), func(ctx context.Context) error {
+		return e.as["shard-a"].RbacV1().ClusterRoles().Delete(ctx, roleName, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	})
 	return e
+}
+
+// waitRefusing sends request until policy refuses it.
+func waitRefusing(t *testing.T, policy string, request func(context.Context) error) {
+	t.Helper()
+	start, tries := time.Now(), 0
+	framework.Eventually(t, 30*time.Second, "policy "+policy+" in force", func(ctx context.Context) (bool, error) {
+		tries++
+		err := request(ctx)
+		if ownerrecord.IsRefusal(err, policy) {
+			return true, nil
+		}
+		return false, fmt.Errorf("not refused by %s yet: %v", policy, err)
+	})
+	if tries > 1 {
+		t.Logf("policy %s in force after %d tries (%s): it was not when the fence was", policy, tries, time.Since(start).Round(time.Millisecond))
+	}
 }
 
 func impersonate(t *testing.T, base *rest.Config, imp rest.ImpersonationConfig) kubernetes.Interface {

@@ -239,7 +239,11 @@ func TestRecordGuard(t *testing.T) {
 			}},
 		{name: "the coordinator adds a finalizer", as: "coordinator", want: byRecord,
 			do: func(ctx context.Context, _ *testing.T, e *env, c kubernetes.Interface) error {
-				return mergePatch(ctx, c, e.nsA, `{"metadata":{"finalizers":["example.com/hold"]}}`)
+				// A dry run: were it accepted, a real finalizer would keep the namespace
+				// Terminating after the test and fail every later package's wait for it.
+				_, err := c.CoreV1().Namespaces().Patch(ctx, e.nsA, types.MergePatchType, []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`),
+					metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
 			}},
 		{name: "the coordinator updates namespaces/status", as: "coordinator", want: byRecord,
 			do: func(ctx context.Context, t *testing.T, e *env, c kubernetes.Interface) error {

@@ -83,15 +83,16 @@ func (c *Cache) CachedObjects() map[string]int {
 // informers hold (every namespaced type's, over all its namespaces): what a shard that
 // takes the partition over must list and cache before it can work it, the cost of
 // moving it. Objects of cluster-scoped types and of field-selected informers are cached
-// whole by every shard and do not count. It counts keys in the partition index, without
-// reading the objects.
+// whole by every shard and do not count. It counts the partition index's entries with
+// ByIndex, which lists them unsorted (IndexKeys copies and sorts every key): the load
+// report calls it for every held partition.
 func (c *Cache) ObjectsOf(partition partition.ID) int {
 	value := PartitionIndexValue(partition)
 	n := 0
 	for _, f := range c.feedList() {
-		keys, err := f.informer.GetIndexer().IndexKeys(PartitionIndex, value)
+		objs, err := f.informer.GetIndexer().ByIndex(PartitionIndex, value)
 		if err == nil {
-			n += len(keys)
+			n += len(objs)
 		}
 	}
 	return n

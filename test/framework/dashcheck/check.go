@@ -165,7 +165,7 @@ func CheckQueries(t *testing.T, p *Server, dashboards []*Dashboard, w Window) in
 						if tg.Instant {
 							var at time.Time
 							r, at, err = instantNearEnd(ctx, p, expr, w)
-							if at != w.End {
+							if !at.Equal(w.End) {
 								t.Logf("panel %q target %s (%s): no series at the window's end, some %s before it (a scrape that failed on a loaded machine)",
 									pn.Title, tg.RefID, c.name, w.End.Sub(at))
 							}

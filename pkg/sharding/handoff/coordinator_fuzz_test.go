@@ -26,18 +26,23 @@ import (
 //     claim in a Welcome) has since reported Released, said a Hello that no longer
 //     reports p working, or is past its expiry (last Hello/Heartbeat accepted + TTL +
 //     Margin);
+//
 //   - a Released the coordinator accepts is at least the epoch it committed to that
 //     process (else the process could go on working under the newer grant);
+//
 //   - epochs never go backwards: per partition the assignment's epoch and the Acquire
 //     epochs, and the coordinator's own latest epoch; no epoch of a newer term is sent;
+//
 //   - every command is one the shard's edge accepts unchanged (CommandToWire, wire,
 //     CommandFromWire), and the first command of a session is its Welcome, keeping
 //     only what the Hello reported;
+//
 //   - an owner is a member; an owner the coordinator counts as confirmed (Owned) was
 //     committed to; moves in flight stay within MaxConcurrentMoves.
 //
 //   - a heartbeat carrying a load report is refused only for its session (stale, unknown,
 //     fenced out), never for what the report claims;
+//
 //   - every move starts with a reason (membership only, with count placement), and the
 //     moves counted by reason add up to the moves started; count placement runs no
 //     load round.

@@ -26,23 +26,17 @@ import (
 //     claim in a Welcome) has since reported Released, said a Hello that no longer
 //     reports p working, or is past its expiry (last Hello/Heartbeat accepted + TTL +
 //     Margin);
-//
 //   - a Released the coordinator accepts is at least the epoch it committed to that
 //     process (else the process could go on working under the newer grant);
-//
 //   - epochs never go backwards: per partition the assignment's epoch and the Acquire
 //     epochs, and the coordinator's own latest epoch; no epoch of a newer term is sent;
-//
 //   - every command is one the shard's edge accepts unchanged (CommandToWire, wire,
 //     CommandFromWire), and the first command of a session is its Welcome, keeping
 //     only what the Hello reported;
-//
 //   - an owner is a member; an owner the coordinator counts as confirmed (Owned) was
-//     committed to; moves in flight stay within MaxConcurrentMoves.
-//
+//     committed to; moves in flight stay within MaxConcurrentMoves;
 //   - a heartbeat carrying a load report is refused only for its session (stale, unknown,
 //     fenced out), never for what the report claims;
-//
 //   - every move starts with a reason (membership only, with count placement), and the
 //     moves counted by reason add up to the moves started; count placement runs no
 //     load round.
@@ -52,14 +46,14 @@ import (
 //
 // Operations (a shard byte mod 4, an opcode byte mod 12, then its fields; see opReader):
 //
-//	0 hello      id, session, leaving, held...
-//	1 heartbeat  session, seq, leaving
-//	2 prepared   session, partition, epoch      (3 acquired, 4 released: same)
-//	5 reply      answer every command the shard got since its last reply
-//	6 tick       time advance in 100ms units
-//	7 close      the shard's stream closes
-//	8 raw        length, that many bytes as a ShardMessage on the shard's stream
-//	9 load       session, seq, a heartbeat with a load report (opReader.loadReport)
+//	0 hello       id, session, leaving, held...
+//	1 heartbeat   session, seq, leaving
+//	2 prepared    session, partition, epoch      (3 acquired, 4 released: same)
+//	5 reply       answer every command the shard got since its last reply
+//	6 tick        time advance in 100ms units
+//	7 close       the shard's stream closes
+//	8 raw         length, that many bytes as a ShardMessage on the shard's stream
+//	9 load        session, seq, a heartbeat with a load report (opReader.loadReport)
 //	10 namespaces one in 8 of the wrong length, else P counts of a byte mod 8 each
 //	11 pins       one in 4 nil, one in 8 of the wrong length, else P pins each "", "g" or "h"
 func FuzzCoordinator(f *testing.F) {

@@ -183,7 +183,8 @@ type BalanceStats struct {
 	// entry, or a whole report, above the bounds), not_held (an entry for a partition
 	// the shard does not hold).
 	ReportsRejected map[string]uint64
-	// Suspects is the number of members whose reports are not trusted.
+	// Suspects is the number of members whose reports are not trusted now (they get no
+	// load or hot moves; SuspectFraction).
 	Suspects int
 }
 
@@ -195,6 +196,7 @@ type balanceState struct {
 	objects    []uint32    // O(p)
 	reportCool []time.Time // cooling until, from the reported age (capped at leader start + Cooldown)
 	ackedAt    []time.Time // when this leader saw p acquired (zero: not in this term)
+	probe      []loadProbe // a load move's check of its receiver's reports; nil: none yet
 	namespaces []uint32    // N(p) from SetNamespaces; nil: none
 	pins       []string    // from SetPins; nil: none
 
@@ -206,6 +208,60 @@ type balanceState struct {
 	rounds   [numRoundOutcomes]uint64
 	moves    [numMoveReasons]uint64
 	rejected [numReportRejects]uint64
+}
+
+// The suspect rule (docs/design-placement.md §1.5): a member that received a partition
+// for load (reason hot or load) and, SuspectProbeHalfLives load half-lives after the move,
+// reports it below SuspectFraction of what its donor reported is suspect for SuspectFor:
+// no load or hot move goes to it. It bounds a shard that reports 0 to look idle and pull
+// partitions (its write scope); an honest tenant going idle freezes its shard for an hour,
+// which costs nothing.
+const (
+	SuspectProbeHalfLives = 3
+	SuspectFraction       = 0.25
+	SuspectFor            = time.Hour
+)
+
+// loadProbe is the pending suspect check of a partition moved for load.
+type loadProbe struct {
+	to    string
+	inc   uint64
+	donor float32   // the load the donor last reported
+	due   time.Time // zero: no check pending
+}
+
+// probeMove arms the suspect check of p, whose move mv just completed to its destination.
+func (c *Coordinator) probeMove(p int, mv *move, now time.Time) {
+	if c.bal.load == nil || c.cfg.Load.HalfLife <= 0 {
+		return
+	}
+	if c.bal.probe == nil {
+		c.bal.probe = make([]loadProbe, len(c.parts))
+	}
+	c.bal.probe[p] = loadProbe{}
+	if (mv.reason == balance.ReasonHot || mv.reason == balance.ReasonLoad) && c.bal.load[p] > 0 {
+		c.bal.probe[p] = loadProbe{to: mv.to, inc: mv.toInc, donor: c.bal.load[p], due: now.Add(SuspectProbeHalfLives * c.cfg.Load.HalfLife)}
+	}
+}
+
+// checkProbe runs p's suspect check, if one is due, against load, what m now reports.
+func (c *Coordinator) checkProbe(m *member, p int, load float32, now time.Time) {
+	if c.bal.probe == nil {
+		return
+	}
+	pb := &c.bal.probe[p]
+	if pb.due.IsZero() || now.Before(pb.due) || pb.to != m.id || pb.inc != m.session.Incarnation {
+		return
+	}
+	if load < SuspectFraction*pb.donor {
+		m.suspectUntil = now.Add(SuspectFor)
+	}
+	*pb = loadProbe{}
+}
+
+// suspect says whether m's reports are not trusted now.
+func (c *Coordinator) suspect(m *member, now time.Time) bool {
+	return m != nil && now.Before(m.suspectUntil)
 }
 
 // loadPlacement says whether targets are computed by balance.Plan.
@@ -306,6 +362,11 @@ func (c *Coordinator) balanceStats() BalanceStats {
 			s.ReportsRejected[reportRejectNames[i]] = n
 		}
 	}
+	for _, id := range c.ids {
+		if c.suspect(c.members[id], c.now) {
+			s.Suspects++
+		}
+	}
 	return s
 }
 
@@ -333,14 +394,10 @@ func (c *Coordinator) planInput(members, current []string, round bool, now time.
 			_, found := slices.BinarySearch(c.applied, id)
 			isNew = !found
 		}
-		in.Members[i] = balance.Member{ID: id, New: isNew}
+		in.Members[i] = balance.Member{ID: id, New: isNew, Suspect: c.suspect(c.members[id], now)}
 	}
 	if c.bal.load != nil || c.bal.namespaces != nil {
-		var load []float32
-		if c.bal.load != nil {
-			load = c.bal.load
-		}
-		in.Cost = balance.Costs(load, c.bal.namespaces)
+		in.Cost = balance.Costs(c.bal.load, c.bal.namespaces)
 		if len(in.Cost) != len(c.parts) {
 			in.Cost = nil // unreachable: both have one entry per partition
 		}
@@ -475,6 +532,7 @@ func (c *Coordinator) loadReport(m *member, r *LoadReport, now time.Time) {
 		}
 		c.bal.load[p] = float32(l)
 		c.bal.objects[p] = e.Objects
+		c.checkProbe(m, p, c.bal.load[p], now)
 		// Cooling from the reported age, never past leader start + Cooldown: a shard
 		// reporting every age as 0 freezes its partitions for one cooldown at most.
 		until := now.Add(-time.Duration(e.AgeSeconds) * time.Second).Add(b.Cooldown)
@@ -486,6 +544,7 @@ func (c *Coordinator) loadReport(m *member, r *LoadReport, now time.Time) {
 	for p := range c.parts {
 		if pr := &c.parts[p]; pr.owner == m.id && pr.ownerInc == inc && !seen[p] {
 			c.bal.load[p], c.bal.objects[p] = 0, 0
+			c.checkProbe(m, p, 0, now)
 		}
 	}
 }
@@ -496,11 +555,7 @@ func (c *Coordinator) memberLoads() map[string]float64 {
 	if c.bal.load == nil && c.bal.namespaces == nil {
 		return nil
 	}
-	var load []float32
-	if c.bal.load != nil {
-		load = c.bal.load
-	}
-	cost := balance.Costs(load, c.bal.namespaces)
+	cost := balance.Costs(c.bal.load, c.bal.namespaces)
 	out := map[string]float64{}
 	for p := range c.parts {
 		if o := c.parts[p].owner; o != "" && p < len(cost) {

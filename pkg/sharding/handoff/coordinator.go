@@ -99,6 +99,9 @@ type member struct {
 	loadReports uint64
 	loadAt      time.Time
 	loadEntries int
+	// loadTableSeq numbers its last report not dropped whole; a partition it holds
+	// whose last entry came in an earlier report carries no load (Coordinator.effective).
+	loadTableSeq uint64
 	// suspectUntil: its reports are not trusted before then (balance.Member.Suspect):
 	// a partition it received for load reported far below what its donor reported.
 	suspectUntil time.Time

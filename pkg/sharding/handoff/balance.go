@@ -189,7 +189,7 @@ type BalanceStats struct {
 }
 
 // balanceState is the coordinator's load table and round schedule. The per-partition
-// slices are nil until the first load report, namespace counts or load grant: a
+// slices are nil until the first load report, or acquisition under load placement: a
 // coordinator that sees none (count placement without reports) carries nothing.
 type balanceState struct {
 	load       []float32         // L(p), requests/s, of the last accepted entry (see effective)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/balance"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/ring"
 )
@@ -70,6 +71,10 @@ type Coordinator struct {
 	recRetryAt time.Time
 	urgent     bool
 
+	// bal is the load table, the applied plan's reasons and the load rounds' schedule
+	// and counters (balance.go).
+	bal balanceState
+
 	outbox []Command
 	events []Event
 	stats  Stats
@@ -89,11 +94,17 @@ type member struct {
 	// owner record, a member disconnected for SeizeAfter is seized.
 	disconnectedAt time.Time
 	// loadReports counts the load reports of this incarnation's accepted heartbeats,
-	// loadAt and loadEntries describe the last one. Nothing places partitions by them
-	// yet: step S4 of docs/design-placement.md §8 keeps per-partition loads from them.
+	// loadAt and loadEntries describe the last one (absurd or not: it reported, so a
+	// load round does not wait for it). Their loads are in Coordinator.bal.
 	loadReports uint64
 	loadAt      time.Time
 	loadEntries int
+	// loadTableSeq numbers its last report not dropped whole; a partition it holds
+	// whose last entry came in an earlier report carries no load (Coordinator.effective).
+	loadTableSeq uint64
+	// suspectUntil: its reports are not trusted before then (balance.Member.Suspect):
+	// a partition it received for load reported far below what its donor reported.
+	suspectUntil time.Time
 }
 
 // tomb remembers the last session of a removed shard so a delayed hello of
@@ -157,6 +168,7 @@ type move struct {
 	phaseAt     time.Time
 	lastSent    time.Time
 	capped      bool
+	reason      balance.Reason // why it started (EventMoveStarted)
 }
 
 // staleHolder is a shard other than the owner that may still be working a
@@ -309,6 +321,7 @@ func (c *Coordinator) step(now time.Time) {
 		return
 	}
 	c.applyMembership(now)
+	c.balanceRound(now)
 	c.plan(now)
 	c.farewells(now)
 }

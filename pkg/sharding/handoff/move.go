@@ -82,6 +82,11 @@ func (c *Coordinator) ack(p int, now time.Time) {
 		return
 	}
 	pr.acked = true
+	if c.bal.load != nil || c.loadPlacement() {
+		// Acquired under this leader: cooling from now, whatever its owner reports.
+		c.tables()
+		c.bal.ackedAt[p], c.bal.reportCool[p] = now, time.Time{}
+	}
 	ev := Event{Kind: EventAcquired, At: now, Partition: partition.ID(p), Shard: pr.owner, From: pr.prevOwner, Epoch: pr.epoch}
 	if !pr.freedAt.IsZero() {
 		ev.Gap = now.Sub(pr.freedAt)
@@ -184,10 +189,12 @@ func (c *Coordinator) startMove(p int, t string, now time.Time) {
 	}
 	m := c.members[t]
 	pr := &c.parts[p]
-	pr.move = &move{to: t, toInc: m.session.Incarnation, epoch: e, started: now, phaseAt: now, capped: true}
+	why := c.moveReason(p)
+	pr.move = &move{to: t, toInc: m.session.Incarnation, epoch: e, started: now, phaseAt: now, capped: true, reason: why}
 	c.movesInFlight++
 	c.stats.MovesStarted++
-	c.emit(Event{Kind: EventMoveStarted, At: now, Partition: partition.ID(p), Shard: t, From: pr.owner, Epoch: e})
+	c.bal.moves[why]++
+	c.emit(Event{Kind: EventMoveStarted, At: now, Partition: partition.ID(p), Shard: t, From: pr.owner, Epoch: e, Reason: why})
 	c.sendPart(m, CmdPrepare, p, e)
 }
 
@@ -287,6 +294,7 @@ func (c *Coordinator) completeRelease(p int, now time.Time) {
 		if mv.capped {
 			pr.handoffStart = mv.started
 		}
+		c.probeMove(p, mv, now)
 		c.sendAcquire(p, now)
 		return
 	}

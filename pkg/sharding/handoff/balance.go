@@ -501,7 +501,10 @@ func (c *Coordinator) balanceRound(now time.Time) {
 	case now.Before(c.startedAt.Add(b.Warmup)):
 		c.bal.rounds[roundWarmup]++
 		return
-	case c.movesInFlight > 0:
+	case c.movesInFlight > 0 || !c.Converged():
+		// Not only moves in flight: a move the target asks for that has not started
+		// (MaxConcurrentMoves, a partition waiting for its stale owners) would be planned
+		// over, from owners it is about to change. step runs the round before plan.
 		c.bal.rounds[roundMoving]++
 		return
 	case !c.reportsComplete(now):

@@ -659,7 +659,7 @@ func (s *Server) startRingLocked() {
 	}
 	go func() {
 		start := time.Now()
-		target, err := req.Compute()
+		res, err := req.Compute()
 		took := time.Since(start)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -667,7 +667,7 @@ func (s *Server) startRingLocked() {
 			return
 		}
 		s.log.V(1).Info("target assignment computed", "members", len(req.Members), "generation", req.Gen, "took", took.String())
-		core.RingComputed(s.opts.Now(), req.Gen, target, err)
+		core.RingComputed(s.opts.Now(), req.Gen, res, err)
 		s.flushLocked()
 	}()
 }

@@ -121,6 +121,9 @@ type Config struct {
 	// report the load of their partitions (Report.Load). Zero (WithDefaults leaves it)
 	// asks for no reports.
 	Load LoadSettings
+	// Balance says how targets are computed: by partition count (today's ring) or by
+	// load (package balance), with or without load rounds.
+	Balance BalanceConfig
 }
 
 // WithDefaults returns c with zero fields set to defaults.
@@ -165,6 +168,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxMembers == 0 {
 		c.MaxMembers = DefaultMaxMembers
 	}
+	c.Balance = c.Balance.WithDefaults()
 	return c
 }
 
@@ -281,6 +285,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Load.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Balance.Validate(c.Load); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -70,6 +70,10 @@ type Coordinator struct {
 	recRetryAt time.Time
 	urgent     bool
 
+	// bal is the load table, the applied plan's reasons and the load rounds' schedule
+	// and counters (balance.go).
+	bal balanceState
+
 	outbox []Command
 	events []Event
 	stats  Stats
@@ -89,8 +93,8 @@ type member struct {
 	// owner record, a member disconnected for SeizeAfter is seized.
 	disconnectedAt time.Time
 	// loadReports counts the load reports of this incarnation's accepted heartbeats,
-	// loadAt and loadEntries describe the last one. Nothing places partitions by them
-	// yet: step S4 of docs/design-placement.md §8 keeps per-partition loads from them.
+	// loadAt and loadEntries describe the last one (absurd or not: it reported, so a
+	// load round does not wait for it). Their loads are in Coordinator.bal.
 	loadReports uint64
 	loadAt      time.Time
 	loadEntries int
@@ -309,6 +313,7 @@ func (c *Coordinator) step(now time.Time) {
 		return
 	}
 	c.applyMembership(now)
+	c.balanceRound(now)
 	c.plan(now)
 	c.farewells(now)
 }

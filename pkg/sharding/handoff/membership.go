@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/balance"
 	"github.com/kshard/kshard/pkg/sharding/ring"
 )
 
@@ -95,13 +96,13 @@ func (c *Coordinator) heartbeat(now time.Time, r Report) *Rejection {
 		c.markLeaving(m, now)
 	}
 	if r.Load != nil {
-		// Recorded, not applied: the balancer that places partitions by load (step S4
-		// of docs/design-placement.md §8) is not built yet. Whatever a report claims (a
-		// partition this member does not hold, say), the heartbeat is acknowledged: a
-		// load report must never fence a shard.
+		// Whatever a report claims (a partition this member does not hold, an absurd
+		// load), the heartbeat is acknowledged: a load report must never fence a shard.
+		// What is wrong in it is dropped and counted (loadReport).
 		m.loadReports++
 		m.loadAt = now
 		m.loadEntries = len(r.Load.Partitions)
+		c.loadReport(m, r.Load, now)
 	}
 	c.send(m, Command{Kind: CmdAck, Seq: r.Seq})
 	return nil
@@ -241,10 +242,19 @@ func (c *Coordinator) applyMembership(now time.Time) {
 	c.ringReq = &RingRequest{Gen: c.ringGen, Members: slices.Clone(c.desired), Current: c.currentOwners(), ring: c.ring}
 	c.ringTaken = false
 	c.stats.RingRequests++
+	if c.loadPlacement() {
+		c.ringReq.Kind = balance.Membership
+		c.ringReq.plan = c.planInput(c.ringReq.Members, c.ringReq.Current, false, now)
+	}
+	c.computeInline(now)
+}
+
+// computeInline computes the request just made at once, unless the edge offloads it.
+func (c *Coordinator) computeInline(now time.Time) {
 	if !c.offloadRing {
 		req, _ := c.TakeRingRequest()
-		target, err := req.Compute()
-		c.ringComputed(now, req.Gen, target, err)
+		res, err := req.Compute()
+		c.ringComputed(now, req.Gen, res, err)
 	}
 }
 
@@ -279,16 +289,34 @@ type RingRequest struct {
 	// request was made ("" for nobody). The target keeps partitions where
 	// they are as far as balance allows, so it depends on them.
 	Current []string
-	ring    *ring.Ring // immutable, safe for concurrent use
+	// Kind is the plan's kind with load placement: Membership for a membership change
+	// or a first target, Balance for a load round. Count placement ignores it.
+	Kind balance.Kind
+	ring *ring.Ring // immutable, safe for concurrent use
+	// plan is the rest of balance.Plan's input with load placement (members with their
+	// New flags, costs, objects, namespaces, pins, cooling, params), nil with count
+	// placement. Its slices belong to the request.
+	plan *balance.Input
 }
 
 // Compute returns the owner of every partition for the request's members
-// and current owners (ring.AssignFrom). It touches no coordinator state.
-func (r RingRequest) Compute() ([]string, error) {
+// and current owners: ring.AssignFrom with count placement, balance.Plan with
+// load placement. It touches no coordinator state.
+func (r RingRequest) Compute() (RingResult, error) {
 	if r.ring == nil {
-		return nil, errors.New("handoff: empty ring request")
+		return RingResult{}, errors.New("handoff: empty ring request")
 	}
-	return r.ring.AssignFrom(r.Members, r.Current)
+	if r.plan == nil {
+		target, err := r.ring.AssignFrom(r.Members, r.Current)
+		return RingResult{Target: target}, err
+	}
+	in := *r.plan
+	in.Ring, in.Current, in.Kind = r.ring, r.Current, r.Kind
+	out, err := balance.Plan(in)
+	if err != nil {
+		return RingResult{}, err
+	}
+	return RingResult{Target: out.Target, Reason: out.Reason, Domains: out.Domains, BudgetExhausted: out.BudgetExhausted}, nil
 }
 
 // OffloadRing makes the edge responsible for computing target assignments:
@@ -312,17 +340,18 @@ func (c *Coordinator) TakeRingRequest() (RingRequest, bool) {
 	return *c.ringReq, true
 }
 
-// RingComputed delivers the result of the request of generation gen (target
+// RingComputed delivers the result of the request of generation gen (res
 // and err as RingRequest.Compute returned them). A result of an outdated
 // generation is ignored. The new target takes effect at once: moves toward
 // it are planned in this call.
-func (c *Coordinator) RingComputed(now time.Time, gen uint64, target []string, err error) {
+func (c *Coordinator) RingComputed(now time.Time, gen uint64, res RingResult, err error) {
 	now = c.observe(now)
-	c.ringComputed(now, gen, target, err)
+	c.ringComputed(now, gen, res, err)
 	c.step(now)
 }
 
-func (c *Coordinator) ringComputed(now time.Time, gen uint64, target []string, err error) {
+func (c *Coordinator) ringComputed(now time.Time, gen uint64, res RingResult, err error) {
+	target := res.Target
 	if gen == c.ringOut {
 		c.ringOut = 0
 	}
@@ -348,6 +377,7 @@ func (c *Coordinator) ringComputed(now time.Time, gen uint64, target []string, e
 	}
 	c.applied = req.Members
 	c.target = slices.Clone(target)
+	c.applyPlan(req, res, err)
 	c.stats.TargetChanges++
 	c.emit(Event{Kind: EventTargetChanged, At: now, Members: len(c.applied)})
 }

@@ -152,7 +152,7 @@ func TestRingGenerations(t *testing.T) {
 			run: func(t *testing.T, c *Coordinator) {
 				c.Tick(at(13))
 				req, _ := c.TakeRingRequest()
-				c.RingComputed(at(13.1), req.Gen, nil, errors.New("boom"))
+				c.RingComputed(at(13.1), req.Gen, RingResult{}, errors.New("boom"))
 				st := c.Stats()
 				if st.RingErrors != 1 || st.LastRingError != "boom" || st.RingPending {
 					t.Fatalf("stats %+v", st)
@@ -171,7 +171,7 @@ func TestRingGenerations(t *testing.T) {
 				}
 				c.Tick(at(15.5))
 				req, _ := c.TakeRingRequest()
-				c.RingComputed(at(15.6), req.Gen, []string{"c"}, nil)
+				c.RingComputed(at(15.6), req.Gen, RingResult{Target: []string{"c"}}, nil)
 				if st := c.Stats(); st.RingErrors != 1 || st.TargetChanges != 1 {
 					t.Fatalf("stats %+v", st)
 				}
@@ -296,7 +296,7 @@ func BenchmarkMembershipChange(b *testing.B) {
 					c.Step(now, hello(fmt.Sprintf("s%d", i), 1))
 				}
 				// The ring result, computed outside the measurement.
-				var pending []string
+				var pending RingResult
 				var gen uint64
 				tick := func() {
 					c.Tick(now)

@@ -82,6 +82,11 @@ func (c *Coordinator) ack(p int, now time.Time) {
 		return
 	}
 	pr.acked = true
+	if c.bal.load != nil || c.loadPlacement() {
+		// Acquired under this leader: cooling from now, whatever its owner reports.
+		c.tables()
+		c.bal.ackedAt[p], c.bal.reportCool[p] = now, time.Time{}
+	}
 	ev := Event{Kind: EventAcquired, At: now, Partition: partition.ID(p), Shard: pr.owner, From: pr.prevOwner, Epoch: pr.epoch}
 	if !pr.freedAt.IsZero() {
 		ev.Gap = now.Sub(pr.freedAt)
@@ -187,7 +192,9 @@ func (c *Coordinator) startMove(p int, t string, now time.Time) {
 	pr.move = &move{to: t, toInc: m.session.Incarnation, epoch: e, started: now, phaseAt: now, capped: true}
 	c.movesInFlight++
 	c.stats.MovesStarted++
-	c.emit(Event{Kind: EventMoveStarted, At: now, Partition: partition.ID(p), Shard: t, From: pr.owner, Epoch: e})
+	why := c.moveReason(p)
+	c.bal.moves[why]++
+	c.emit(Event{Kind: EventMoveStarted, At: now, Partition: partition.ID(p), Shard: t, From: pr.owner, Epoch: e, Reason: why})
 	c.sendPart(m, CmdPrepare, p, e)
 }
 

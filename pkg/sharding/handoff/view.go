@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/balance"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
@@ -70,6 +71,9 @@ type Event struct {
 	Members   int
 	Handoff   time.Duration
 	Gap       time.Duration
+	// Reason (EventMoveStarted) is why the partition moves: membership, pin, hot or
+	// load, from the plan that set its target.
+	Reason balance.Reason
 }
 
 // PartitionState is the coordinator's view of one partition.
@@ -166,6 +170,9 @@ type MemberInfo struct {
 	LoadReports    uint64
 	LoadReportedAt time.Time
 	LoadEntries    int
+	// Load is the cost of the partitions it owns as the balancer sees it (load plus the
+	// namespace base, balance.Costs); 0 before any load report or namespace count.
+	Load float64
 }
 
 // Members returns the shards with a session, sorted by ID.
@@ -176,6 +183,7 @@ func (c *Coordinator) Members() []MemberInfo {
 			owned[o]++
 		}
 	}
+	loads := c.memberLoads()
 	out := make([]MemberInfo, 0, len(c.ids))
 	for _, id := range c.ids {
 		m := c.members[id]
@@ -183,6 +191,7 @@ func (c *Coordinator) Members() []MemberInfo {
 			ID: id, Session: m.session, Joined: m.joined, LastHeard: m.lastRecv, ExpiresAt: c.expiresAt(m),
 			Connected: m.connected, Leaving: m.leaving, FencedOut: m.fencedOut, Owned: owned[id],
 			LoadReports: m.loadReports, LoadReportedAt: m.loadAt, LoadEntries: m.loadEntries,
+			Load: loads[id],
 		})
 	}
 	return out
@@ -232,6 +241,10 @@ type Stats struct {
 	// NewerTermSeen: a shard reported an epoch of a newer term; this
 	// coordinator is deposed and must step down.
 	NewerTermSeen bool
+
+	// Balance are the balancer's counters and gauges (load rounds, moves by reason,
+	// rejected load reports, the last load plan's domains).
+	Balance BalanceStats
 }
 
 // Stats returns the current counters and gauges.
@@ -249,6 +262,7 @@ func (c *Coordinator) Stats() Stats {
 	s.MovesInFlight = c.movesInFlight
 	s.RingPending = c.ringReq != nil
 	s.Epoch = MakeEpoch(c.term, c.counter)
+	s.Balance = c.balanceStats()
 	return s
 }
 

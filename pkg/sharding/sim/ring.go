@@ -37,13 +37,13 @@ func (w *world) finishRing(n *coordNode, now time.Time) {
 		return
 	}
 	n.ring = nil
-	target, err := req.Compute()
+	res, err := req.Compute()
 	if w.opts.Trace == nil {
-		n.c.RingComputed(now, req.Gen, target, err)
+		n.c.RingComputed(now, req.Gen, res, err)
 		return
 	}
 	stale := n.c.Stats().RingResultsStale
-	n.c.RingComputed(now, req.Gen, target, err)
+	n.c.RingComputed(now, req.Gen, res, err)
 	outcome := "applied"
 	if n.c.Stats().RingResultsStale > stale {
 		outcome = "superseded, ignored"

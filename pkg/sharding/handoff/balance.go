@@ -1,0 +1,511 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/kshard/kshard/pkg/sharding/balance"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+)
+
+// Placement says how the coordinator computes targets (docs/design-placement.md §2.8).
+type Placement string
+
+const (
+	// PlacementCount is ring.AssignFrom: equal partition counts, sticky. The default for
+	// now, and the escape hatch once load placement is the default.
+	PlacementCount Placement = "count"
+	// PlacementLoad is balance.Plan: Membership plans on membership changes (cost spread
+	// by namespaces and load, no member shed to a quota), plus Balance rounds when
+	// BalanceConfig.Enabled.
+	PlacementLoad Placement = "load"
+)
+
+// Defaults of BalanceConfig (docs/design-placement.md §2.5–2.8).
+const (
+	// DefaultBalanceInterval is the period of load rounds: long against the shards'
+	// report interval (10s) and the load half-life (5m), so a round sees settled loads.
+	DefaultBalanceInterval = time.Minute
+	// DefaultBalanceWarmup is how long a new leader runs Membership plans only: every
+	// shard has reported by then, and a failover moves nothing at once.
+	DefaultBalanceWarmup = 2 * time.Minute
+	// DefaultBalanceCooldown: a partition acquired less than this ago is not moved for
+	// load, so that it cannot ping-pong between rounds.
+	DefaultBalanceCooldown = 30 * time.Minute
+	// DefaultMaxPartitionLoad (requests/s) is above what every controller client of a
+	// shard can send at the default QPS, bursts included: a higher entry is absurd.
+	DefaultMaxPartitionLoad = 1000
+	// DefaultMaxShardLoad (requests/s): a report summing above it is absurd.
+	DefaultMaxShardLoad = 2000
+)
+
+// BalanceConfig is Config.Balance: how targets are computed and how load rounds run.
+type BalanceConfig struct {
+	// Placement selects count or load placement; "" is PlacementCount.
+	Placement Placement
+	// Enabled runs load rounds (balance.Balance plans) on top of the membership plans;
+	// only with PlacementLoad.
+	Enabled bool
+	// Interval is the period of load rounds; at least 2 × Load.ReportInterval, so that
+	// every member has reported between two rounds.
+	Interval time.Duration
+	// Warmup is how long after leading the first round waits.
+	Warmup time.Duration
+	// Cooldown: a partition acquired less than this ago is cooling (not moved for load).
+	Cooldown time.Duration
+	// MaxPartitionLoad (requests/s): a report entry above it is absurd: dropped and
+	// counted, the partition's previous load kept.
+	MaxPartitionLoad float64
+	// MaxShardLoad (requests/s): a report whose entries sum above it is absurd: dropped
+	// whole and counted, the previous loads kept.
+	MaxShardLoad float64
+	// Params are the plans' thresholds and budgets; zero fields take balance's defaults.
+	Params balance.Params
+}
+
+// WithDefaults returns b with zero fields set to their defaults.
+func (b BalanceConfig) WithDefaults() BalanceConfig {
+	if b.Placement == "" {
+		b.Placement = PlacementCount
+	}
+	if b.Interval == 0 {
+		b.Interval = DefaultBalanceInterval
+	}
+	if b.Warmup == 0 {
+		b.Warmup = DefaultBalanceWarmup
+	}
+	if b.Cooldown == 0 {
+		b.Cooldown = DefaultBalanceCooldown
+	}
+	if b.MaxPartitionLoad == 0 {
+		b.MaxPartitionLoad = DefaultMaxPartitionLoad
+	}
+	if b.MaxShardLoad == 0 {
+		b.MaxShardLoad = DefaultMaxShardLoad
+	}
+	return b
+}
+
+// Validate reports an unusable balance configuration, naming the field; load is
+// Config.Load, which rounds depend on. It does not apply defaults.
+func (b BalanceConfig) Validate(load LoadSettings) error {
+	var errs []error
+	switch b.Placement {
+	case PlacementCount, PlacementLoad:
+	default:
+		errs = append(errs, fmt.Errorf("placement %q must be %q or %q", b.Placement, PlacementCount, PlacementLoad))
+	}
+	if b.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("balance interval %v must be positive", b.Interval))
+	}
+	if b.Placement == PlacementLoad && b.Enabled {
+		if load.ReportInterval <= 0 {
+			errs = append(errs, errors.New("balance rounds need load reports (a positive load report interval)"))
+		} else if b.Interval < 2*load.ReportInterval {
+			errs = append(errs, fmt.Errorf("balance interval %v must be at least 2 × the load report interval %v", b.Interval, load.ReportInterval))
+		}
+	}
+	if b.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("balance warmup %v must be ≥ 0", b.Warmup))
+	}
+	if b.Cooldown < 0 {
+		errs = append(errs, fmt.Errorf("balance cooldown %v must be ≥ 0", b.Cooldown))
+	}
+	if v := b.MaxPartitionLoad; math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		errs = append(errs, fmt.Errorf("balance max partition load %v must be finite and positive", v))
+	}
+	if v := b.MaxShardLoad; math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		errs = append(errs, fmt.Errorf("balance max shard load %v must be finite and positive", v))
+	}
+	if err := b.Params.WithDefaults().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// RingResult is a computed target: what RingRequest.Compute returns and RingComputed
+// applies.
+type RingResult struct {
+	// Target is the owner of every partition.
+	Target []string
+	// Reason is, per partition, why Target differs from the request's Current
+	// (balance.ReasonNone where it does not); nil from a count placement, whose moves
+	// are all membership moves.
+	Reason []balance.Reason
+	// Domains describes each placement domain (load placement only).
+	Domains []balance.DomainStat
+	// BudgetExhausted: a Balance plan left a move undone for its budget.
+	BudgetExhausted bool
+}
+
+// Round outcomes (BalanceStats.Rounds keys), in the order of the outcome constants.
+var roundOutcomeNames = [...]string{"balanced", "moved", "budget_exhausted", "incomplete_reports", "moving", "warmup"}
+
+// roundOutcome indexes roundOutcomeNames.
+type roundOutcome uint8
+
+const (
+	roundBalanced roundOutcome = iota
+	roundMoved
+	roundBudgetExhausted
+	roundIncompleteReports
+	roundMoving
+	roundWarmup
+	numRoundOutcomes
+)
+
+// Rejected-report reasons (BalanceStats.ReportsRejected keys).
+const (
+	rejectAbsurd = iota
+	rejectNotHeld
+	numReportRejects
+)
+
+var reportRejectNames = [numReportRejects]string{"absurd", "not_held"}
+
+// numMoveReasons covers balance.Reason's values (ReasonNone to ReasonLoad).
+const numMoveReasons = int(balance.ReasonLoad) + 1
+
+// BalanceStats are the balancer's counters and gauges (Stats.Balance), for the
+// coordinator's metrics.
+type BalanceStats struct {
+	// Rounds counts load rounds by outcome: balanced, moved, budget_exhausted (a plan
+	// applied), incomplete_reports, moving, warmup (a round due but skipped).
+	Rounds map[string]uint64
+	// Moves counts moves by reason (membership, pin, hot, load) when they start.
+	Moves map[string]uint64
+	// Domains describes the placement domains of the last applied load plan.
+	Domains []balance.DomainStat
+	// ReportsRejected counts rejected load reports and entries by reason: absurd (an
+	// entry, or a whole report, above the bounds), not_held (an entry for a partition
+	// the shard does not hold).
+	ReportsRejected map[string]uint64
+	// Suspects is the number of members whose reports are not trusted.
+	Suspects int
+}
+
+// balanceState is the coordinator's load table and round schedule. The per-partition
+// slices are nil until the first load report, namespace counts or load grant: a
+// coordinator that sees none (count placement without reports) carries nothing.
+type balanceState struct {
+	load       []float32   // L(p), requests/s, of the last accepted entry
+	objects    []uint32    // O(p)
+	reportCool []time.Time // cooling until, from the reported age (capped at leader start + Cooldown)
+	ackedAt    []time.Time // when this leader saw p acquired (zero: not in this term)
+	namespaces []uint32    // N(p) from SetNamespaces; nil: none
+	pins       []string    // from SetPins; nil: none
+
+	reason  []balance.Reason // of the applied target; nil: every move is a membership move
+	domains []balance.DomainStat
+
+	nextRound time.Time
+
+	rounds   [numRoundOutcomes]uint64
+	moves    [numMoveReasons]uint64
+	rejected [numReportRejects]uint64
+}
+
+// loadPlacement says whether targets are computed by balance.Plan.
+func (c *Coordinator) loadPlacement() bool { return c.cfg.Balance.Placement == PlacementLoad }
+
+// tables allocates the per-partition load table on first use.
+func (c *Coordinator) tables() {
+	if c.bal.load != nil {
+		return
+	}
+	n := len(c.parts)
+	c.bal.load = make([]float32, n)
+	c.bal.objects = make([]uint32, n)
+	c.bal.reportCool = make([]time.Time, n)
+	c.bal.ackedAt = make([]time.Time, n)
+}
+
+// SetNamespaces gives the number of namespaces in each partition (from the edge's own
+// Namespace informer, never from shards: it is what the namespace-share cap counts, so
+// a shard cannot forge it). counts must have one entry per partition, else it is
+// ignored; it is copied. It takes effect at the next plan.
+func (c *Coordinator) SetNamespaces(now time.Time, counts []uint32) {
+	c.observe(now)
+	if len(counts) != len(c.parts) {
+		return
+	}
+	c.bal.namespaces = slices.Clone(counts)
+}
+
+// SetPins gives the group each partition is pinned to ("" for none), or nil for no
+// pins. A non-nil pins must have one entry per partition, else it is ignored; it is
+// copied. It takes effect at the next plan (a pinned orphan at once, a pinned partition
+// held elsewhere at the next load round).
+func (c *Coordinator) SetPins(now time.Time, pins []string) {
+	c.observe(now)
+	if pins != nil && len(pins) != len(c.parts) {
+		return
+	}
+	if !slices.ContainsFunc(pins, func(s string) bool { return s != "" }) {
+		c.bal.pins = nil
+		return
+	}
+	c.bal.pins = slices.Clone(pins)
+}
+
+// PartitionLoad returns what the coordinator knows of p's load: its last accepted load
+// (requests/s), its objects, and whether it is cooling (acquired less than
+// Config.Balance.Cooldown ago). Zero for a partition out of range or never reported.
+func (c *Coordinator) PartitionLoad(p partition.ID) (load float64, objects uint32, cooling bool) {
+	if int(p) >= len(c.parts) || c.bal.load == nil {
+		return 0, 0, false
+	}
+	return float64(c.bal.load[p]), c.bal.objects[p], c.cooling(int(p), c.now)
+}
+
+// cooling says whether p was acquired less than the cooldown ago: by this leader's own
+// observation, or by the age its owner reported, which is capped at leader start +
+// Cooldown so that a shard lying about ages cannot keep a partition cooling for ever.
+func (c *Coordinator) cooling(p int, now time.Time) bool {
+	if c.bal.load == nil {
+		return false
+	}
+	if at := c.bal.ackedAt[p]; !at.IsZero() && now.Before(at.Add(c.cfg.Balance.Cooldown)) {
+		return true
+	}
+	return now.Before(c.bal.reportCool[p])
+}
+
+// moveReason is why p's move toward its target starts: the applied plan's reason, or
+// membership when the plan gave none (count placement).
+func (c *Coordinator) moveReason(p int) balance.Reason {
+	if c.bal.reason != nil && c.bal.reason[p] != balance.ReasonNone {
+		return c.bal.reason[p]
+	}
+	return balance.ReasonMembership
+}
+
+// balanceStats builds Stats.Balance.
+func (c *Coordinator) balanceStats() BalanceStats {
+	s := BalanceStats{
+		Rounds:          map[string]uint64{},
+		Moves:           map[string]uint64{},
+		ReportsRejected: map[string]uint64{},
+		Domains:         slices.Clone(c.bal.domains),
+	}
+	for i, n := range c.bal.rounds {
+		if n > 0 {
+			s.Rounds[roundOutcomeNames[i]] = n
+		}
+	}
+	for i, n := range c.bal.moves {
+		if n > 0 {
+			s.Moves[balance.Reason(i).String()] = n
+		}
+	}
+	for i, n := range c.bal.rejected {
+		if n > 0 {
+			s.ReportsRejected[reportRejectNames[i]] = n
+		}
+	}
+	return s
+}
+
+// planInput builds balance.Plan's input (besides Ring, Current and Kind, which the
+// request carries) for members and current, under the lock: O(P) copies. A member is
+// New when it was not in the applied member set or, on a first target (a new leader),
+// when it holds nothing, so that a new leader's first target is Plan's fixed point and
+// moves nothing.
+func (c *Coordinator) planInput(members, current []string, round bool, now time.Time) *balance.Input {
+	in := &balance.Input{Params: c.cfg.Balance.Params, Members: make([]balance.Member, len(members))}
+	var holds map[string]bool
+	if c.target == nil {
+		holds = map[string]bool{}
+		for _, o := range current {
+			if o != "" {
+				holds[o] = true
+			}
+		}
+	}
+	for i, id := range members {
+		isNew := false
+		if holds != nil {
+			isNew = !holds[id]
+		} else {
+			_, found := slices.BinarySearch(c.applied, id)
+			isNew = !found
+		}
+		in.Members[i] = balance.Member{ID: id, New: isNew}
+	}
+	if c.bal.load != nil || c.bal.namespaces != nil {
+		var load []float32
+		if c.bal.load != nil {
+			load = c.bal.load
+		}
+		in.Cost = balance.Costs(load, c.bal.namespaces)
+		if len(in.Cost) != len(c.parts) {
+			in.Cost = nil // unreachable: both have one entry per partition
+		}
+	}
+	if c.bal.load != nil {
+		in.Objects = slices.Clone(c.bal.objects)
+	}
+	if c.bal.namespaces != nil {
+		in.Namespaces = slices.Clone(c.bal.namespaces)
+	}
+	if c.bal.pins != nil {
+		in.Pin = slices.Clone(c.bal.pins)
+	}
+	if round && c.bal.load != nil {
+		in.Cooling = make([]bool, len(c.parts))
+		for p := range in.Cooling {
+			in.Cooling[p] = c.cooling(p, now)
+		}
+	}
+	return in
+}
+
+// applyPlan records what an applied target brings besides the target: the reasons its
+// moves start with, the domains, and a load round's outcome. err is the computation's
+// (the target is then the old one or empty, with no reasons).
+func (c *Coordinator) applyPlan(req *RingRequest, res RingResult, err error) {
+	c.bal.reason = nil
+	if err != nil {
+		return
+	}
+	if len(res.Reason) == len(c.parts) {
+		c.bal.reason = slices.Clone(res.Reason)
+	}
+	if req.plan == nil {
+		return
+	}
+	c.bal.domains = slices.Clone(res.Domains)
+	if req.Kind != balance.Balance {
+		return
+	}
+	outcome := roundBalanced
+	switch {
+	case res.BudgetExhausted:
+		outcome = roundBudgetExhausted
+	case slices.ContainsFunc(c.bal.reason, func(r balance.Reason) bool { return r != balance.ReasonNone }):
+		outcome = roundMoved
+	case c.bal.reason == nil && !slices.Equal(res.Target, req.Current):
+		outcome = roundMoved
+	}
+	c.bal.rounds[outcome]++
+}
+
+// balanceRound asks for a load round (a Balance plan of the applied members) when one
+// is due: with load placement and rounds enabled, once per Interval, when a target
+// exists, membership is settled and no target is being computed. A due round is
+// skipped, and counted by why, while the leader warms up (Warmup after it started),
+// while moves are in flight, or while a member has not reported its load within 3 ×
+// Load.ReportInterval.
+func (c *Coordinator) balanceRound(now time.Time) {
+	b := &c.cfg.Balance
+	if b.Placement != PlacementLoad || !b.Enabled || c.target == nil || c.dirty || c.ringReq != nil || now.Before(c.bal.nextRound) {
+		return
+	}
+	c.bal.nextRound = now.Add(b.Interval)
+	switch {
+	case now.Before(c.startedAt.Add(b.Warmup)):
+		c.bal.rounds[roundWarmup]++
+		return
+	case c.movesInFlight > 0:
+		c.bal.rounds[roundMoving]++
+		return
+	case !c.reportsComplete(now):
+		c.bal.rounds[roundIncompleteReports]++
+		return
+	}
+	c.ringGen++
+	c.ringReq = &RingRequest{Gen: c.ringGen, Members: slices.Clone(c.applied), Current: c.currentOwners(), Kind: balance.Balance, ring: c.ring}
+	c.ringReq.plan = c.planInput(c.ringReq.Members, c.ringReq.Current, true, now)
+	c.ringTaken = false
+	c.stats.RingRequests++
+	c.computeInline(now)
+}
+
+// reportsComplete says whether every applied member sent a load report within 3 ×
+// Load.ReportInterval: a round on missing loads would take a silent member for idle.
+func (c *Coordinator) reportsComplete(now time.Time) bool {
+	window := 3 * c.cfg.Load.ReportInterval
+	if window <= 0 {
+		return false
+	}
+	for _, id := range c.applied {
+		m := c.members[id]
+		if m == nil || m.loadAt.IsZero() || now.Sub(m.loadAt) > window {
+			return false
+		}
+	}
+	return true
+}
+
+// loadReport takes a member's load report (docs/design-placement.md §1.5, as fixed by
+// the S4 contract). It never refuses anything: the heartbeat that carries it is
+// acknowledged whatever it claims. A report whose entries sum above MaxShardLoad is
+// absurd and dropped whole; an entry above MaxPartitionLoad is absurd and dropped; an
+// entry for a partition the member does not hold (owner at this incarnation, acked or
+// acquiring, moving away or not) is ignored, an honest race with a release. Each is
+// counted. Otherwise the report replaces the loads and objects of the member's held
+// partitions; a held partition missing from it carries no load.
+func (c *Coordinator) loadReport(m *member, r *LoadReport, now time.Time) {
+	c.tables()
+	b := &c.cfg.Balance
+	sum := 0.0
+	for _, e := range r.Partitions {
+		sum += float64(e.LoadMilli) / 1000
+	}
+	if sum > b.MaxShardLoad {
+		c.bal.rejected[rejectAbsurd]++
+		return
+	}
+	inc := m.session.Incarnation
+	seen := make(map[int]bool, len(r.Partitions))
+	for _, e := range r.Partitions {
+		p := int(e.Partition)
+		if p >= len(c.parts) || c.parts[p].owner != m.id || c.parts[p].ownerInc != inc {
+			c.bal.rejected[rejectNotHeld]++
+			continue
+		}
+		seen[p] = true
+		l := float64(e.LoadMilli) / 1000
+		if l > b.MaxPartitionLoad {
+			c.bal.rejected[rejectAbsurd]++
+			continue
+		}
+		c.bal.load[p] = float32(l)
+		c.bal.objects[p] = e.Objects
+		// Cooling from the reported age, never past leader start + Cooldown: a shard
+		// reporting every age as 0 freezes its partitions for one cooldown at most.
+		until := now.Add(-time.Duration(e.AgeSeconds) * time.Second).Add(b.Cooldown)
+		if limit := c.startedAt.Add(b.Cooldown); until.After(limit) {
+			until = limit
+		}
+		c.bal.reportCool[p] = until
+	}
+	for p := range c.parts {
+		if pr := &c.parts[p]; pr.owner == m.id && pr.ownerInc == inc && !seen[p] {
+			c.bal.load[p], c.bal.objects[p] = 0, 0
+		}
+	}
+}
+
+// memberLoads returns each owner's cost as the balancer sees it (balance.Costs of the
+// load table and the namespace counts), nil when there is neither.
+func (c *Coordinator) memberLoads() map[string]float64 {
+	if c.bal.load == nil && c.bal.namespaces == nil {
+		return nil
+	}
+	var load []float32
+	if c.bal.load != nil {
+		load = c.bal.load
+	}
+	cost := balance.Costs(load, c.bal.namespaces)
+	out := map[string]float64{}
+	for p := range c.parts {
+		if o := c.parts[p].owner; o != "" && p < len(cost) {
+			out[o] += float64(cost[p])
+		}
+	}
+	return out
+}

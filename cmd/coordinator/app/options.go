@@ -215,6 +215,7 @@ func (o *Options) Validate() error {
 func (o *Options) handoffConfig() handoff.Config {
 	h := o.Handoff
 	h.MaxMembers = o.ShardAuth.MaxShards
+	h.Balance = o.Placement.balanceConfig()
 	return h
 }
 

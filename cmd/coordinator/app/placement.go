@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kshard/kshard/pkg/sharding/balance"
+	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/placement"
 )
@@ -109,6 +110,9 @@ func (o PlacementOptions) validate(partitions int, reportInterval time.Duration)
 	default:
 		errs = append(errs, fmt.Errorf("--placement=%q: want %q or %q", o.Mode, PlacementCount, PlacementLoad))
 	}
+	if load && o.Balance && reportInterval == 0 {
+		errs = append(errs, errors.New("--placement=load with --balance needs load reports (--load-report-interval above 0), or --balance=false"))
+	}
 	if o.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("--balance-interval=%s must be positive", o.Interval))
 	} else if load && o.Balance && reportInterval > 0 && o.Interval < MinBalanceReports*reportInterval {
@@ -164,6 +168,12 @@ func (o PlacementOptions) validate(partitions int, reportInterval time.Duration)
 		errs = append(errs, placement.FlagConflicts(pm, rules)...)
 	}
 	return errors.Join(errs...)
+}
+
+// balanceConfig is the state machine's handoff.Config.Balance from the flags.
+func (o PlacementOptions) balanceConfig() handoff.BalanceConfig {
+	return handoff.BalanceConfig{Placement: handoff.Placement(o.Mode), Enabled: o.Balance, Interval: o.Interval, Warmup: o.Warmup,
+		Cooldown: o.Cooldown, MaxPartitionLoad: o.MaxPartitionLoad, MaxShardLoad: o.MaxShardLoad, Params: o.Params}
 }
 
 // rules parses the pin flags for partitions partitions.

@@ -1,11 +1,15 @@
 package app
 
 import (
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/kshard/kshard/pkg/componentopts/optionstest"
+	"github.com/kshard/kshard/pkg/sharding/balance"
+	"github.com/kshard/kshard/pkg/sharding/handoff"
 )
 
 // TestPlacementOptionsValidate parses real command lines of the placement and pin flags:
@@ -71,6 +75,39 @@ func TestPlacementOptionsValidate(t *testing.T) {
 				t.Fatalf("parsing %v: %v", tt.args, err)
 			}
 			optionstest.CheckErrors(t, o.Validate(), tt.wantErr...)
+		})
+	}
+}
+
+// TestBalanceConfigFromFlags: every balancer flag reaches the state machine's
+// configuration, where it was given and where the default stands.
+func TestBalanceConfigFromFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want handoff.BalanceConfig
+	}{
+		{name: "defaults", want: handoff.BalanceConfig{Placement: handoff.PlacementCount, Enabled: true, Interval: time.Minute, Warmup: 2 * time.Minute,
+			Cooldown: 30 * time.Minute, MaxPartitionLoad: 1000, MaxShardLoad: 2000,
+			Params: balance.Params{Margin: 0.10, MaxMoves: 64, MaxCostFraction: 0.10, MaxObjects: 50000, MaxNamespaceShare: 2, MinLoad: 1}}},
+		{name: "every flag", args: []string{"--placement=load", "--balance=false", "--balance-interval=90s", "--balance-warmup=1m", "--balance-cooldown=10m",
+			"--balance-margin=0.2", "--balance-max-moves=8", "--balance-max-cost-fraction=0.5", "--balance-max-objects=1000",
+			"--balance-max-namespace-share=3", "--balance-min-load=5", "--balance-max-partition-load=100", "--balance-max-shard-load=300"},
+			want: handoff.BalanceConfig{Placement: handoff.PlacementLoad, Enabled: false, Interval: 90 * time.Second, Warmup: time.Minute,
+				Cooldown: 10 * time.Minute, MaxPartitionLoad: 100, MaxShardLoad: 300,
+				Params: balance.Params{Margin: 0.2, MaxMoves: 8, MaxCostFraction: 0.5, MaxObjects: 1000, MaxNamespaceShare: 3, MinLoad: 5}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("coordinator", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := o.handoffConfig().Balance; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Balance = %+v\nwant %+v", got, tt.want)
+			}
 		})
 	}
 }

@@ -53,7 +53,7 @@ func (s *Server) waitPlacement(ctx context.Context) error {
 	defer t.Stop()
 	select {
 	case <-s.placementReady:
-		s.log.Info("namespace counts and pins ready", "waited", time.Since(start).String())
+		s.log.Info("placement inputs arrived: leading", "waited", time.Since(start).String())
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)

@@ -2,6 +2,7 @@ package coordinatorrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,9 +37,9 @@ func (s *Server) SetPlacement(in placement.Inputs) {
 }
 
 // waitPlacement waits for the first SetPlacement when Options.WaitForPlacement asks for
-// it, at most ClaimTimeout: a leader placing by load without namespace counts would take
-// every partition for empty and place by count, then move them again once the counts
-// arrive.
+// it, until ctx ends (Lead bounds it by ClaimTimeout): a leader placing by load without
+// namespace counts would take every partition for empty and place by count, then move
+// them again once the counts arrive.
 func (s *Server) waitPlacement(ctx context.Context) error {
 	if !s.opts.WaitForPlacement {
 		return nil
@@ -49,16 +50,15 @@ func (s *Server) waitPlacement(ctx context.Context) error {
 	default:
 	}
 	start := time.Now()
-	t := time.NewTimer(s.opts.ClaimTimeout)
-	defer t.Stop()
 	select {
 	case <-s.placementReady:
 		s.log.Info("placement inputs arrived: leading", "waited", time.Since(start).String())
 		return nil
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			return fmt.Errorf("no namespace counts within %s: the coordinator's Namespace informer has not synced (can it list and watch namespaces?)", s.opts.ClaimTimeout)
+		}
 		return context.Cause(ctx)
-	case <-t.C:
-		return fmt.Errorf("no namespace counts within %s: the coordinator's Namespace informer has not synced (can it list and watch namespaces?)", s.opts.ClaimTimeout)
 	}
 }
 

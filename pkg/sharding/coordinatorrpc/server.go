@@ -278,10 +278,15 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 		return err
 	}
 	core.OffloadRing() // see startRingLocked
-	if err := s.waitPlacement(ctx); err != nil {
+	// What comes before serving shares one ClaimTimeout: the coordinator's liveness check
+	// gives a replica that holds the Lease without serving that long (and a Lease).
+	prep, endPrep := context.WithTimeout(ctx, s.opts.ClaimTimeout)
+	defer endPrep()
+	if err := s.waitPlacement(prep); err != nil {
 		return err
 	}
-	claimed, err := s.claimRecord(ctx, term, tenure)
+	claimed, err := s.claimRecord(prep, term, tenure)
+	endPrep()
 	if err != nil {
 		if s.opts.Record != nil {
 			s.opts.Record.Release()

@@ -52,11 +52,7 @@ func assignmentsMain(args []string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		owner := o.Shard
-		if owner == "" {
-			owner = "(nobody yet)"
-		}
-		fmt.Printf("namespace %s is in partition %d, owned by %s (%s, epoch %s)\n", o.Namespace, o.Partition, owner, o.State, o.Epoch)
+		printOwner(os.Stdout, o)
 		return 0
 	}
 	var a coordinatorrpc.Assignments
@@ -64,15 +60,41 @@ func assignmentsMain(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Printf("term %d, %d partitions, converged=%v, moves in flight %d, by state %v\n",
-		a.Term, a.PartitionCount, a.Converged, a.MovesInFlight, a.ByState)
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SHARD\tPARTITIONS\tNAMESPACES\tCACHED OBJECTS\tQUEUE DEPTH\tCONNECTED\tLEAVING\tFENCED")
-	for _, s := range a.Shards {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%v\t%v\t%v\n", s.Shard, s.Partitions, s.Namespaces, s.CachedObjects, s.QueueDepth, s.Connected, s.Leaving, s.Fenced)
-	}
-	_ = w.Flush()
+	printAssignments(os.Stdout, a)
 	return 0
+}
+
+// printOwner prints the answer for one namespace: its owner, and what placement by load
+// knows of its partition.
+func printOwner(w io.Writer, o coordinatorrpc.Owner) {
+	owner := o.Shard
+	if owner == "" {
+		owner = "(nobody yet)"
+	}
+	fmt.Fprintf(w, "namespace %s is in partition %d, owned by %s (%s, epoch %s)\n", o.Namespace, o.Partition, owner, o.State, o.Epoch)
+	cooling := ""
+	if o.Cooling {
+		cooling = ", cooling (not moved for load)"
+	}
+	fmt.Fprintf(w, "partition load %.3g req/s, %d cached objects, %d namespaces%s\n", o.PartitionLoad, o.PartitionObjects, o.PartitionNamespaces, cooling)
+	if o.PinState != "" {
+		fmt.Fprintf(w, "pinned to group %q by %s: %s\n", o.PinnedTo, o.PinSource, o.PinState)
+	}
+}
+
+// printAssignments prints the answer for every shard as a table.
+func printAssignments(w io.Writer, a coordinatorrpc.Assignments) {
+	fmt.Fprintf(w, "term %d, %d partitions, placement %s, converged=%v, moves in flight %d, by state %v\n",
+		a.Term, a.PartitionCount, a.Placement, a.Converged, a.MovesInFlight, a.ByState)
+	if a.Namespaces > 0 || len(a.PinsByState) > 0 {
+		fmt.Fprintf(w, "namespaces %d, pinned partitions by state %v\n", a.Namespaces, a.PinsByState)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tPARTITIONS\tNAMESPACES\tLOAD\tCACHED OBJECTS\tQUEUE DEPTH\tCONNECTED\tLEAVING\tFENCED")
+	for _, s := range a.Shards {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3g\t%d\t%d\t%v\t%v\t%v\n", s.Shard, s.Partitions, s.Namespaces, s.Load, s.CachedObjects, s.QueueDepth, s.Connected, s.Leaving, s.Fenced)
+	}
+	_ = tw.Flush()
 }
 
 // maxAnswerBytes bounds what get reads. The largest real answer, every partition ID of

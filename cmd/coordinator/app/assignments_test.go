@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
 )
 
 // TestGetBoundsTheAnswer: the assignments subcommand reads at most maxAnswerBytes, so a
@@ -37,6 +39,49 @@ func TestGetBoundsTheAnswer(t *testing.T) {
 			}
 			if err != nil || len(body) != tt.size {
 				t.Fatalf("get() = %d bytes, %v; want %d bytes", len(body), err, tt.size)
+			}
+		})
+	}
+}
+
+// TestPrintAssignments: what the subcommand prints for a person, with and without
+// placement by load's fields.
+func TestPrintAssignments(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any
+		want []string
+		not  []string
+	}{
+		{name: "owner, not pinned", v: coordinatorrpc.Owner{Namespace: "a", Partition: 3, Shard: "s0", State: "owned", Epoch: "1.2", PartitionLoad: 12.5, PartitionObjects: 40, PartitionNamespaces: 2},
+			want: []string{"namespace a is in partition 3, owned by s0 (owned, epoch 1.2)", "partition load 12.5 req/s, 40 cached objects, 2 namespaces\n"},
+			not:  []string{"pinned", "cooling"}},
+		{name: "owner, pinned and cooling", v: coordinatorrpc.Owner{Namespace: "a", Cooling: true, PinnedTo: "hot", PinSource: "annotation: a", PinState: "unsatisfied"},
+			want: []string{"owned by (nobody yet)", "cooling (not moved for load)", `pinned to group "hot" by annotation: a: unsatisfied`}},
+		{name: "assignments by count", v: coordinatorrpc.Assignments{Term: 2, PartitionCount: 8, Placement: "count", Shards: []coordinatorrpc.ShardView{{Shard: "s0", Partitions: 8}}},
+			want: []string{"placement count", "LOAD", "s0  "}, not: []string{"pinned partitions"}},
+		{name: "assignments by load", v: coordinatorrpc.Assignments{Placement: "load", Namespaces: 40, PinsByState: map[string]int{"unsatisfied": 1},
+			Shards: []coordinatorrpc.ShardView{{Shard: "s0", Load: 3.25}}},
+			want: []string{"placement load", "namespaces 40, pinned partitions by state map[unsatisfied:1]", "3.25"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			switch v := tt.v.(type) {
+			case coordinatorrpc.Owner:
+				printOwner(&b, v)
+			case coordinatorrpc.Assignments:
+				printAssignments(&b, v)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("output:\n%s\nlacks %q", b.String(), w)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(b.String(), w) {
+					t.Errorf("output:\n%s\nhas %q", b.String(), w)
+				}
 			}
 		})
 	}

@@ -127,15 +127,16 @@ type fenceCheck struct {
 // start builds the fence and starts its owner labeler, which runs until ctx ends in every
 // replica: a follower's informer is warm when it takes over, and it writes nothing until
 // its Claim. Every replica also runs the fence's Checker (startChecker). It returns nil
-// when the fence is off.
-func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAuthOptions, pm partition.Map, check fenceCheck, log logr.Logger) (*ownerrecord.Fence, error) {
+// when the fence is off. The labeler is returned too: its Namespace informer also feeds
+// placement by load (namespaces.go).
+func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAuthOptions, pm partition.Map, check fenceCheck, log logr.Logger) (*ownerrecord.Fence, *ownerrecord.Labeler, error) {
 	if !o.Enabled {
 		log.Info("WARNING: --shard-fence=false: the API server does not refuse a paused or partitioned shard's late writes")
-		return nil, nil
+		return nil, nil, nil
 	}
 	namespace, sa, err := auth.serviceAccount()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	params := ownerrecord.PolicyParams{Name: o.Policy, Namespace: namespace, ServiceAccount: sa, PartitionLabel: o.PartitionLabel,
 		ClusterPartition: ownerrecord.ClusterPartitionOf(pm)}
@@ -145,15 +146,15 @@ func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAut
 	wcfg.QPS = -1
 	meta, err := metadata.NewForConfig(wcfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kube, err := kubernetes.NewForConfig(wcfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	labeler, err := ownerrecord.NewLabeler(meta, kube, pm, params, ownerrecord.LabelerOptions{RequestTimeout: o.WriteTimeout})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	go func() {
 		if err := labeler.Run(ctx); err != nil && ctx.Err() == nil {
@@ -162,13 +163,13 @@ func (o FenceOptions) start(ctx context.Context, cfg *rest.Config, auth ShardAut
 	}()
 	fence, err := ownerrecord.NewFence(labeler, ownerrecord.FenceOptions{Params: params, Base: cfg, ProbeTimeout: o.ProbeTimeout})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := startChecker(ctx, params, check, log); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log.Info("server-side fence on", "partitionLabel", o.PartitionLabel, "ownerRoles", namespace+"/"+ownerrecord.OwnerRolePrefix+"<shard>", "policy", o.Policy, "seizeAfter", o.SeizeAfter.String())
-	return fence, nil
+	return fence, labeler, nil
 }
 
 // startChecker runs the fence's Checker until ctx ends: kshard_fence_enforced and

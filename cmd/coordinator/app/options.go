@@ -81,6 +81,7 @@ type Options struct {
 	Handoff          handoff.Config
 	ShardAuth        ShardAuthOptions // shard authentication and session caps (block at the end)
 	Fence            FenceOptions     // the server-side fence (fence.go)
+	Placement        PlacementOptions // placement by load and pins (placement.go)
 	// LeaderReadiness and ShardReconnectBackoff describe the deployment, for the check of
 	// --session-ttl against handoff.FailoverBudget only.
 	LeaderReadiness       time.Duration
@@ -101,6 +102,7 @@ func NewOptions() *Options {
 		Leader:           leader.NewOptions(),
 		ShardAuth:        NewShardAuthOptions(),
 		Fence:            NewFenceOptions(),
+		Placement:        NewPlacementOptions(),
 		Handoff: handoff.Config{
 			PartitionCount: partition.DefaultCount,
 			Ring:           ring.Config{ReplicationFactor: ring.DefaultReplicationFactor, Load: ring.DefaultLoad},
@@ -144,6 +146,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"and then on every heartbeat this far apart (rounded to whole --heartbeat-intervals, at least one); 0: no load reports. Sent to shards when they connect")
 	fs.DurationVar(&h.Load.HalfLife, "load-half-life", h.Load.HalfLife, "half-life of the moving average of each partition's load that shards report (at least 3 × --load-report-interval). Sent to shards when they connect")
 	fs.Float64Var(&h.Load.ReconcileWeight, "balance-reconcile-weight", h.Load.ReconcileWeight, "what one reconcile counts in a partition's load, in API requests (a reconcile that writes nothing still costs). Sent to shards when they connect")
+	o.Placement.AddFlags(fs)
 	o.ShardAuth.AddFlags(fs)
 	o.Fence.AddFlags(fs)
 	fs.DurationVar(&o.LeaderReadiness, "leader-readiness-delay", o.LeaderReadiness, "for the --session-ttl check: time from a new leader winning the Lease until shards can reach it, "+
@@ -180,6 +183,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	flagErrs := o.validateHandoffFlags()
+	if err := o.Placement.validate(o.Handoff.PartitionCount, o.Handoff.Load.ReportInterval); err != nil {
+		flagErrs = append(flagErrs, err)
+	}
 	errs = append(errs, flagErrs...)
 	if len(flagErrs) == 0 {
 		// Whatever the flags cannot express wrongly on their own (the ring's room for
@@ -209,6 +215,7 @@ func (o *Options) Validate() error {
 func (o *Options) handoffConfig() handoff.Config {
 	h := o.Handoff
 	h.MaxMembers = o.ShardAuth.MaxShards
+	h.Balance = o.Placement.balanceConfig()
 	return h
 }
 

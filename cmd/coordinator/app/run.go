@@ -105,7 +105,7 @@ func run(ctx context.Context, o *Options) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	fence, err := o.Fence.start(ctx, cfg, o.ShardAuth, pm, fenceCheck{client: client, registry: registry, id: o.ID,
+	fence, labeler, err := o.Fence.start(ctx, cfg, o.ShardAuth, pm, fenceCheck{client: client, registry: registry, id: o.ID,
 		leaseNamespace: o.Leader.ResourceNamespace, leaseName: o.Leader.ResourceName}, log)
 	if err != nil {
 		return 2, err
@@ -136,11 +136,15 @@ func run(ctx context.Context, o *Options) (int, error) {
 		Authenticator:     auth,
 		MaxSessions:       coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards),
 		MaxPendingPerPeer: o.ShardAuth.MaxShardsPerAddress,
+		WaitForPlacement:  o.Placement.Mode == PlacementLoad,
 	}, log)
 	if err != nil {
 		return 2, err
 	}
 	lead.srv = srv
+	if err := o.Placement.start(ctx, cfg, pm, labeler, srv.SetPlacement, log); err != nil {
+		return 2, err
+	}
 
 	creds, err := transport.ServerCredentials(o.TLS)
 	if err != nil {

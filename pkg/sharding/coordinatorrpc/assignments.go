@@ -27,6 +27,9 @@ type ShardView struct {
 	// sends empty reports (LoadEntries 0).
 	LoadReports uint64 `json:"loadReports,omitempty"`
 	LoadEntries int    `json:"loadEntries,omitempty"`
+	// Load is the cost of the shard's partitions as the balancer sees it: their
+	// reported load (requests/s) plus a base per namespace (balance.Costs).
+	Load float64 `json:"load"`
 }
 
 // Assignments is the answer of GET /assignments.
@@ -36,7 +39,15 @@ type Assignments struct {
 	Converged      bool           `json:"converged"`
 	MovesInFlight  int            `json:"movesInFlight"`
 	ByState        map[string]int `json:"partitionsByState"`
-	Shards         []ShardView    `json:"shards"`
+	// Placement is "count" or "load" (--placement).
+	Placement string `json:"placement"`
+	// Namespaces is how many namespaces the coordinator's own informer counts, with
+	// placement by load (0 otherwise: it runs no informer for placement).
+	Namespaces uint64 `json:"namespaces,omitempty"`
+	// PinsByState counts the pinned partitions by state (satisfied, unsatisfied,
+	// conflict); absent when nothing is pinned.
+	PinsByState map[string]int `json:"pinsByState,omitempty"`
+	Shards      []ShardView    `json:"shards"`
 }
 
 // Owner is the answer of GET /assignments?namespace=X.
@@ -46,6 +57,23 @@ type Owner struct {
 	Shard     string `json:"shard"`
 	State     string `json:"state"`
 	Epoch     string `json:"epoch"`
+	// PartitionLoad is the partition's last accepted load (requests/s) and
+	// PartitionObjects its cached objects, as its owner reported them.
+	PartitionLoad    float64 `json:"partitionLoad"`
+	PartitionObjects uint32  `json:"partitionObjects"`
+	// PartitionNamespaces is how many namespaces the coordinator's informer counts in
+	// the partition (placement by load only).
+	PartitionNamespaces uint32 `json:"partitionNamespaces"`
+	// Cooling: the partition was acquired less than --balance-cooldown ago, so it is
+	// not moved for load.
+	Cooling bool `json:"cooling"`
+	// PinnedTo is the shard group the partition is pinned to, PinSource where the pin
+	// comes from ("flag", "flag: <namespace>", "annotation: <namespace>"; both sides of
+	// a conflict), PinState its state (satisfied, unsatisfied, conflict). Empty when
+	// the partition is not pinned.
+	PinnedTo  string `json:"pinnedTo,omitempty"`
+	PinSource string `json:"pinSource,omitempty"`
+	PinState  string `json:"pinState,omitempty"`
 }
 
 // AssignmentsHandler serves GET /assignments: every shard with its partition and
@@ -84,14 +112,30 @@ func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any
 	if s.core == nil {
 		return nil, s.leaderAddr, false
 	}
+	members := s.core.Members()
+	groups := s.memberGroupsLocked(len(members))
 	if namespace != "" {
 		p := s.pmap.For(namespace)
 		a, _ := s.core.Assignment(p)
-		return Owner{Namespace: namespace, Partition: uint32(p), Shard: a.Owner, State: a.State.String(), Epoch: a.Epoch.String()}, "", true
+		o := Owner{Namespace: namespace, Partition: uint32(p), Shard: a.Owner, State: a.State.String(), Epoch: a.Epoch.String()}
+		o.PartitionLoad, o.PartitionObjects, o.Cooling = s.core.PartitionLoad(p)
+		if int(p) < len(s.placement.Namespaces) {
+			o.PartitionNamespaces = s.placement.Namespaces[p]
+		}
+		if pin, ok := s.placement.Pins[p]; ok {
+			o.PinnedTo, o.PinSource, o.PinState = pin.Group, pin.Source, s.placement.State(p, groups)
+		}
+		return o, "", true
 	}
 	st := s.core.Stats()
 	out := Assignments{Term: s.term, PartitionCount: s.opts.Config.PartitionCount, Converged: s.core.Converged(),
-		MovesInFlight: st.MovesInFlight, ByState: map[string]int{}}
+		MovesInFlight: st.MovesInFlight, ByState: map[string]int{}, Placement: string(s.opts.Config.Balance.Placement)}
+	for _, n := range s.placement.Namespaces {
+		out.Namespaces += uint64(n)
+	}
+	if len(s.placement.Pins) > 0 {
+		out.PinsByState = s.placement.States(groups)
+	}
 	for i, n := range st.ByState {
 		out.ByState[stateName(i)] = n
 	}
@@ -103,12 +147,12 @@ func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any
 			}
 		}
 	}
-	for _, m := range s.core.Members() {
+	for _, m := range members {
 		ss := s.stats[m.ID]
 		out.Shards = append(out.Shards, ShardView{Shard: m.ID, Partitions: m.Owned, Namespaces: ss.Namespaces,
 			CachedObjects: ss.CachedObjects, QueueDepth: ss.QueueDepth, Fenced: ss.Fenced,
 			Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID],
-			LoadReports: m.LoadReports, LoadEntries: m.LoadEntries})
+			LoadReports: m.LoadReports, LoadEntries: m.LoadEntries, Load: m.Load})
 	}
 	sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].Shard < out.Shards[j].Shard })
 	return out, "", true

@@ -46,7 +46,28 @@ type Metrics struct {
 	RecordWrite        prometheus.Histogram
 	RecordEnforce      prometheus.Histogram
 	RecordPartitions   prometheus.Histogram
+	// Placement by load (docs/design-placement.md §5), from the state machine's
+	// Stats().Balance and Members() and the edge's pins.
+	ShardLoad             *prometheus.GaugeVec   // by shard: its partitions' cost as the balancer sees it
+	LoadFair              *prometheus.GaugeVec   // by group: F of the last load plan's domain
+	LoadImbalance         *prometheus.GaugeVec   // by group: busiest non-exclusive member / its fair share
+	BalancerMoves         *prometheus.CounterVec // by reason: membership, pin, hot, load
+	BalancerRounds        *prometheus.CounterVec // by outcome
+	HotPartitions         prometheus.Gauge
+	SuspectMembers        prometheus.Gauge
+	Pins                  *prometheus.GaugeVec   // by state: satisfied, unsatisfied, conflict
+	PinAnnotationsIgnored *prometheus.GaugeVec   // by reason: invalid, not_allowed
+	LoadReportsRejected   *prometheus.CounterVec // by reason: absurd, not_held
 }
+
+// The label values the placement series start with at 0, so that a dashboard's rate
+// has a series before the first event: handoff.BalanceStats' keys and
+// balance.Reason's names.
+var (
+	balancerMoveReasons   = []string{"membership", "pin", "hot", "load"}
+	balancerRoundOutcomes = []string{"balanced", "moved", "budget_exhausted", "incomplete_reports", "moving", "warmup"}
+	loadReportRejects     = []string{"absurd", "not_held"}
+)
 
 // NewMetrics registers the coordinator's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -107,8 +128,38 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Time from an owner record write to the API server's admission enforcing it (dry-run probes).", Buckets: fastBuckets}),
 		RecordPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kshard_coordinator_owner_record_batch_partitions",
 			Help: "Partitions whose owner one record write changed.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
+		ShardLoad: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_shard_load",
+			Help: "Cost of the partitions each shard owns as the balancer sees it: reported load (requests/s) plus a base per namespace."}, []string{"shard"}),
+		LoadFair: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_load_fair",
+			Help: "Fair share of cost per shard (total cost / shards) of each placement domain, as of the last load plan; group \"\" is the default domain."}, []string{"group"}),
+		LoadImbalance: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_load_imbalance",
+			Help: "Busiest shard's cost over the fair share, among shards holding no hot partition, of each placement domain as of the last load plan."}, []string{"group"}),
+		BalancerMoves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_balancer_moves_total",
+			Help: "Partition moves started, by why the target changed: membership (a shard joined or left, or placement by count), pin, hot (isolating a hot partition), load (spread)."}, []string{"reason"}),
+		BalancerRounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_balancer_rounds_total",
+			Help: "Load balancing rounds, by outcome: balanced, moved, budget_exhausted (a plan applied), incomplete_reports, moving, warmup (due but skipped)."}, []string{"outcome"}),
+		HotPartitions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_hot_partitions",
+			Help: "Partitions whose cost alone exceeds a shard's fair share, as of the last load plan."}),
+		SuspectMembers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_balancer_suspect_members",
+			Help: "Shards whose load reports the balancer does not trust."}),
+		Pins: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_pins",
+			Help: "Pinned partitions by state: satisfied, unsatisfied (no live shard of the group: placed in the default domain), conflict (pinned to two groups: unpinned)."}, []string{"state"}),
+		PinAnnotationsIgnored: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_pin_annotations_ignored",
+			Help: "Namespaces whose kshard.io/shard-group annotation is ignored, by reason: invalid (not a DNS-1123 label), not_allowed (not in --pin-annotation-groups)."}, []string{"reason"}),
+		LoadReportsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_load_reports_rejected_total",
+			Help: "Load reports (or entries) rejected, by reason: absurd (above --balance-max-partition-load or --balance-max-shard-load), not_held (a partition the shard does not hold)."}, []string{"reason"}),
 	}
-	if err := promutil.Register(reg, m.RecordWrites, m.RecordObjectWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.PendingStreams, m.HeldCommands, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
+	for _, r := range balancerMoveReasons {
+		m.BalancerMoves.WithLabelValues(r)
+	}
+	for _, o := range balancerRoundOutcomes {
+		m.BalancerRounds.WithLabelValues(o)
+	}
+	for _, r := range loadReportRejects {
+		m.LoadReportsRejected.WithLabelValues(r)
+	}
+	if err := promutil.Register(reg, m.ShardLoad, m.LoadFair, m.LoadImbalance, m.BalancerMoves, m.BalancerRounds, m.HotPartitions, m.SuspectMembers,
+		m.Pins, m.PinAnnotationsIgnored, m.LoadReportsRejected, m.RecordWrites, m.RecordObjectWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.PendingStreams, m.HeldCommands, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
 		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents); err != nil {
 		return nil, err
 	}

@@ -13,10 +13,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/kshard/kshard/pkg/sharding/balance"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/ownerrecord"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/peerlimit"
+	"github.com/kshard/kshard/pkg/sharding/placement"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
 	"github.com/kshard/kshard/pkg/sharding/shardauth"
 	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
@@ -78,8 +80,13 @@ type Options struct {
 	Record OwnerRecord
 	// ClaimTimeout bounds how long Lead tries to claim the owner record before it gives
 	// up (default DefaultClaimTimeout): a replica that holds the Lease but cannot lead
-	// must hand it on.
+	// must hand it on. It also bounds the wait for placement inputs (WaitForPlacement).
 	ClaimTimeout time.Duration
+
+	// WaitForPlacement makes Lead wait for the first SetPlacement (the coordinator's
+	// Namespace informer synced) before it leads, at most ClaimTimeout; set it with
+	// placement by load, whose plans count namespaces.
+	WaitForPlacement bool
 }
 
 // DefaultClaimTimeout is Options.ClaimTimeout's default: far above the time a Namespace
@@ -130,6 +137,17 @@ type Server struct {
 	stepDownAt time.Time // when StepDown was last called; guarded by mu
 	claimedBy  string    // the first shard that reported a newer term, for StepDown's reason
 	claimed    uint32    // the highest newer term a shard reported
+
+	// placement is the last SetPlacement, pinTable its PinTable; they outlive
+	// leaderships (the informer feeding them runs in every replica).
+	placement      placement.Inputs
+	pinTable       []string
+	placementReady chan struct{} // closed by the first SetPlacement
+	placementOnce  sync.Once
+	// balanceSeen is what the state machine's balancer counters (Stats.Balance) said
+	// at the last updateGauges of this leadership, for turning them into Prometheus
+	// counters that never go down across leaderships.
+	balanceSeen balanceCounters
 
 	slots   chan struct{} // one token per authenticated Session stream, MaxSessions in all
 	pending *peerlimit.Gate
@@ -201,7 +219,7 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 		return nil, err
 	}
 	return &Server{opts: opts, pmap: pmap, log: log, streams: map[string]*stream{},
-		stats: map[string]protocol.Stats{}, versions: map[string]string{},
+		stats: map[string]protocol.Stats{}, versions: map[string]string{}, placementReady: make(chan struct{}),
 		slots: make(chan struct{}, opts.MaxSessions), pending: peerlimit.NewGate(opts.MaxPendingPerPeer, opts.MaxPending),
 		// Room for every identity holding a slot and as many being authenticated, so a
 		// new shard is not turned away while a departed one's bucket refills.
@@ -260,7 +278,15 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 		return err
 	}
 	core.OffloadRing() // see startRingLocked
-	claimed, err := s.claimRecord(ctx, term, tenure)
+	// What comes before serving shares one ClaimTimeout: the coordinator's liveness check
+	// gives a replica that holds the Lease without serving that long (and a Lease).
+	prep, endPrep := context.WithTimeout(ctx, s.opts.ClaimTimeout)
+	defer endPrep()
+	if err := s.waitPlacement(prep); err != nil {
+		return err
+	}
+	claimed, err := s.claimRecord(prep, term, tenure)
+	endPrep()
 	if err != nil {
 		if s.opts.Record != nil {
 			s.opts.Record.Release()
@@ -286,6 +312,8 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 	s.core, s.term, s.leadCtx, s.tenure = core, term, ctx, tenure
 	s.held, s.heldSince = nil, time.Time{}
 	s.stepDownAt, s.claimedBy, s.claimed = time.Time{}, "", 0 // of an earlier term
+	s.balanceSeen = balanceCounters{}
+	s.applyPlacementLocked()
 	s.mu.Unlock()
 	s.opts.Metrics.Leader.Set(1)
 	s.opts.Metrics.Term.Set(float64(term))
@@ -316,6 +344,7 @@ func (s *Server) Lead(ctx context.Context, term uint32, tenure Tenure) error {
 		s.opts.Record.Release()
 	}
 	s.mu.Lock()
+	s.countBalanceLocked(s.core.Stats().Balance) // what happened since the last gauge update
 	s.core = nil
 	if len(s.held) > 0 {
 		s.log.Info("dropping commands held since the tenure lapsed: leadership ended", "commands", len(s.held), "term", term)
@@ -712,7 +741,16 @@ func (s *Server) recordEvent(e handoff.Event) {
 		log.Info("target assignment recomputed", "members", e.Members)
 	case handoff.EventMoveStarted:
 		m.MovesStarted.Inc()
-		log.V(1).Info("move started", "partition", e.Partition, "epoch", e.Epoch.String(), "from", e.From)
+		m.BalancerMoves.WithLabelValues(e.Reason.String()).Inc()
+		if e.Reason == balance.ReasonMembership {
+			log.V(1).Info("move started", "partition", e.Partition, "epoch", e.Epoch.String(), "from", e.From, "reason", e.Reason.String())
+		} else {
+			// Moves for load, hot isolation or a pin: one line each (design §5), with
+			// what the balancer saw of the partition.
+			load, objects, _ := s.core.PartitionLoad(e.Partition)
+			log.Info("balancer moves a partition", "partition", e.Partition, "epoch", e.Epoch.String(), "from", e.From,
+				"reason", e.Reason.String(), "load", load, "objects", objects)
+		}
 	case handoff.EventMoveAborted:
 		m.MovesAborted.Inc()
 		log.Info("move aborted", "partition", e.Partition, "epoch", e.Epoch.String())
@@ -742,6 +780,10 @@ func (s *Server) updateGauges() {
 		m.Members.Set(0)
 		m.Partitions.Reset()
 		m.Namespaces.Reset()
+		m.ShardLoad.Reset()
+		m.LoadFair.Reset()
+		m.LoadImbalance.Reset()
+		s.updatePinGaugesLocked(0)
 		return
 	}
 	st := s.core.Stats()
@@ -759,6 +801,7 @@ func (s *Server) updateGauges() {
 		m.Partitions.WithLabelValues(mi.ID).Set(float64(mi.Owned))
 		m.Namespaces.WithLabelValues(mi.ID).Set(float64(s.stats[mi.ID].Namespaces))
 	}
+	s.updatePlacementGaugesLocked(st, members)
 	s.pruneLocked(members)
 }
 

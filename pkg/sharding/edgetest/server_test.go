@@ -544,7 +544,7 @@ func TestAssignmentsHTTP(t *testing.T) {
 				}
 				return true, ""
 			})
-			want := coordinatorrpc.Assignments{Term: 5, PartitionCount: partitions, Converged: true,
+			want := coordinatorrpc.Assignments{Term: 5, PartitionCount: partitions, Converged: true, Placement: "count",
 				ByState: map[string]int{"unowned": 0, "acquiring": 0, "owned": partitions, "preparing": 0, "releasing": 0}}
 			for _, s := range shards {
 				n := len(per[s.id])

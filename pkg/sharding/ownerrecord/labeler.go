@@ -217,6 +217,12 @@ func (l *Labeler) Run(ctx context.Context) error {
 	return nil
 }
 
+// NamespaceInformer returns the Labeler's metadata informer on Namespaces (indexed by
+// partition), so that the coordinator counts namespaces per partition and reads their pin
+// annotations without a second watch of every Namespace. Handlers may be added before
+// or after Run; Run starts it.
+func (l *Labeler) NamespaceInformer() cache.SharedIndexInformer { return l.informer }
+
 // HasSynced reports whether the informer has listed every namespace once.
 func (l *Labeler) HasSynced() bool { return l.informer.HasSynced() }
 

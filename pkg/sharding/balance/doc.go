@@ -60,7 +60,9 @@
 //     triggered when the busiest b > F'·(1+δ) and > MinLoad; moves go to the
 //     least-loaded receiver r, need r + c < b (so Σcost² falls by 2c(b−r−c);
 //     implied by the next bound while b is above it, and checked anyway),
-//     r + c ≤ F'·(1+δ/2) and c ≥ MinGain·F'; the c closest to (b−r)/2 wins;
+//     r + c ≤ F'·(1+δ/2) and c ≥ MinGain·F' (smaller c > 0 only when b has
+//     no such candidate: many small partitions together may be what b must
+//     shed); the c closest to (b−r)/2 wins;
 //     it stops at F'·(1+δ/2). The dead band between 1+δ/2 and 1+δ is what
 //     keeps a steady load still once spread.
 //

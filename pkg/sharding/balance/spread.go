@@ -137,7 +137,8 @@ func (pl *planner) hot(d int32) {
 // may hold it, until the busiest is at most F'·(1+δ/2), the budget is
 // spent, or no move is possible. A candidate is not cooling, lowers Σ cost²
 // (r + c < b), keeps r within F'·(1+δ/2) and its namespace cap, and lowers
-// b by at least MinGain × F'. Among the candidates for the least-loaded
+// b by at least MinGain × F' (a smaller one only when b has no such
+// candidate: several small moves may still be what brings it down). Among the candidates for the least-loaded
 // receivers, the one whose c is closest to (b − r)/2 wins; ties go to fewer
 // objects, then to r earliest in p's preference order, then to ID. A
 // busiest member with no candidate is left and the next busiest tried.
@@ -191,7 +192,14 @@ func (pl *planner) spread(d int32) {
 			}
 			return cmp.Compare(x, y)
 		})
-		p, r := pl.spreadMove(b, recv, F, stop)
+		// Prefer moves that lower b by at least MinGain × F'; when b holds none that
+		// fits, smaller ones, which together may still bring it down (many small
+		// partitions: the simulation's finding, where a per-move floor left the busiest
+		// at 1.5 × F' for good). The dead band, not the floor, keeps a steady load still.
+		p, r := pl.spreadMove(b, recv, stop, pl.prm.MinGain*F)
+		if p < 0 {
+			p, r = pl.spreadMove(b, recv, stop, 0)
+		}
 		if p < 0 {
 			stuck[b] = true
 			continue
@@ -204,7 +212,7 @@ func (pl *planner) spread(d int32) {
 // spreadMove picks spread's move off b (see spread): the best candidate for
 // the least-loaded receivers that have one, receivers of equal load
 // considered together. It returns -1 when there is none.
-func (pl *planner) spreadMove(b int, recv []int32, F, stop float64) (int32, int) {
+func (pl *planner) spreadMove(b int, recv []int32, stop, floor float64) (int32, int) {
 	bl := pl.load[b]
 	for i := 0; i < len(recv); {
 		j := i
@@ -218,7 +226,7 @@ func (pl *planner) spreadMove(b int, recv []int32, F, stop float64) (int32, int)
 		var bestDist uint64
 		for _, p := range pl.held[b] {
 			c := pl.cost[p]
-			if pl.isCooling(p) || rl+c >= bl || rl+c > stop || c < pl.prm.MinGain*F {
+			if pl.isCooling(p) || rl+c >= bl || rl+c > stop || c <= 0 || c < floor {
 				continue
 			}
 			gap := c - target

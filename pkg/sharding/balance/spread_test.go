@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -420,6 +421,59 @@ func TestCosts(t *testing.T) {
 				if math.Abs(float64(got[i]-tt.want[i])) > 1e-6 {
 					t.Fatalf("Costs = %v, want %v", got, tt.want)
 				}
+			}
+		})
+	}
+}
+
+// TestSpreadSmallPartitions: a busiest member whose partitions are each below
+// MinGain × F' still sheds them when nothing bigger fits (the simulation's
+// finding: a per-move floor left it at 1.5 × F' for good), while a member
+// that also holds a partition above the floor moves that one first.
+func TestSpreadSmallPartitions(t *testing.T) {
+	const P = 512
+	tests := []struct {
+		name     string
+		big      bool // shard-0 also holds one partition of cost 10 (above the floor)
+		wantBig  bool // that partition is the first to move
+		maxRatio float64
+	}{
+		{name: "only small partitions on the busiest", maxRatio: 1.05},
+		{name: "one partition above the floor moves first", big: true, wantBig: true, maxRatio: 1.05},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRing(t, P, 0)
+			in := Input{Ring: r, Members: plain(4), Kind: Balance, Cost: make([]float32, P), Namespaces: make([]uint32, P),
+				Current: make([]string, P), Params: Params{MaxMoves: 1000, MaxCostFraction: 1}} // budgets out of the way
+			// shard-0 holds 200 partitions of cost 0.5 (100 in all); the others 104
+			// each of cost 0.5 (52 each). F = 256/4 = 64; the floor is 1.28.
+			for p := range P {
+				in.Cost[p], in.Namespaces[p] = 0.5, 1
+				switch {
+				case p < 200:
+					in.Current[p] = "shard-0"
+				default:
+					in.Current[p] = fmt.Sprintf("shard-%d", 1+(p-200)%3)
+				}
+			}
+			if tt.big {
+				in.Cost[0] = 10
+			}
+			out, steps := traced(t, in)
+			checkOutput(t, in, out)
+			load := map[string]float64{}
+			total := 0.0
+			for p, o := range out.Target {
+				load[o] += float64(in.Cost[p])
+				total += float64(in.Cost[p])
+			}
+			F := total / 4
+			if got := load["shard-0"] / F; got > tt.maxRatio {
+				t.Errorf("busiest at %.3f × F after the round, want ≤ %.2f (loads %v)", got, tt.maxRatio, load)
+			}
+			if tt.wantBig && (len(steps) == 0 || steps[0].p != 0) {
+				t.Errorf("first move %+v, want partition 0 (cost 10)", steps[:min(1, len(steps))])
 			}
 		})
 	}

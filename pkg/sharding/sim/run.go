@@ -29,6 +29,10 @@ func Run(opts Options) (Result, error) {
 	rng := rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x9e3779b97f4a7c15))
 	w := &world{opts: opts, rng: rng}
 	w.p = 8 + rng.IntN(41)
+	if opts.loads() {
+		// A skewed load needs partitions enough to spread (design §4: 48–256).
+		w.p = 48 + rng.IntN(209)
+	}
 	w.minShards = 2
 	w.maxShards = 3 + rng.IntN(10) // 3..12 shard pods over the run
 	moves := 1 + rng.IntN(4)
@@ -49,9 +53,6 @@ func Run(opts Options) (Result, error) {
 	if opts.OwnerRecord {
 		w.cfg.OwnerRecord, w.cfg.SeizeAfter = true, seizeAfter
 	}
-	if err := w.cfg.WithDefaults().Validate(); err != nil {
-		return Result{}, err
-	}
 	w.res = Result{Seed: opts.Seed, Scenario: opts.Scenario, Partitions: w.p, MaxMoves: moves, Faults: map[string]int{}}
 	w.count = make([]int, w.p)
 	w.record = make([]string, w.p)
@@ -68,9 +69,18 @@ func Run(opts Options) (Result, error) {
 			w.discovery = maxDiscovery / 2
 		}
 	}
+	if opts.loads() {
+		w.setupLoads(initial)
+	}
+	if err := w.cfg.WithDefaults().Validate(); err != nil {
+		return Result{}, err
+	}
 	w.elect()
 	for range initial {
 		w.addShard()
+	}
+	if opts.Scenario == Liar {
+		w.liar = w.shards[rng.IntN(initial)]
 	}
 	switch opts.Scenario {
 	case Chaos:
@@ -103,6 +113,11 @@ func Run(opts Options) (Result, error) {
 	if w.converged < 0 {
 		return w.res, w.violation("run ended without converging")
 	}
+	if w.load != nil {
+		if err := w.finishLoads(); err != nil {
+			return w.res, err
+		}
+	}
 	return w.res, nil
 }
 
@@ -131,6 +146,8 @@ func (w *world) handle(ev *event) error {
 		}
 	case evScenario:
 		return w.scenarioStep(ev)
+	case evBalanceCheck:
+		return w.balanceTick()
 	default:
 		w.deliverToShard(ev)
 	}
@@ -186,6 +203,21 @@ func (w *world) check() error {
 	}
 	if w.deadline == 0 {
 		w.deadline = w.settled + convergedBound(w.p, w.res.MaxMoves)
+		if w.load != nil {
+			// Load rounds may start moves before the cluster is seen converged.
+			w.deadline += balanceWarmup + w.roundsBound()
+		}
+	}
+	if w.bal.balancing {
+		// The balancer moves partitions after convergence: each must be a warm
+		// handoff.
+		for p, since := range w.unworked {
+			if since >= 0 && w.now-since > w.warmGap() {
+				return w.violation("partition %d unworked for %v while balancing (bound %v: balancer moves are warm)", p, w.now-since, w.warmGap())
+			}
+		}
+	} else if !all && w.workedAt >= 0 && w.converged >= 0 {
+		return w.violation("a partition became unworked after convergence")
 	}
 	if all && w.workedAt < 0 {
 		w.workedAt = w.now
@@ -193,9 +225,6 @@ func (w *world) check() error {
 		if w.res.TimeToWorked > workedBound() {
 			return w.violation("all partitions worked only %v after faults settled (bound %v)", w.res.TimeToWorked, workedBound())
 		}
-	}
-	if !all && w.workedAt >= 0 && w.converged >= 0 {
-		return w.violation("a partition became unworked after convergence")
 	}
 	if w.converged < 0 && all && w.isConverged() {
 		w.converged = w.now

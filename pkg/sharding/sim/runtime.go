@@ -59,7 +59,9 @@ func (w *world) runtimeAct(s *shardNode, a handoff.Action) {
 	switch a.Kind {
 	case handoff.ActionWork:
 		m.acquired[p], m.tenure[p] = true, true
+		w.meterAcquired(s, p)
 	case handoff.ActionDrain:
+		s.meterReleased(p)
 		if m.acquired[p] {
 			m.acquired[p] = false
 			d := w.dur(0, maxDrain)
@@ -71,6 +73,7 @@ func (w *world) runtimeAct(s *shardNode, a handoff.Action) {
 		}
 		w.schedule(max(w.now, m.busyUntil[p]), &event{kind: evDrained, shard: s.idx, inc: s.inc, p: p})
 	case handoff.ActionStop, handoff.ActionDrop:
+		s.meterReleased(p)
 		if m.acquired[p] {
 			// The reconcile running now is cancelled; one that ignores its context
 			// (busy in a loop) runs on, but none of its writes leaves.

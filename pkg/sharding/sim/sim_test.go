@@ -34,6 +34,10 @@ type summary struct {
 	moves     uint64
 	leaders   int
 	faults    map[string]int
+	// Runs with loads.
+	loadMoves uint64
+	byReason  map[string]uint64
+	imbalance []float64
 }
 
 func (s *summary) add(r Result) {
@@ -52,6 +56,16 @@ func (s *summary) add(r Result) {
 	}
 	for k, v := range r.Faults {
 		s.faults[k] += v
+	}
+	if r.MovesByReason != nil {
+		if s.byReason == nil {
+			s.byReason = map[string]uint64{}
+		}
+		for k, v := range r.MovesByReason {
+			s.byReason[k] += v
+		}
+		s.loadMoves += r.LoadMoves
+		s.imbalance = append(s.imbalance, r.FinalImbalance)
 	}
 }
 
@@ -88,6 +102,9 @@ func runSeedsOf(t testing.TB, base Options, count int) *summary {
 		}
 		t.Logf("seed %d: %d steps, %v simulated, worked after %v, converged after %v, faults %v",
 			r.Seed, r.Steps, r.SimTime, r.TimeToWorked, r.TimeToConverged, r.Faults)
+		if r.MovesByReason != nil {
+			t.Logf("moves by reason %v, final imbalance %.3f", r.MovesByReason, r.FinalImbalance)
+		}
 		return nil
 	}
 	var (
@@ -261,4 +278,52 @@ func BenchmarkSimulation(b *testing.B) {
 		seed++
 	}
 	b.ReportMetric(float64(seed)/time.Since(start).Seconds(), "seeds/s")
+}
+
+// loadSeeds is the seeds per scenario with loads: each runs minutes of simulated time.
+func loadSeeds() int { return max(1, *flagSeeds/50) }
+
+// TestBalancer runs the scenarios with loads (docs/design-placement.md §4): a steady
+// skewed load, a load shift, the chaos faults under load with and without the owner
+// record, a shard lying about its load (0 and ×100), and a leader change, a join and a
+// leave under load.
+func TestBalancer(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{name: "skew steady", opts: Options{Scenario: SkewSteady}},
+		{name: "skew steady, no noise", opts: Options{Scenario: SkewSteady, NoNoise: true}},
+		{name: "load shift", opts: Options{Scenario: LoadShift}},
+		{name: "load shift, no noise", opts: Options{Scenario: LoadShift, NoNoise: true}},
+		{name: "skew chaos", opts: Options{Scenario: Chaos, Loads: true}},
+		{name: "skew chaos, owner record", opts: Options{Scenario: Chaos, Loads: true, OwnerRecord: true}},
+		{name: "liar reports 0", opts: Options{Scenario: Liar, LiarFactor: 0}},
+		{name: "liar reports ×100", opts: Options{Scenario: Liar, LiarFactor: 100}},
+		{name: "leader change with loads", opts: Options{Scenario: LeaderChange, Loads: true}},
+		{name: "scale up with loads", opts: Options{Scenario: ScaleUp, Loads: true}},
+		{name: "graceful leave with loads", opts: Options{Scenario: GracefulLeave, Loads: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			sum := runSeedsOf(t, tt.opts, loadSeeds())
+			if sum == nil {
+				return
+			}
+			t.Logf("%d seeds in %v: %.1f simulated hours; moves by reason %v (%.1f load moves per simulated hour); final imbalance p50 %.3f max %.3f; time to balanced p50 %v max %v; longest gap %v",
+				sum.seeds, time.Since(start).Round(time.Millisecond), sum.simTime.Hours(), sum.byReason,
+				float64(sum.loadMoves)/sum.simTime.Hours(), pctF(sum.imbalance, 0.5), pctF(sum.imbalance, 1),
+				pct(sum.converged, 0.5), pct(sum.converged, 1), sum.maxGap)
+		})
+	}
+}
+
+func pctF(d []float64, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }

@@ -180,7 +180,7 @@ func (w *world) start(s *shardNode) {
 	s.alive = true
 	s.inc++
 	s.sh = handoff.NewShard(s.id, s.inc)
-	s.rt = newRuntimeModel()
+	s.rt = newRuntimeModel(w.p)
 	if w.load != nil {
 		s.meter = newMeterModel()
 	}

@@ -36,6 +36,14 @@ func Run(opts Options) (Result, error) {
 	w.minShards = 2
 	w.maxShards = 3 + rng.IntN(10) // 3..12 shard pods over the run
 	moves := 1 + rng.IntN(4)
+	if opts.loads() {
+		moves = 1 + rng.IntN(32)
+		if opts.Scenario == GracefulLeave {
+			// A leaver holds up to ~80 of the 48–256 partitions: a few moves at a
+			// time would outlast the leave deadline.
+			moves = max(moves, 8)
+		}
+	}
 	w.cfg = handoff.Config{
 		PartitionCount:     w.p,
 		Ring:               ring.Config{ReplicationFactor: 20, Load: 1.25},
@@ -166,8 +174,12 @@ func (w *world) check() error {
 		if !s.alive || s.paused(w.now) {
 			continue
 		}
-		for p := range w.count {
-			if w.active(s, partition.ID(p)) {
+		// Only a partition the state machine holds (as of its last output, which
+		// every step is followed by) can be Working, and only one with a tenure can
+		// be written: the others are not active.
+		at := s.clk.at(w.now)
+		for p, held := range s.rt.held {
+			if (held || s.rt.tenure[p]) && w.activeAt(s, partition.ID(p), at) {
 				w.count[p]++
 			}
 		}
@@ -245,10 +257,15 @@ func (w *world) check() error {
 // start, or work of p that already started still runs and can write; and, with the
 // owner record, the API server would accept its writes (the record names it).
 func (w *world) active(s *shardNode, p partition.ID) bool {
+	return w.activeAt(s, p, s.clk.at(w.now))
+}
+
+// activeAt is active with s's clock read already (at).
+func (w *world) activeAt(s *shardNode, p partition.ID, at time.Time) bool {
 	if w.opts.OwnerRecord && w.record[p] != s.id {
 		return false
 	}
-	return s.sh.Working(s.clk.at(w.now), p) || w.mayWrite(s, p)
+	return s.sh.Working(at, p) || (s.rt.tenure[p] && s.rt.busy(w.now, p) && s.sh.CanWork(at))
 }
 
 func (w *world) unworkedList() []int {

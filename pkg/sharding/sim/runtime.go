@@ -18,24 +18,26 @@ const maxCancel = 50 * time.Millisecond
 // than waits), so the "never two owners" check must look at what still runs and can
 // write, and Released must wait until it has ended.
 type runtimeModel struct {
-	// tenure holds the partitions whose work may write: acquired, or draining.
-	tenure map[partition.ID]bool
-	// acquired holds the partitions whose keys may start.
-	acquired map[partition.ID]bool
+	// Per partition, indexed by partition ID (dense: the check after every event
+	// scans them).
+	// tenure: the partition's work may write (acquired, or draining).
+	tenure []bool
+	// acquired: the partition's keys may start.
+	acquired []bool
 	// busyUntil is when the partition's latest started work ends (sim time).
-	busyUntil map[partition.ID]time.Duration
-	// held holds the partitions the state machine held after the shard's last output:
-	// a Released for one of them answers for work this process did, while a Released
-	// for any other is the idempotent answer to a retried release.
-	held map[partition.ID]bool
+	busyUntil []time.Duration
+	// held: the state machine held the partition after the shard's last output:
+	// a Released for it answers for work this process did, while a Released for any
+	// other is the idempotent answer to a retried release.
+	held []bool
 }
 
-func newRuntimeModel() *runtimeModel {
+func newRuntimeModel(partitions int) *runtimeModel {
 	return &runtimeModel{
-		tenure:    map[partition.ID]bool{},
-		acquired:  map[partition.ID]bool{},
-		busyUntil: map[partition.ID]time.Duration{},
-		held:      map[partition.ID]bool{},
+		tenure:    make([]bool, partitions),
+		acquired:  make([]bool, partitions),
+		busyUntil: make([]time.Duration, partitions),
+		held:      make([]bool, partitions),
 	}
 }
 

@@ -280,14 +280,15 @@ func BenchmarkSimulation(b *testing.B) {
 	b.ReportMetric(float64(seed)/time.Since(start).Seconds(), "seeds/s")
 }
 
-// loadSeeds is the seeds per scenario with loads: each runs minutes of simulated time.
-func loadSeeds() int { return max(1, *flagSeeds/50) }
+// loadSeeds is the seeds per scenario with loads, which run minutes of simulated time
+// each: 20 in make test (-sim.seeds=1000), 200 in make soak (-sim.seeds=100000).
+func loadSeeds() int { return max(1, min(*flagSeeds/50, max(20, *flagSeeds/500))) }
 
-// TestBalancer runs the scenarios with loads (docs/design-placement.md §4): a steady
+// TestSimulationBalancer runs the scenarios with loads (docs/design-placement.md §4): a steady
 // skewed load, a load shift, the chaos faults under load with and without the owner
 // record, a shard lying about its load (0 and ×100), and a leader change, a join and a
 // leave under load.
-func TestBalancer(t *testing.T) {
+func TestSimulationBalancer(t *testing.T) {
 	tests := []struct {
 		name string
 		opts Options

@@ -195,6 +195,10 @@ func (w *world) loadReport(s *shardNode) *handoff.LoadReport {
 		count := w.load.integral(int(p), h.last, w.now)
 		if w.noisy() {
 			count *= 1 + loadNoise*(2*w.rng.Float64()-1)
+		} else {
+			// An exact meter: the shard's clock rate error, which makes it
+			// measure rates off by up to drift, is cancelled too.
+			count *= s.clk.rate
 		}
 		if h.ewma.Observe(now, count) {
 			h.last = w.now

@@ -254,6 +254,8 @@ func TestRunIsDeterministic(t *testing.T) {
 		{name: "leader change 3", seed: 3, sc: LeaderChange},
 		{name: "owner record, scale-up 177", seed: 177, sc: ScaleUp, record: true},
 		{name: "owner record, chaos 7", seed: 7, sc: Chaos, record: true},
+		{name: "load shift 5", seed: 5, sc: LoadShift},
+		{name: "liar 2", seed: 2, sc: Liar},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -302,6 +304,7 @@ func TestSimulationBalancer(t *testing.T) {
 		{name: "liar reports 0", opts: Options{Scenario: Liar, LiarFactor: 0}},
 		{name: "liar reports ×100", opts: Options{Scenario: Liar, LiarFactor: 100}},
 		{name: "leader change with loads", opts: Options{Scenario: LeaderChange, Loads: true}},
+		{name: "leader change with loads, no noise", opts: Options{Scenario: LeaderChange, Loads: true, NoNoise: true}},
 		{name: "scale up with loads", opts: Options{Scenario: ScaleUp, Loads: true}},
 		{name: "graceful leave with loads", opts: Options{Scenario: GracefulLeave, Loads: true}},
 	}

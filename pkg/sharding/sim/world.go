@@ -61,7 +61,8 @@ type Options struct {
 	// Placement load and the balancer on (docs/design-placement.md §4). SkewSteady,
 	// LoadShift and Liar imply it; with Chaos it is the SkewChaos scenario.
 	Loads bool
-	// NoNoise: the shards measure their loads exactly (no ±10 % per sample).
+	// NoNoise: the shards measure their loads exactly: no ±10 % per sample, and no
+	// error from their clocks' rates.
 	NoNoise bool
 	// LiarFactor is what the Liar scenario's liar multiplies its loads by.
 	LiarFactor float64

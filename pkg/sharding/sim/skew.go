@@ -56,9 +56,6 @@ type balanceState struct {
 	actionDone bool
 	// phi: Σ cost(m)² of the target after each applied Balance round, with when.
 	phi []phiRec
-	// granular counts the balance checks that found the busiest member above
-	// F·(1+δ) with no move the balancer's rules allow (partitions too coarse).
-	granular int
 	// leaderStart: when the current leader was elected (true time).
 	leaderStart time.Duration
 	// shiftNeighbours: at the load shift, the partitions with namespaces the new hot
@@ -301,7 +298,6 @@ func (w *world) balanced(n *coordNode) string {
 		return fmt.Sprintf("busiest %s at %.3f × F' (cost %.2f, F' %.2f) could give partition %d (cost %.2f) to %s (cost %.2f)",
 			v.busiest, v.imbalance(), b, fp, p, c, v.least, r)
 	}
-	w.bal.granular++
 	w.bal.lastGranular = true
 	return ""
 }
@@ -378,6 +374,9 @@ func (w *world) balanceTick() error {
 	}
 	if w.bal.balancedAt < 0 && (w.opts.Scenario != LoadShift || !w.bal.actionDone || w.now >= w.load.shiftAt+settleFor) {
 		w.bal.balancedAt = w.now
+		if !w.bal.actionDone || w.opts.Scenario == LoadShift {
+			w.res.TimeToBalanced = w.now - w.bal.phaseStart
+		}
 	}
 	still := stableFor
 	if w.opts.Scenario == LoadShift {
@@ -390,7 +389,6 @@ func (w *world) balanceTick() error {
 	}
 	if w.opts.Scenario == LoadShift && w.bal.actionDone && w.stopAt == 0 && w.now >= w.load.shiftAt+settleFor &&
 		w.now-w.bal.balancedSince >= stableFor && w.now-w.lastMoveAt() >= stableFor {
-		w.res.TimeToConverged = w.now - w.load.shiftAt
 		w.stopAt = w.now + confirmFor
 	}
 	return nil
@@ -455,15 +453,13 @@ func (w *world) loadAction() error {
 	case LoadShift:
 		w.bal.actionDone = true
 		w.load.shiftAt = w.now
-		owner := ""
 		as := w.leader.c.Assignments()
-		owner = as[w.load.shiftTo].Owner
+		owner := as[w.load.shiftTo].Owner
 		for _, a := range as {
 			if a.Owner == owner && int(a.Partition) != w.load.shiftTo && w.load.namespaces[a.Partition] > 0 {
 				w.bal.shiftNeighbours++
 			}
 		}
-		w.res.FinalImbalance = 0
 		w.tracef("LOAD the hot load moves from partition %d to %d", w.load.hot, w.load.shiftTo)
 		w.bal.phaseStart = w.now
 		w.bal.balancedAt, w.bal.balancedSince = -1, -1

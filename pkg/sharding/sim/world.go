@@ -96,6 +96,9 @@ type Result struct {
 	LoadMoves      uint64
 	MovesByReason  map[string]uint64
 	FinalImbalance float64
+	// TimeToBalanced is how long the balancer took to balance after the cluster
+	// converged (LoadShift: after the shift).
+	TimeToBalanced time.Duration
 }
 
 // Fixed protocol timings of the simulated deployment. Clocks drift up to

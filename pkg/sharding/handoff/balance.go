@@ -183,20 +183,24 @@ type BalanceStats struct {
 	// entry, or a whole report, above the bounds), not_held (an entry for a partition
 	// the shard does not hold).
 	ReportsRejected map[string]uint64
-	// Suspects is the number of members whose reports are not trusted.
+	// Suspects is the number of members whose reports are not trusted now (they get no
+	// load or hot moves; SuspectFraction).
 	Suspects int
 }
 
 // balanceState is the coordinator's load table and round schedule. The per-partition
-// slices are nil until the first load report, namespace counts or load grant: a
+// slices are nil until the first load report, or acquisition under load placement: a
 // coordinator that sees none (count placement without reports) carries nothing.
 type balanceState struct {
-	load       []float32   // L(p), requests/s, of the last accepted entry
-	objects    []uint32    // O(p)
-	reportCool []time.Time // cooling until, from the reported age (capped at leader start + Cooldown)
-	ackedAt    []time.Time // when this leader saw p acquired (zero: not in this term)
-	namespaces []uint32    // N(p) from SetNamespaces; nil: none
-	pins       []string    // from SetPins; nil: none
+	load       []float32         // L(p), requests/s, of the last accepted entry (see effective)
+	objects    []uint32          // O(p)
+	loadSeq    []uint64          // the report that sent p's last entry (kept, or dropped as absurd)
+	reports    uint64            // load reports taken (not dropped whole), numbering them
+	reportCool []time.Time       // cooling until, from the reported age (capped at leader start + Cooldown)
+	ackedAt    []time.Time       // when this leader saw p acquired (zero: not in this term)
+	probes     map[int]loadProbe // by partition: a load move's check of its receiver's reports
+	namespaces []uint32          // N(p) from SetNamespaces; nil: none
+	pins       []string          // from SetPins; nil: none
 
 	reason  []balance.Reason // of the applied target; nil: every move is a membership move
 	domains []balance.DomainStat
@@ -206,6 +210,69 @@ type balanceState struct {
 	rounds   [numRoundOutcomes]uint64
 	moves    [numMoveReasons]uint64
 	rejected [numReportRejects]uint64
+}
+
+// The suspect rule (docs/design-placement.md §1.5): a member that received a partition
+// for load (reason hot or load) and, SuspectProbeHalfLives load half-lives after the move,
+// reports it below SuspectFraction of what its donor reported is suspect for SuspectFor:
+// no load or hot move goes to it. It bounds a shard that reports 0 to look idle and pull
+// partitions (its write scope); an honest tenant going idle freezes its shard for an hour,
+// which costs nothing.
+const (
+	SuspectProbeHalfLives = 3
+	SuspectFraction       = 0.25
+	SuspectFor            = time.Hour
+)
+
+// loadProbe is the pending suspect check of a partition moved for load.
+type loadProbe struct {
+	to    string
+	inc   uint64
+	donor float32 // the load the donor last reported
+	due   time.Time
+}
+
+// probeMove arms the suspect check of p, whose move mv just completed to its destination
+// (and drops any older one: p has a new owner).
+func (c *Coordinator) probeMove(p int, mv *move, now time.Time) {
+	if c.bal.probes == nil {
+		if c.bal.load == nil {
+			return
+		}
+		c.bal.probes = map[int]loadProbe{}
+	}
+	delete(c.bal.probes, p)
+	if donor := c.bal.load[p]; (mv.reason == balance.ReasonHot || mv.reason == balance.ReasonLoad) && donor > 0 && c.cfg.Load.HalfLife > 0 {
+		c.bal.probes[p] = loadProbe{to: mv.to, inc: mv.toInc, donor: donor, due: now.Add(SuspectProbeHalfLives * c.cfg.Load.HalfLife)}
+	}
+}
+
+// checkProbes runs the suspect checks of m that are due against its report r (a
+// partition left out reports 0). Probes are few: the load moves of the last 3 half-lives.
+func (c *Coordinator) checkProbes(m *member, r *LoadReport, now time.Time) {
+	for p, pb := range c.bal.probes {
+		if pb.to != m.id || now.Before(pb.due) {
+			continue
+		}
+		delete(c.bal.probes, p)
+		if pb.inc != m.session.Incarnation {
+			continue
+		}
+		load := float32(0)
+		for _, e := range r.Partitions {
+			if int(e.Partition) == p {
+				load = float32(e.LoadMilli) / 1000
+			}
+		}
+		if load < SuspectFraction*pb.donor {
+			m.suspectUntil = now.Add(SuspectFor)
+		}
+	}
+}
+
+// suspect says whether m's reports are not trusted now.
+func (c *Coordinator) suspect(m *member, now time.Time) bool {
+	return m != nil && now.Before(m.suspectUntil)
 }
 
 // loadPlacement says whether targets are computed by balance.Plan.
@@ -219,6 +286,7 @@ func (c *Coordinator) tables() {
 	n := len(c.parts)
 	c.bal.load = make([]float32, n)
 	c.bal.objects = make([]uint32, n)
+	c.bal.loadSeq = make([]uint64, n)
 	c.bal.reportCool = make([]time.Time, n)
 	c.bal.ackedAt = make([]time.Time, n)
 }
@@ -258,7 +326,34 @@ func (c *Coordinator) PartitionLoad(p partition.ID) (load float64, objects uint3
 	if int(p) >= len(c.parts) || c.bal.load == nil {
 		return 0, 0, false
 	}
-	return float64(c.bal.load[p]), c.bal.objects[p], c.cooling(int(p), c.now)
+	l, o := c.effective(int(p))
+	return float64(l), o, c.cooling(int(p), c.now)
+}
+
+// effective returns p's load and objects as the balancer takes them: the last entry for
+// p, unless p's owner has reported since without it (a held partition left out of a
+// report carries no load). Computed when read, so that a report costs its entries, not
+// a walk of every partition: at 1,000 shards reporting every 10s and 65,536 partitions
+// such a walk per report would read the partition table 100 times a second.
+func (c *Coordinator) effective(p int) (float32, uint32) {
+	pr := &c.parts[p]
+	if m := c.members[pr.owner]; m != nil && m.session.Incarnation == pr.ownerInc && m.loadTableSeq > c.bal.loadSeq[p] {
+		return 0, 0
+	}
+	return c.bal.load[p], c.bal.objects[p]
+}
+
+// loads returns every partition's effective load and objects (copies), nil without a
+// load table.
+func (c *Coordinator) loads() ([]float32, []uint32) {
+	if c.bal.load == nil {
+		return nil, nil
+	}
+	load, objects := make([]float32, len(c.parts)), make([]uint32, len(c.parts))
+	for p := range c.parts {
+		load[p], objects[p] = c.effective(p)
+	}
+	return load, objects
 }
 
 // cooling says whether p was acquired less than the cooldown ago: by this leader's own
@@ -306,6 +401,11 @@ func (c *Coordinator) balanceStats() BalanceStats {
 			s.ReportsRejected[reportRejectNames[i]] = n
 		}
 	}
+	for _, id := range c.ids {
+		if c.suspect(c.members[id], c.now) {
+			s.Suspects++
+		}
+	}
 	return s
 }
 
@@ -333,21 +433,13 @@ func (c *Coordinator) planInput(members, current []string, round bool, now time.
 			_, found := slices.BinarySearch(c.applied, id)
 			isNew = !found
 		}
-		in.Members[i] = balance.Member{ID: id, New: isNew}
+		in.Members[i] = balance.Member{ID: id, New: isNew, Suspect: c.suspect(c.members[id], now)}
 	}
-	if c.bal.load != nil || c.bal.namespaces != nil {
-		var load []float32
-		if c.bal.load != nil {
-			load = c.bal.load
-		}
+	load, objects := c.loads()
+	if load != nil || c.bal.namespaces != nil {
 		in.Cost = balance.Costs(load, c.bal.namespaces)
-		if len(in.Cost) != len(c.parts) {
-			in.Cost = nil // unreachable: both have one entry per partition
-		}
 	}
-	if c.bal.load != nil {
-		in.Objects = slices.Clone(c.bal.objects)
-	}
+	in.Objects = objects
 	if c.bal.namespaces != nil {
 		in.Namespaces = slices.Clone(c.bal.namespaces)
 	}
@@ -460,18 +552,19 @@ func (c *Coordinator) loadReport(m *member, r *LoadReport, now time.Time) {
 		return
 	}
 	inc := m.session.Incarnation
-	seen := make(map[int]bool, len(r.Partitions))
+	c.bal.reports++
+	m.loadTableSeq = c.bal.reports // held partitions left out carry no load from now (effective)
 	for _, e := range r.Partitions {
 		p := int(e.Partition)
 		if p >= len(c.parts) || c.parts[p].owner != m.id || c.parts[p].ownerInc != inc {
 			c.bal.rejected[rejectNotHeld]++
 			continue
 		}
-		seen[p] = true
+		c.bal.loadSeq[p] = c.bal.reports
 		l := float64(e.LoadMilli) / 1000
 		if l > b.MaxPartitionLoad {
 			c.bal.rejected[rejectAbsurd]++
-			continue
+			continue // the previous load is kept
 		}
 		c.bal.load[p] = float32(l)
 		c.bal.objects[p] = e.Objects
@@ -483,11 +576,7 @@ func (c *Coordinator) loadReport(m *member, r *LoadReport, now time.Time) {
 		}
 		c.bal.reportCool[p] = until
 	}
-	for p := range c.parts {
-		if pr := &c.parts[p]; pr.owner == m.id && pr.ownerInc == inc && !seen[p] {
-			c.bal.load[p], c.bal.objects[p] = 0, 0
-		}
-	}
+	c.checkProbes(m, r, now)
 }
 
 // memberLoads returns each owner's cost as the balancer sees it (balance.Costs of the
@@ -496,10 +585,7 @@ func (c *Coordinator) memberLoads() map[string]float64 {
 	if c.bal.load == nil && c.bal.namespaces == nil {
 		return nil
 	}
-	var load []float32
-	if c.bal.load != nil {
-		load = c.bal.load
-	}
+	load, _ := c.loads()
 	cost := balance.Costs(load, c.bal.namespaces)
 	out := map[string]float64{}
 	for p := range c.parts {

@@ -483,11 +483,12 @@ func TestBalanceRounds(t *testing.T) {
 				t.Fatalf("domains %+v", st.Domains)
 			}
 			// Steady: later rounds move nothing.
-			started := k.c.Stats().MovesStarted
+			started, targets := k.c.Stats().MovesStarted, k.c.Stats().TargetChanges
 			k.runReporting(90*time.Second, load)
 			st = k.c.Stats().Balance
-			if k.c.Stats().MovesStarted != started || st.Rounds["balanced"] == 0 {
-				t.Fatalf("a steady load moved %d partitions; rounds %v", k.c.Stats().MovesStarted-started, st.Rounds)
+			if k.c.Stats().MovesStarted != started || k.c.Stats().TargetChanges != targets || st.Rounds["balanced"] == 0 {
+				t.Fatalf("a steady load moved %d partitions, changed the target %d times; rounds %v",
+					k.c.Stats().MovesStarted-started, k.c.Stats().TargetChanges-targets, st.Rounds)
 			}
 		}},
 		{name: "a member that does not report holds rounds back", run: func(t *testing.T) {
@@ -760,5 +761,66 @@ func TestSetNamespacesAndPins(t *testing.T) {
 	k.run(10*time.Second, 500*time.Millisecond)
 	if st := k.c.Stats().Balance; st.Domains[0].UnsatisfiedPins != 0 {
 		t.Fatalf("domains %+v after the pins were removed", st.Domains)
+	}
+}
+
+// TestSuspect: a member that received partitions for load and, 3 half-lives after the
+// moves, reports them below a quarter of what their donor reported becomes suspect for
+// an hour (no load moves go to it); a receiver that reports them honestly does not.
+func TestSuspect(t *testing.T) {
+	const P = 32
+	ones := make([]uint32, P)
+	for p := range ones {
+		ones[p] = 1
+	}
+	hot := partition.ID(5)
+	load := func(p partition.ID) float64 {
+		if p == hot {
+			return 50
+		}
+		return 4
+	}
+	k := newCluster(t, loadConfig(P), 1)
+	k.c.SetNamespaces(k.now, ones)
+	for i := range 4 {
+		k.addShard(fmt.Sprintf("s%d", i), 1)
+	}
+	k.runReporting(30*time.Second, load)
+	movesBy(k.c)
+	k.runReporting(60*time.Second, load)
+	received := map[string]int{}
+	for _, e := range k.c.Events() {
+		if e.Kind == EventMoveStarted && e.Reason == balance.ReasonHot {
+			received[e.Shard]++
+		}
+	}
+	if len(received) < 2 {
+		t.Fatalf("hot moves went to %v; want at least two receivers", received)
+	}
+	liar := slices.Sorted(mapKeys(received))[0]
+	zero := func(partition.ID) float64 { return 0 }
+	for end := k.now.Add(4 * time.Minute); k.now.Before(end); {
+		k.run(6*time.Second, 500*time.Millisecond)
+		for _, id := range slices.Sorted(mapKeys(k.shards)) {
+			if id == liar {
+				k.report(id, zero, 3600)
+			} else {
+				k.report(id, load, 3600)
+			}
+		}
+		k.pump()
+	}
+	if n := k.c.Stats().Balance.Suspects; n != 1 {
+		t.Fatalf("%d suspects, want 1 (%s)", n, liar)
+	}
+	in := k.c.planInput(k.c.applied, k.c.currentOwners(), true, k.now)
+	for _, m := range in.Members {
+		if m.Suspect != (m.ID == liar) {
+			t.Fatalf("member %s suspect %v; the liar is %s", m.ID, m.Suspect, liar)
+		}
+	}
+	k.run(SuspectFor, 500*time.Millisecond)
+	if n := k.c.Stats().Balance.Suspects; n != 0 {
+		t.Fatalf("%d suspects an hour later", n)
 	}
 }

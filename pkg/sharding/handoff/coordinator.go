@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kshard/kshard/pkg/sharding/balance"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/ring"
 )
@@ -98,6 +99,12 @@ type member struct {
 	loadReports uint64
 	loadAt      time.Time
 	loadEntries int
+	// loadTableSeq numbers its last report not dropped whole; a partition it holds
+	// whose last entry came in an earlier report carries no load (Coordinator.effective).
+	loadTableSeq uint64
+	// suspectUntil: its reports are not trusted before then (balance.Member.Suspect):
+	// a partition it received for load reported far below what its donor reported.
+	suspectUntil time.Time
 }
 
 // tomb remembers the last session of a removed shard so a delayed hello of
@@ -161,6 +168,7 @@ type move struct {
 	phaseAt     time.Time
 	lastSent    time.Time
 	capped      bool
+	reason      balance.Reason // why it started (EventMoveStarted)
 }
 
 // staleHolder is a shard other than the owner that may still be working a

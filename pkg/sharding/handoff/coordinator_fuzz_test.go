@@ -1,6 +1,7 @@
 package handoff_test
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kshard/kshard/pkg/sharding/balance"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 	"github.com/kshard/kshard/pkg/sharding/protocol"
@@ -32,27 +34,40 @@ import (
 //     CommandFromWire), and the first command of a session is its Welcome, keeping
 //     only what the Hello reported;
 //   - an owner is a member; an owner the coordinator counts as confirmed (Owned) was
-//     committed to; moves in flight stay within MaxConcurrentMoves.
+//     committed to; moves in flight stay within MaxConcurrentMoves;
+//   - a heartbeat carrying a load report is refused only for its session (stale, unknown,
+//     fenced out), never for what the report claims;
+//   - every move starts with a reason (membership only, with count placement), and the
+//     moves counted by reason add up to the moves started; count placement runs no
+//     load round.
 //
-// Operations (a shard byte mod 4, an opcode byte mod 9, then its fields; see opReader):
+// Every program runs twice: with count placement (fuzzConfig) and with load placement
+// and load rounds (fuzzLoadConfig).
 //
-//	0 hello     id, session, leaving, held...
-//	1 heartbeat session, seq, leaving
-//	2 prepared  session, partition, epoch      (3 acquired, 4 released: same)
-//	5 reply     answer every command the shard got since its last reply
-//	6 tick      time advance in 100ms units
-//	7 close     the shard's stream closes
-//	8 raw       length, that many bytes as a ShardMessage on the shard's stream
+// Operations (a shard byte mod 4, an opcode byte mod 12, then its fields; see opReader):
+//
+//	0 hello       id, session, leaving, held...
+//	1 heartbeat   session, seq, leaving
+//	2 prepared    session, partition, epoch      (3 acquired, 4 released: same)
+//	5 reply       answer every command the shard got since its last reply
+//	6 tick        time advance in 100ms units
+//	7 close       the shard's stream closes
+//	8 raw         length, that many bytes as a ShardMessage on the shard's stream
+//	9 load        session, seq, a heartbeat with a load report (opReader.loadReport)
+//	10 namespaces one in 8 of the wrong length, else P counts of a byte mod 8 each
+//	11 pins       one in 4 nil, one in 8 of the wrong length, else P pins each "", "g" or "h"
 func FuzzCoordinator(f *testing.F) {
 	for _, seed := range coordinatorSeeds() {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		z := newCoordFuzz(t)
-		r := &opReader{b: data}
-		for i := 0; i < maxOps && r.more(); i++ {
-			z.op(r)
-			z.check()
+		for _, cfg := range []handoff.Config{fuzzConfig(), fuzzLoadConfig()} {
+			z := newCoordFuzz(t, cfg)
+			r := &opReader{b: data}
+			for i := 0; i < maxOps && r.more(); i++ {
+				z.op(r)
+				z.check()
+			}
 		}
 	})
 }
@@ -67,6 +82,9 @@ const (
 	opTick
 	opClose
 	opRaw
+	opLoad
+	opNamespaces
+	opPins
 	numCoordOps
 )
 
@@ -115,8 +133,7 @@ func (z *coordFuzz) tracef(format string, args ...any) {
 	}
 }
 
-func newCoordFuzz(t *testing.T) *coordFuzz {
-	cfg := fuzzConfig()
+func newCoordFuzz(t *testing.T, cfg handoff.Config) *coordFuzz {
 	c, err := handoff.New(cfg, fuzzTerm, fuzzT0)
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +252,38 @@ func (z *coordFuzz) op(r *opReader) {
 		if ok {
 			z.report(s, m)
 		}
+	case opLoad:
+		ws := r.session(cur)
+		z.hbSeq[s]++
+		z.report(s, &kshardv1.ShardMessage{Session: ws, Kind: &kshardv1.ShardMessage_Heartbeat{Heartbeat: &kshardv1.Heartbeat{
+			Seq: z.hbSeq[s], Load: r.loadReport(P)}}})
+	case opNamespaces:
+		n := P
+		if r.n(8) == 0 {
+			n = r.n(2*P + 1)
+		}
+		counts := make([]uint32, n)
+		for i := range counts {
+			counts[i] = uint32(r.n(8))
+		}
+		z.c.SetNamespaces(z.now, counts)
+		z.tracef("namespaces %v", counts)
+		z.drain()
+	case opPins:
+		var pins []string
+		switch r.n(8) {
+		case 0, 1:
+		case 2:
+			pins = make([]string, r.n(2*P+1))
+		default:
+			pins = make([]string, P)
+			for i := range pins {
+				pins[i] = [...]string{"", "", "g", "h"}[r.n(4)]
+			}
+		}
+		z.c.SetPins(z.now, pins)
+		z.tracef("pins %q", pins)
+		z.drain()
 	}
 }
 
@@ -288,6 +337,14 @@ func (z *coordFuzz) report(s string, m *kshardv1.ShardMessage) {
 	r := in.Report
 	err = z.c.Step(z.now, r)
 	z.tracef("%v %v: %v", r, r.Held, err)
+	var rej *handoff.Rejection
+	if r.Load != nil && errors.As(err, &rej) {
+		switch rej.Reason {
+		case handoff.ReasonStaleIncarnation, handoff.ReasonStaleSession, handoff.ReasonUnknownShard, handoff.ReasonFencedOut:
+		default:
+			z.fatalf("a heartbeat with a load report refused: %v", err)
+		}
+	}
 	if err == nil {
 		h := holder{r.Shard, r.Session.Incarnation}
 		switch r.Kind {
@@ -407,7 +464,14 @@ func (z *coordFuzz) drain() {
 			z.pending[c.To] = append(z.pending[c.To], c)
 		}
 	}
-	z.c.Events()
+	for _, e := range z.c.Events() {
+		if e.Kind != handoff.EventMoveStarted {
+			continue
+		}
+		if e.Reason == balance.ReasonNone || (z.cfg.Balance.Placement == handoff.PlacementCount && e.Reason != balance.ReasonMembership) {
+			z.fatalf("%v of p%d started for reason %q with %s placement", e.Kind, e.Partition, e.Reason, z.cfg.Balance.Placement)
+		}
+	}
 }
 
 // normalized is c as CommandFromWire returns it: a Welcome's Keep is never nil.
@@ -460,6 +524,16 @@ func (z *coordFuzz) check() {
 	z.epoch = st.Epoch
 	if st.MovesInFlight < 0 || st.MovesInFlight > z.cfg.MaxConcurrentMoves {
 		z.fatalf("%d moves in flight (max %d)", st.MovesInFlight, z.cfg.MaxConcurrentMoves)
+	}
+	var byReason uint64
+	for _, n := range st.Balance.Moves {
+		byReason += n
+	}
+	if byReason != st.MovesStarted {
+		z.fatalf("moves by reason %v add up to %d, %d started", st.Balance.Moves, byReason, st.MovesStarted)
+	}
+	if z.cfg.Balance.Placement == handoff.PlacementCount && (len(st.Balance.Rounds) != 0 || len(st.Balance.Domains) != 0) {
+		z.fatalf("count placement ran load rounds %v (domains %v)", st.Balance.Rounds, st.Balance.Domains)
 	}
 }
 
@@ -518,8 +592,38 @@ func coordinatorSeeds() [][]byte {
 	rel := byte(kshardv1.SlotState_SLOT_STATE_RELEASING)
 	adopt := cat(hello(0, 0, 0x13, acq, 1, 0x13, acq, 2, 0x12, rel), hello(1, 0, 0x15, acq, 3, 0x11, acq),
 		rounds(10, 0, 1))
+	// Load: namespace counts, then every shard reports partitions 0..6 each round (p0
+	// hot, the others at 5 req/s; what a shard does not hold is not_held), past the
+	// warmup, through load rounds and a leave (256 operations).
+	namespaces := []byte{0, opNamespaces, 1}
+	for p := range 16 {
+		namespaces = append(namespaces, byte(p%3+1))
+	}
+	loadReport := func(s byte) []byte {
+		out := []byte{s, opLoad, 0, 7, 0}
+		for p := range 7 {
+			l := byte(5)
+			if p == 0 {
+				l = 150
+			}
+			out = append(out, byte(p), l, 20, 60)
+		}
+		return append(out, 1) // sorted
+	}
+	loaded := func(n int, shards ...byte) []byte {
+		var out []byte
+		for range n {
+			for _, s := range shards {
+				out = append(out, loadReport(s)...)
+			}
+			out = append(out, rounds(3, shards...)...)
+		}
+		return out
+	}
+	balanced := cat(namespaces, converge, loaded(3, all...), leave(2), loaded(1, all...))
 	return [][]byte{
 		converge,
+		balanced,
 		leaving,
 		cat(converge, restart(1), rounds(10, all...)),
 		expiry,

@@ -45,6 +45,17 @@
 // at most MaxConcurrentMoves moves are in flight, partitions of leaving
 // shards first. A leaving shard gets Farewell once it holds nothing.
 //
+// With Config.Balance.Placement = PlacementLoad the target is balance.Plan
+// instead (docs/design-placement.md §2), computed through the same request:
+// a Membership plan on each membership change, which spreads cost (the load
+// shards report on their heartbeats plus a base per namespace, from
+// SetNamespaces) and never sheds a member to a quota, and, with
+// Balance.Enabled, a budgeted load round once per Balance.Interval while
+// nothing moves and every member has reported. The coordinator decides when
+// and applies; Plan decides what. Every move is an ordinary handoff, and
+// Event.Reason and Stats.Balance say why it moved. A load report never
+// refuses its heartbeat: what is absurd or not held is dropped and counted.
+//
 // # The invariant: no partition is worked by two shards at any instant
 //
 // A shard works p at local time t iff it holds p acquired (or is still

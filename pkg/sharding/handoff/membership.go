@@ -375,11 +375,16 @@ func (c *Coordinator) ringComputed(now time.Time, gen uint64, res RingResult, er
 		// one (everything unassigned) until membership changes again.
 		target = make([]string, len(c.parts))
 	}
+	// A load round that changes nothing is counted as a round (balanced), not as a
+	// target change: it comes every Balance.Interval.
+	changed := req.Kind != balance.Balance || first || !slices.Equal(target, c.target)
 	c.applied = req.Members
 	c.target = slices.Clone(target)
 	c.applyPlan(req, res, err)
-	c.stats.TargetChanges++
-	c.emit(Event{Kind: EventTargetChanged, At: now, Members: len(c.applied)})
+	if changed {
+		c.stats.TargetChanges++
+		c.emit(Event{Kind: EventTargetChanged, At: now, Members: len(c.applied)})
+	}
 }
 
 // desiredMembers is the member set the target should be computed from:

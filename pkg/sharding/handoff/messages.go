@@ -92,7 +92,9 @@ type Report struct {
 	Epoch     Epoch
 	// Load (Heartbeat): the shard's load snapshot, on the first heartbeat after each
 	// Welcome and then every Command.Load.ReportInterval; nil on the others. The edge has
-	// checked its syntax (protocol.CheckLoadReport); what it claims is not checked yet.
+	// checked its syntax (protocol.CheckLoadReport); the coordinator drops and counts what
+	// it claims wrongly (partitions not held, absurd loads) and never refuses the
+	// heartbeat for it.
 	Load *LoadReport
 }
 

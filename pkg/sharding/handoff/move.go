@@ -189,10 +189,10 @@ func (c *Coordinator) startMove(p int, t string, now time.Time) {
 	}
 	m := c.members[t]
 	pr := &c.parts[p]
-	pr.move = &move{to: t, toInc: m.session.Incarnation, epoch: e, started: now, phaseAt: now, capped: true}
+	why := c.moveReason(p)
+	pr.move = &move{to: t, toInc: m.session.Incarnation, epoch: e, started: now, phaseAt: now, capped: true, reason: why}
 	c.movesInFlight++
 	c.stats.MovesStarted++
-	why := c.moveReason(p)
 	c.bal.moves[why]++
 	c.emit(Event{Kind: EventMoveStarted, At: now, Partition: partition.ID(p), Shard: t, From: pr.owner, Epoch: e, Reason: why})
 	c.sendPart(m, CmdPrepare, p, e)
@@ -294,6 +294,7 @@ func (c *Coordinator) completeRelease(p int, now time.Time) {
 		if mv.capped {
 			pr.handoffStart = mv.started
 		}
+		c.probeMove(p, mv, now)
 		c.sendAcquire(p, now)
 		return
 	}

@@ -1,7 +1,9 @@
 package handoff_test
 
 import (
+	"cmp"
 	"flag"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,6 +93,50 @@ func (r *opReader) held(count int, epoch func(p uint32, b byte) uint64) []*kshar
 	return out
 }
 
+// loadReport reads a load report of up to 7 entries (partition, load byte, objects
+// byte, age byte) for count partitions. Loads run from 0 to 255 req/s in steps of
+// 1 req/s, above the fuzz configuration's bounds at the top (absurd entries and sums);
+// an age byte reads as 0 to 255 minutes, past the wire's cap at the top (invalid). The
+// entries are sorted and deduplicated one time in 8 less, so that validation refuses
+// some reports.
+func (r *opReader) loadReport(count int) *kshardv1.LoadReport {
+	n := r.n(8)
+	w := &kshardv1.LoadReport{LimiterWaitPermille: uint32(r.next())}
+	seen := map[uint32]bool{}
+	for range n {
+		p := r.partition(count)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		w.Partitions = append(w.Partitions, p)
+		w.LoadMilli = append(w.LoadMilli, uint32(r.next())*1000)
+		w.Objects = append(w.Objects, uint32(r.next()))
+		w.AgeSeconds = append(w.AgeSeconds, uint32(r.next())*60)
+	}
+	if r.n(8) != 0 {
+		sortLoad(w)
+	}
+	return w
+}
+
+// sortLoad sorts a wire load report's entries by partition.
+func sortLoad(w *kshardv1.LoadReport) {
+	idx := make([]int, len(w.Partitions))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(w.Partitions[a], w.Partitions[b]) })
+	perm := func(v []uint32) []uint32 {
+		out := make([]uint32, len(v))
+		for i, j := range idx {
+			out[i] = v[j]
+		}
+		return out
+	}
+	w.Partitions, w.LoadMilli, w.Objects, w.AgeSeconds = perm(w.Partitions), perm(w.LoadMilli), perm(w.Objects), perm(w.AgeSeconds)
+}
+
 // wire marshals m and unmarshals it into a fresh message of the same type, as the
 // receiving edge sees it.
 func wire[M proto.Message](m M, fresh M) (M, bool) {
@@ -117,9 +163,21 @@ func fuzzConfig() handoff.Config {
 		ReleaseTimeout:     4 * time.Second, // short, so that fence-outs are reachable
 		RetryInterval:      time.Second,
 		MaxConcurrentMoves: 3,
-		// Only carried in the Welcome so far: its round trip through the wire is checked.
+		// Carried in the Welcome (its round trip through the wire is checked) and, with
+		// load placement, the completeness window of load rounds.
 		Load: handoff.LoadSettings{ReportInterval: 6 * time.Second, HalfLife: time.Minute, ReconcileWeight: 0.1},
 	}
+}
+
+// fuzzLoadConfig is fuzzConfig with load placement and load rounds, timed so that a
+// program of a few hundred operations reaches several rounds: every 12s after a 15s
+// warmup, a 20s cooldown, and load bounds the reports' bytes can exceed.
+func fuzzLoadConfig() handoff.Config {
+	cfg := fuzzConfig()
+	cfg.Balance = handoff.BalanceConfig{Placement: handoff.PlacementLoad, Enabled: true,
+		Interval: 12 * time.Second, Warmup: 15 * time.Second, Cooldown: 20 * time.Second,
+		MaxPartitionLoad: 200, MaxShardLoad: 600}
+	return cfg
 }
 
 // holder is one shard process: (shard ID, incarnation).

@@ -19,14 +19,25 @@ type scaleCase struct {
 	partitions int
 	// load is the ring's bounded-load factor (--ring-load); 0 is ring.DefaultLoad.
 	load float64
+	// cost is "" for count placement (the coordinator's default, ring.AssignFrom), or
+	// costNamespaces for load placement (balance.Plan, Membership plans only) fed the
+	// namespace count of every partition (SetNamespaces), no load.
+	cost string
 }
+
+// costNamespaces is scaleCase.cost for load placement by namespace counts.
+const costNamespaces = "namespaces"
 
 func (sc scaleCase) String() string {
 	load := sc.load
 	if load == 0 {
 		load = ring.DefaultLoad
 	}
-	return fmt.Sprintf("shards=%d/namespaces=%d/P=%d/load=%g", sc.shards, sc.namespaces, sc.partitions, load)
+	name := fmt.Sprintf("shards=%d/namespaces=%d/P=%d/load=%g", sc.shards, sc.namespaces, sc.partitions, load)
+	if sc.cost != "" {
+		name += "/cost=" + sc.cost
+	}
+	return name
 }
 
 // BenchmarkCoordinatorScale measures the coordinator's state machine and ring at the sizes
@@ -60,9 +71,13 @@ func (sc scaleCase) String() string {
 // ns-max/avg, the busiest shard's namespaces over the average; parts-max/avg, the same
 // in partitions; and idle-shards, shards the ring gives no partition.
 //
-// The state machine works in partitions only: namespaces enter it nowhere. They are
-// generated names mapped with partition.Map, to count what a move carries (with the
-// server-side fence, one owner-label write per namespace).
+// With count placement (the default) the state machine works in partitions only:
+// namespaces enter it nowhere. They are generated names mapped with partition.Map, to
+// count what a move carries (with the server-side fence, one owner-label write per
+// namespace). The cases named cost=namespaces run load placement fed those counts
+// (SetNamespaces), no load: what a cold start and membership changes place by namespaces;
+// they also report hb-load-us, a heartbeat carrying a load report of the shard's
+// partitions, measured after the changes.
 func BenchmarkCoordinatorScale(b *testing.B) {
 	var cases []scaleCase
 	for _, n := range []int{100, 1000} {
@@ -77,6 +92,13 @@ func BenchmarkCoordinatorScale(b *testing.B) {
 	cases = append(cases,
 		scaleCase{shards: 1000, namespaces: 100_000, partitions: 4 * partition.DefaultCount},
 		scaleCase{shards: 1000, namespaces: 100_000, partitions: partition.MaxCount},
+	)
+	// Load placement by namespace counts (docs/design-placement.md §7), at the largest
+	// size with the default and the recommended partition counts. hb-load-us is then a
+	// heartbeat carrying a load report of the shard's partitions.
+	cases = append(cases,
+		scaleCase{shards: 1000, namespaces: 100_000, partitions: partition.DefaultCount, cost: costNamespaces},
+		scaleCase{shards: 1000, namespaces: 100_000, partitions: 4 * partition.DefaultCount, cost: costNamespaces},
 	)
 	for _, sc := range cases {
 		b.Run(sc.String(), func(b *testing.B) { benchScale(b, sc) })
@@ -104,10 +126,18 @@ func benchScale(b *testing.B, sc scaleCase) {
 		OwnerRecord:       true,          // --shard-fence is on by default
 		SeizeAfter:        2 * time.Second,
 	}
+	var counts []uint32
+	if sc.cost == costNamespaces {
+		cfg.Balance.Placement = PlacementLoad
+		counts = make([]uint32, sc.partitions)
+		for p, n := range nsPer {
+			counts[p] = uint32(n)
+		}
+	}
 
 	runtime.GC()
 	before := heapAlloc()
-	e := newScaleEdge(b, cfg, sc.shards)
+	e := newScaleEdge(b, cfg, sc.shards, counts)
 	runtime.GC()
 	heap := heapAlloc() - before
 	start := e.sm
@@ -130,6 +160,11 @@ func benchScale(b *testing.B, sc scaleCase) {
 		leave.add(e.change(nsPer, leaver, func() { e.heartbeat(leaver, true) }))
 		e.refresh()
 	}
+	// After the loop, so that the loads reported do not change the placement measured.
+	var hbLoad time.Duration
+	if sc.cost != "" {
+		hbLoad = e.loadCost()
+	}
 	// After the loop: b.Loop's first call resets the metrics reported before it.
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 	b.ReportMetric(ringAlloc, "ring-alloc-MiB")
@@ -139,6 +174,9 @@ func benchScale(b *testing.B, sc scaleCase) {
 	b.ReportMetric(start.Seconds(), "start-sm-s")
 	b.ReportMetric(float64(hb.Nanoseconds())/1e3, "hb-us")
 	b.ReportMetric(float64(tick.Nanoseconds())/1e3, "tick-us")
+	if sc.cost != "" {
+		b.ReportMetric(float64(hbLoad.Nanoseconds())/1e3, "hb-load-us")
+	}
 	b.ReportMetric(100*(float64(sc.shards)*hb.Seconds()+10*tick.Seconds()), "idle-cpu-%")
 	join.report(b, "join", float64(sc.partitions)/float64(sc.shards+1), float64(sc.namespaces)/float64(sc.shards+1))
 	leave.report(b, "leave", 0, 0)
@@ -171,14 +209,18 @@ type scaleEdge struct {
 }
 
 // newScaleEdge returns a converged coordinator of n shards, built as a new leader would
-// be: hellos just before its grace ends, then the first target and its grants.
-func newScaleEdge(tb testing.TB, cfg Config, n int) *scaleEdge {
+// be: hellos just before its grace ends, then the first target and its grants. counts,
+// if not nil, are the namespace counts the edge gives it first.
+func newScaleEdge(tb testing.TB, cfg Config, n int, counts []uint32) *scaleEdge {
 	tb.Helper()
 	c, err := New(cfg, 1, t0)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	c.OffloadRing() // as coordinatorrpc does
+	if counts != nil {
+		c.SetNamespaces(t0, counts)
+	}
 	cfg = c.Config()
 	e := &scaleEdge{tb: tb, c: c, now: t0.Add(cfg.SessionTTL + cfg.Margin - time.Second), sessions: map[string]Session{}}
 	for i := range n {
@@ -348,6 +390,26 @@ func (e *scaleEdge) idleCost() (hb, tick time.Duration) {
 		e.tick()
 	}
 	return hb, e.sm / ticks
+}
+
+// loadCost returns the mean time of one heartbeat carrying a load report of every
+// partition the shard owns (1 req/s each, 100 objects), one of every shard's.
+func (e *scaleEdge) loadCost() time.Duration {
+	held := map[string][]PartitionLoad{}
+	for p := range e.c.parts {
+		o := e.c.parts[p].owner
+		held[o] = append(held[o], PartitionLoad{Partition: partition.ID(p), LoadMilli: 1000, Objects: 100, AgeSeconds: 3600})
+	}
+	ids := slices.Clone(e.c.ids)
+	e.sm = 0
+	for _, id := range ids {
+		e.seq++
+		e.step(Report{Kind: ReportHeartbeat, Shard: id, Session: e.sessions[id], Seq: e.seq, Load: &LoadReport{Partitions: held[id]}})
+	}
+	if st := e.c.Stats().Balance; len(st.ReportsRejected) != 0 {
+		e.tb.Fatalf("load reports rejected: %v", st.ReportsRejected)
+	}
+	return e.sm / time.Duration(len(ids))
 }
 
 // ringAlloc returns the MiB one target computation of the current members allocates.

@@ -20,6 +20,7 @@ var (
 	flagSeed  = flag.Int64("sim.seed", -1, "run only this seed (reproduce a failure)")
 	flagFirst = flag.Int64("sim.first", 0, "first seed of the range")
 	flagV     = flag.Bool("sim.v", false, "print the full trace of a single -sim.seed run")
+	flagAll   = flag.Bool("sim.all", false, "run every seed and list every failing one (the first still fails the test)")
 )
 
 // summary aggregates the results of many seeds.
@@ -116,6 +117,7 @@ func runSeedsOf(t testing.TB, base Options, count int) *summary {
 		mu     sync.Mutex
 		first  error
 		sum    = &summary{}
+		fails  []string
 	)
 	next.Store(*flagFirst)
 	end := *flagFirst + int64(count)
@@ -137,7 +139,11 @@ func runSeedsOf(t testing.TB, base Options, count int) *summary {
 					if first == nil || (errors.As(err, &v) && errors.As(first, &fv) && v.Seed < fv.Seed) {
 						first = err
 					}
+					fails = append(fails, err.Error())
 					mu.Unlock()
+					if *flagAll {
+						continue
+					}
 					failed.Store(true)
 					return
 				}
@@ -146,6 +152,10 @@ func runSeedsOf(t testing.TB, base Options, count int) *summary {
 		}()
 	}
 	wg.Wait()
+	if *flagAll && len(fails) > 0 {
+		slices.Sort(fails)
+		t.Logf("%d of %d seeds failed:\n%s", len(fails), count, strings.Join(fails, "\n"))
+	}
 	if first != nil {
 		var v *Violation
 		seed := int64(-1)

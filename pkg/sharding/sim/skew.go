@@ -510,6 +510,9 @@ func (w *world) finishLoads() error {
 		if limit := w.quietLimit(); quiet > limit {
 			return w.violation("skew-steady: %d load moves in the last %v (at most %d)", quiet, quietFor, limit)
 		}
+		if err := w.checkMeasured(n); err != nil {
+			return err
+		}
 		return w.checkPhi(0)
 	case LoadShift:
 		if !w.bal.actionDone || w.bal.balancedAt < 0 {
@@ -667,6 +670,23 @@ func (w *world) checkJoinCost() error {
 	}
 	if limit := max(1.15*fair, fair+cmax/2); got > limit*(1+1e-6) {
 		return w.violation("scale-up: the joiner received %.2f for membership, above max(1.15 F, F + c_max/2) = %.2f (F %.2f)", got, limit, fair)
+	}
+	return nil
+}
+
+// checkMeasured: without noise, the loads the leader holds are the true loads (the
+// meters are exact and bias-corrected, the loads constant, nothing moved lately), to
+// the report's resolution of a thousandth.
+func (w *world) checkMeasured(n *coordNode) error {
+	if !w.opts.NoNoise {
+		return nil
+	}
+	for p := range w.p {
+		got, _, _ := n.c.PartitionLoad(partition.ID(p))
+		want := w.load.at(p, w.now)
+		if math.Abs(got-want) > 1e-3+1e-6*want {
+			return w.violation("%s: the leader holds load %.4f for partition %d, true load %.4f", w.opts.Scenario, got, p, want)
+		}
 	}
 	return nil
 }

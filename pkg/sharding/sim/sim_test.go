@@ -295,14 +295,14 @@ func BenchmarkSimulation(b *testing.B) {
 }
 
 // loadSeeds is the seeds per scenario with loads, which run minutes of simulated time
-// each: at the default -sim.seeds=1000, 20 (6 under the race detector, as make test
+// each: at the default -sim.seeds=1000, 30 (6 under the race detector, as make test
 // runs it); 200 in make soak (-sim.seeds=100000).
 func loadSeeds() int {
-	base := 20
+	base := 30
 	if raceEnabled {
 		base = 6
 	}
-	return max(1, min(*flagSeeds/50, max(base, *flagSeeds/500)))
+	return max(1, min(*flagSeeds*base/1000, max(base, *flagSeeds/500)))
 }
 
 // TestSimulationBalancer runs the scenarios with loads (docs/design-placement.md §4): a steady

@@ -373,8 +373,10 @@ func (w *world) balanceTick() error {
 		w.bal.balancedSince = w.now
 	}
 	if w.bal.balancedAt < 0 && (w.opts.Scenario != LoadShift || !w.bal.actionDone || w.now >= w.load.shiftAt+settleFor) {
+		// (Right after the shift the leader's view still shows the old loads, which
+		// were balanced: the bound is checked against the settled view.)
 		w.bal.balancedAt = w.now
-		if !w.bal.actionDone || w.opts.Scenario == LoadShift {
+		if !w.bal.actionDone {
 			w.res.TimeToBalanced = w.now - w.bal.phaseStart
 		}
 	}
@@ -389,6 +391,12 @@ func (w *world) balanceTick() error {
 	}
 	if w.opts.Scenario == LoadShift && w.bal.actionDone && w.stopAt == 0 && w.now >= w.load.shiftAt+settleFor &&
 		w.now-w.bal.balancedSince >= stableFor && w.now-w.lastMoveAt() >= stableFor {
+		// Balanced since balancedSince, and still: that is when the balancer
+		// followed the shift.
+		w.res.TimeToBalanced = w.bal.balancedSince - w.load.shiftAt
+		if w.res.TimeToBalanced > w.bal.phaseBound {
+			return w.violation("load-shift: balanced %v after the shift (bound %v: the averages' settling time and the rounds)", w.res.TimeToBalanced, w.bal.phaseBound)
+		}
 		w.stopAt = w.now + confirmFor
 	}
 	return nil

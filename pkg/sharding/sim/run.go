@@ -271,7 +271,7 @@ func (w *world) activeAt(s *shardNode, p partition.ID, at time.Time) bool {
 	if w.opts.OwnerRecord && w.record[p] != s.id {
 		return false
 	}
-	return s.sh.Working(at, p) || (s.rt.tenure[p] && s.rt.busy(w.now, p) && s.sh.CanWork(at))
+	return s.sh.Working(at, p) || w.mayWrite(s, p, at)
 }
 
 func (w *world) unworkedList() []int {

@@ -46,10 +46,11 @@ func (m *runtimeModel) busy(now time.Duration, p partition.ID) bool {
 	return m.acquired[p] || m.busyUntil[p] > now
 }
 
-// mayWrite reports whether work of p can change the cluster at now: some runs, the gate's
-// per-partition fence lets it through, and the lease (the shard-wide fence) is valid.
-func (w *world) mayWrite(s *shardNode, p partition.ID) bool {
-	return s.rt.tenure[p] && s.rt.busy(w.now, p) && s.sh.CanWork(s.clk.at(w.now))
+// mayWrite reports whether work of p can change the cluster at now (s's clock reads
+// at): some runs, the gate's per-partition fence lets it through, and the lease (the
+// shard-wide fence) is valid.
+func (w *world) mayWrite(s *shardNode, p partition.ID, at time.Time) bool {
+	return s.rt.tenure[p] && s.rt.busy(w.now, p) && s.sh.CanWork(at)
 }
 
 // runtimeAct carries out one action on s's runtime model, as shardruntime does on the

@@ -60,7 +60,9 @@
 // follows the shift within the averages' settling time plus the rounds, with
 // a bounded number of moves, and without noise Σ cost(m)² never rises from
 // one round to the next. The Liar holds no more namespaces than the cap and
-// leaves no honest member above its band plus the liar's fair share. With
+// leaves no honest member above its band plus the liar's fair share; one that
+// reports 0 gets no load move once the first one it received has been probed
+// (suspect, three half-lives later). With
 // loads, a leader change moves nothing through the new leader's warm-up and
 // three rounds; a join's membership moves go only to the joiner and cost at
 // most max(1.15 F, F + c_max/2); a leave's only take the leaver's

@@ -89,6 +89,7 @@ func Run(opts Options) (Result, error) {
 	}
 	if opts.Scenario == Liar {
 		w.liar = w.shards[rng.IntN(initial)]
+		w.tracef("LIAR %s reports its loads ×%v", w.liar.id, opts.LiarFactor)
 	}
 	switch opts.Scenario {
 	case Chaos:

@@ -24,6 +24,11 @@ const (
 	stableFor = 2 * balanceInterval
 	// balanceCheckEvery is how often the balance checks sample the cluster.
 	balanceCheckEvery = 2 * time.Second
+	// suspectAfter bounds when a shard that reports 0 for a partition moved to it
+	// for load is suspect after the move started: the handoff, the three half-lives
+	// of handoff.SuspectProbeHalfLives, its next report and a round already in
+	// flight.
+	suspectAfter = 2*time.Second + 3*loadHalfLife + loadReportInterval + balanceInterval + maxRingDelay
 	// settleFor is how long the load averages take to follow a change of the true
 	// load closely enough to plan by (1.6 % left after 6 half-lives).
 	settleFor = 6 * loadHalfLife
@@ -631,6 +636,26 @@ func (w *world) checkLiar(v view) error {
 		}
 		if v.cost[m] > fair*slack+fair {
 			return w.violation("liar ×%v: honest %s carries %.2f, above F·(1+δ) + the liar's share = %.2f", w.opts.LiarFactor, m, v.cost[m], fair*slack+fair)
+		}
+	}
+	if w.opts.LiarFactor == 0 {
+		// Suspect freeze (design §1.5): a partition moved to the liar for load
+		// reports 0 there three half-lives later, so the liar gets no load moves from
+		// then on (for an hour): after the first such move, its handoff, the three
+		// half-lives, a report and the round in flight, nothing more.
+		first := time.Duration(-1)
+		for _, m := range w.bal.moves {
+			if m.to != liar || (m.reason != balance.ReasonLoad && m.reason != balance.ReasonHot) {
+				continue
+			}
+			if first < 0 {
+				first = m.at
+				continue
+			}
+			if limit := first + suspectAfter; m.at > limit {
+				return w.violation("liar ×0: %s received partition %d for %s at %.3fs, after it should have been suspect (first load move to it at %.3fs, + %v)",
+					liar, m.p, m.reason, m.at.Seconds(), first.Seconds(), suspectAfter)
+			}
 		}
 	}
 	rounds := uint64((w.now-w.bal.leaderStart)/balanceInterval) + 1

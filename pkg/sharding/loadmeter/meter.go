@@ -52,8 +52,10 @@ func DefaultOptions() Options {
 }
 
 // Meter counts each partition's API requests, reconciles and client rate-limiter wait,
-// and turns them into smoothed rates (Snapshot). Counting is lock-free; Snapshot, the
-// gate's Acquired and Released, and the creation of a Limiter take the meter's lock.
+// and turns them into smoothed rates (Snapshot). Counting is lock-free. The gate's
+// Acquired and Released, which it calls under its own write lock (every queue waits
+// meanwhile), take the meter's map lock only for a map update; Snapshot holds that lock
+// only to copy the held set, and computes the averages under a lock of its own.
 type Meter struct {
 	opts Options
 	// requests (weighted, in 1/unit), reconciles and wait (ns) per partition, indexed by
@@ -65,10 +67,16 @@ type Meter struct {
 	// no owner (access reviews), and waits of requests made outside any reconcile.
 	otherRequests, otherWait atomic.Uint64
 
-	mu   sync.Mutex
-	held map[partition.ID]*held
+	// sampling serializes the updates of the averages (Snapshot, SetSettings): shard and
+	// every held entry's rates are touched only under it. Taken before mu, never after.
+	sampling sync.Mutex
 	// shard averages all counts, held partitions or not, since New.
 	shard rates
+
+	// mu guards held (the map, not the rates of its entries), opts' half-life and weight,
+	// and controllers.
+	mu   sync.Mutex
+	held map[partition.ID]*held
 	// controllers holds each controller's total rate-limiter wait (ns), shared by its
 	// limiters.
 	controllers map[string]*atomic.Uint64
@@ -110,7 +118,9 @@ func (r *rates) observe(now time.Time, c counts) {
 
 // held is what the meter keeps of a partition the shard holds.
 type held struct {
-	since time.Time
+	partition partition.ID
+	since     time.Time
+	// rates are touched under Meter.sampling only.
 	rates rates
 }
 
@@ -189,7 +199,7 @@ func (m *Meter) Acquired(p partition.ID) {
 	if _, ok := m.held[p]; ok {
 		return
 	}
-	m.held[p] = &held{since: now, rates: newRates(m.opts.HalfLife, now, m.countsOf(p))}
+	m.held[p] = &held{partition: p, since: now, rates: newRates(m.opts.HalfLife, now, m.countsOf(p))}
 }
 
 // Released implements gate.Observer: p is no longer reported; if acquired again, its
@@ -318,11 +328,14 @@ func (m *Meter) SetSettings(halfLife time.Duration, reconcileWeight float64) err
 	if reconcileWeight < 0 || math.IsNaN(reconcileWeight) || math.IsInf(reconcileWeight, 0) {
 		return fmt.Errorf("loadmeter: reconcile weight %v: want a finite number ≥ 0", reconcileWeight)
 	}
+	m.sampling.Lock()
+	defer m.sampling.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.opts.HalfLife, m.opts.ReconcileWeight = halfLife, reconcileWeight
+	held := m.heldLocked()
+	m.mu.Unlock()
 	m.shard.setHalfLife(halfLife)
-	for _, h := range m.held {
+	for _, h := range held {
 		h.rates.setHalfLife(halfLife)
 	}
 	return nil
@@ -334,9 +347,12 @@ func (m *Meter) SetSettings(halfLife time.Duration, reconcileWeight float64) err
 // every metrics scrape, which the averages allow, since their weights follow time, not
 // the number of samples.
 func (m *Meter) Snapshot(now time.Time) Snapshot {
+	m.sampling.Lock()
+	defer m.sampling.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	w := m.opts.ReconcileWeight
+	held := m.heldLocked()
+	m.mu.Unlock()
 	m.shard.observe(now, m.totals())
 	s := Snapshot{
 		At:          now,
@@ -345,8 +361,9 @@ func (m *Meter) Snapshot(now time.Time) Snapshot {
 		LimiterWait: m.shard.wait.Rate(),
 	}
 	s.Load = s.Requests + w*s.Reconciles
-	s.Partitions = make([]PartitionLoad, 0, len(m.held))
-	for p, h := range m.held {
+	s.Partitions = make([]PartitionLoad, 0, len(held))
+	for _, h := range held {
+		p := h.partition
 		h.rates.observe(now, m.countsOf(p))
 		age := h.rates.requests.Age()
 		if age < m.opts.MinAge || age <= 0 {
@@ -364,4 +381,15 @@ func (m *Meter) Snapshot(now time.Time) Snapshot {
 	}
 	slices.SortFunc(s.Partitions, func(a, b PartitionLoad) int { return cmp.Compare(a.Partition, b.Partition) })
 	return s
+}
+
+// heldLocked returns the held entries; m.mu must be held. A Snapshot that runs while a
+// partition is released may still sample (and report) it once: its entry is dropped from
+// the map, not changed.
+func (m *Meter) heldLocked() []*held {
+	out := make([]*held, 0, len(m.held))
+	for _, h := range m.held {
+		out = append(out, h)
+	}
+	return out
 }

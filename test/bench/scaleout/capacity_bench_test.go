@@ -41,6 +41,8 @@ var capacityControllers = []string{"deployment", "replicaset"}
 type step struct {
 	shards       int
 	rate         float64 // changes per second offered
+	window       float64 // seconds changes were offered
+	span         float64 // seconds from the first change to drained (or the drain bound)
 	achieved     float64 // changes per second the client sent (patches that succeeded)
 	queueWaitP99 float64 // seconds, the worst controller's
 	reconcileP99 float64 // seconds, the worst controller's
@@ -48,6 +50,43 @@ type step struct {
 	apiserver    float64 // cores over the window and drain
 	etcd         float64
 	shardCPU     float64 // cores, all shards together
+	// perShard is what each shard did over the window and drain (design-placement.md
+	// step S0: how much of the gap to linear is placement, how much per-shard cost).
+	perShard []shardWork
+}
+
+// shardWork is one shard's share of a step.
+type shardWork struct {
+	requests   float64 // API requests its controllers' clients sent
+	limitWait  float64 // seconds those requests waited in the client rate limiters, summed
+	reconciles float64 // completed reconciles of the capacity controllers
+	namespaces float64 // namespaces of the partitions it worked at the step's end
+}
+
+// diagnosis summarises perShard: API requests per change sent (all shards), the busiest
+// shard's share of the requests and of the namespaces, and the busiest shard's limiter
+// wait per second of the step's span.
+func (s step) diagnosis() (reqPerChange, busiestReqShare, busiestNSShare, busiestWait float64) {
+	var req, ns, maxReq, maxNS float64
+	for _, w := range s.perShard {
+		req += w.requests
+		ns += w.namespaces
+		maxReq = math.Max(maxReq, w.requests)
+		maxNS = math.Max(maxNS, w.namespaces)
+		if s.span > 0 {
+			busiestWait = math.Max(busiestWait, w.limitWait/s.span)
+		}
+	}
+	if sent := s.achieved * s.window; sent > 0 {
+		reqPerChange = req / sent
+	}
+	if req > 0 {
+		busiestReqShare = maxReq / req
+	}
+	if ns > 0 {
+		busiestNSShare = maxNS / ns
+	}
+	return reqPerChange, busiestReqShare, busiestNSShare, busiestWait
 }
 
 func (s step) ok() bool {
@@ -142,8 +181,22 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 		elapsed := time.Since(start).Seconds()
 		after := scrapeAll(ctx, b, shards)
 		cpu1 := cpuOf(b, apiPid, etcdPid, shards)
-		s := step{shards: n, rate: rate, achieved: achieved, drained: drained,
+		s := step{shards: n, rate: rate, window: window.Seconds(), span: elapsed, achieved: achieved, drained: drained,
 			apiserver: (cpu1[0] - cpu0[0]) / elapsed, etcd: (cpu1[1] - cpu0[1]) / elapsed, shardCPU: (cpu1[2] - cpu0[2]) / elapsed}
+		for i := range shards {
+			w := shardWork{
+				requests:   after[i].Value("kshard_rest_client_requests_total") - before[i].Value("kshard_rest_client_requests_total"),
+				limitWait:  after[i].Value("kshard_rest_client_rate_limiter_duration_seconds_sum") - before[i].Value("kshard_rest_client_rate_limiter_duration_seconds_sum"),
+				namespaces: after[i].Value("kshard_shard_namespaces"),
+			}
+			for _, c := range capacityControllers {
+				w.reconciles += after[i].Value("kshard_controller_reconcile_duration_seconds_count", "controller="+c) -
+					before[i].Value("kshard_controller_reconcile_duration_seconds_count", "controller="+c)
+			}
+			s.perShard = append(s.perShard, w)
+			b.Logf("  %s: %.0f requests (%.2f per change sent), limiter wait %.1f s (%.2f s/s), %.0f reconciles, %.0f namespaces",
+				shards[i].Name, w.requests, w.requests/math.Max(1, float64(sent)), w.limitWait, w.limitWait/elapsed, w.reconciles, w.namespaces)
+		}
 		for _, c := range capacityControllers {
 			s.queueWaitP99 = math.Max(s.queueWaitP99, p99(before, after, "kshard_workqueue_queue_duration_seconds", "name", c))
 			s.reconcileP99 = math.Max(s.reconcileP99, p99(before, after, "kshard_controller_reconcile_duration_seconds", "controller", c))
@@ -348,14 +401,17 @@ func writeCapacity(b *testing.B, steps []step, shardCounts []int) {
 	dir := framework.ArtifactsDir(b)
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "shards\toffered changes/s\tsent/s\tqueue wait p99 (s)\treconcile p99 (s)\tdrained\tSLOs\tapiserver cores\tetcd cores\tshard cores (all)")
-	rows := [][]string{{"shards", "offered", "sent", "queue_wait_p99_s", "reconcile_p99_s", "drained", "holds", "apiserver_cores", "etcd_cores", "shard_cores"}}
+	fmt.Fprintln(tw, "shards\toffered changes/s\tsent/s\tqueue wait p99 (s)\treconcile p99 (s)\tdrained\tSLOs\tapiserver cores\tetcd cores\tshard cores (all)\trequests/change\tbusiest shard: requests\tnamespaces\tlimiter wait s/s")
+	rows := [][]string{{"shards", "offered", "sent", "queue_wait_p99_s", "reconcile_p99_s", "drained", "holds", "apiserver_cores", "etcd_cores", "shard_cores",
+		"requests_per_change", "busiest_request_share", "busiest_namespace_share", "busiest_limiter_wait"}}
 	for _, s := range steps {
-		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%v\t%s\t%.2f\t%.2f\t%.2f\n", s.shards, s.rate, s.achieved, s.queueWaitP99, s.reconcileP99,
-			s.drained, map[bool]string{true: "hold", false: "fail"}[s.ok()], s.apiserver, s.etcd, s.shardCPU)
+		rpc, rs, ns, wait := s.diagnosis()
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%v\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f %%\t%.1f %%\t%.2f\n", s.shards, s.rate, s.achieved, s.queueWaitP99, s.reconcileP99,
+			s.drained, map[bool]string{true: "hold", false: "fail"}[s.ok()], s.apiserver, s.etcd, s.shardCPU, rpc, 100*rs, 100*ns, wait)
 		rows = append(rows, []string{strconv.Itoa(s.shards), fmt.Sprint(s.rate), fmt.Sprintf("%.3f", s.achieved), fmt.Sprintf("%.3f", s.queueWaitP99),
 			fmt.Sprintf("%.3f", s.reconcileP99), strconv.FormatBool(s.drained), strconv.FormatBool(s.ok()),
-			fmt.Sprintf("%.3f", s.apiserver), fmt.Sprintf("%.3f", s.etcd), fmt.Sprintf("%.3f", s.shardCPU)})
+			fmt.Sprintf("%.3f", s.apiserver), fmt.Sprintf("%.3f", s.etcd), fmt.Sprintf("%.3f", s.shardCPU),
+			fmt.Sprintf("%.3f", rpc), fmt.Sprintf("%.4f", rs), fmt.Sprintf("%.4f", ns), fmt.Sprintf("%.3f", wait)})
 	}
 	_ = tw.Flush()
 	sb.WriteString("\ncapacity (highest offered rate holding both SLOs):")

@@ -57,3 +57,33 @@ func TestPlotCapacity(t *testing.T) {
 		}
 	}
 }
+
+func TestStepDiagnosis(t *testing.T) {
+	tests := []struct {
+		name                         string
+		s                            step
+		perChange, reqShare, nsShare float64
+		wait                         float64
+	}{
+		{name: "no shards", s: step{achieved: 2, window: 60, span: 70}},
+		{name: "one shard", s: step{achieved: 2, window: 60, span: 100, perShard: []shardWork{{requests: 600, limitWait: 50, namespaces: 400}}},
+			perChange: 5, reqShare: 1, nsShare: 1, wait: 0.5},
+		{name: "the busiest of two by requests is not the busiest by namespaces", s: step{achieved: 1, window: 100, span: 200,
+			perShard: []shardWork{{requests: 300, limitWait: 20, namespaces: 100}, {requests: 100, limitWait: 60, namespaces: 300}}},
+			perChange: 4, reqShare: 0.75, nsShare: 0.75, wait: 0.3},
+		{name: "nothing sent", s: step{window: 60, span: 60, perShard: []shardWork{{requests: 10}}}, reqShare: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pc, rs, ns, w := tt.s.diagnosis()
+			for _, c := range []struct {
+				what      string
+				got, want float64
+			}{{"requests per change", pc, tt.perChange}, {"busiest request share", rs, tt.reqShare}, {"busiest namespace share", ns, tt.nsShare}, {"busiest wait", w, tt.wait}} {
+				if math.Abs(c.got-c.want) > 1e-9 {
+					t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+				}
+			}
+		})
+	}
+}

@@ -70,7 +70,7 @@
 //
 // Running:
 //
-//	go test ./pkg/sharding/sim                       # 1000 chaos seeds + 200 per scenario, 30 per scenario with loads (6 with -race)
+//	go test ./pkg/sharding/sim                       # 1000 chaos seeds + 200 per scenario, 30 per scenario with loads (4 with -race)
 //	go test ./pkg/sharding/sim -sim.seeds=N -sim.first=F
 //	go test ./pkg/sharding/sim -run TestSimulation -sim.seed=S -sim.v   # replay one seed, full trace
 //	go test ./pkg/sharding/sim -run TestSimulation -sim.seeds=100000 -timeout 0   # soak (200 per scenario with loads)

@@ -295,12 +295,12 @@ func BenchmarkSimulation(b *testing.B) {
 }
 
 // loadSeeds is the seeds per scenario with loads, which run minutes of simulated time
-// each: at the default -sim.seeds=1000, 30 (6 under the race detector, as make test
+// each: at the default -sim.seeds=1000, 30 (4 under the race detector, as make test
 // runs it); 200 in make soak (-sim.seeds=100000).
 func loadSeeds() int {
 	base := 30
 	if raceEnabled {
-		base = 6
+		base = 4
 	}
 	return max(1, min(*flagSeeds*base/1000, max(base, *flagSeeds/500)))
 }

@@ -288,8 +288,12 @@ func (w *world) balanced(n *coordNode) string {
 	b, r := v.cost[v.busiest], v.cost[v.least]
 	fp := v.spreadFair
 	capNs := balance.DefaultMaxNamespaceShare*float64(w.nsTotal())/float64(len(v.members)) + balance.NamespaceSlack
+	minGainBlocked := 0.0
 	for _, p := range v.owned[v.busiest] {
 		c := costs[p]
+		if c > 0 && c < balance.DefaultMinGain*fp && r+c <= fp*(1+delta/2) && !cooling[p] {
+			minGainBlocked += c
+		}
 		if c <= 0 || c < balance.DefaultMinGain*fp || r+c > fp*(1+delta/2) || r+c >= b {
 			continue
 		}
@@ -302,6 +306,10 @@ func (w *world) balanced(n *coordNode) string {
 		}
 		return fmt.Sprintf("busiest %s at %.3f × F' (cost %.2f, F' %.2f) could give partition %d (cost %.2f) to %s (cost %.2f)",
 			v.busiest, v.imbalance(), b, fp, p, c, v.least, r)
+	}
+	if minGainBlocked >= b-fp*(1+delta/2) {
+		return fmt.Sprintf("MINGAIN busiest %s at %.3f × F' (cost %.2f, F' %.2f): its partitions below the min gain (%.2f) carry %.2f, enough to balance",
+			v.busiest, v.imbalance(), b, fp, balance.DefaultMinGain*fp, minGainBlocked)
 	}
 	w.bal.lastGranular = true
 	return ""

@@ -54,7 +54,9 @@
 // its budget needs: every member holding a hot partition holds no other
 // partition with a namespace, and the busiest other member is within
 // F'·(1+δ) of their fair share in the leader's view, or no move the
-// balancer's rules allow remains (partitions too coarse); in truth within
+// balancer's rules allow remains because its partitions are too coarse to
+// fit a receiver (partitions below the balancer's min gain that together
+// would balance it do not excuse it); in truth within
 // that, the shards' clock rate errors and the noise. SkewSteady then makes at
 // most one load move in its last 10 minutes (none without noise), LoadShift
 // follows the shift within the averages' settling time plus the rounds, with

@@ -258,8 +258,10 @@ func (w *world) seenCosts(n *coordNode) ([]float64, []bool) {
 // balanced checks the leader's placement in its own view: every member holding a hot
 // partition holds no other partition with a namespace (unless there are more hot
 // partitions than members), and the busiest other member is within F'·(1+δ) of their
-// fair share, or no move the balancer's rules allow could lower it (the partitions on
-// it are too coarse, or cooling). It returns "" when balanced, else why not.
+// fair share, or no move the balancer's rules allow could lower it because its
+// partitions are too coarse to fit a receiver. A legal move waiting for a partition to
+// cool, or partitions each below the min gain that together would balance it, leave it
+// unbalanced. It returns "" when balanced, else why not.
 func (w *world) balanced(n *coordNode) string {
 	w.bal.lastGranular = false
 	if !w.placed(n) {

@@ -38,12 +38,44 @@
 // convergence within that plus one debounce plus ceil(P/moves) rounds of
 // one handoff each (convergedBound).
 //
+// Runs with loads (Options.Loads, and the SkewSteady, LoadShift and Liar
+// scenarios; docs/design-placement.md §4) give every partition a true load
+// ℓ(p, t): a fifth of the 48–256 partitions empty, the others 1–4
+// namespaces and a Zipf-like load, one carrying 30 % of it; LoadShift moves
+// that 30 % to another partition once. Each shard process measures the
+// partitions it works with loadmeter.EWMA (half-life 10s, bias-corrected,
+// started when the gate acquires the partition), sampled at its own clock
+// with ±10 % noise per sample (none with Options.NoNoise), and sends a load
+// report on every heartbeat. The leader places by load (Placement load,
+// rounds every 5s after a 10s warm-up, cooldown 60s) and gets the namespace
+// counts as its informer would. Checked besides the above: no partition
+// moves for load twice within the cooldown; a balancer move is a warm
+// handoff; the cluster balances within the cooldown, warm-up and the rounds
+// its budget needs: every member holding a hot partition holds no other
+// partition with a namespace, and the busiest other member is within
+// F'·(1+δ) of their fair share in the leader's view, or no move the
+// balancer's rules allow remains because its partitions are too coarse to
+// fit a receiver (partitions below the balancer's min gain that together
+// would balance it do not excuse it); in truth within
+// that, the shards' clock rate errors and the noise. SkewSteady then makes at
+// most one load move in its last 10 minutes (none without noise), LoadShift
+// follows the shift within the averages' settling time plus the rounds, with
+// a bounded number of moves, and without noise Σ cost(m)² never rises from
+// one round to the next. The Liar holds no more namespaces than the cap and
+// leaves no honest member above its band plus the liar's fair share; one that
+// reports 0 gets no load move once the first one it received has been probed
+// (suspect, three half-lives later). With
+// loads, a leader change moves nothing through the new leader's warm-up and
+// three rounds; a join's membership moves go only to the joiner and cost at
+// most max(1.15 F, F + c_max/2); a leave's only take the leaver's
+// partitions. Result reports the moves by reason and the final imbalance.
+//
 // Running:
 //
-//	go test ./pkg/sharding/sim                       # 1000 chaos seeds + 200 per scenario
+//	go test ./pkg/sharding/sim                       # 1000 chaos seeds + 200 per scenario, 30 per scenario with loads (4 with -race)
 //	go test ./pkg/sharding/sim -sim.seeds=N -sim.first=F
 //	go test ./pkg/sharding/sim -run TestSimulation -sim.seed=S -sim.v   # replay one seed, full trace
-//	go test ./pkg/sharding/sim -run TestSimulation -sim.seeds=100000 -timeout 0   # soak
+//	go test ./pkg/sharding/sim -run TestSimulation -sim.seeds=100000 -timeout 0   # soak (200 per scenario with loads)
 //	go test ./pkg/sharding/sim -run XXX -bench Simulation                # seeds/s on one core
 //
 // A failure prints the seed, the violation, the last steps of its trace and

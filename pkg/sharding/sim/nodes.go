@@ -30,6 +30,7 @@ type shardNode struct {
 	inc   uint64
 	sh    *handoff.Shard
 	rt    *runtimeModel // the process's runtime (gate and in-flight work)
+	meter *meterModel   // the process's load meter (runs with loads only)
 
 	pausedUntil time.Duration
 	cutUntil    time.Duration
@@ -118,9 +119,12 @@ func (w *world) flushCoord(n *coordNode) {
 	for _, ev := range n.c.Events() {
 		if ev.Kind == handoff.EventMoveStarted {
 			w.res.Moves++
+			if err := w.recordMove(ev); err != nil && w.found == nil {
+				w.found = err.(*Violation)
+			}
 		}
 		if w.opts.Trace != nil {
-			w.tracef("C%d event %s p%d %s←%s gap=%v handoff=%v", n.gen, ev.Kind, ev.Partition, ev.Shard, ev.From, ev.Gap, ev.Handoff)
+			w.tracef("C%d event %s p%d %s←%s gap=%v handoff=%v reason=%s", n.gen, ev.Kind, ev.Partition, ev.Shard, ev.From, ev.Gap, ev.Handoff, ev.Reason)
 		}
 	}
 	w.startRing(n)
@@ -140,6 +144,11 @@ func (w *world) flushShard(s *shardNode) {
 		w.runtimeAct(s, a)
 	}
 	for _, r := range s.sh.Outbox() {
+		if r.Kind == handoff.ReportHeartbeat && s.meter != nil {
+			// Like shardrpc's client: every heartbeat carries a load report (the
+			// report interval is the heartbeat interval).
+			r.Load = w.loadReport(s)
+		}
 		w.tracef("%s → C%d %s", s.id, s.leaderGen, r)
 		if v := w.checkReleased(s, r); v != nil && w.found == nil {
 			w.found = v
@@ -171,7 +180,10 @@ func (w *world) start(s *shardNode) {
 	s.alive = true
 	s.inc++
 	s.sh = handoff.NewShard(s.id, s.inc)
-	s.rt = newRuntimeModel()
+	s.rt = newRuntimeModel(w.p)
+	if w.load != nil {
+		s.meter = newMeterModel()
+	}
 	s.pausedUntil, s.cutUntil = 0, 0
 	s.leaderGen = -1
 	if w.leader != nil && !w.electing {
@@ -312,6 +324,7 @@ func (w *world) elect() {
 		c.RecordKnown(known)
 	}
 	w.leader = &coordNode{gen: w.gen, c: c, clk: clk, alive: true, term: w.term}
+	w.leaderLoads(w.leader)
 	w.electing = false
 	w.tracef("C%d elected (term %d)", w.gen, w.term)
 	w.after(tickInterval, &event{kind: evCoordTick, gen: w.gen})

@@ -38,7 +38,7 @@ func (w *world) finishRing(n *coordNode, now time.Time) {
 	}
 	n.ring = nil
 	res, err := req.Compute()
-	if w.opts.Trace == nil {
+	if w.opts.Trace == nil && w.load == nil {
 		n.c.RingComputed(now, req.Gen, res, err)
 		return
 	}
@@ -47,8 +47,10 @@ func (w *world) finishRing(n *coordNode, now time.Time) {
 	outcome := "applied"
 	if n.c.Stats().RingResultsStale > stale {
 		outcome = "superseded, ignored"
+	} else if err == nil {
+		w.ringApplied(n, req.Kind)
 	}
-	w.tracef("C%d ring generation %d %s err=%v", n.gen, req.Gen, outcome, err)
+	w.tracef("C%d %s plan generation %d %s err=%v", n.gen, req.Kind, req.Gen, outcome, err)
 }
 
 // startRecord plays the owner record's edge (coordinatorrpc with ownerrecord.Writer and

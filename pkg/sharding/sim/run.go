@@ -29,9 +29,21 @@ func Run(opts Options) (Result, error) {
 	rng := rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x9e3779b97f4a7c15))
 	w := &world{opts: opts, rng: rng}
 	w.p = 8 + rng.IntN(41)
+	if opts.loads() {
+		// A skewed load needs partitions enough to spread (design §4: 48–256).
+		w.p = 48 + rng.IntN(209)
+	}
 	w.minShards = 2
 	w.maxShards = 3 + rng.IntN(10) // 3..12 shard pods over the run
 	moves := 1 + rng.IntN(4)
+	if opts.loads() {
+		moves = 1 + rng.IntN(32)
+		if opts.Scenario == GracefulLeave {
+			// A leaver holds up to ~80 of the 48–256 partitions: a few moves at a
+			// time would outlast the leave deadline.
+			moves = max(moves, 8)
+		}
+	}
 	w.cfg = handoff.Config{
 		PartitionCount:     w.p,
 		Ring:               ring.Config{ReplicationFactor: 20, Load: 1.25},
@@ -49,9 +61,6 @@ func Run(opts Options) (Result, error) {
 	if opts.OwnerRecord {
 		w.cfg.OwnerRecord, w.cfg.SeizeAfter = true, seizeAfter
 	}
-	if err := w.cfg.WithDefaults().Validate(); err != nil {
-		return Result{}, err
-	}
 	w.res = Result{Seed: opts.Seed, Scenario: opts.Scenario, Partitions: w.p, MaxMoves: moves, Faults: map[string]int{}}
 	w.count = make([]int, w.p)
 	w.record = make([]string, w.p)
@@ -68,9 +77,19 @@ func Run(opts Options) (Result, error) {
 			w.discovery = maxDiscovery / 2
 		}
 	}
+	if opts.loads() {
+		w.setupLoads(initial)
+	}
+	if err := w.cfg.WithDefaults().Validate(); err != nil {
+		return Result{}, err
+	}
 	w.elect()
 	for range initial {
 		w.addShard()
+	}
+	if opts.Scenario == Liar {
+		w.liar = w.shards[rng.IntN(initial)]
+		w.tracef("LIAR %s reports its loads ×%v", w.liar.id, opts.LiarFactor)
 	}
 	switch opts.Scenario {
 	case Chaos:
@@ -90,6 +109,12 @@ func Run(opts Options) (Result, error) {
 			return w.res, err
 		}
 		w.steps++
+		if ev.kind == evCoordTick && w.load != nil && w.found == nil {
+			// Runs with loads last minutes: the leader's tick changes no shard, so
+			// nothing can start working; a lease that ran out meanwhile is seen at
+			// the next shard event (a heartbeat interval at most).
+			continue
+		}
 		if err := w.check(); err != nil {
 			return w.res, err
 		}
@@ -102,6 +127,11 @@ func Run(opts Options) (Result, error) {
 	w.res.ShardIDs = len(w.shards)
 	if w.converged < 0 {
 		return w.res, w.violation("run ended without converging")
+	}
+	if w.load != nil {
+		if err := w.finishLoads(); err != nil {
+			return w.res, err
+		}
 	}
 	return w.res, nil
 }
@@ -131,6 +161,8 @@ func (w *world) handle(ev *event) error {
 		}
 	case evScenario:
 		return w.scenarioStep(ev)
+	case evBalanceCheck:
+		return w.balanceTick()
 	default:
 		w.deliverToShard(ev)
 	}
@@ -149,8 +181,12 @@ func (w *world) check() error {
 		if !s.alive || s.paused(w.now) {
 			continue
 		}
-		for p := range w.count {
-			if w.active(s, partition.ID(p)) {
+		// Only a partition the state machine holds (as of its last output, which
+		// every step is followed by) can be Working, and only one with a tenure can
+		// be written: the others are not active.
+		at := s.clk.at(w.now)
+		for p, held := range s.rt.held {
+			if (held || s.rt.tenure[p]) && w.activeAt(s, partition.ID(p), at) {
 				w.count[p]++
 			}
 		}
@@ -186,6 +222,21 @@ func (w *world) check() error {
 	}
 	if w.deadline == 0 {
 		w.deadline = w.settled + convergedBound(w.p, w.res.MaxMoves)
+		if w.load != nil {
+			// Load rounds may start moves before the cluster is seen converged.
+			w.deadline += balanceWarmup + w.roundsBound()
+		}
+	}
+	if w.bal.balancing {
+		// The balancer moves partitions after convergence: each must be a warm
+		// handoff.
+		for p, since := range w.unworked {
+			if since >= 0 && w.now-since > w.warmGap() {
+				return w.violation("partition %d unworked for %v while balancing (bound %v: balancer moves are warm)", p, w.now-since, w.warmGap())
+			}
+		}
+	} else if !all && w.workedAt >= 0 && w.converged >= 0 {
+		return w.violation("a partition became unworked after convergence")
 	}
 	if all && w.workedAt < 0 {
 		w.workedAt = w.now
@@ -193,9 +244,6 @@ func (w *world) check() error {
 		if w.res.TimeToWorked > workedBound() {
 			return w.violation("all partitions worked only %v after faults settled (bound %v)", w.res.TimeToWorked, workedBound())
 		}
-	}
-	if !all && w.workedAt >= 0 && w.converged >= 0 {
-		return w.violation("a partition became unworked after convergence")
 	}
 	if w.converged < 0 && all && w.isConverged() {
 		w.converged = w.now
@@ -216,10 +264,15 @@ func (w *world) check() error {
 // start, or work of p that already started still runs and can write; and, with the
 // owner record, the API server would accept its writes (the record names it).
 func (w *world) active(s *shardNode, p partition.ID) bool {
+	return w.activeAt(s, p, s.clk.at(w.now))
+}
+
+// activeAt is active with s's clock read already (at).
+func (w *world) activeAt(s *shardNode, p partition.ID, at time.Time) bool {
 	if w.opts.OwnerRecord && w.record[p] != s.id {
 		return false
 	}
-	return s.sh.Working(s.clk.at(w.now), p) || w.mayWrite(s, p)
+	return s.sh.Working(at, p) || w.mayWrite(s, p, at)
 }
 
 func (w *world) unworkedList() []int {

@@ -18,24 +18,26 @@ const maxCancel = 50 * time.Millisecond
 // than waits), so the "never two owners" check must look at what still runs and can
 // write, and Released must wait until it has ended.
 type runtimeModel struct {
-	// tenure holds the partitions whose work may write: acquired, or draining.
-	tenure map[partition.ID]bool
-	// acquired holds the partitions whose keys may start.
-	acquired map[partition.ID]bool
+	// Per partition, indexed by partition ID (dense: the check after every event
+	// scans them).
+	// tenure: the partition's work may write (acquired, or draining).
+	tenure []bool
+	// acquired: the partition's keys may start.
+	acquired []bool
 	// busyUntil is when the partition's latest started work ends (sim time).
-	busyUntil map[partition.ID]time.Duration
-	// held holds the partitions the state machine held after the shard's last output:
-	// a Released for one of them answers for work this process did, while a Released
-	// for any other is the idempotent answer to a retried release.
-	held map[partition.ID]bool
+	busyUntil []time.Duration
+	// held: the state machine held the partition after the shard's last output:
+	// a Released for it answers for work this process did, while a Released for any
+	// other is the idempotent answer to a retried release.
+	held []bool
 }
 
-func newRuntimeModel() *runtimeModel {
+func newRuntimeModel(partitions int) *runtimeModel {
 	return &runtimeModel{
-		tenure:    map[partition.ID]bool{},
-		acquired:  map[partition.ID]bool{},
-		busyUntil: map[partition.ID]time.Duration{},
-		held:      map[partition.ID]bool{},
+		tenure:    make([]bool, partitions),
+		acquired:  make([]bool, partitions),
+		busyUntil: make([]time.Duration, partitions),
+		held:      make([]bool, partitions),
 	}
 }
 
@@ -44,10 +46,11 @@ func (m *runtimeModel) busy(now time.Duration, p partition.ID) bool {
 	return m.acquired[p] || m.busyUntil[p] > now
 }
 
-// mayWrite reports whether work of p can change the cluster at now: some runs, the gate's
-// per-partition fence lets it through, and the lease (the shard-wide fence) is valid.
-func (w *world) mayWrite(s *shardNode, p partition.ID) bool {
-	return s.rt.tenure[p] && s.rt.busy(w.now, p) && s.sh.CanWork(s.clk.at(w.now))
+// mayWrite reports whether work of p can change the cluster at now (s's clock reads
+// at): some runs, the gate's per-partition fence lets it through, and the lease (the
+// shard-wide fence) is valid.
+func (w *world) mayWrite(s *shardNode, p partition.ID, at time.Time) bool {
+	return s.rt.tenure[p] && s.rt.busy(w.now, p) && s.sh.CanWork(at)
 }
 
 // runtimeAct carries out one action on s's runtime model, as shardruntime does on the
@@ -59,7 +62,9 @@ func (w *world) runtimeAct(s *shardNode, a handoff.Action) {
 	switch a.Kind {
 	case handoff.ActionWork:
 		m.acquired[p], m.tenure[p] = true, true
+		w.meterAcquired(s, p)
 	case handoff.ActionDrain:
+		s.meterReleased(p)
 		if m.acquired[p] {
 			m.acquired[p] = false
 			d := w.dur(0, maxDrain)
@@ -71,6 +76,7 @@ func (w *world) runtimeAct(s *shardNode, a handoff.Action) {
 		}
 		w.schedule(max(w.now, m.busyUntil[p]), &event{kind: evDrained, shard: s.idx, inc: s.inc, p: p})
 	case handoff.ActionStop, handoff.ActionDrop:
+		s.meterReleased(p)
 		if m.acquired[p] {
 			// The reconcile running now is cancelled; one that ignores its context
 			// (busy in a loop) runs on, but none of its writes leaves.

@@ -23,7 +23,17 @@ func (w *world) warmGap() time.Duration {
 func (w *world) onConverged() error {
 	switch w.opts.Scenario {
 	case Chaos:
-		w.stopAt = w.now + confirmFor
+		if w.load == nil {
+			w.stopAt = w.now + confirmFor
+			return nil
+		}
+	}
+	if w.load != nil && w.phase == 0 {
+		// With loads, the scenario's action comes once the balancer has balanced
+		// (balanceTick), and load moves may follow any convergence.
+		w.phase = 1
+		w.measuring = true
+		w.startBalancing()
 		return nil
 	}
 	switch w.phase {
@@ -55,6 +65,7 @@ func (w *world) scenarioStep(*event) error {
 		w.snapshot = append(w.snapshot, a.Owner)
 	}
 	w.movesBefore = w.leader.c.Stats().MovesStarted
+	w.bal.actionMoves = len(w.bal.moves)
 	switch w.opts.Scenario {
 	case LeaderChange:
 		w.depose(w.dur(200*time.Millisecond, 800*time.Millisecond))
@@ -84,6 +95,11 @@ func (w *world) finishScenario() error {
 		if w.res.MaxGap > 0 {
 			return w.violation("a partition went unworked for %v during the leader change", w.res.MaxGap)
 		}
+		if w.load != nil {
+			// The new leader's load rounds start after its warm-up: they too must
+			// find nothing to move (finishLoads checks again at the end).
+			w.stopAt = w.now + balanceWarmup + 3*balanceInterval
+		}
 	case GracefulLeave:
 		if !w.leaver.exitedClean {
 			return w.violation("%s did not exit on farewell", w.leaver.id)
@@ -91,11 +107,25 @@ func (w *world) finishScenario() error {
 		if w.res.MaxGap > w.warmGap() {
 			return w.violation("graceful leave left a partition unworked for %v (bound %v)", w.res.MaxGap, w.warmGap())
 		}
+		if w.load != nil {
+			// Membership moves only take the leaver's partitions; load moves may
+			// follow, reported apart.
+			return w.checkMembershipMoves(func(from, _ string) bool { return from == w.leaver.id })
+		}
 		// The target keeps every other shard's partitions (ring.AssignFrom).
 		if err := w.checkMoves(func(from, _ string) bool { return from == w.leaver.id }); err != nil {
 			return err
 		}
 	case ScaleUp:
+		if w.load != nil {
+			if w.res.MaxGap > w.warmGap() {
+				return w.violation("scale-up left a partition unworked for %v (bound %v)", w.res.MaxGap, w.warmGap())
+			}
+			if err := w.checkMembershipMoves(func(_, to string) bool { return to == w.joiner.id }); err != nil {
+				return err
+			}
+			return w.checkJoinCost()
+		}
 		n := 0
 		for _, a := range w.leader.c.Assignments() {
 			if a.Owner == w.joiner.id {

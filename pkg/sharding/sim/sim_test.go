@@ -20,6 +20,7 @@ var (
 	flagSeed  = flag.Int64("sim.seed", -1, "run only this seed (reproduce a failure)")
 	flagFirst = flag.Int64("sim.first", 0, "first seed of the range")
 	flagV     = flag.Bool("sim.v", false, "print the full trace of a single -sim.seed run")
+	flagAll   = flag.Bool("sim.all", false, "run every seed and list every failing one (the first still fails the test)")
 )
 
 // summary aggregates the results of many seeds.
@@ -34,6 +35,11 @@ type summary struct {
 	moves     uint64
 	leaders   int
 	faults    map[string]int
+	// Runs with loads.
+	loadMoves uint64
+	byReason  map[string]uint64
+	imbalance []float64
+	balanced  []time.Duration
 }
 
 func (s *summary) add(r Result) {
@@ -52,6 +58,17 @@ func (s *summary) add(r Result) {
 	}
 	for k, v := range r.Faults {
 		s.faults[k] += v
+	}
+	if r.MovesByReason != nil {
+		if s.byReason == nil {
+			s.byReason = map[string]uint64{}
+		}
+		for k, v := range r.MovesByReason {
+			s.byReason[k] += v
+		}
+		s.loadMoves += r.LoadMoves
+		s.imbalance = append(s.imbalance, r.FinalImbalance)
+		s.balanced = append(s.balanced, r.TimeToBalanced)
 	}
 }
 
@@ -88,6 +105,9 @@ func runSeedsOf(t testing.TB, base Options, count int) *summary {
 		}
 		t.Logf("seed %d: %d steps, %v simulated, worked after %v, converged after %v, faults %v",
 			r.Seed, r.Steps, r.SimTime, r.TimeToWorked, r.TimeToConverged, r.Faults)
+		if r.MovesByReason != nil {
+			t.Logf("moves by reason %v, final imbalance %.3f, balanced after %v", r.MovesByReason, r.FinalImbalance, r.TimeToBalanced)
+		}
 		return nil
 	}
 	var (
@@ -97,6 +117,7 @@ func runSeedsOf(t testing.TB, base Options, count int) *summary {
 		mu     sync.Mutex
 		first  error
 		sum    = &summary{}
+		fails  []string
 	)
 	next.Store(*flagFirst)
 	end := *flagFirst + int64(count)
@@ -118,7 +139,11 @@ func runSeedsOf(t testing.TB, base Options, count int) *summary {
 					if first == nil || (errors.As(err, &v) && errors.As(first, &fv) && v.Seed < fv.Seed) {
 						first = err
 					}
+					fails = append(fails, err.Error())
 					mu.Unlock()
+					if *flagAll {
+						continue
+					}
 					failed.Store(true)
 					return
 				}
@@ -127,6 +152,10 @@ func runSeedsOf(t testing.TB, base Options, count int) *summary {
 		}()
 	}
 	wg.Wait()
+	if *flagAll && len(fails) > 0 {
+		slices.Sort(fails)
+		t.Logf("%d of %d seeds failed:\n%s", len(fails), count, strings.Join(fails, "\n"))
+	}
 	if first != nil {
 		var v *Violation
 		seed := int64(-1)
@@ -237,6 +266,8 @@ func TestRunIsDeterministic(t *testing.T) {
 		{name: "leader change 3", seed: 3, sc: LeaderChange},
 		{name: "owner record, scale-up 177", seed: 177, sc: ScaleUp, record: true},
 		{name: "owner record, chaos 7", seed: 7, sc: Chaos, record: true},
+		{name: "load shift 5", seed: 5, sc: LoadShift},
+		{name: "liar 2", seed: 2, sc: Liar},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,4 +292,61 @@ func BenchmarkSimulation(b *testing.B) {
 		seed++
 	}
 	b.ReportMetric(float64(seed)/time.Since(start).Seconds(), "seeds/s")
+}
+
+// loadSeeds is the seeds per scenario with loads, which run minutes of simulated time
+// each: at the default -sim.seeds=1000, 30 (4 under the race detector, as make test
+// runs it); 200 in make soak (-sim.seeds=100000).
+func loadSeeds() int {
+	base := 30
+	if raceEnabled {
+		base = 4
+	}
+	return max(1, min(*flagSeeds*base/1000, max(base, *flagSeeds/500)))
+}
+
+// TestSimulationBalancer runs the scenarios with loads (docs/design-placement.md §4): a steady
+// skewed load, a load shift, the chaos faults under load with and without the owner
+// record, a shard lying about its load (0 and ×100), and a leader change, a join and a
+// leave under load.
+func TestSimulationBalancer(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{name: "skew steady", opts: Options{Scenario: SkewSteady}},
+		{name: "skew steady, no noise", opts: Options{Scenario: SkewSteady, NoNoise: true}},
+		{name: "load shift", opts: Options{Scenario: LoadShift}},
+		{name: "load shift, no noise", opts: Options{Scenario: LoadShift, NoNoise: true}},
+		{name: "skew chaos", opts: Options{Scenario: Chaos, Loads: true}},
+		{name: "skew chaos, owner record", opts: Options{Scenario: Chaos, Loads: true, OwnerRecord: true}},
+		{name: "liar reports 0", opts: Options{Scenario: Liar, LiarFactor: 0}},
+		{name: "liar reports ×100", opts: Options{Scenario: Liar, LiarFactor: 100}},
+		{name: "leader change with loads", opts: Options{Scenario: LeaderChange, Loads: true}},
+		{name: "leader change with loads, no noise", opts: Options{Scenario: LeaderChange, Loads: true, NoNoise: true}},
+		{name: "scale up with loads", opts: Options{Scenario: ScaleUp, Loads: true}},
+		{name: "graceful leave with loads", opts: Options{Scenario: GracefulLeave, Loads: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			sum := runSeedsOf(t, tt.opts, loadSeeds())
+			if sum == nil {
+				return
+			}
+			t.Logf("%d seeds in %v: %.1f simulated hours; moves by reason %v (%.1f load moves per simulated hour); final imbalance p50 %.3f max %.3f; balanced after convergence (load shift: after the shift) p50 %v max %v; longest gap %v",
+				sum.seeds, time.Since(start).Round(time.Millisecond), sum.simTime.Hours(), sum.byReason,
+				float64(sum.loadMoves)/sum.simTime.Hours(), pctF(sum.imbalance, 0.5), pctF(sum.imbalance, 1),
+				pct(sum.balanced, 0.5), pct(sum.balanced, 1), sum.maxGap)
+		})
+	}
+}
+
+func pctF(d []float64, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }

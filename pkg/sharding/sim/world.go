@@ -27,10 +27,22 @@ const (
 	GracefulLeave
 	// ScaleUp converges, adds a shard, and checks warm moves to it.
 	ScaleUp
+	// SkewSteady runs a steady skewed load (one partition carries 30 % of it) for
+	// 20 minutes with the balancer on, and checks that it converges, isolates the hot
+	// partition and then stays still.
+	SkewSteady
+	// LoadShift converges under a skewed load, then moves the hot load to another
+	// partition, and checks that the balancer follows within a bound and with few
+	// moves.
+	LoadShift
+	// Liar runs a skewed load with one shard that reports its loads times
+	// Options.LiarFactor (0: it looks idle; 100: it looks swamped), and checks the
+	// namespace cap, the honest shards' load and the moves per hour.
+	Liar
 )
 
 func (s Scenario) String() string {
-	return [...]string{"chaos", "leader-change", "graceful-leave", "scale-up"}[s]
+	return [...]string{"chaos", "leader-change", "graceful-leave", "scale-up", "skew-steady", "load-shift", "liar"}[s]
 }
 
 // Options configure one run; everything else derives from Seed.
@@ -44,7 +56,20 @@ type Options struct {
 	// while the record names it, and the leader seizes shards whose stream stayed
 	// closed for seizeAfter.
 	OwnerRecord bool
+	// Loads gives partitions a true load (a skewed one, see newLoadModel) that the
+	// shards measure and report on their heartbeats, and runs the coordinator with
+	// Placement load and the balancer on (docs/design-placement.md §4). SkewSteady,
+	// LoadShift and Liar imply it; with Chaos it is the SkewChaos scenario.
+	Loads bool
+	// NoNoise: the shards measure their loads exactly: no ±10 % per sample, and no
+	// error from their clocks' rates.
+	NoNoise bool
+	// LiarFactor is what the Liar scenario's liar multiplies its loads by.
+	LiarFactor float64
 }
+
+// loads reports whether the run has loads.
+func (o Options) loads() bool { return o.Loads || o.Scenario >= SkewSteady }
 
 // Result describes a finished run.
 type Result struct {
@@ -65,6 +90,15 @@ type Result struct {
 	MaxGap     time.Duration
 	Moves      uint64
 	Rejections uint64
+	// Runs with loads: the moves started for load (reasons hot, load and pin) and
+	// by reason, and the busiest non-exclusive member's true cost over their mean at
+	// the end (1 is even).
+	LoadMoves      uint64
+	MovesByReason  map[string]uint64
+	FinalImbalance float64
+	// TimeToBalanced is how long the balancer took to balance after the cluster
+	// converged (LoadShift: after the shift).
+	TimeToBalanced time.Duration
 }
 
 // Fixed protocol timings of the simulated deployment. Clocks drift up to
@@ -156,6 +190,7 @@ const (
 	evScenario
 	evRingComputed
 	evRecordApplied
+	evBalanceCheck
 )
 
 type event struct {
@@ -241,6 +276,11 @@ type world struct {
 	// the leader's tenure may have lapsed).
 	record     []string
 	recordTerm uint32
+
+	// Runs with loads (Options.loads).
+	load *loadModel
+	liar *shardNode
+	bal  balanceState
 }
 
 func (w *world) tracef(format string, args ...any) {

@@ -202,7 +202,11 @@ func TestRBACIsEnough(t *testing.T) {
 	f := framework.Get(t)
 	ns := f.Namespace(t, nil).Name
 	sel, enabled := enabledControllers(t, f)
-	r := installRBAC(t, f, "rbac", ns, nil, setControllers(sel)...)
+	// The fence is off here (below): so is it in the chart, whose RBAC must then be
+	// enough without the fence's ClusterRole. Placement by load counts namespaces with an
+	// informer of the coordinator's own without the fence: the chart must let it list and
+	// watch them, or the coordinator never leads.
+	r := installRBAC(t, f, "rbac", ns, nil, append(setControllers(sel), "shardFence.enabled=false", "coordinator.extraArgs[0]=--placement=load")...)
 	coordSA, shardSA := r.coordinator.Spec.Template.Spec.ServiceAccountName, r.shard.Spec.Template.Spec.ServiceAccountName
 	needs := shardapp.RequiredPermissions(enabled)
 	waitAllowed(t, f, ns, shardSA, needs)

@@ -114,8 +114,15 @@ func TestShardFencePolicyMatchesCode(t *testing.T) {
 					t.Fatalf("shardFence.enabled=false still renders %d policies and %d bindings", len(policies), len(bindings))
 				}
 				for _, u := range objs.Kind("ClusterRole") {
-					if strings.HasPrefix(u.GetName(), coordinator) {
-						t.Errorf("shardFence.enabled=false still renders the coordinator ClusterRole %s", u.GetName())
+					if !strings.HasPrefix(u.GetName(), coordinator) {
+						continue
+					}
+					// Only the Namespace reader of placement by load (list and watch).
+					var cr rbacv1.ClusterRole
+					Into(t, u, &cr)
+					if len(cr.Rules) != 1 || !hasRule(cr.Rules, "", "namespaces", "list") || !hasRule(cr.Rules, "", "namespaces", "watch") ||
+						len(cr.Rules[0].Verbs) != 2 || len(cr.Rules[0].Resources) != 1 {
+						t.Errorf("shardFence.enabled=false renders the coordinator ClusterRole %s with rules %+v, want list and watch of namespaces only", u.GetName(), cr.Rules)
 					}
 				}
 				for _, kind := range []string{"Role", "RoleBinding"} {

@@ -19,36 +19,17 @@ const (
 	// PlacementCount places partitions by count (every shard within ⌊P/N⌋–⌈P/N⌉), as
 	// before issue 31: the default until placement by load has been measured, and the
 	// escape hatch after.
-	PlacementCount = "count"
+	PlacementCount = string(handoff.PlacementCount)
 	// PlacementLoad places partitions by cost: reported load plus a base per namespace
 	// (docs/design-placement.md §2).
-	PlacementLoad = "load"
+	PlacementLoad = string(handoff.PlacementLoad)
 )
 
-// Defaults of the balancer's flags (docs/design-placement.md §2.8). The budgets and
-// thresholds are balance's own defaults, so that the flags and the pure planner cannot
-// drift apart.
-const (
-	// DefaultBalanceInterval is --balance-interval: six load reports at the default
-	// --load-report-interval, so a round sees every member's fresh report.
-	DefaultBalanceInterval = time.Minute
-	// DefaultBalanceWarmup is --balance-warmup: a new leader first hears every shard's
-	// report (its hello and the heartbeat after) before moving anything for load.
-	DefaultBalanceWarmup = 2 * time.Minute
-	// DefaultBalanceCooldown is --balance-cooldown: a partition moved is not moved for
-	// load again for this long; a move costs a warm-up and a pause of the partition.
-	DefaultBalanceCooldown = 30 * time.Minute
-	// DefaultMaxPartitionLoad is --balance-max-partition-load (requests/s): far above
-	// what one partition of a shard held to the default client rate limits can carry, so
-	// an entry above is a lie or a bug.
-	DefaultMaxPartitionLoad = 1000
-	// DefaultMaxShardLoad is --balance-max-shard-load (requests/s), the same bound for
-	// a whole report.
-	DefaultMaxShardLoad = 2000
-	// MinBalanceReports is how many load reports a --balance-interval spans at least:
-	// a round must follow a fresh report of every member.
-	MinBalanceReports = 2
-)
+// MinBalanceReports is how many load reports a --balance-interval spans at least: a round
+// must follow a fresh report of every member. The flags' defaults are handoff's
+// (handoff.DefaultBalanceInterval and the others) and balance's, so that the flags and the
+// state machine cannot drift apart.
+const MinBalanceReports = 2
 
 // PlacementOptions are the flags of placement by load and of pins.
 type PlacementOptions struct {
@@ -70,8 +51,8 @@ type PlacementOptions struct {
 // NewPlacementOptions returns the defaults: placement by count, balancing on once
 // placement by load is chosen.
 func NewPlacementOptions() PlacementOptions {
-	return PlacementOptions{Mode: PlacementCount, Balance: true, Interval: DefaultBalanceInterval, Warmup: DefaultBalanceWarmup,
-		Cooldown: DefaultBalanceCooldown, MaxPartitionLoad: DefaultMaxPartitionLoad, MaxShardLoad: DefaultMaxShardLoad,
+	return PlacementOptions{Mode: PlacementCount, Balance: true, Interval: handoff.DefaultBalanceInterval, Warmup: handoff.DefaultBalanceWarmup,
+		Cooldown: handoff.DefaultBalanceCooldown, MaxPartitionLoad: handoff.DefaultMaxPartitionLoad, MaxShardLoad: handoff.DefaultMaxShardLoad,
 		Params: balance.Params{Margin: balance.DefaultMargin, MaxMoves: balance.DefaultMaxMoves, MaxCostFraction: balance.DefaultMaxCostFraction,
 			MaxObjects: balance.DefaultMaxObjects, MaxNamespaceShare: balance.DefaultMaxNamespaceShare, MinLoad: balance.DefaultMinLoad}}
 }

@@ -290,16 +290,18 @@ func (w *world) unworkedList() []int {
 // partition is the shard actually working it.
 func (w *world) isConverged() bool {
 	n := w.leader
-	if n == nil || !n.c.Converged() {
-		return false
-	}
-	var live []string
+	return n != nil && n.c.Converged() && w.ownersWork(n)
+}
+
+// ownersWork: n's members are exactly the live shards, and the owner n
+// records for each partition is alive, running and working it.
+func (w *world) ownersWork(n *coordNode) bool {
+	var live, members []string
 	for _, s := range w.shards {
 		if s.alive && !s.sh.Leaving() {
 			live = append(live, s.id)
 		}
 	}
-	var members []string
 	for _, m := range n.c.Members() {
 		members = append(members, m.ID)
 	}

@@ -329,26 +329,7 @@ func (w *world) placed(n *coordNode) bool {
 			return false
 		}
 	}
-	// isConverged without n.c.Converged: the same member and worker checks.
-	var live, members []string
-	for _, s := range w.shards {
-		if s.alive && !s.sh.Leaving() {
-			live = append(live, s.id)
-		}
-	}
-	for _, m := range n.c.Members() {
-		members = append(members, m.ID)
-	}
-	if !slices.Equal(live, members) {
-		return false
-	}
-	for _, a := range n.c.Assignments() {
-		s := w.byID(a.Owner)
-		if s == nil || !s.alive || s.paused(w.now) || !s.sh.Working(s.clk.at(w.now), a.Partition) {
-			return false
-		}
-	}
-	return true
+	return w.ownersWork(n)
 }
 
 func (w *world) nsTotal() uint32 {

@@ -49,7 +49,8 @@ keeps=",${KSHARD_KCM_KEEPS:-},"
 # nothing else logged): who wrote which slice when, and the pod and Service changes that
 # led to it, for test/endpointstress. KSHARD_APISERVER_AUDIT=all logs every request
 # (every verb and resource, Metadata level, so user agent, verb, resource, subresource and
-# response code), for breaking a benchmark's API requests down by kind (issue 31). Either
+# response code), for breaking a benchmark's API requests down by kind (issue 31;
+# kube-apiserver rotates the log at 100 MB, to kube-apiserver-audit-<time>.log). Either
 # takes effect when kube-apiserver starts (a running one is kept as it is).
 audit=${KSHARD_APISERVER_AUDIT:-0}
 

@@ -47,8 +47,11 @@ keeps=",${KSHARD_KCM_KEEPS:-},"
 # KSHARD_APISERVER_AUDIT=1 gives kube-apiserver an audit log of every write to
 # EndpointSlices, pods and Services (logs/kube-apiserver-audit.log, JSON, Metadata level,
 # nothing else logged): who wrote which slice when, and the pod and Service changes that
-# led to it, for test/endpointstress. It takes effect when kube-apiserver
-# starts (a running one is kept as it is).
+# led to it, for test/endpointstress. KSHARD_APISERVER_AUDIT=all logs every request
+# (every verb and resource, Metadata level, so user agent, verb, resource, subresource and
+# response code), for breaking a benchmark's API requests down by kind (issue 31;
+# kube-apiserver rotates the log at 100 MB, to kube-apiserver-audit-<time>.log). Either
+# takes effect when kube-apiserver starts (a running one is kept as it is).
 audit=${KSHARD_APISERVER_AUDIT:-0}
 
 tool() { "$root/hack/tools.sh" path "$1"; }
@@ -150,10 +153,33 @@ api_ready() {
 
 kubectl_() { "$(tool kubectl)" --kubeconfig "$kubeconfig" "$@"; }
 
-# audit_args prints kube-apiserver's audit flags (none unless KSHARD_APISERVER_AUDIT=1),
+# audit_args prints kube-apiserver's audit flags (none unless KSHARD_APISERVER_AUDIT is 1 or all),
 # writing the policy first.
 audit_args() {
-  [ "$audit" = 1 ] || return 0
+  case "$audit" in
+  1) audit_policy_writes ;;
+  all) audit_policy_all ;;
+  *) return 0 ;;
+  esac
+  echo "--audit-policy-file=$dir/audit-policy.yaml"
+  echo "--audit-log-path=$logs/kube-apiserver-audit.log"
+  echo "--audit-log-format=json"
+}
+
+# audit_policy_all writes a policy that logs every request at Metadata level.
+audit_policy_all() {
+  cat >"$dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+POLICY
+}
+
+# audit_policy_writes writes the policy of KSHARD_APISERVER_AUDIT=1: the writes to
+# EndpointSlices, pods and Services.
+audit_policy_writes() {
   cat >"$dir/audit-policy.yaml" <<'POLICY'
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -168,9 +194,6 @@ rules:
     resources: [pods, pods/status, services]
 - level: None
 POLICY
-  echo "--audit-policy-file=$dir/audit-policy.yaml"
-  echo "--audit-log-path=$logs/kube-apiserver-audit.log"
-  echo "--audit-log-format=json"
 }
 
 write_kwok_config() {

@@ -170,11 +170,12 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 	rng := rand.New(rand.NewPCG(uint64(n), 11))
 	var out []step
 	try := func(rate float64) step {
+		current := resetReplicas(ctx, b, client, load)
 		before := scrapeAll(ctx, b, shards)
 		cpu0 := cpuOf(b, apiPid, etcdPid, shards)
 		start := time.Now()
 		b.StartTimer()
-		sent := offer(ctx, b, client, nss, rate, window, rng)
+		sent := offer(ctx, b, client, nss, current, rate, window, rng)
 		achieved := float64(sent) / time.Since(start).Seconds()
 		drained := waitDrained(ctx, client, load)
 		b.StopTimer()
@@ -230,37 +231,30 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 
 // offer sends rate changes per second for window: each picks a namespace's Deployment at
 // random and either scales it (2 ↔ 3 replicas) or rolls it out (a new pod template
-// annotation), alternately. It returns the number of changes the API server accepted.
-func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss []string, rate float64, window time.Duration, rng *rand.Rand) int64 {
+// annotation), alternately (planChanges; current holds the Deployments' sizes when the
+// step starts). It returns the number of changes the API server accepted.
+func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss []string, current map[string]int32, rate float64, window time.Duration, rng *rand.Rand) int64 {
 	total := int(rate * window.Seconds())
-	jobs := make(chan int, total)
 	targets := make([]int, total)
 	for i := range targets {
 		targets[i] = rng.IntN(len(nss))
 	}
+	changes := planChanges(nss, targets, current)
+	jobs := make(chan change, total)
 	var (
 		sent, failed atomic.Int64
 		wg           sync.WaitGroup
-		replicas     sync.Map // namespace → current replicas
 	)
 	for range 32 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range jobs {
-				ns := nss[targets[i]]
-				var patch string
-				if i%2 == 0 {
-					want := int32(3)
-					if v, _ := replicas.Load(ns); v == int32(3) {
-						want = 2
-					}
-					replicas.Store(ns, want)
-					patch = fmt.Sprintf(`{"spec":{"replicas":%d}}`, want)
-				} else {
+			for c := range jobs {
+				patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, c.replicas)
+				if c.replicas == 0 {
 					patch = fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:"%d"}}}}}`, revAnnotation, time.Now().UnixNano())
 				}
-				_, err := client.AppsV1().Deployments(ns).Patch(ctx, "app-0", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+				_, err := client.AppsV1().Deployments(c.namespace).Patch(ctx, "app-0", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 				if err != nil {
 					failed.Add(1)
 					continue
@@ -270,9 +264,9 @@ func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss [
 		}()
 	}
 	start := time.Now()
-	for i := 0; i < total; i++ {
+	for i, c := range changes {
 		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
-		jobs <- i
+		jobs <- c
 	}
 	close(jobs)
 	wg.Wait()
@@ -280,6 +274,73 @@ func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss [
 		b.Logf("%d of %d changes failed", n, total)
 	}
 	return sent.Load()
+}
+
+// change is one offered change: a scale of the namespace's Deployment to replicas, or a
+// rollout (replicas 0).
+type change struct {
+	namespace string
+	replicas  int32
+}
+
+// planChanges turns the namespaces picked (targets, indexes into nss) into changes,
+// alternately a scale and a rollout. A scale toggles the Deployment between 2 and 3
+// replicas from the size it has at that point (current: the sizes when the step starts;
+// a namespace missing from it is at 2), so that no scale change is a no-op. A patch that
+// sets the replicas a Deployment already has costs the controllers nothing but would
+// still count as a change, which lowered the requests per change of later steps (issue
+// 31: the toggle assumed every Deployment started each step at 2).
+func planChanges(nss []string, targets []int, current map[string]int32) []change {
+	size := make(map[string]int32, len(current))
+	for ns, r := range current {
+		size[ns] = r
+	}
+	out := make([]change, len(targets))
+	for i, t := range targets {
+		ns := nss[t]
+		out[i] = change{namespace: ns}
+		if i%2 != 0 {
+			continue
+		}
+		want := int32(3)
+		if r, ok := size[ns]; ok && r == 3 {
+			want = 2
+		}
+		size[ns] = want
+		out[i].replicas = want
+	}
+	return out
+}
+
+// resetReplicas scales every Deployment of load that is not at load.Replicas back to it
+// and waits until all have completed, so that every step starts from the same state: a
+// rollout of 3 replicas costs the controllers about half again as many requests as one
+// of 2 (issue 31), and without the reset the share of 3-replica rollouts grew from step
+// to step. It returns the Deployments' sizes (namespace → spec.replicas) after the reset.
+func resetReplicas(ctx context.Context, b *testing.B, client kubernetes.Interface, load framework.Burst) map[string]int32 {
+	b.Helper()
+	list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: load.Selector()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make(map[string]int32, len(list.Items))
+	reset := 0
+	for _, d := range list.Items {
+		out[d.Namespace] = load.Replicas
+		if d.Spec.Replicas != nil && *d.Spec.Replicas == load.Replicas {
+			continue
+		}
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, load.Replicas)
+		if _, err := client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		reset++
+	}
+	if reset > 0 && !waitDrained(ctx, client, load) {
+		b.Fatalf("%d Deployments scaled back to %d replicas did not complete within %s", reset, load.Replicas, drain)
+	}
+	b.Logf("reset %d Deployments to %d replicas before the step", reset, load.Replicas)
+	return out
 }
 
 // waitDrained waits until every Deployment has completed its rollout, i.e. the window's

@@ -87,3 +87,42 @@ func TestStepDiagnosis(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanChanges(t *testing.T) {
+	nss := []string{"a", "b"}
+	tests := []struct {
+		name    string
+		targets []int
+		current map[string]int32
+		want    []change
+	}{
+		{name: "a Deployment at 2 is scaled to 3", targets: []int{0}, current: map[string]int32{"a": 2},
+			want: []change{{namespace: "a", replicas: 3}}},
+		{name: "a Deployment already at 3 is scaled to 2, not patched to 3 again", targets: []int{0, 1, 1}, current: map[string]int32{"b": 3},
+			want: []change{{namespace: "a", replicas: 3}, {namespace: "b"}, {namespace: "b", replicas: 2}}},
+		{name: "scale changes toggle within the step, rollouts in between", targets: []int{0, 0, 0, 1, 0}, current: nil,
+			want: []change{{namespace: "a", replicas: 3}, {namespace: "a"}, {namespace: "a", replicas: 2}, {namespace: "b"}, {namespace: "a", replicas: 3}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := planChanges(nss, tt.targets, tt.current)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("planChanges = %+v, want %+v", got, tt.want)
+			}
+			// No scale change sets the size the Deployment already has.
+			size := map[string]int32{"a": 2, "b": 2}
+			for ns, r := range tt.current {
+				size[ns] = r
+			}
+			for i, c := range got {
+				if c.replicas == 0 {
+					continue
+				}
+				if c.replicas == size[c.namespace] {
+					t.Errorf("change %d scales %s to the %d replicas it has", i, c.namespace, c.replicas)
+				}
+				size[c.namespace] = c.replicas
+			}
+		})
+	}
+}

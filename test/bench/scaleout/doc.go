@@ -39,7 +39,9 @@
 // as Prometheus's histogram_quantile does). KSHARD_BENCH_CAPACITY_NAMESPACES namespaces
 // (default 400) hold one Deployment of 2 replicas each, filled once by a kshard with high
 // limits. Each shard count then gets a ladder of offered rates (KSHARD_BENCH_CAPACITY_RATES,
-// changes/s): for KSHARD_BENCH_CAPACITY_WINDOW_SECONDS (default 60) the benchmark patches
+// changes/s). Each step first scales every Deployment back to 2 replicas and waits until
+// all have completed (outside the step's measurements), so that every step offers the same
+// work; then for KSHARD_BENCH_CAPACITY_WINDOW_SECONDS (default 60) the benchmark patches
 // Deployments picked at random, alternately a scale change (2 ↔ 3 replicas) and a rollout
 // (a new pod template annotation), then waits until every Deployment has completed (at
 // most 3 minutes) before it reads the histograms, so that the step's backlog counts. A

@@ -143,6 +143,45 @@ func combinations(ctx context.Context, p *Server, d *Dashboard, w Window) ([]com
 // Every controller, by contrast, must work during the load.
 var mayIdle = map[string]bool{"queue": true}
 
+// absence is a panel that may return no series at all for some values of one variable,
+// and why; every other filling of its variables must still return numbers.
+type absence struct {
+	panel, variable string
+	values          *regexp.Regexp
+	reason          string
+}
+
+// mayBeAbsent are the panels whose series exist for some values of a variable only.
+// "Rate-limiter wait by controller" counts the wait of a controller's clients under its
+// name, while the garbage collector reconciles through two queues whose names are its
+// kshard_controller_reconciles_total{controller} (and so values of $controller) and
+// whose clients are the one garbagecollector's: selected alone, those two names match no
+// wait series (the garbage collector's wait shows under All, as garbagecollector).
+var mayBeAbsent = []absence{{
+	panel: "Rate-limiter wait by controller", variable: "controller",
+	values: regexp.MustCompile(`^garbage_collector_attempt_to_(delete|orphan)$`),
+	reason: "the garbage collector's queues reconcile under their own names; its clients wait as garbagecollector",
+}}
+
+// absent says why panel may return no series for c, or "" when it must return some.
+func absent(panel string, c combination) string {
+	for _, a := range mayBeAbsent {
+		if a.panel == panel && a.variable == c.variable && a.values.MatchString(unescapedValue(c)) {
+			return a.reason
+		}
+	}
+	return ""
+}
+
+// unescapedValue is the value c gives its one variable not at All, as the variable's
+// query found it ("" when every variable is at All).
+func unescapedValue(c combination) string {
+	if c.variable == "" {
+		return ""
+	}
+	return strings.TrimPrefix(c.name, c.variable+"=")
+}
+
 // CheckQueries runs every query of every panel of every dashboard over w, for every
 // variable at All and for each value of each variable alone, as Grafana would, and fails
 // t (one subtest per dashboard) for each query that errs, returns no series, or returns
@@ -179,6 +218,8 @@ func CheckQueries(t *testing.T, p *Server, dashboards []*Dashboard, w Window) in
 							continue
 						}
 						switch series, numbers := r.Counts(); {
+						case series == 0 && absent(pn.Title, c) != "":
+							t.Logf("%s\n  returned no series, allowed: %s", where, absent(pn.Title, c))
 						case series == 0:
 							t.Errorf("%s\n  returned no series; %s", where, scrapeHealth(ctx, p, w))
 						case numbers == 0 && mayIdle[c.variable]:

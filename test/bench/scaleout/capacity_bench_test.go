@@ -111,8 +111,13 @@ func BenchmarkCapacity(b *testing.B) {
 	window := time.Duration(framework.EnvInt("KSHARD_BENCH_CAPACITY_WINDOW_SECONDS", 60)) * time.Second
 	load := framework.Burst{Run: strings.ToLower("cap-" + kf.RunID), Label: label,
 		Namespaces: framework.EnvInt("KSHARD_BENCH_CAPACITY_NAMESPACES", 400), PerNamespace: 1, Replicas: 2}
-	b.Logf("%d namespaces x 1 Deployment x 2 replicas; offered rates %v changes/s, %s each; shard counts %v; SLOs: queue wait p99 <= %s, reconcile p99 <= %s",
-		load.Namespaces, rates, window, shardCounts, queueWaitSLO, reconcileSLO)
+	ps := placements("count")
+	if len(ps) != 1 {
+		b.Fatalf("KSHARD_BENCH_PLACEMENT=%s: the capacity curve takes one placement per run", strings.Join(ps, ","))
+	}
+	placement := config{placement: ps[0]}
+	b.Logf("%d namespaces x 1 Deployment x 2 replicas; offered rates %v changes/s, %s each; shard counts %v; coordinators place by %s; SLOs: queue wait p99 <= %s, reconcile p99 <= %s",
+		load.Namespaces, rates, window, shardCounts, ps[0], queueWaitSLO, reconcileSLO)
 
 	ctx := context.Background()
 	client := kf.LoadClient(b)
@@ -125,7 +130,7 @@ func BenchmarkCapacity(b *testing.B) {
 	for _, n := range shardCounts {
 		b.Run(fmt.Sprintf("shards-%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				got := ladder(ctx, b, kf, client, load, nss, n, rates, refine, window)
+				got := ladder(ctx, b, kf, client, load, nss, n, placement, rates, refine, window)
 				steps = append(steps, got...)
 				b.ReportMetric(capacity(got), "sustained-changes/s")
 			}
@@ -148,15 +153,16 @@ func populate(b *testing.B, f *framework.Framework, client kubernetes.Interface,
 	b.Logf("populated %d Deployments in %s", load.Deployments(), time.Since(start).Round(time.Second))
 }
 
-// ladder starts n shards at kube-controller-manager's limits and offers each rate in turn
+// ladder starts n shards at kube-controller-manager's limits, their coordinators placing
+// as c says, and offers each rate in turn
 // until one fails its SLOs, then narrows the capacity down between the last rate that held
 // and the one that failed by refine bisection steps.
-func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string, n int, rates []int, refine int, window time.Duration) []step {
+func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string, n int, c config, rates []int, refine int, window time.Duration) []step {
 	b.StopTimer()
 	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
 		"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
 		"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
-	}, KCMTimings: true})
+	}, CoordinatorArgs: c.coordinatorArgs(), KCMTimings: true})
 	shards := k.StartSet(b, n)
 	defer k.KillAll()
 	apiPid, err := f.ComponentPid("kube-apiserver")

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -124,5 +125,36 @@ func TestPlanChanges(t *testing.T) {
 				size[c.namespace] = c.replicas
 			}
 		})
+	}
+}
+
+func TestKShardConfigs(t *testing.T) {
+	tests := []struct {
+		name   string
+		shards []int
+		ps     []string
+		want   []config
+	}{
+		{name: "count only keeps today's names", shards: []int{1, 4}, ps: []string{"count"},
+			want: []config{{name: "kshard-1", shards: 1, placement: "count"}, {name: "kshard-4", shards: 4, placement: "count"}}},
+		{name: "one shard runs once under the first placement", shards: []int{1, 4}, ps: []string{"load", "count"},
+			want: []config{{name: "kshard-1", shards: 1, placement: "load"}, {name: "kshard-4-load", shards: 4, placement: "load"},
+				{name: "kshard-4", shards: 4, placement: "count"}}},
+		{name: "both placements at two counts", shards: []int{2, 3}, ps: []string{"count", "load"},
+			want: []config{{name: "kshard-2", shards: 2, placement: "count"}, {name: "kshard-2-load", shards: 2, placement: "load"},
+				{name: "kshard-3", shards: 3, placement: "count"}, {name: "kshard-3-load", shards: 3, placement: "load"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := kshardConfigs(tt.shards, tt.ps); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("kshardConfigs(%v, %v) = %+v, want %+v", tt.shards, tt.ps, got, tt.want)
+			}
+		})
+	}
+	if got := (config{name: "upstream"}).coordinatorArgs(); got != nil {
+		t.Errorf("upstream's coordinator args = %v, want none", got)
+	}
+	if got := (config{placement: "load"}).coordinatorArgs(); !reflect.DeepEqual(got, []string{"--placement=load"}) {
+		t.Errorf("load's coordinator args = %v", got)
 	}
 }

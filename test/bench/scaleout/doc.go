@@ -13,6 +13,12 @@
 //
 // (KSHARD_BENCH_SCALEOUT_UPSTREAM=0 leaves upstream out, for a look at kshard alone.)
 //
+// KSHARD_BENCH_PLACEMENT (default count) is the coordinators' --placement: a list such as
+// count,load runs every shard count above one under each (kshard-N and kshard-N-load, one
+// shard once), so the two placements are compared in one run. BenchmarkCapacity takes one.
+// Both benchmarks create their namespaces before the shards start, so placement by load
+// places them by namespace counts at the first assignment.
+//
 // Every controller process has kube-controller-manager's defaults: --kube-api-qps 20,
 // --kube-api-burst 30 per controller client (events included, in both), 5 deployment and
 // 5 replicaset workers. All runs use the same control plane, one after the other, and a

@@ -36,10 +36,54 @@ const (
 // reader sees when the API server, not the controllers' rate limits, was the bound.
 var controlPlane = []string{"kube-apiserver", "etcd", "kube-scheduler", "kwok", "kube-controller-manager"}
 
-// config is one column of the comparison: upstream (shards == 0) or kshard with shards.
+// config is one column of the comparison: upstream (shards == 0) or kshard with shards,
+// its coordinators placing partitions by placement ("count" or "load", the coordinator's
+// --placement).
 type config struct {
-	name   string
-	shards int
+	name      string
+	shards    int
+	placement string
+}
+
+// placements reads KSHARD_BENCH_PLACEMENT, the coordinator placements to run (def when
+// unset): a comma-separated list of "count" and "load". Anything else panics before the
+// benchmark starts, as framework.EnvInt does.
+func placements(def string) []string {
+	ps := framework.EnvList("KSHARD_BENCH_PLACEMENT", def)
+	for _, p := range ps {
+		if p != "count" && p != "load" {
+			panic(fmt.Sprintf("KSHARD_BENCH_PLACEMENT: %q is neither count nor load", p))
+		}
+	}
+	return ps
+}
+
+// kshardConfigs returns the kshard columns for shard counts ns and placements ps: one per
+// shard count and placement, named kshard-N (count) or kshard-N-load, except that one
+// shard, which every placement gives the same owner, runs once (with ps[0]).
+func kshardConfigs(ns []int, ps []string) []config {
+	var out []config
+	for _, n := range ns {
+		for i, p := range ps {
+			if n == 1 && i > 0 {
+				break
+			}
+			name := fmt.Sprintf("kshard-%d", n)
+			if p == "load" && n > 1 {
+				name += "-load"
+			}
+			out = append(out, config{name: name, shards: n, placement: p})
+		}
+	}
+	return out
+}
+
+// coordinatorArgs are the flags a config's coordinators get.
+func (c config) coordinatorArgs() []string {
+	if c.placement == "" {
+		return nil
+	}
+	return []string{"--placement=" + c.placement}
 }
 
 // usage is one process's figures over a run.
@@ -155,9 +199,7 @@ func scaleOut(b *testing.B, load framework.Burst, stem, shards string, w workloa
 	if os.Getenv("KSHARD_BENCH_SCALEOUT_UPSTREAM") != "0" {
 		configs = append(configs, config{name: "upstream"})
 	}
-	for _, n := range framework.EnvInts("KSHARD_BENCH_SCALEOUT_SHARDS", shards) {
-		configs = append(configs, config{name: fmt.Sprintf("kshard-%d", n), shards: n})
-	}
+	configs = append(configs, kshardConfigs(framework.EnvInts("KSHARD_BENCH_SCALEOUT_SHARDS", shards), placements("count"))...)
 	b.Logf("%d repetitions; every controller process: %s", reps, strings.Join(w.controllerArgs(), " "))
 
 	var results []result
@@ -205,7 +247,8 @@ func runBurst(b *testing.B, f *framework.Framework, load framework.Burst, c conf
 		waitSynced(b, kcm, w.controllers...)
 		procs = append(procs, framework.Metered{Name: fmt.Sprintf("kube-controller-manager (%s)", strings.Join(w.controllers, ", ")), Role: "controller", Pid: kcm.Pid(), ResetPeak: true})
 	} else {
-		k := f.NewKShard(b, framework.KShardOptions{ShardArgs: append([]string{"--controllers", strings.Join(w.controllers, ",")}, w.controllerArgs()...), KCMTimings: true})
+		k := f.NewKShard(b, framework.KShardOptions{ShardArgs: append([]string{"--controllers", strings.Join(w.controllers, ",")}, w.controllerArgs()...),
+			CoordinatorArgs: c.coordinatorArgs(), KCMTimings: true})
 		shards = k.StartSet(b, c.shards)
 		defer k.KillAll()
 		for _, s := range shards {

@@ -82,7 +82,7 @@ func (o *PlacementOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // validate reports every bad flag of the block; partitions is --partitions (already
-// checked) and reportInterval --load-report-interval.
+// checked) and reportInterval the interval shards report at (reportCadence).
 func (o PlacementOptions) validate(partitions int, reportInterval time.Duration) error {
 	var errs []error
 	load := o.Mode == PlacementLoad

@@ -288,7 +288,7 @@ func TestLoadReportSeq(t *testing.T) {
 		interval time.Duration
 		hb       time.Duration
 		reporter bool
-		want     []uint64 // of seqs 1..12
+		want     []uint64      // of seqs 1..12
 		cadence  time.Duration // the report interval the reporter is given: the rounded one
 	}{
 		{name: "every 10th at the defaults", interval: 10 * time.Second, hb: time.Second, reporter: true, want: []uint64{1, 11}, cadence: 10 * time.Second},

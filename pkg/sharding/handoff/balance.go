@@ -164,10 +164,11 @@ const (
 const (
 	rejectAbsurd = iota
 	rejectNotHeld
+	rejectEarly
 	numReportRejects
 )
 
-var reportRejectNames = [numReportRejects]string{"absurd", "not_held"}
+var reportRejectNames = [numReportRejects]string{"absurd", "not_held", "early"}
 
 // numMoveReasons covers balance.Reason's values (ReasonNone to ReasonLoad).
 const numMoveReasons = int(balance.ReasonLoad) + 1
@@ -184,7 +185,8 @@ type BalanceStats struct {
 	Domains []balance.DomainStat
 	// ReportsRejected counts rejected load reports and entries by reason: absurd (an
 	// entry, or a whole report, above the bounds), not_held (an entry for a partition
-	// the shard does not hold).
+	// the shard does not hold), early (a whole report sooner than half the cadence after
+	// the shard's previous one).
 	ReportsRejected map[string]uint64
 	// Suspects is the number of members whose reports are not trusted now (they get no
 	// load or hot moves; SuspectFraction).
@@ -577,6 +579,15 @@ func (c *Coordinator) reportsComplete(now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// earlyReport says whether a load report of m at now comes sooner than half the cadence
+// the Welcome set (LoadSettings.Cadence) after m's previous one in this session: an
+// honest shard sends one every cadence (the first after each Welcome at once), jitter far
+// below half of it.
+func (c *Coordinator) earlyReport(m *member, now time.Time) bool {
+	cadence := c.cfg.Load.Cadence(c.cfg.HeartbeatInterval)
+	return m.loadSinceWelcome && cadence > 0 && now.Sub(m.loadAt) < cadence/2
 }
 
 // loadReport takes a member's load report (docs/design-placement.md §1.5, as fixed by

@@ -195,7 +195,7 @@ func TestLoadReportHandling(t *testing.T) {
 			}
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
-					k.now = k.now.Add(100 * time.Millisecond)
+					k.run(cfg.Load.ReportInterval, 500*time.Millisecond) // at the cadence, not early
 					before := k.c.Stats().Balance.ReportsRejected
 					load := tc.load
 					if load(mine) < 0 {

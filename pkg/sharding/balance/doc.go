@@ -55,7 +55,11 @@
 //     member allowed to hold it.
 //  6. Hot isolation: a partition above HotFactor × F makes its owner
 //     exclusive; every other partition holding a namespace moves off it,
-//     fewest objects first, to the least-loaded non-exclusive member.
+//     fewest objects first, to the least-loaded non-exclusive member. A
+//     partition already alone (its owner holds no other partition with a
+//     namespace) stays hot down to (1 − 2δ) × HotFactor × F: a hysteresis, so
+//     that a load hovering near F (one namespace carrying 1/N of the work) is
+//     not isolated and spread onto again round after round.
 //  7. Spread over the non-exclusive members, with F' their fair share:
 //     triggered when the busiest b > F'·(1+δ) and > MinLoad; moves go to the
 //     least-loaded receiver r, need r + c < b (so Σcost² falls by 2c(b−r−c);

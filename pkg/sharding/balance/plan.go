@@ -192,6 +192,7 @@ func (pl *planner) run() Output {
 	pl.membership()
 	if pl.kind == Balance {
 		pl.pins()
+		pl.markAlone()
 		for d := range pl.doms {
 			pl.hot(int32(d))
 		}
@@ -232,6 +233,7 @@ type planner struct {
 	reason    []Reason
 	orphan    []bool    // per partition: placed by step 2 in this plan
 	exclusive []bool    // per member: holds a hot partition (Balance)
+	alone     []bool    // per partition: at the plan's start its owner held no other partition with namespaces (Balance; see isHot)
 	minLow    []float64 // per eligible set (pin group + 1, 0 for none): a lower bound of its members' least cost
 
 	moves     int
@@ -567,10 +569,40 @@ func (pl *planner) output() Output {
 }
 
 // isHot says whether p carries more than HotFactor × its domain's fair
-// share.
+// share, or, isolated already (alone on its owner when the plan started), more
+// than (1 − 2δ) × that: a hysteresis, so that a partition whose load hovers
+// near the threshold (one namespace carrying 1/N of the work of N shards) is not
+// isolated and spread again round after round as its measured load crosses it.
 func (pl *planner) isHot(p int32) bool {
 	d := &pl.doms[pl.pdom[p]]
-	return pl.cost[p] > 0 && d.fair > 0 && pl.cost[p] > pl.prm.HotFactor*d.fair
+	if pl.cost[p] <= 0 || d.fair <= 0 {
+		return false
+	}
+	threshold := pl.prm.HotFactor * d.fair
+	if pl.alone != nil && pl.alone[p] {
+		threshold *= 1 - 2*pl.prm.Margin
+	}
+	return pl.cost[p] > threshold
+}
+
+// markAlone records, for isHot, which partitions with namespaces are alone on
+// their owner (it holds no other partition with namespaces) once membership and
+// pins are placed, before hot isolation.
+func (pl *planner) markAlone() {
+	pl.alone = make([]bool, pl.np)
+	for m := range pl.mem {
+		var only int32 = -1
+		n := 0
+		for _, p := range pl.held[m] {
+			if pl.nsp[p] > 0 {
+				only = p
+				n++
+			}
+		}
+		if n == 1 {
+			pl.alone[only] = true
+		}
+	}
 }
 
 // byCostDesc orders partitions by decreasing cost, ties by ID.

@@ -478,3 +478,77 @@ func TestSpreadSmallPartitions(t *testing.T) {
 		})
 	}
 }
+
+// TestHotHysteresis: a partition alone on its owner stays hot (its owner
+// exclusive, taking no spread move) while its cost is above (1 − 2δ) × F, so a
+// load hovering just below F is not spread onto again; one not isolated is hot
+// only above F. 4 members: the hot partition's owner, one member 11 % above F
+// (a spread round) and two members just above the hot owner.
+func TestHotHysteresis(t *testing.T) {
+	tests := []struct {
+		name     string
+		share    float64 // the hot partition's cost as a share of F
+		alone    bool    // it is alone on its owner at the start
+		wantHot  bool
+		wantOnto bool // a spread move lands on the hot partition's owner
+	}{
+		{name: "alone at 0.95 F stays hot", share: 0.95, alone: true, wantHot: true},
+		{name: "alone at 0.85 F stays hot", share: 0.85, alone: true, wantHot: true},
+		{name: "alone at 0.75 F is no longer hot", share: 0.75, alone: true, wantOnto: true},
+		{name: "not alone at 0.95 F is not hot", share: 0.95},
+		{name: "not alone above F is hot", share: 1.2, wantHot: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const small = 63 // unit partitions beside the hot one
+			r := newRing(t, small+1, 0)
+			ms := plain(4)
+			cost := make([]float32, small+1)
+			ns := make([]uint32, small+1)
+			objs := make([]uint32, small+1)
+			for i := range cost {
+				cost[i], ns[i], objs[i] = 1, 1, 10
+			}
+			// c = share × F = share × (small + c) / 4.
+			c := tt.share * small / (4 - tt.share)
+			hot := 0
+			cost[hot] = float32(c)
+			// Owners: the hot partition on shard-0, with n0 unit partitions unless
+			// alone; then 23 on shard-1 (busiest) and the rest split on shards 2, 3.
+			cur := make([]string, small+1)
+			cur[hot] = ms[0].ID
+			n0 := 0
+			if !tt.alone {
+				n0 = 3
+			}
+			i := 1
+			put := func(m string, n int) {
+				for range n {
+					cur[i] = m
+					i++
+				}
+			}
+			put(ms[0].ID, n0)
+			put(ms[1].ID, 23)
+			rest := small - n0 - 23
+			put(ms[2].ID, rest/2)
+			put(ms[3].ID, rest-rest/2)
+			in := Input{Ring: r, Members: ms, Cost: cost, Namespaces: ns, Objects: objs, Current: cur, Kind: Balance,
+				Params: Params{MaxMoves: 64, MaxObjects: math.MaxUint32, MaxCostFraction: 1}}
+			out := plan(t, in)
+			checkOutput(t, in, out)
+			if got := out.Domains[0].Hot == 1; got != tt.wantHot {
+				t.Fatalf("hot %d, want hot %v (cost %.2f, F %.2f)", out.Domains[0].Hot, tt.wantHot, c, out.Domains[0].Fair)
+			}
+			onto := false
+			for p, o := range out.Target {
+				if o == ms[0].ID && cur[p] != ms[0].ID {
+					onto = true
+				}
+			}
+			if tt.alone && onto != tt.wantOnto {
+				t.Fatalf("a spread move onto the hot partition's owner: %v, want %v (targets %v)", onto, tt.wantOnto, out.Target)
+			}
+		})
+	}
+}

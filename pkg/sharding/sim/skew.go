@@ -203,8 +203,20 @@ func (w *world) newView(n *coordNode, costs []float64) view {
 	v.fair = v.total / float64(len(v.members))
 	excl := 0.0
 	for _, m := range v.members {
+		// The planner's hysteresis (balance's isHot): a partition alone among its
+		// owner's partitions with namespaces stays hot down to (1 − 2δ) × the threshold.
+		withNS := 0
 		for _, p := range v.owned[m] {
-			if costs[p] > balance.DefaultHotFactor*v.fair {
+			if w.load.namespaces[p] > 0 {
+				withNS++
+			}
+		}
+		for _, p := range v.owned[m] {
+			threshold := balance.DefaultHotFactor * v.fair
+			if withNS == 1 && w.load.namespaces[p] > 0 {
+				threshold *= 1 - 2*balance.DefaultMargin
+			}
+			if costs[p] > threshold {
 				v.hot = append(v.hot, p)
 				if !v.exclusive[m] {
 					v.exclusive[m] = true

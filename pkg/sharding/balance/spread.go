@@ -42,9 +42,13 @@ func (pl *planner) pins() {
 // member is left for the rest. Then every other partition holding a
 // namespace moves off each exclusive member, fewest objects first, to the
 // least-loaded non-exclusive member. Empty partitions stay: no work. The
-// hot partition itself never moves for being hot. Cooling partitions and
-// suspect receivers are skipped. It ends by setting the fair share of the
-// rest for the spread.
+// hot partition itself never moves for being hot. A cooling extra hot
+// partition stays; a cooling partition with namespaces still moves off an
+// exclusive member (the cooldown stops load moves from undoing each other,
+// and nothing moves onto an exclusive member, so this cannot: a partition
+// moved for load onto a shard that then turns hot would otherwise share it
+// with the hot partition for the rest of its cooldown). Suspect receivers
+// are skipped. It ends by setting the fair share of the rest for the spread.
 func (pl *planner) hot(d int32) {
 	dm := &pl.doms[d]
 	if pl.exclusive == nil {
@@ -99,7 +103,7 @@ func (pl *planner) hot(d int32) {
 		}
 		var off []int32
 		for _, p := range pl.held[e] {
-			if pl.nsp[p] > 0 && !pl.isHot(p) && !pl.isCooling(p) {
+			if pl.nsp[p] > 0 && !pl.isHot(p) {
 				off = append(off, p)
 			}
 		}

@@ -164,12 +164,16 @@ func TestConverges(t *testing.T) {
 func TestHotIsolation(t *testing.T) {
 	const p, n = 256, 8
 	tests := []struct {
-		name string
-		hot  int // hot partitions, all on one member
+		name    string
+		hot     int  // hot partitions, all on one member
+		cooling bool // every partition but the extra hot ones cooling
 	}{
 		{name: "one hot", hot: 1},
 		{name: "two hot on one member", hot: 2},
 		{name: "three hot on one member", hot: 3},
+		// Moved for load onto the member just before it turned hot: they move off
+		// all the same (nothing moves onto an exclusive member, so no ping-pong).
+		{name: "one hot, the others on its member cooling", hot: 1, cooling: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +199,12 @@ func TestHotIsolation(t *testing.T) {
 			in.Cost = slices.Clone(cost)
 			for _, h := range hot {
 				in.Cost[h] = 100 // total ≈ 192 + 100·hot: each above F
+			}
+			if tt.cooling {
+				in.Cooling = make([]bool, p)
+				for i := range in.Cooling {
+					in.Cooling[i] = true
+				}
 			}
 			in.Kind = Balance
 			out := plan(t, in)

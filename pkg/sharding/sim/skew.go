@@ -121,7 +121,8 @@ func (w *world) leaderLoads(n *coordNode) {
 }
 
 // recordMove counts a move the leader started, by reason, and checks that no
-// partition moves for load twice within the cooldown.
+// partition moves for load or a pin twice within the cooldown (a hot move, off a
+// shard that turned hot, may follow another move within it: balance's hot step).
 func (w *world) recordMove(ev handoff.Event) error {
 	if w.load == nil {
 		return nil
@@ -136,7 +137,7 @@ func (w *world) recordMove(ev handoff.Event) error {
 	}
 	// The cooldown runs from the acquisition the shard reports (its age, in whole
 	// seconds of its clock, whose rate is off by up to drift), so allow for both.
-	if last, ok := w.bal.lastLoadMove[ev.Partition]; ok && w.now-last < time.Duration(float64(balanceCooldown)*(1-2*drift)) {
+	if last, ok := w.bal.lastLoadMove[ev.Partition]; ok && ev.Reason != balance.ReasonHot && w.now-last < time.Duration(float64(balanceCooldown)*(1-2*drift)) {
 		return w.violation("partition %d moved for load twice within the cooldown: at %.3fs and now (%s → %s, %s)",
 			ev.Partition, last.Seconds(), ev.From, ev.Shard, ev.Reason)
 	}

@@ -213,8 +213,8 @@ func runSkewed(b *testing.B, f *framework.Framework, client kubernetes.Interface
 	b.Logf("%s: %d changes in the window (%.2f/s), %d patches failed in the run, %d not observed within %s; latency p50/p99/max (s): others %s, hot %s",
 		c.name, r.sent, float64(r.sent)/r.window, r.failed, missing, drain, r.others, r.hotLat)
 	b.Logf("%s: hot: at the window's start %s; at its end %s", c.name, r.atStart, r.end)
-	b.Logf("%s: balancer since the coordinator started: moves %s; rounds %s; hot partitions %g; in the window: moves %s, rounds %s",
-		c.name, formatCounts(r.run.moves), formatCounts(r.run.rounds), r.run.hot, formatCounts(r.windowB.moves), formatCounts(r.windowB.rounds))
+	b.Logf("%s: balancer since the coordinator started: moves %s; rounds %s; hot partitions %g, fair share %.2f/s; in the window: moves %s, rounds %s",
+		c.name, formatCounts(r.run.moves), formatCounts(r.run.rounds), r.run.hot, r.run.fair, formatCounts(r.windowB.moves), formatCounts(r.windowB.rounds))
 	b.Logf("%s: namespaces per shard %s; limiter wait s/s %s", c.name, formatPerShard(r.perShard), formatWaits(r.shards, r.limiterWait))
 	return r
 }

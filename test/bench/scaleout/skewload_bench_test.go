@@ -386,6 +386,9 @@ type balancerStats struct {
 	moves  map[string]float64 // kshard_coordinator_balancer_moves_total by reason
 	rounds map[string]float64 // kshard_coordinator_balancer_rounds_total by outcome
 	hot    float64            // kshard_coordinator_hot_partitions
+	// fair is the default domain's fair share of cost per shard (kshard_coordinator_load_fair
+	// {group=""}): a partition above it is hot (docs/design-placement.md §2.5 rule 6).
+	fair float64
 	// gap is kshard_coordinator_ownership_gap_seconds's cumulative buckets by upper
 	// bound, gapCount its count: one observation per partition acquired.
 	gap      map[float64]float64
@@ -403,6 +406,10 @@ func balancerStatsOf(m framework.Samples) balancerStats {
 			s.rounds[x.Labels["outcome"]] += x.Value
 		case "kshard_coordinator_hot_partitions":
 			s.hot = x.Value
+		case "kshard_coordinator_load_fair":
+			if x.Labels["group"] == "" {
+				s.fair = x.Value
+			}
 		case "kshard_coordinator_ownership_gap_seconds_bucket":
 			if le, err := strconv.ParseFloat(x.Labels["le"], 64); err == nil {
 				s.gap[le] += x.Value
@@ -414,9 +421,9 @@ func balancerStatsOf(m framework.Samples) balancerStats {
 	return s
 }
 
-// since is s less the counters of an earlier scrape (the hot gauge stays s's).
+// since is s less the counters of an earlier scrape (the gauges stay s's).
 func (s balancerStats) since(before balancerStats) balancerStats {
-	out := balancerStats{moves: map[string]float64{}, rounds: map[string]float64{}, hot: s.hot, gap: map[float64]float64{},
+	out := balancerStats{moves: map[string]float64{}, rounds: map[string]float64{}, hot: s.hot, fair: s.fair, gap: map[float64]float64{},
 		gapCount: s.gapCount - before.gapCount}
 	for k, v := range s.moves {
 		out.moves[k] = v - before.moves[k]
@@ -467,6 +474,9 @@ func formatCounts(m map[string]float64) string {
 type hotPlacement struct {
 	partition uint32
 	owner     string
+	// load is the partition's last load its owner reported (requests/s), as the
+	// coordinator accepted it.
+	load float64
 	// sharing are the other namespaces that hash to the hot partition (they share its
 	// fate, docs/design-placement.md risk R4).
 	sharing []string
@@ -483,7 +493,7 @@ func (h hotPlacement) String() string {
 	if h.owner == "" {
 		return fmt.Sprintf("partition %d unowned", h.partition)
 	}
-	s := fmt.Sprintf("partition %d on %s, ", h.partition, h.owner)
+	s := fmt.Sprintf("partition %d (load %.2f/s) on %s, ", h.partition, h.load, h.owner)
 	if h.isolated() {
 		s += "isolated"
 	} else {
@@ -540,7 +550,13 @@ func hotPlacementOf(ctx context.Context, k *framework.KShard, client kubernetes.
 	for i, ns := range list.Items {
 		all[i] = ns.Name
 	}
-	return placeHot(framework.Owners(a), pmap, hotNS, all), nil
+	h := placeHot(framework.Owners(a), pmap, hotNS, all)
+	o, err := k.NamespaceOwner(ctx, hotNS)
+	if err != nil {
+		return hotPlacement{}, err
+	}
+	h.load = o.PartitionLoad
+	return h, nil
 }
 
 // limiterWaits returns each shard's seconds waited in its clients' rate limiters per

@@ -195,6 +195,8 @@ func TestBalancerStats(t *testing.T) {
 			`kshard_coordinator_balancer_moves_total{reason="load"} ` + fmtF(load),
 			`kshard_coordinator_balancer_rounds_total{outcome="balanced"} ` + fmtF(balanced),
 			`kshard_coordinator_hot_partitions 1`,
+			`kshard_coordinator_load_fair{group=""} 7.5`,
+			`kshard_coordinator_load_fair{group="big"} 99`,
 			`kshard_coordinator_ownership_gap_seconds_bucket{le="0.5"} ` + fmtF(gapLow),
 			`kshard_coordinator_ownership_gap_seconds_bucket{le="+Inf"} ` + fmtF(gapAll),
 			`kshard_coordinator_ownership_gap_seconds_count ` + fmtF(gapAll),
@@ -208,9 +210,9 @@ func TestBalancerStats(t *testing.T) {
 		want balancerStats
 	}{
 		{name: "read from a scrape", got: before, want: balancerStats{moves: map[string]float64{"membership": 4096, "load": 1}, rounds: map[string]float64{"balanced": 10},
-			hot: 1, gap: map[float64]float64{0.5: 4000, math.Inf(1): 4096}, gapCount: 4096}},
+			hot: 1, fair: 7.5, gap: map[float64]float64{0.5: 4000, math.Inf(1): 4096}, gapCount: 4096}},
 		{name: "since an earlier scrape", got: after.since(before), want: balancerStats{moves: map[string]float64{"membership": 0, "load": 3}, rounds: map[string]float64{"balanced": 2},
-			hot: 1, gap: map[float64]float64{0.5: 2, math.Inf(1): 4}, gapCount: 4}},
+			hot: 1, fair: 7.5, gap: map[float64]float64{0.5: 2, math.Inf(1): 4}, gapCount: 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -125,8 +125,8 @@ func runSteady(b *testing.B, f *framework.Framework, client kubernetes.Interface
 			s.hot, s.hotErr = hotPlacementOf(ctx, k, client, w.hotNS)
 			samples = append(samples, s)
 			if m%10 == 0 || m == ph.minutes {
-				b.Logf("%s minute %d (%s since the shards started): moves %s; rounds %s; hot partitions %g; hot namespace's %s",
-					ph.name, m, s.elapsed.Round(time.Second), formatCounts(s.stats.moves), formatCounts(s.stats.rounds), s.stats.hot, s.hot)
+				b.Logf("%s minute %d (%s since the shards started): moves %s; rounds %s; hot partitions %g, fair share %.2f/s; hot namespace's %s",
+					ph.name, m, s.elapsed.Round(time.Second), formatCounts(s.stats.moves), formatCounts(s.stats.rounds), s.stats.hot, s.stats.fair, s.hot)
 			}
 		}
 		stop()

@@ -53,7 +53,7 @@ type skewResult struct {
 	window       float64
 	others       latencySummary // the uniform namespaces' changes
 	hotLat       latencySummary // the hot namespace's
-	isolatedAt   time.Duration // since the shards started; < 0: never during the warm-up
+	isolatedAt   time.Duration  // since the shards started; < 0: never during the warm-up
 	atStart, end hotPlacement
 	perShard     map[string]int // the workload's namespaces by owner at the window's end
 	shards       []string

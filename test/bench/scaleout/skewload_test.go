@@ -267,12 +267,12 @@ func TestPhaseOf(t *testing.T) {
 		sample("skewed", 0, 5, false), sample("skewed", 1, 8, true), sample("skewed", 2, 8, true),
 	}
 	tests := []struct {
-		name        string
-		ph          steadyPhase
-		settle      int
-		perHour     float64
-		measured    bool
-		isolatedAt  int
+		name         string
+		ph           steadyPhase
+		settle       int
+		perHour      float64
+		measured     bool
+		isolatedAt   int
 		settlingLoad float64
 	}{
 		{name: "settle 2 of 4 minutes", ph: steadyPhase{name: "uniform", minutes: 4}, settle: 2, perHour: 30, measured: true, isolatedAt: -1, settlingLoad: 4},

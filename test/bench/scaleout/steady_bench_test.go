@@ -3,8 +3,8 @@ package scaleout
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,12 +41,12 @@ type steadySample struct {
 
 // phaseFigures are what BenchmarkBalancerSteady reports of one phase.
 type phaseFigures struct {
-	name                 string
-	minutes, settle      int
-	settling, converged  balancerStats // counters' increase over the settling minutes and after them
-	loadPerHour          float64       // load moves per hour after convergence
-	measured             bool          // there were minutes after convergence
-	isolatedAt           int           // first minute the hot partition was isolated, -1 never
+	name                string
+	minutes, settle     int
+	settling, converged balancerStats // counters' increase over the settling minutes and after them
+	loadPerHour         float64       // load moves per hour after convergence
+	measured            bool          // there were minutes after convergence
+	isolatedAt          int           // first minute the hot partition was isolated, -1 never
 }
 
 // BenchmarkBalancerSteady measures what placement by load costs under a steady load: 4
@@ -104,7 +104,9 @@ func runSteady(b *testing.B, f *framework.Framework, client kubernetes.Interface
 		ShardArgs:       append(capacityShardArgs("kshard-audit"), "--audit-resync-interval", resync.String(), "--audit-work-duration", "10ms"),
 		CoordinatorArgs: config{placement: "load"}.coordinatorArgs(), KCMTimings: true})
 	// Each shard appends to its own file; the check reads them all.
-	k.SetShardArgs(func(name string) []string { return []string{"--audit-log-file", filepath.Join(auditDir, name+".jsonl")} })
+	k.SetShardArgs(func(name string) []string {
+		return []string{"--audit-log-file", filepath.Join(auditDir, name+".jsonl")}
+	})
 	started := time.Now()
 	k.StartSet(b, skewShards)
 	defer k.KillAll()

@@ -109,8 +109,11 @@
 //
 // KSHARD_BENCH_COORDINATOR_ARGS is added to every coordinator's flags in every benchmark of
 // the package: a small run of the two above lowers the balancer's periods with it, e.g.
-// "--balance-interval=20s --balance-warmup=30s --load-report-interval=5s
-// --load-half-life=20s --balance-cooldown=1m".
+// "--balance-interval=20s --balance-warmup=20s --load-report-interval=5s
+// --load-half-life=20s" with KSHARD_BENCH_SKEW_NAMESPACES=40,
+// KSHARD_BENCH_SKEW_HOT_DEPLOYMENTS=10, a 60 s warm-up and a 30 s window (about 7 min), or
+// 3 + 3 steady minutes converged after 1 (about 7 min). Such runs prove the harness, not
+// the goals.
 //
 // Run them with
 //

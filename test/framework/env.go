@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -20,6 +21,20 @@ func EnvInt(name string, def int) int {
 		panic(fmt.Sprintf("%s=%q: want a positive integer", name, v))
 	}
 	return n
+}
+
+// EnvFloat reads a positive finite number from the environment variable name, def when
+// it is unset (a rate of changes per second, a share); anything else panics, as in EnvInt.
+func EnvFloat(name string, def float64) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		panic(fmt.Sprintf("%s=%q: want a positive number", name, v))
+	}
+	return f
 }
 
 // EnvList reads a comma-separated list from the environment variable name (def when it is

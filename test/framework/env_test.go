@@ -38,3 +38,35 @@ func TestEnvLists(t *testing.T) {
 		})
 	}
 }
+
+func TestEnvFloat(t *testing.T) {
+	const name = "KSHARD_TEST_ENV_FLOAT"
+	tests := []struct {
+		name  string
+		value string // "" leaves the variable unset
+		want  float64
+		panic bool
+	}{
+		{name: "unset: the default", want: 2.5},
+		{name: "a fraction", value: "0.25", want: 0.25},
+		{name: "an integer", value: "3", want: 3},
+		{name: "zero is not positive", value: "0", panic: true},
+		{name: "negative", value: "-1", panic: true},
+		{name: "not a number", value: "NaN", panic: true},
+		{name: "infinite", value: "+Inf", panic: true},
+		{name: "garbage", value: "fast", panic: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(name, tt.value)
+			defer func() {
+				if r := recover(); (r != nil) != tt.panic {
+					t.Errorf("EnvFloat panicked: %v, want a panic: %v", r, tt.panic)
+				}
+			}()
+			if got := EnvFloat(name, 2.5); got != tt.want {
+				t.Errorf("EnvFloat = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -124,7 +125,7 @@ func BenchmarkCapacity(b *testing.B) {
 	nss := load.CreateNamespaces(b, client)
 	defer kf.DeleteNamespaces(b, load, client, gone)
 	// In a sub-benchmark of its own, so that its kshard's GuardAlone ends with it.
-	b.Run("populate", func(b *testing.B) { populate(b, kf, client, load, nss) })
+	b.Run("populate", func(b *testing.B) { populate(b, kf, client, populateSet{load, nss}) })
 
 	var steps []step
 	for _, n := range shardCounts {
@@ -140,17 +141,29 @@ func BenchmarkCapacity(b *testing.B) {
 }
 
 // populate fills the namespaces with their Deployments using a kshard of its own with
-// high client limits, which it stops once every Deployment is complete.
-func populate(b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string) {
+// high client limits, which it stops once every Deployment is complete: each of sets is a
+// burst and the namespaces (of its run) its Deployments go to.
+func populate(b *testing.B, f *framework.Framework, client kubernetes.Interface, sets ...populateSet) {
 	b.Helper()
 	start := time.Now()
 	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
 		"--controllers", "replicaset,deployment", "--kube-api-qps", "500", "--kube-api-burst", "1000"}})
 	k.StartSet(b, 1)
-	load.CreateDeployments(b, client, nss)
-	load.WaitComplete(context.Background(), b, client, load.Deployments(), complete)
+	want := 0
+	for _, s := range sets {
+		s.load.CreateDeployments(b, client, s.nss)
+		want += len(s.nss) * s.load.PerNamespace
+	}
+	// Every set is of one run (one selector): wait for all of them at once.
+	sets[0].load.WaitComplete(context.Background(), b, client, want, complete)
 	k.KillAll()
-	b.Logf("populated %d Deployments in %s", load.Deployments(), time.Since(start).Round(time.Second))
+	b.Logf("populated %d Deployments in %s", want, time.Since(start).Round(time.Second))
+}
+
+// populateSet is one burst's Deployments to create in nss.
+type populateSet struct {
+	load framework.Burst
+	nss  []string
 }
 
 // ladder starts n shards at kube-controller-manager's limits, their coordinators placing
@@ -159,10 +172,7 @@ func populate(b *testing.B, f *framework.Framework, client kubernetes.Interface,
 // and the one that failed by refine bisection steps.
 func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string, n int, c config, rates []int, refine int, window time.Duration) []step {
 	b.StopTimer()
-	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: []string{
-		"--controllers", "replicaset,deployment", "--kube-api-qps", qps, "--kube-api-burst", burst,
-		"--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers,
-	}, CoordinatorArgs: c.coordinatorArgs(), KCMTimings: true})
+	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: capacityShardArgs(), CoordinatorArgs: c.coordinatorArgs(), KCMTimings: true})
 	shards := k.StartSet(b, n)
 	defer k.KillAll()
 	apiPid, err := f.ComponentPid("kube-apiserver")
@@ -176,14 +186,14 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 	rng := rand.New(rand.NewPCG(uint64(n), 11))
 	var out []step
 	try := func(rate float64) step {
-		current := resetReplicas(ctx, b, client, load)
+		current := resetReplicas(ctx, b, client, load.Selector(), load.Deployments(), load.Replicas)
 		before := scrapeAll(ctx, b, shards)
 		cpu0 := cpuOf(b, apiPid, etcdPid, shards)
 		start := time.Now()
 		b.StartTimer()
 		sent := offer(ctx, b, client, nss, current, rate, window, rng)
 		achieved := float64(sent) / time.Since(start).Seconds()
-		drained := waitDrained(ctx, client, load)
+		drained := waitDrained(ctx, client, load.Selector(), load.Deployments())
 		b.StopTimer()
 		elapsed := time.Since(start).Seconds()
 		after := scrapeAll(ctx, b, shards)
@@ -235,6 +245,14 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 	return out
 }
 
+// capacityShardArgs are the shard flags of the capacity benchmarks: the deployment and
+// replicaset controllers (and extra ones) at kube-controller-manager's client limits and
+// worker counts.
+func capacityShardArgs(extra ...string) []string {
+	return []string{"--controllers", strings.Join(append([]string{"replicaset", "deployment"}, extra...), ","),
+		"--kube-api-qps", qps, "--kube-api-burst", burst, "--concurrent-deployment-syncs", workers, "--concurrent-replicaset-syncs", workers}
+}
+
 // offer sends rate changes per second for window: each picks a namespace's Deployment at
 // random and either scales it (2 ↔ 3 replicas) or rolls it out (a new pod template
 // annotation), alternately (planChanges; current holds the Deployments' sizes when the
@@ -256,12 +274,7 @@ func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss [
 		go func() {
 			defer wg.Done()
 			for c := range jobs {
-				patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, c.replicas)
-				if c.replicas == 0 {
-					patch = fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:"%d"}}}}}`, revAnnotation, time.Now().UnixNano())
-				}
-				_, err := client.AppsV1().Deployments(c.namespace).Patch(ctx, "app-0", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-				if err != nil {
+				if _, err := c.send(ctx, client); err != nil {
 					failed.Add(1)
 					continue
 				}
@@ -282,79 +295,120 @@ func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss [
 	return sent.Load()
 }
 
-// change is one offered change: a scale of the namespace's Deployment to replicas, or a
-// rollout (replicas 0).
+// change is one offered change to Deployment name of namespace: a scale to replicas, or
+// a rollout (replicas 0).
 type change struct {
-	namespace string
-	replicas  int32
+	namespace, name string
+	replicas        int32
 }
 
-// planChanges turns the namespaces picked (targets, indexes into nss) into changes,
-// alternately a scale and a rollout. A scale toggles the Deployment between 2 and 3
-// replicas from the size it has at that point (current: the sizes when the step starts;
-// a namespace missing from it is at 2), so that no scale change is a no-op. A patch that
-// sets the replicas a Deployment already has costs the controllers nothing but would
-// still count as a change, which lowered the requests per change of later steps (issue
-// 31: the toggle assumed every Deployment started each step at 2).
-func planChanges(nss []string, targets []int, current map[string]int32) []change {
-	size := make(map[string]int32, len(current))
-	for ns, r := range current {
-		size[ns] = r
+// capacityDeployment is the one Deployment of each of BenchmarkCapacity's namespaces.
+const capacityDeployment = "app-0"
+
+// deploymentKey names a Deployment in the maps of sizes (namespace/name).
+func deploymentKey(namespace, name string) string { return namespace + "/" + name }
+
+// patch is the change's strategic merge patch: the new replicas, or a new pod template
+// annotation (a rollout).
+func (c change) patch() []byte {
+	if c.replicas == 0 {
+		return fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:"%d"}}}}}`, revAnnotation, time.Now().UnixNano())
 	}
+	return fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, c.replicas)
+}
+
+// send patches the change and returns the Deployment as the API server stored it (its
+// generation is the one the deployment controller must observe).
+func (c change) send(ctx context.Context, client kubernetes.Interface) (*appsv1.Deployment, error) {
+	return client.AppsV1().Deployments(c.namespace).Patch(ctx, c.name, types.StrategicMergePatchType, c.patch(), metav1.PatchOptions{})
+}
+
+// toggler makes the capacity workload's changes, alternately a scale and a rollout. A
+// scale toggles the Deployment between 2 and 3 replicas from the size it has at that
+// point (the sizes it was made with, by deploymentKey; a Deployment missing from them is
+// at 2), so that no scale change is a no-op. A patch that sets the replicas a Deployment
+// already has costs the controllers nothing but would still count as a change, which
+// lowered the requests per change of later steps (issue 31: the toggle assumed every
+// Deployment started each step at 2).
+type toggler struct {
+	n    int
+	size map[string]int32
+}
+
+func newToggler(current map[string]int32) *toggler {
+	size := make(map[string]int32, len(current))
+	for k, r := range current {
+		size[k] = r
+	}
+	return &toggler{size: size}
+}
+
+// next returns the next change, to Deployment name of namespace.
+func (t *toggler) next(namespace, name string) change {
+	c := change{namespace: namespace, name: name}
+	t.n++
+	if t.n%2 == 0 {
+		return c
+	}
+	key := deploymentKey(namespace, name)
+	c.replicas = 3
+	if r, ok := t.size[key]; ok && r == 3 {
+		c.replicas = 2
+	}
+	t.size[key] = c.replicas
+	return c
+}
+
+// planChanges turns the namespaces picked (targets, indexes into nss) into changes of
+// their capacityDeployment, alternately a scale and a rollout (toggler; current holds the
+// Deployments' sizes when the step starts, by deploymentKey).
+func planChanges(nss []string, targets []int, current map[string]int32) []change {
+	t := newToggler(current)
 	out := make([]change, len(targets))
-	for i, t := range targets {
-		ns := nss[t]
-		out[i] = change{namespace: ns}
-		if i%2 != 0 {
-			continue
-		}
-		want := int32(3)
-		if r, ok := size[ns]; ok && r == 3 {
-			want = 2
-		}
-		size[ns] = want
-		out[i].replicas = want
+	for i, n := range targets {
+		out[i] = t.next(nss[n], capacityDeployment)
 	}
 	return out
 }
 
-// resetReplicas scales every Deployment of load that is not at load.Replicas back to it
-// and waits until all have completed, so that every step starts from the same state: a
-// rollout of 3 replicas costs the controllers about half again as many requests as one
-// of 2 (issue 31), and without the reset the share of 3-replica rollouts grew from step
-// to step. It returns the Deployments' sizes (namespace → spec.replicas) after the reset.
-func resetReplicas(ctx context.Context, b *testing.B, client kubernetes.Interface, load framework.Burst) map[string]int32 {
+// resetReplicas scales every Deployment selected by selector (want of them) that is not
+// at replicas back to it and waits until all have completed, so that every step starts
+// from the same state: a rollout of 3 replicas costs the controllers about half again as
+// many requests as one of 2 (issue 31), and without the reset the share of 3-replica
+// rollouts grew from step to step. It returns the Deployments' sizes (deploymentKey →
+// spec.replicas) after the reset.
+func resetReplicas(ctx context.Context, b *testing.B, client kubernetes.Interface, selector string, want int, replicas int32) map[string]int32 {
 	b.Helper()
-	list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: load.Selector()})
+	list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		b.Fatal(err)
 	}
 	out := make(map[string]int32, len(list.Items))
 	reset := 0
 	for _, d := range list.Items {
-		out[d.Namespace] = load.Replicas
-		if d.Spec.Replicas != nil && *d.Spec.Replicas == load.Replicas {
+		out[deploymentKey(d.Namespace, d.Name)] = replicas
+		if d.Spec.Replicas != nil && *d.Spec.Replicas == replicas {
 			continue
 		}
-		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, load.Replicas)
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
 		if _, err := client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		reset++
 	}
-	if reset > 0 && !waitDrained(ctx, client, load) {
-		b.Fatalf("%d Deployments scaled back to %d replicas did not complete within %s", reset, load.Replicas, drain)
+	if reset > 0 && !waitDrained(ctx, client, selector, want) {
+		b.Fatalf("%d Deployments scaled back to %d replicas did not complete within %s", reset, replicas, drain)
 	}
-	b.Logf("reset %d Deployments to %d replicas before the step", reset, load.Replicas)
+	b.Logf("reset %d Deployments to %d replicas before the step", reset, replicas)
 	return out
 }
 
-// waitDrained waits until every Deployment has completed its rollout, i.e. the window's
-// changes are all worked.
-func waitDrained(ctx context.Context, client kubernetes.Interface, load framework.Burst) bool {
+// waitDrained waits until every Deployment selected by selector (want of them) has
+// completed its rollout, i.e. the window's changes are all worked.
+func waitDrained(ctx context.Context, client kubernetes.Interface, selector string, want int) bool {
 	deadline := time.Now().Add(drain)
 	for time.Now().Before(deadline) {
-		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: load.Selector(), ResourceVersion: "0"})
+		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
 		if err == nil {
 			done := 0
 			for i := range list.Items {
@@ -362,7 +416,7 @@ func waitDrained(ctx context.Context, client kubernetes.Interface, load framewor
 					done++
 				}
 			}
-			if done == load.Deployments() {
+			if done == want {
 				return true
 			}
 		}

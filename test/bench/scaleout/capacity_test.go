@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -91,18 +92,22 @@ func TestStepDiagnosis(t *testing.T) {
 
 func TestPlanChanges(t *testing.T) {
 	nss := []string{"a", "b"}
+	// scale and rollout are changes of a namespace's capacityDeployment.
+	scale := func(ns string, r int32) change { return change{namespace: ns, name: capacityDeployment, replicas: r} }
+	rollout := func(ns string) change { return change{namespace: ns, name: capacityDeployment} }
+	key := func(ns string) string { return deploymentKey(ns, capacityDeployment) }
 	tests := []struct {
 		name    string
 		targets []int
 		current map[string]int32
 		want    []change
 	}{
-		{name: "a Deployment at 2 is scaled to 3", targets: []int{0}, current: map[string]int32{"a": 2},
-			want: []change{{namespace: "a", replicas: 3}}},
-		{name: "a Deployment already at 3 is scaled to 2, not patched to 3 again", targets: []int{0, 1, 1}, current: map[string]int32{"b": 3},
-			want: []change{{namespace: "a", replicas: 3}, {namespace: "b"}, {namespace: "b", replicas: 2}}},
+		{name: "a Deployment at 2 is scaled to 3", targets: []int{0}, current: map[string]int32{key("a"): 2},
+			want: []change{scale("a", 3)}},
+		{name: "a Deployment already at 3 is scaled to 2, not patched to 3 again", targets: []int{0, 1, 1}, current: map[string]int32{key("b"): 3},
+			want: []change{scale("a", 3), rollout("b"), scale("b", 2)}},
 		{name: "scale changes toggle within the step, rollouts in between", targets: []int{0, 0, 0, 1, 0}, current: nil,
-			want: []change{{namespace: "a", replicas: 3}, {namespace: "a"}, {namespace: "a", replicas: 2}, {namespace: "b"}, {namespace: "a", replicas: 3}}},
+			want: []change{scale("a", 3), rollout("a"), scale("a", 2), rollout("b"), scale("a", 3)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,18 +116,38 @@ func TestPlanChanges(t *testing.T) {
 				t.Errorf("planChanges = %+v, want %+v", got, tt.want)
 			}
 			// No scale change sets the size the Deployment already has.
-			size := map[string]int32{"a": 2, "b": 2}
-			for ns, r := range tt.current {
-				size[ns] = r
+			size := map[string]int32{key("a"): 2, key("b"): 2}
+			for k, r := range tt.current {
+				size[k] = r
 			}
 			for i, c := range got {
 				if c.replicas == 0 {
 					continue
 				}
-				if c.replicas == size[c.namespace] {
-					t.Errorf("change %d scales %s to the %d replicas it has", i, c.namespace, c.replicas)
+				k := deploymentKey(c.namespace, c.name)
+				if c.replicas == size[k] {
+					t.Errorf("change %d scales %s to the %d replicas it has", i, k, c.replicas)
 				}
-				size[c.namespace] = c.replicas
+				size[k] = c.replicas
+			}
+		})
+	}
+}
+
+func TestChangePatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		c      change
+		prefix string
+	}{
+		{name: "a scale sets the replicas", c: change{namespace: "a", name: "app-0", replicas: 3}, prefix: `{"spec":{"replicas":3}}`},
+		{name: "a rollout sets the template annotation", c: change{namespace: "a", name: "app-0"},
+			prefix: `{"spec":{"template":{"metadata":{"annotations":{"` + revAnnotation + `":"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(tt.c.patch()); !strings.HasPrefix(got, tt.prefix) {
+				t.Errorf("patch = %s, want it to begin with %s", got, tt.prefix)
 			}
 		})
 	}
@@ -151,10 +176,15 @@ func TestKShardConfigs(t *testing.T) {
 			}
 		})
 	}
+	t.Setenv(coordinatorArgsEnv, "")
 	if got := (config{name: "upstream"}).coordinatorArgs(); got != nil {
 		t.Errorf("upstream's coordinator args = %v, want none", got)
 	}
 	if got := (config{placement: "load"}).coordinatorArgs(); !reflect.DeepEqual(got, []string{"--placement=load"}) {
 		t.Errorf("load's coordinator args = %v", got)
+	}
+	t.Setenv(coordinatorArgsEnv, " --balance-interval=10s  --load-report-interval=2s ")
+	if got, want := (config{placement: "count"}).coordinatorArgs(), []string{"--placement=count", "--balance-interval=10s", "--load-report-interval=2s"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("with %s: coordinator args = %v, want %v", coordinatorArgsEnv, got, want)
 	}
 }

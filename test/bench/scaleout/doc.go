@@ -58,12 +58,71 @@
 // (capacity.svg: sustained rate by shards with the linear ideal; capacity-latency.svg:
 // queue-wait p99 by offered rate) are written to the artifacts folder.
 //
+// BenchmarkCapacitySkewed measures what one hot namespace costs the others at 4 shards
+// (issue 31; docs/design-placement.md §6). KSHARD_BENCH_SKEW_NAMESPACES namespaces (400)
+// of one Deployment of 2 replicas, plus one hot namespace of
+// KSHARD_BENCH_SKEW_HOT_DEPLOYMENTS Deployments (100) of 2 replicas, are filled once. The
+// changes are BenchmarkCapacity's (alternately a scale 2 ↔ 3 and a rollout, Deployments
+// picked at random) at a fixed total rate KSHARD_BENCH_SKEW_RATE (2.5 changes/s, half the
+// 4-shard capacity measured), of which KSHARD_BENCH_SKEW_HOT_SHARE (0.25) go to the hot
+// namespace's Deployments. Three configurations (KSHARD_BENCH_SKEW_CONFIGS, default
+// a,b,c), each 4 fresh shards at BenchmarkCapacity's limits:
+//
+//   - a-without-hot: the hot namespace's changes are not sent (its Deployments exist);
+//     the others get the same per-namespace rate, 2.5 × 0.75 changes/s; --placement=load;
+//   - b-hot-load: every change, --placement=load (the coordinator's defaults otherwise);
+//   - c-hot-count: every change, --placement=count, for contrast.
+//
+// The load runs through a warm-up of KSHARD_BENCH_SKEW_WARMUP_SECONDS (300) and a measured
+// window of KSHARD_BENCH_SKEW_WINDOW_SECONDS (120). Latency is client side, because the
+// shards' queue histograms are per controller and not per namespace: per change, from the
+// patch's response to the Deployment's status.observedGeneration reaching the patch's
+// generation (one watch on the benchmark's Deployments), i.e. queue wait plus the
+// deployment controller's first reconcile; a change not observed within 3 minutes counts
+// as +Inf (reported as -1 in the benchmark metrics). Per configuration it reports p50, p99
+// and max over the window's changes of the other namespaces and, apart, of the hot one;
+// the changes sent; where the hot namespace's partition is (polled every 5 s through the
+// warm-up from the leading coordinator's /assignments: its shard, and whether that shard
+// holds any other partition with a namespace) and when it was first isolated after the
+// shards started; the coordinator's balancer moves by reason and rounds by outcome
+// (kshard_coordinator_balancer_moves_total, _rounds_total); the workload's namespaces per
+// shard; each shard's client rate-limiter wait per second. In b-hot-load the hot partition
+// must be isolated when the window starts: if not, the benchmark fails loudly (the figures
+// are still written). The goal line compares b's other-namespace p99 with 1.2 × a's, and
+// shows c's. Written to skew.txt and skew.csv.
+//
+// BenchmarkBalancerSteady measures what placement by load costs under a steady load: 4
+// shards of the audit shard (bin/audit-shard, which records every reconcile of a probe
+// ConfigMap in each namespace, every KSHARD_BENCH_STEADY_AUDIT_RESYNC_SECONDS, default 10)
+// running deployment,replicaset at BenchmarkCapacity's limits, coordinators with
+// --placement=load at their defaults, the same workload as BenchmarkCapacitySkewed (its
+// _NAMESPACES, _HOT_DEPLOYMENTS and _HOT_SHARE) at KSHARD_BENCH_STEADY_RATE (2.5 changes/s):
+// uniform over the other namespaces for KSHARD_BENCH_BALANCE_MINUTES (60), then with the
+// hot namespace's share for KSHARD_BENCH_STEADY_SKEWED_MINUTES (as many). The leading
+// coordinator's balancer series are sampled every minute (steady.csv). The first
+// KSHARD_BENCH_STEADY_SETTLE_MINUTES (20: about 4 half-lives of the default 5 min
+// --load-half-life) of each phase are its convergence; the load moves per hour after them
+// are the figure (goal ≤ 3), with the rounds by outcome. After the run the audit logs must
+// show no two shards reconciling one namespace at once (test/audit's Overlaps; goal 0),
+// and the ownership gap's p99 over the moves after the cold start is reported from
+// kshard_coordinator_ownership_gap_seconds. Written to steady.txt.
+//
+// KSHARD_BENCH_COORDINATOR_ARGS is added to every coordinator's flags in every benchmark of
+// the package: a small run of the two above lowers the balancer's periods with it, e.g.
+// "--balance-interval=20s --balance-warmup=20s --load-report-interval=5s
+// --load-half-life=20s" with KSHARD_BENCH_SKEW_NAMESPACES=40,
+// KSHARD_BENCH_SKEW_HOT_DEPLOYMENTS=10, a 60 s warm-up and a 30 s window (about 7 min), or
+// 3 + 3 steady minutes converged after 1 (about 7 min). Such runs prove the harness, not
+// the goals.
+//
 // Run them with
 //
 //	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench 'ScaleOut$' -benchtime=1x -timeout 120m -v
 //	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench ScaleOutJobs -benchtime=1x -timeout 300m -v
-//	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench Capacity -benchtime=1x -timeout 180m -v
+//	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench 'Capacity$' -benchtime=1x -timeout 180m -v
+//	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench CapacitySkewed -benchtime=1x -timeout 90m -v
+//	KSHARD_BIN_DIR=bin go test ./test/bench/scaleout -run '^$' -bench BalancerSteady -benchtime=1x -timeout 180m -v
 //
-// (make build first; `make bench` runs all three). The summary table (median [min–max] per
+// (make build first; `make bench` runs them all). The summary table (median [min–max] per
 // configuration) is logged and written to the artifacts folder as summary.txt.
 package scaleout

@@ -78,12 +78,20 @@ func kshardConfigs(ns []int, ps []string) []config {
 	return out
 }
 
-// coordinatorArgs are the flags a config's coordinators get.
+// coordinatorArgsEnv names the flags added to every coordinator of every benchmark of the
+// package (e.g. a shorter --balance-interval, --load-report-interval and
+// --load-half-life, so that a small run of BenchmarkCapacitySkewed or
+// BenchmarkBalancerSteady sees the balancer act within minutes).
+const coordinatorArgsEnv = "KSHARD_BENCH_COORDINATOR_ARGS"
+
+// coordinatorArgs are the flags a config's coordinators get: its --placement and
+// KSHARD_BENCH_COORDINATOR_ARGS.
 func (c config) coordinatorArgs() []string {
-	if c.placement == "" {
-		return nil
+	var out []string
+	if c.placement != "" {
+		out = append(out, "--placement="+c.placement)
 	}
-	return []string{"--placement=" + c.placement}
+	return append(out, strings.Fields(os.Getenv(coordinatorArgsEnv))...)
 }
 
 // usage is one process's figures over a run.

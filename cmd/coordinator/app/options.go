@@ -183,7 +183,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	flagErrs := o.validateHandoffFlags()
-	if err := o.Placement.validate(o.Handoff.PartitionCount, o.Handoff.Load.ReportInterval); err != nil {
+	if err := o.Placement.validate(o.Handoff.PartitionCount, reportCadence(o.Handoff.Load, o.Handoff.HeartbeatInterval)); err != nil {
 		flagErrs = append(flagErrs, err)
 	}
 	errs = append(errs, flagErrs...)
@@ -264,7 +264,7 @@ func (o *Options) validateHandoffFlags() []error {
 	if h.MaxConcurrentMoves < 1 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-moves=%d must be at least 1", h.MaxConcurrentMoves))
 	}
-	errs = append(errs, validateLoadFlags(h.Load)...)
+	errs = append(errs, validateLoadFlags(h.Load, h.HeartbeatInterval)...)
 	if h.ExpectedMembers < 0 {
 		errs = append(errs, fmt.Errorf("--expected-shards=%d must not be negative (0: unknown)", h.ExpectedMembers))
 	} else if max := o.ShardAuth.MaxShards; max >= 1 && h.ExpectedMembers > max {
@@ -277,8 +277,9 @@ func (o *Options) validateHandoffFlags() []error {
 // a shard refuses a Welcome outside handoff.LoadSettings' bounds, so these must hold
 // before the coordinator starts. A report interval that is not a whole number of
 // heartbeat intervals is not refused: shards round it to the nearest (at least one), so
-// that a changed --heartbeat-interval does not require a second flag.
-func validateLoadFlags(l handoff.LoadSettings) []error {
+// that a changed --heartbeat-interval does not require a second flag; the half-life's
+// bound counts reports at the longer of the flag and that cadence.
+func validateLoadFlags(l handoff.LoadSettings, heartbeat time.Duration) []error {
 	var errs []error
 	switch iv := l.ReportInterval; {
 	case iv < 0:
@@ -289,14 +290,26 @@ func validateLoadFlags(l handoff.LoadSettings) []error {
 	switch hl := l.HalfLife; {
 	case hl <= 0 || hl > handoff.MaxLoadHalfLife:
 		errs = append(errs, fmt.Errorf("--load-half-life=%s must be positive and at most %s", hl, handoff.MaxLoadHalfLife))
-	case l.ReportInterval > 0 && hl < MinLoadHalfLifeReports*l.ReportInterval:
-		errs = append(errs, fmt.Errorf("--load-half-life=%s must be at least %d × --load-report-interval (%s): an average over fewer reports follows their noise",
-			hl, MinLoadHalfLifeReports, MinLoadHalfLifeReports*l.ReportInterval))
+	case l.ReportInterval > 0 && hl < MinLoadHalfLifeReports*reportCadence(l, heartbeat):
+		cadence := reportCadence(l, heartbeat)
+		rounded := ""
+		if cadence != l.ReportInterval {
+			rounded = fmt.Sprintf(", as shards report every %s at --heartbeat-interval=%s", cadence, heartbeat)
+		}
+		errs = append(errs, fmt.Errorf("--load-half-life=%s must be at least %d × --load-report-interval (%s%s): an average over fewer reports follows their noise",
+			hl, MinLoadHalfLifeReports, MinLoadHalfLifeReports*cadence, rounded))
 	}
 	if w := l.ReconcileWeight; math.IsNaN(w) || w < 0 || w > handoff.MaxReconcileWeight {
 		errs = append(errs, fmt.Errorf("--balance-reconcile-weight=%v must be a number from 0 to %v", w, handoff.MaxReconcileWeight))
 	}
 	return errs
+}
+
+// reportCadence is the longer of --load-report-interval and the interval shards report at
+// once they round it to whole heartbeats (LoadSettings.Cadence): bounds counted in reports
+// must hold at both.
+func reportCadence(l handoff.LoadSettings, heartbeat time.Duration) time.Duration {
+	return max(l.ReportInterval, l.Cadence(heartbeat))
 }
 
 // validateFailover checks --session-ttl against handoff.FailoverBudget, where the rule and

@@ -95,6 +95,9 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "load half-life below three reports", args: []string{"--load-report-interval=10s", "--load-half-life=29s"},
 			wantErr: []string{"--load-half-life=29s must be at least 3 × --load-report-interval (30s)"}},
 		{name: "load half-life of three reports", args: []string{"--load-report-interval=10s", "--load-half-life=30s"}},
+		// Counted at the cadence shards report at: 1s rounds up to the 2s heartbeat.
+		{name: "load half-life below three reports at the heartbeat's cadence", args: []string{"--session-ttl=40s", "--heartbeat-interval=2s", "--load-report-interval=1s", "--load-half-life=5s"},
+			wantErr: []string{"--load-half-life=5s must be at least 3 × --load-report-interval (6s, as shards report every 2s at --heartbeat-interval=2s)"}},
 		{name: "a short half-life without reports", args: []string{"--load-report-interval=0", "--load-half-life=1s"}},
 		{name: "reconcile weight zero", args: []string{"--balance-reconcile-weight=0"}},
 		{name: "negative reconcile weight", args: []string{"--balance-reconcile-weight=-0.1"}, wantErr: []string{"--balance-reconcile-weight=-0.1 must be a number from 0 to 1000"}},

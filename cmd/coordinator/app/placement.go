@@ -65,7 +65,7 @@ func (o *PlacementOptions) AddFlags(fs *pflag.FlagSet) {
 		"false places by cost only when shards join or leave")
 	fs.DurationVar(&o.Interval, "balance-interval", o.Interval, "time between two balancer rounds (at least 2 × --load-report-interval)")
 	fs.DurationVar(&o.Warmup, "balance-warmup", o.Warmup, "time after a coordinator starts leading before its first balancer round")
-	fs.DurationVar(&o.Cooldown, "balance-cooldown", o.Cooldown, "a partition acquired less than this ago is not moved for load")
+	fs.DurationVar(&o.Cooldown, "balance-cooldown", o.Cooldown, "a partition moved for load less than this ago is not moved for load again (partitions given for membership or a pin do not cool; after a failover, partitions cool by their reported age)")
 	fs.Float64Var(&o.Params.Margin, "balance-margin", o.Params.Margin, "δ: a round moves partitions while the busiest shard's cost exceeds the fair share × (1 + δ); from 0 to 1, both excluded")
 	fs.IntVar(&o.Params.MaxMoves, "balance-max-moves", o.Params.MaxMoves, "most partitions one balancer round moves")
 	fs.Float64Var(&o.Params.MaxCostFraction, "balance-max-cost-fraction", o.Params.MaxCostFraction, "most cost one balancer round moves, as a fraction of the total (above 0, at most 1)")
@@ -82,7 +82,7 @@ func (o *PlacementOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // validate reports every bad flag of the block; partitions is --partitions (already
-// checked) and reportInterval --load-report-interval.
+// checked) and reportInterval the interval shards report at (reportCadence).
 func (o PlacementOptions) validate(partitions int, reportInterval time.Duration) error {
 	var errs []error
 	load := o.Mode == PlacementLoad

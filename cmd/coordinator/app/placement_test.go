@@ -30,6 +30,8 @@ func TestPlacementOptionsValidate(t *testing.T) {
 		{name: "interval below two reports", args: []string{load, "--balance-interval=19s"},
 			wantErr: []string{"--balance-interval=19s must be at least 2 × --load-report-interval (20s)"}},
 		{name: "interval of two reports", args: []string{load, "--balance-interval=20s"}},
+		{name: "interval below two reports at the heartbeat's cadence", args: []string{load, "--session-ttl=40s", "--heartbeat-interval=2s", "--load-report-interval=1s", "--load-half-life=1m", "--balance-interval=3s"},
+			wantErr: []string{"--balance-interval=3s must be at least 2 × --load-report-interval (4s)"}},
 		{name: "short interval without balancing", args: []string{load, "--balance=false", "--balance-interval=1s"}},
 		{name: "short interval with placement by count", args: []string{"--balance-interval=1s"}},
 		{name: "balancing without load reports", args: []string{load, "--load-report-interval=0"},

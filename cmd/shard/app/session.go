@@ -100,7 +100,7 @@ func (r loadReporter) SetLoadSettings(s protocol.LoadSettings) {
 	if s.ReportInterval == 0 {
 		return
 	}
-	if err := r.meter.SetSettings(s.HalfLife, s.ReconcileWeight); err != nil {
-		r.log.Error(err, "Ignoring the coordinator's load settings", "halfLife", s.HalfLife, "reconcileWeight", s.ReconcileWeight)
+	if err := r.meter.SetSettings(s.HalfLife, s.ReconcileWeight, s.ReportInterval); err != nil {
+		r.log.Error(err, "Ignoring the coordinator's load settings", "halfLife", s.HalfLife, "reconcileWeight", s.ReconcileWeight, "reportInterval", s.ReportInterval)
 	}
 }

@@ -57,7 +57,7 @@ type Metrics struct {
 	SuspectMembers        prometheus.Gauge
 	Pins                  *prometheus.GaugeVec   // by state: satisfied, unsatisfied, conflict
 	PinAnnotationsIgnored *prometheus.GaugeVec   // by reason: invalid, not_allowed
-	LoadReportsRejected   *prometheus.CounterVec // by reason: absurd, not_held
+	LoadReportsRejected   *prometheus.CounterVec // by reason: absurd, not_held, early
 }
 
 // The label values the placement series start with at 0, so that a dashboard's rate
@@ -66,7 +66,7 @@ type Metrics struct {
 var (
 	balancerMoveReasons   = []string{"membership", "pin", "hot", "load"}
 	balancerRoundOutcomes = []string{"balanced", "moved", "budget_exhausted", "incomplete_reports", "moving", "warmup"}
-	loadReportRejects     = []string{"absurd", "not_held"}
+	loadReportRejects     = []string{"absurd", "not_held", "early"}
 )
 
 // NewMetrics registers the coordinator's metrics with reg.
@@ -147,7 +147,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		PinAnnotationsIgnored: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_pin_annotations_ignored",
 			Help: "Namespaces whose kshard.io/shard-group annotation is ignored, by reason: invalid (not a DNS-1123 label), not_allowed (not in --pin-annotation-groups)."}, []string{"reason"}),
 		LoadReportsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kshard_coordinator_load_reports_rejected_total",
-			Help: "Load reports (or entries) rejected, by reason: absurd (above --balance-max-partition-load or --balance-max-shard-load), not_held (a partition the shard does not hold)."}, []string{"reason"}),
+			Help: "Load reports (or entries) rejected, by reason: absurd (above --balance-max-partition-load or --balance-max-shard-load), not_held (a partition the shard does not hold), early (a whole report sooner than half the report cadence after the shard's previous one)."}, []string{"reason"}),
 	}
 	for _, r := range balancerMoveReasons {
 		m.BalancerMoves.WithLabelValues(r)

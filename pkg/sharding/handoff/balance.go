@@ -32,8 +32,9 @@ const (
 	// DefaultBalanceWarmup is how long a new leader runs Membership plans only: every
 	// shard has reported by then, and a failover moves nothing at once.
 	DefaultBalanceWarmup = 2 * time.Minute
-	// DefaultBalanceCooldown: a partition acquired less than this ago is not moved for
-	// load, so that it cannot ping-pong between rounds.
+	// DefaultBalanceCooldown: a partition moved for load less than this ago is not moved
+	// for load again, so that it cannot ping-pong between rounds (see cooling: a
+	// partition given for membership or a pin does not cool).
 	DefaultBalanceCooldown = 30 * time.Minute
 	// DefaultMaxPartitionLoad (requests/s) is above what every controller client of a
 	// shard can send at the default QPS, bursts included: a higher entry is absurd.
@@ -54,7 +55,9 @@ type BalanceConfig struct {
 	Interval time.Duration
 	// Warmup is how long after leading the first round waits.
 	Warmup time.Duration
-	// Cooldown: a partition acquired less than this ago is cooling (not moved for load).
+	// Cooldown: a partition moved for load less than this ago (or, held before this
+	// leader started, acquired less than this ago by its owner's report) is cooling: not
+	// moved for load.
 	Cooldown time.Duration
 	// MaxPartitionLoad (requests/s): a report entry above it is absurd: dropped and
 	// counted, the partition's previous load kept.
@@ -161,10 +164,11 @@ const (
 const (
 	rejectAbsurd = iota
 	rejectNotHeld
+	rejectEarly
 	numReportRejects
 )
 
-var reportRejectNames = [numReportRejects]string{"absurd", "not_held"}
+var reportRejectNames = [numReportRejects]string{"absurd", "not_held", "early"}
 
 // numMoveReasons covers balance.Reason's values (ReasonNone to ReasonLoad).
 const numMoveReasons = int(balance.ReasonLoad) + 1
@@ -181,7 +185,8 @@ type BalanceStats struct {
 	Domains []balance.DomainStat
 	// ReportsRejected counts rejected load reports and entries by reason: absurd (an
 	// entry, or a whole report, above the bounds), not_held (an entry for a partition
-	// the shard does not hold).
+	// the shard does not hold), early (a whole report sooner than half the cadence after
+	// the shard's previous one).
 	ReportsRejected map[string]uint64
 	// Suspects is the number of members whose reports are not trusted now (they get no
 	// load or hot moves; SuspectFraction).
@@ -192,12 +197,16 @@ type BalanceStats struct {
 // slices are nil until the first load report, or acquisition under load placement: a
 // coordinator that sees none (count placement without reports) carries nothing.
 type balanceState struct {
-	load       []float32         // L(p), requests/s, of the last accepted entry (see effective)
-	objects    []uint32          // O(p)
-	loadSeq    []uint64          // the report that sent p's last entry (kept, or dropped as absurd)
-	reports    uint64            // load reports taken (not dropped whole), numbering them
-	reportCool []time.Time       // cooling until, from the reported age (capped at leader start + Cooldown)
-	ackedAt    []time.Time       // when this leader saw p acquired (zero: not in this term)
+	load       []float32   // L(p), requests/s, of the last accepted entry (see effective)
+	objects    []uint32    // O(p)
+	loadSeq    []uint64    // the report that sent p's last entry (kept, or dropped as absurd)
+	reports    uint64      // load reports taken (not dropped whole), numbering them
+	reportCool []time.Time // cooling until, from the reported age (capped at leader start + Cooldown); only for partitions this leader did not give
+	ackedAt    []time.Time // when this leader saw p acquired after a move for load (reason load or hot); zero otherwise
+	// grantedFor is why this leader gave p to its current owner (the reason of the move
+	// or grant), ReasonNone when it did not: the owner held p before this leader started,
+	// and only its reported age says how long ago p moved.
+	grantedFor []balance.Reason
 	probes     map[int]loadProbe // by partition: a load move's check of its receiver's reports
 	namespaces []uint32          // N(p) from SetNamespaces; nil: none
 	pins       []string          // from SetPins; nil: none
@@ -289,6 +298,41 @@ func (c *Coordinator) tables() {
 	c.bal.loadSeq = make([]uint64, n)
 	c.bal.reportCool = make([]time.Time, n)
 	c.bal.ackedAt = make([]time.Time, n)
+	c.bal.grantedFor = make([]balance.Reason, n)
+}
+
+// given records that this leader gave p to its current owner for reason (ReasonNone is
+// taken as membership). Whether p cools once acquired follows from it (see cooling).
+func (c *Coordinator) given(p int, reason balance.Reason) {
+	if c.bal.load == nil && !c.loadPlacement() {
+		return
+	}
+	c.tables()
+	if reason == balance.ReasonNone {
+		reason = balance.ReasonMembership
+	}
+	c.bal.grantedFor[p] = reason
+}
+
+// acquiredAt records that p's owner confirmed it at now: a partition this leader moved
+// for load (load or hot) cools from now; one it gave for membership or a pin does not
+// (a cold start or a rollout of the shards gives every partition, and the cooldown is
+// there to stop load moves from undoing each other, not to freeze the first rounds);
+// one it did not give cools by its owner's reported age.
+func (c *Coordinator) acquiredAt(p int, now time.Time) {
+	if c.bal.load == nil && !c.loadPlacement() {
+		return
+	}
+	c.tables()
+	switch c.bal.grantedFor[p] {
+	case balance.ReasonNone:
+		return
+	case balance.ReasonLoad, balance.ReasonHot:
+		c.bal.ackedAt[p] = now
+	default:
+		c.bal.ackedAt[p] = time.Time{}
+	}
+	c.bal.reportCool[p] = time.Time{}
 }
 
 // SetNamespaces gives the number of namespaces in each partition (from the edge's own
@@ -356,9 +400,11 @@ func (c *Coordinator) loads() ([]float32, []uint32) {
 	return load, objects
 }
 
-// cooling says whether p was acquired less than the cooldown ago: by this leader's own
-// observation, or by the age its owner reported, which is capped at leader start +
-// Cooldown so that a shard lying about ages cannot keep a partition cooling for ever.
+// cooling says whether p moved for load less than the cooldown ago, by this leader's own
+// observation (see acquiredAt), or, for a partition its owner held before this leader
+// started, was acquired less than the cooldown ago by the age its owner reported, which
+// is capped at leader start + Cooldown so that a shard lying about ages cannot keep a
+// partition cooling for ever.
 func (c *Coordinator) cooling(p int, now time.Time) bool {
 	if c.bal.load == nil {
 		return false
@@ -535,6 +581,15 @@ func (c *Coordinator) reportsComplete(now time.Time) bool {
 	return true
 }
 
+// earlyReport says whether a load report of m at now comes sooner than half the cadence
+// the Welcome set (LoadSettings.Cadence) after m's previous one in this session: an
+// honest shard sends one every cadence (the first after each Welcome at once), jitter far
+// below half of it.
+func (c *Coordinator) earlyReport(m *member, now time.Time) bool {
+	cadence := c.cfg.Load.Cadence(c.cfg.HeartbeatInterval)
+	return m.loadSinceWelcome && cadence > 0 && now.Sub(m.loadAt) < cadence/2
+}
+
 // loadReport takes a member's load report (docs/design-placement.md §1.5, as fixed by
 // the S4 contract). It never refuses anything: the heartbeat that carries it is
 // acknowledged whatever it claims. A report whose entries sum above MaxShardLoad is
@@ -571,6 +626,9 @@ func (c *Coordinator) loadReport(m *member, r *LoadReport, now time.Time) {
 		}
 		c.bal.load[p] = float32(l)
 		c.bal.objects[p] = e.Objects
+		if c.bal.grantedFor[p] != balance.ReasonNone {
+			continue // this leader knows why p moved (acquiredAt)
+		}
 		// Cooling from the reported age, never past leader start + Cooldown: a shard
 		// reporting every age as 0 freezes its partitions for one cooldown at most.
 		until := now.Add(-time.Duration(e.AgeSeconds) * time.Second).Add(b.Cooldown)

@@ -195,7 +195,7 @@ func TestLoadReportHandling(t *testing.T) {
 			}
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
-					k.now = k.now.Add(100 * time.Millisecond)
+					k.run(cfg.Load.ReportInterval, 500*time.Millisecond) // at the cadence, not early
 					before := k.c.Stats().Balance.ReportsRejected
 					load := tc.load
 					if load(mine) < 0 {
@@ -491,6 +491,31 @@ func TestBalanceRounds(t *testing.T) {
 					k.c.Stats().MovesStarted-started, k.c.Stats().TargetChanges-targets, st.Rounds)
 			}
 		}},
+		{name: "a cold start's grants do not cool; the hot move does", run: func(t *testing.T) {
+			// At the default cooldown: every partition was just given to its shard,
+			// which must not hold the first round back for 30 minutes.
+			k := setup(t, func(c *Config) { c.Balance.Cooldown = DefaultBalanceCooldown })
+			k.runReporting(90*time.Second, load)
+			st := k.c.Stats().Balance
+			if !hotIsolated(k) || st.Moves["hot"] == 0 {
+				t.Fatalf("90s after a cold start: rounds %v, moves %v, isolated %v", st.Rounds, st.Moves, hotIsolated(k))
+			}
+			var moved []partition.ID
+			for _, e := range k.c.Events() {
+				if e.Kind == EventMoveStarted && (e.Reason == balance.ReasonHot || e.Reason == balance.ReasonLoad) {
+					moved = append(moved, e.Partition)
+				}
+			}
+			if len(moved) == 0 {
+				t.Fatal("no move for load")
+			}
+			for _, a := range k.c.Assignments() {
+				_, _, cooling := k.c.PartitionLoad(a.Partition)
+				if want := slices.Contains(moved, a.Partition); cooling != want {
+					t.Errorf("p%d cooling %v, want %v (moved for load: %v)", a.Partition, cooling, want, want)
+				}
+			}
+		}},
 		{name: "a member that does not report holds rounds back", run: func(t *testing.T) {
 			k := setup(t, nil)
 			k.run(12*time.Second, 500*time.Millisecond)
@@ -693,8 +718,9 @@ func (k *cluster) owners() []string {
 	return out
 }
 
-// TestCoolingFromAge: a partition is cooling for Cooldown after it was acquired: from
-// the age its owner reports, but never past this leader's start + Cooldown, so that a
+// TestCoolingFromAge: a partition held before this leader started is cooling for
+// Cooldown after it was acquired: from the age its owner reports, but never past this
+// leader's start + Cooldown, so that a
 // shard reporting every age as 0 cannot keep its partitions from moving; and from this
 // leader's own acquisition, whatever the owner reports.
 func TestCoolingFromAge(t *testing.T) {
@@ -739,25 +765,23 @@ func TestCoolingFromAge(t *testing.T) {
 			}
 		})
 	}
-	// A partition this leader grants cools from its acquisition, whatever its owner
-	// says: s0 expires, s1 takes everything.
+	// A partition this leader gives for membership does not cool, whatever its owner
+	// says: s0 expires, s1 takes everything and reports every age as 0. (Load and hot
+	// moves cool from their acquisition: TestBalanceRounds.)
 	k.down["s0"] = true
 	delete(k.shards, "s0")
 	k.addShard("s1", 1)
 	k.run(30*time.Second, 500*time.Millisecond)
-	acquired := k.now
 	for p := range 8 {
 		if a, _ := k.c.Assignment(partition.ID(p)); a.Owner != "s1" || a.State != StateOwned {
 			t.Fatalf("p%d: %+v", p, a)
 		}
 	}
-	k.report("s1", func(partition.ID) float64 { return 1 }, 16383)
-	if _, _, cooling := k.c.PartitionLoad(0); !cooling {
-		t.Fatal("a partition granted a moment ago is not cooling after its owner reported a large age")
-	}
-	k.run(acquired.Add(cooldown).Sub(k.now)+time.Second, 500*time.Millisecond)
-	if _, _, cooling := k.c.PartitionLoad(0); cooling {
-		t.Fatal("still cooling a cooldown after its acquisition")
+	k.report("s1", func(partition.ID) float64 { return 1 }, 0)
+	for p := range 8 {
+		if _, _, cooling := k.c.PartitionLoad(partition.ID(p)); cooling {
+			t.Fatalf("p%d, given for membership a moment ago, is cooling", p)
+		}
 	}
 }
 

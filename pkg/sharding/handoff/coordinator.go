@@ -99,6 +99,9 @@ type member struct {
 	loadReports uint64
 	loadAt      time.Time
 	loadEntries int
+	// loadSinceWelcome: a report was taken since the last Welcome (a report earlier
+	// than the cadence allows is dropped only then: the first after a Welcome is due).
+	loadSinceWelcome bool
 	// loadTableSeq numbers its last report not dropped whole; a partition it holds
 	// whose last entry came in an earlier report carries no load (Coordinator.effective).
 	loadTableSeq uint64

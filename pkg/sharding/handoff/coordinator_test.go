@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -426,7 +427,7 @@ func TestLoadReports(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			seq++
-			k.now = k.now.Add(100 * time.Millisecond)
+			k.run(cfg.Load.ReportInterval, 500*time.Millisecond) // at the cadence, not early
 			before := member("a")
 			if err := k.c.Step(k.now, Report{Kind: ReportHeartbeat, Shard: "a", Session: before.Session, Seq: seq, Load: tc.load}); err != nil {
 				t.Fatalf("heartbeat refused: %v", err)
@@ -457,6 +458,39 @@ func TestLoadReports(t *testing.T) {
 	}
 	if got := member("b").LoadReports; got != 0 {
 		t.Errorf("b, which sent no report, has %d", got)
+	}
+
+	// A report sooner than half the cadence after the last is dropped and counted, its
+	// heartbeat acknowledged; the first after a Welcome (a reconnect) is due at once.
+	send := func(load *LoadReport) {
+		t.Helper()
+		seq++
+		if err := k.c.Step(k.now, Report{Kind: ReportHeartbeat, Shard: "a", Session: member("a").Session, Seq: seq, Load: load}); err != nil {
+			t.Fatalf("heartbeat refused: %v", err)
+		}
+		if !slices.ContainsFunc(k.c.Outbox(), func(c Command) bool { return c.Kind == CmdAck && c.Seq == seq }) {
+			t.Fatal("heartbeat not acknowledged")
+		}
+	}
+	k.run(cfg.Load.ReportInterval, 500*time.Millisecond)
+	send(entries(held["a"]...))
+	took, early := member("a").LoadReports, k.c.Stats().Balance.ReportsRejected["early"]
+	k.run(cfg.Load.ReportInterval/2-time.Second, 500*time.Millisecond)
+	send(entries(held["a"]...))
+	if got := member("a").LoadReports; got != took || k.c.Stats().Balance.ReportsRejected["early"] != early+1 {
+		t.Fatalf("a report %s after the last: %d reports taken (want %d), early %d (want %d)", cfg.Load.ReportInterval/2-time.Second,
+			got, took, k.c.Stats().Balance.ReportsRejected["early"], early+1)
+	}
+	k.run(time.Second, 500*time.Millisecond)
+	send(entries(held["a"]...))
+	if got := member("a").LoadReports; got != took+1 {
+		t.Fatalf("a report half the cadence after the last was not taken: %d reports, want %d", got, took+1)
+	}
+	k.shards["a"].Connect(k.now) // a new stream: hello, Welcome
+	k.pump()
+	send(entries(held["a"]...))
+	if got := member("a").LoadReports; got != took+2 {
+		t.Fatalf("the first report after a Welcome was not taken: %d reports, want %d", got, took+2)
 	}
 	for _, a := range k.c.Assignments() {
 		if a.Owner == "" || a.State != StateOwned {

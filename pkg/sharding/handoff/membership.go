@@ -62,6 +62,7 @@ func (c *Coordinator) hello(now time.Time, r Report) *Rejection {
 	m.connected = true
 	m.disconnectedAt = time.Time{}
 	m.farewell = time.Time{}
+	m.loadSinceWelcome = false
 	if r.Leaving && !m.leaving {
 		c.markLeaving(m, now)
 	}
@@ -95,10 +96,16 @@ func (c *Coordinator) heartbeat(now time.Time, r Report) *Rejection {
 	if r.Leaving && !m.leaving {
 		c.markLeaving(m, now)
 	}
-	if r.Load != nil {
+	if r.Load != nil && c.earlyReport(m, now) {
+		// Sooner than the cadence the Welcome set: a shard that reports on every
+		// heartbeat would cost the coordinator a table update per heartbeat. Dropped and
+		// counted; the heartbeat is acknowledged (see below).
+		c.bal.rejected[rejectEarly]++
+	} else if r.Load != nil {
 		// Whatever a report claims (a partition this member does not hold, an absurd
 		// load), the heartbeat is acknowledged: a load report must never fence a shard.
 		// What is wrong in it is dropped and counted (loadReport).
+		m.loadSinceWelcome = true
 		m.loadReports++
 		m.loadAt = now
 		m.loadEntries = len(r.Load.Partitions)

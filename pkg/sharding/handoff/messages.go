@@ -158,6 +158,23 @@ type LoadSettings struct {
 	ReconcileWeight float64
 }
 
+// ReportEvery is how many heartbeats apart a shard sends its load reports at heartbeat
+// interval hb: ReportInterval in heartbeat intervals rounded to the nearest, at least 1 (a
+// changed --heartbeat-interval needs no second flag); 0 without reports.
+func (l LoadSettings) ReportEvery(hb time.Duration) uint64 {
+	if l.ReportInterval <= 0 || hb <= 0 {
+		return 0
+	}
+	return max(1, uint64((l.ReportInterval+hb/2)/hb))
+}
+
+// Cadence is the interval shards actually report at, ReportEvery heartbeats: what the
+// bounds that count reports (the half-life's, the balance interval's) and the meter's
+// minimum age must use. 0 without reports.
+func (l LoadSettings) Cadence(hb time.Duration) time.Duration {
+	return time.Duration(l.ReportEvery(hb)) * hb
+}
+
 // Validate reports settings a shard must refuse. Zero everywhere is valid (no reports);
 // with reports on, the half-life must be positive.
 func (l LoadSettings) Validate() error {

@@ -82,11 +82,7 @@ func (c *Coordinator) ack(p int, now time.Time) {
 		return
 	}
 	pr.acked = true
-	if c.bal.load != nil || c.loadPlacement() {
-		// Acquired under this leader: cooling from now, whatever its owner reports.
-		c.tables()
-		c.bal.ackedAt[p], c.bal.reportCool[p] = now, time.Time{}
-	}
+	c.acquiredAt(p, now)
 	ev := Event{Kind: EventAcquired, At: now, Partition: partition.ID(p), Shard: pr.owner, From: pr.prevOwner, Epoch: pr.epoch}
 	if !pr.freedAt.IsZero() {
 		ev.Gap = now.Sub(pr.freedAt)
@@ -175,6 +171,7 @@ func (c *Coordinator) grant(p int, t string, now time.Time) {
 	// costs the record's time (a few Role writes); warming twice would cost a list.
 	early := !c.recordReady(p) && !pr.seized
 	pr.refresh, pr.seized = false, false
+	c.given(p, c.moveReason(p))
 	c.sendAcquire(p, now)
 	if early {
 		c.sendPart(m, CmdPrepare, p, e)
@@ -295,6 +292,7 @@ func (c *Coordinator) completeRelease(p int, now time.Time) {
 			pr.handoffStart = mv.started
 		}
 		c.probeMove(p, mv, now)
+		c.given(p, mv.reason)
 		c.sendAcquire(p, now)
 		return
 	}

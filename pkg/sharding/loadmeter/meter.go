@@ -22,8 +22,9 @@ const (
 	// DefaultReconcileWeight gives load to reconciles that write nothing (cache-only
 	// syncs), at a tenth of a request each: requests are what the client budgets bound.
 	DefaultReconcileWeight = 0.1
-	// DefaultMinAge is the report interval: a partition held for less has one sample at
-	// most, too few to tell its rate.
+	// DefaultMinAge is the default report interval: a partition held for less has one
+	// sample at most, too few to tell its rate. The coordinator's Welcome replaces it with
+	// its own report interval (SetSettings).
 	DefaultMinAge = 10 * time.Second
 )
 
@@ -317,11 +318,17 @@ type Snapshot struct {
 	LimiterWait float64
 }
 
-// SetSettings applies the coordinator's half-life (> 0) and reconcile weight (finite,
-// ≥ 0), which its Welcome carries, so that every shard measures alike whatever it was
-// started with: to the averages held now (for their samples to come) and to those of
-// partitions acquired later.
-func (m *Meter) SetSettings(halfLife time.Duration, reconcileWeight float64) error {
+// SetSettings applies the coordinator's half-life (> 0), reconcile weight (finite, ≥ 0)
+// and report interval as the minimum age (≥ 0), which its Welcome carries, so that every
+// shard measures alike whatever it was started with: to the averages held now (for their
+// samples to come) and to those of partitions acquired later. The minimum age follows the
+// report interval so that a partition is left out of one report at most after it is
+// acquired (the coordinator reads one left out as 0), at the default interval as at a
+// test's scaled-down one.
+func (m *Meter) SetSettings(halfLife time.Duration, reconcileWeight float64, minAge time.Duration) error {
+	if minAge < 0 {
+		return fmt.Errorf("loadmeter: minimum age %s: want ≥ 0", minAge)
+	}
 	if halfLife <= 0 {
 		return fmt.Errorf("loadmeter: half-life %s: want > 0", halfLife)
 	}
@@ -331,7 +338,7 @@ func (m *Meter) SetSettings(halfLife time.Duration, reconcileWeight float64) err
 	m.sampling.Lock()
 	defer m.sampling.Unlock()
 	m.mu.Lock()
-	m.opts.HalfLife, m.opts.ReconcileWeight = halfLife, reconcileWeight
+	m.opts.HalfLife, m.opts.ReconcileWeight, m.opts.MinAge = halfLife, reconcileWeight, minAge
 	held := m.heldLocked()
 	m.mu.Unlock()
 	m.shard.setHalfLife(halfLife)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -327,28 +328,30 @@ func (l instant) Wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// TestSetSettings: the coordinator's half-life and reconcile weight apply to the averages
-// held and to those of partitions acquired later; bad values are refused and change
-// nothing.
+// TestSetSettings: the coordinator's half-life, reconcile weight and report interval (the
+// minimum age) apply to the averages held and to those of partitions acquired later; bad
+// values are refused and change nothing.
 func TestSetSettings(t *testing.T) {
 	tests := []struct {
 		name     string
 		halfLife time.Duration
 		weight   float64
+		minAge   time.Duration
 		wantErr  bool
 	}{
-		{name: "coordinator's own", halfLife: time.Minute, weight: 1},
-		{name: "no half-life", halfLife: 0, weight: 1, wantErr: true},
-		{name: "negative weight", halfLife: time.Minute, weight: -1, wantErr: true},
-		{name: "NaN weight", halfLife: time.Minute, weight: math.NaN(), wantErr: true},
+		{name: "coordinator's own", halfLife: time.Minute, weight: 1, minAge: 2 * time.Second},
+		{name: "no half-life", halfLife: 0, weight: 1, minAge: 2 * time.Second, wantErr: true},
+		{name: "negative weight", halfLife: time.Minute, weight: -1, minAge: 2 * time.Second, wantErr: true},
+		{name: "NaN weight", halfLife: time.Minute, weight: math.NaN(), minAge: 2 * time.Second, wantErr: true},
+		{name: "negative minimum age", halfLife: time.Minute, weight: 1, minAge: -time.Second, wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m, c := newTestMeter(t, Options{HalfLife: 5 * time.Minute, ReconcileWeight: 0.1, MinAge: time.Second})
 			m.Acquired(1)
-			err := m.SetSettings(tc.halfLife, tc.weight)
+			err := m.SetSettings(tc.halfLife, tc.weight, tc.minAge)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("SetSettings(%s, %v) = %v, want an error: %v", tc.halfLife, tc.weight, err, tc.wantErr)
+				t.Fatalf("SetSettings(%s, %v, %s) = %v, want an error: %v", tc.halfLife, tc.weight, tc.minAge, err, tc.wantErr)
 			}
 			m.Acquired(2)
 			wantH, wantW := tc.halfLife, tc.weight
@@ -371,6 +374,20 @@ func TestSetSettings(t *testing.T) {
 					t.Errorf("partition %d: %v reconciles/s, load %v; want 1, %v", pl.Partition, pl.Reconciles, pl.Load, wantW)
 				}
 			}
+			wantMin := tc.minAge
+			if tc.wantErr {
+				wantMin = time.Second
+			}
+			// A partition acquired now is left out until it is wantMin old.
+			m.Acquired(3)
+			m.Snapshot(c.advance(wantMin - time.Millisecond))
+			if s := m.Snapshot(c.Now()); slices.ContainsFunc(s.Partitions, func(pl PartitionLoad) bool { return pl.Partition == 3 }) {
+				t.Fatalf("partition 3 reported %s after its acquisition; minimum age %s", wantMin-time.Millisecond, wantMin)
+			}
+			if s := m.Snapshot(c.advance(time.Millisecond)); !slices.ContainsFunc(s.Partitions, func(pl PartitionLoad) bool { return pl.Partition == 3 }) {
+				t.Fatalf("partition 3 left out at its minimum age %s", wantMin)
+			}
+			m.Released(3)
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			for _, p := range []partition.ID{1, 2} {

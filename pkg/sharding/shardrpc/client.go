@@ -251,10 +251,11 @@ func (c *Client) welcomeLoad(l protocol.LoadSettings, heartbeatInterval time.Dur
 	if c.opts.LoadReporter == nil {
 		return
 	}
-	if l.ReportInterval > 0 && heartbeatInterval > 0 {
-		c.loadEvery = max(1, uint64((l.ReportInterval+heartbeatInterval/2)/heartbeatInterval))
-	}
+	c.loadEvery = l.ReportEvery(heartbeatInterval)
 	if r, ok := c.opts.LoadReporter.(LoadSettingsReceiver); ok {
+		if c.loadEvery > 0 {
+			l.ReportInterval = l.Cadence(heartbeatInterval) // what the receiver sees: the interval reports go at
+		}
 		r.SetLoadSettings(l)
 	}
 }

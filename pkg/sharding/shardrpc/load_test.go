@@ -288,13 +288,14 @@ func TestLoadReportSeq(t *testing.T) {
 		interval time.Duration
 		hb       time.Duration
 		reporter bool
-		want     []uint64 // of seqs 1..12
+		want     []uint64      // of seqs 1..12
+		cadence  time.Duration // the report interval the reporter is given: the rounded one
 	}{
-		{name: "every 10th at the defaults", interval: 10 * time.Second, hb: time.Second, reporter: true, want: []uint64{1, 11}},
-		{name: "every heartbeat", interval: time.Second, hb: time.Second, reporter: true, want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
-		{name: "an interval below the heartbeat's", interval: time.Second, hb: 3 * time.Second, reporter: true, want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
-		{name: "rounded up", interval: 2500 * time.Millisecond, hb: time.Second, reporter: true, want: []uint64{1, 4, 7, 10}},
-		{name: "rounded down", interval: 2400 * time.Millisecond, hb: time.Second, reporter: true, want: []uint64{1, 3, 5, 7, 9, 11}},
+		{name: "every 10th at the defaults", interval: 10 * time.Second, hb: time.Second, reporter: true, want: []uint64{1, 11}, cadence: 10 * time.Second},
+		{name: "every heartbeat", interval: time.Second, hb: time.Second, reporter: true, want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, cadence: time.Second},
+		{name: "an interval below the heartbeat's", interval: time.Second, hb: 3 * time.Second, reporter: true, want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, cadence: 3 * time.Second},
+		{name: "rounded up", interval: 2500 * time.Millisecond, hb: time.Second, reporter: true, want: []uint64{1, 4, 7, 10}, cadence: 3 * time.Second},
+		{name: "rounded down", interval: 2400 * time.Millisecond, hb: time.Second, reporter: true, want: []uint64{1, 3, 5, 7, 9, 11}, cadence: 2 * time.Second},
 		{name: "interval 0", interval: 0, hb: time.Second, reporter: true},
 		{name: "no reporter", interval: time.Second, hb: time.Second},
 	}
@@ -316,6 +317,11 @@ func TestLoadReportSeq(t *testing.T) {
 			}
 			if r := c.loadReport(0); r != nil {
 				t.Error("the hello (seq 0) got a report")
+			}
+			if fr, ok := c.opts.LoadReporter.(*fakeReporter); ok && tc.interval > 0 {
+				if len(fr.settings) != 1 || fr.settings[0].ReportInterval != tc.cadence {
+					t.Errorf("the reporter was given %+v, want the report interval %s", fr.settings, tc.cadence)
+				}
 			}
 		})
 	}

@@ -315,10 +315,12 @@ func (c *Coordinator) given(p int, reason balance.Reason) {
 }
 
 // acquiredAt records that p's owner confirmed it at now: a partition this leader moved
-// for load (load or hot) cools from now; one it gave for membership or a pin does not
-// (a cold start or a rollout of the shards gives every partition, and the cooldown is
-// there to stop load moves from undoing each other, not to freeze the first rounds);
-// one it did not give cools by its owner's reported age.
+// for load (load or hot) cools from now; one it gave for membership or a pin starts no
+// cooldown (a cold start or a rollout of the shards gives every partition, and the
+// cooldown is there to stop load moves from undoing each other, not to freeze the first
+// rounds) but keeps the one of its last load move (a load move, its shard leaving, then a
+// load move again would undo each other within it); one it did not give cools by its
+// owner's reported age.
 func (c *Coordinator) acquiredAt(p int, now time.Time) {
 	if c.bal.load == nil && !c.loadPlacement() {
 		return
@@ -329,8 +331,6 @@ func (c *Coordinator) acquiredAt(p int, now time.Time) {
 		return
 	case balance.ReasonLoad, balance.ReasonHot:
 		c.bal.ackedAt[p] = now
-	default:
-		c.bal.ackedAt[p] = time.Time{}
 	}
 	c.bal.reportCool[p] = time.Time{}
 }

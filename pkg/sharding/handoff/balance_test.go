@@ -877,3 +877,36 @@ func TestSuspect(t *testing.T) {
 		t.Fatalf("%d suspects an hour later", n)
 	}
 }
+
+// TestCoolingAcrossMembershipMoves: a membership move (its shard left) does not end the
+// cooldown of the partition's last load move, nor start one; a load move does.
+func TestCoolingAcrossMembershipMoves(t *testing.T) {
+	cfg := loadConfig(8)
+	cfg.Balance.Cooldown = 10 * time.Minute
+	c, err := New(cfg, 1, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		reason  balance.Reason
+		at      time.Duration // after t0
+		cooling bool          // a second after the acquisition
+	}{
+		{name: "given for membership: no cooldown", reason: balance.ReasonMembership, at: 0, cooling: false},
+		{name: "moved for load: cooling", reason: balance.ReasonLoad, at: time.Minute, cooling: true},
+		{name: "then its shard leaves: still cooling from the load move", reason: balance.ReasonMembership, at: 2 * time.Minute, cooling: true},
+		{name: "given for a pin after the cooldown: not cooling", reason: balance.ReasonPin, at: 12 * time.Minute, cooling: false},
+		{name: "moved off a hot shard: cooling", reason: balance.ReasonHot, at: 13 * time.Minute, cooling: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t0.Add(tc.at)
+			c.given(0, tc.reason)
+			c.acquiredAt(0, now)
+			if got := c.cooling(0, now.Add(time.Second)); got != tc.cooling {
+				t.Fatalf("cooling %v, want %v", got, tc.cooling)
+			}
+		})
+	}
+}

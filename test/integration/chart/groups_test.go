@@ -37,12 +37,12 @@ func TestTemplateShardGroups(t *testing.T) {
 		t.Errorf("coordinator --expected-shards=%q, want 6 (3 default + 2 hot + 1 batch)", got)
 	}
 	tests := []struct {
-		name                  string
-		d                     *appsv1.Deployment
-		group                 string
-		replicas              int32
-		qps, burst, memLimit  string
-		nodeSelector          map[string]string
+		name                 string
+		d                    *appsv1.Deployment
+		group                string
+		replicas             int32
+		qps, burst, memLimit string
+		nodeSelector         map[string]string
 	}{
 		{name: "default group", d: &def, replicas: 3, qps: "50", burst: "100", memLimit: "2Gi"},
 		{name: "hot", d: &hot, group: "hot", replicas: 2, qps: "200", burst: "400", memLimit: "4Gi", nodeSelector: map[string]string{"kshard.io/pool": "hot"}},

@@ -187,10 +187,10 @@ func TestAssignmentsGroupsAndPins(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	s.SetPlacement(in) // before leading: this test's state machine has no streams to flush to
 	s.mu.Lock()
 	s.core, s.term = core, 1
 	s.mu.Unlock()
-	s.SetPlacement(in)
 	a, _, _ := s.assignmentsSnapshot("", false)
 	all := a.(Assignments)
 	groups := map[string]string{}

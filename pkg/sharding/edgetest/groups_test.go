@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kshard/kshard/pkg/sharding/coordinatorrpc"
@@ -37,7 +38,7 @@ func TestShardGroupVerified(t *testing.T) {
 	serverCreds, clientCreds := mtls(t)
 	// The fake token API binds each token to pod UID "uid-<pod>".
 	pod := func(name, group string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: shardNamespace, UID: "uid-" + name, Labels: map[string]string{}}}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: shardNamespace, UID: types.UID("uid-" + name), Labels: map[string]string{}}}
 		if group != "" {
 			p.Labels[shardauth.GroupLabel] = group
 		}

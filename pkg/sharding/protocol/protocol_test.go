@@ -22,7 +22,7 @@ func TestReportRoundTrip(t *testing.T) {
 	}{
 		{name: "hello", r: handoff.Report{Kind: handoff.ReportHello, Shard: "shard-0", Session: sess, Leaving: true,
 			Held: []handoff.Held{{Partition: 3, Epoch: handoff.MakeEpoch(1, 4), State: handoff.SlotAcquired}}}},
-		{name: "hello of a shard group", r: handoff.Report{Kind: handoff.ReportHello, Shard: "shard-0", Session: sess, Group: "hot"}},
+		{name: "hello of a shard group", r: handoff.Report{Kind: handoff.ReportHello, Shard: "shard-0", Session: sess, Group: "hot", Held: []handoff.Held{}}},
 		{name: "heartbeat", r: handoff.Report{Kind: handoff.ReportHeartbeat, Shard: "shard-0", Session: sess, Seq: 9}},
 		{name: "heartbeat with a load report", r: handoff.Report{Kind: handoff.ReportHeartbeat, Shard: "shard-0", Session: sess, Seq: 10,
 			Load: &LoadReport{LimiterWaitPermille: 1500, Partitions: []PartitionLoad{

@@ -74,7 +74,7 @@ func checkShardAuth(t *testing.T, objs Objects, release, namespace string, coord
 	// It reads the pod a shard's token is bound to (its UID and kshard.io/shard-group
 	// label, the group the session claims) in the release namespace, get only.
 	var coordRole rbacv1.Role
-	Into(t, objs.Get(t, "Role", release+"-kshard-coordinator"), &coordRole)
+	Into(t, objs.Get(t, "Role", coord.Name), &coordRole) // the coordinator Role is named as its Deployment
 	if !hasRule(coordRole.Rules, "", "pods", "get") || hasRule(coordRole.Rules, "", "pods", "list") || hasRule(coordRole.Rules, "", "pods", "update") {
 		t.Errorf("coordinator Role %s rules %+v, want get on pods (the shard's pod, for its group) and no more on pods", coordRole.Name, coordRole.Rules)
 	}

@@ -62,6 +62,11 @@ type KShardOptions struct {
 	// ShardPermissions are granted to the shards' ServiceAccount (with PodIdentity) beyond
 	// what the shard and its registered controllers need: for a test's own controllers.
 	ShardPermissions []controllers.Permission
+	// ShardGroups names the shard group of shards by ID: such a shard runs with
+	// --shard-group, and with PodIdentity its pod carries the label kshard.io/shard-group
+	// (shardauth.GroupLabel) that the coordinators check the claim against. Shards not
+	// named are in the default group.
+	ShardGroups map[string]string
 	// KCMTimings runs the coordinators with kube-controller-manager's leader-election
 	// timings (15 s Lease, 10 s renew deadline, 2 s retry) and, unless set above, the
 	// coordinator's default session TTL and fencing margin, for benchmarks: the tests'
@@ -299,6 +304,9 @@ func (k *KShard) StartShardAs(name string, creds ShardCredentials) *Shard {
 	}
 	if creds.CoordinatorTokenFile != "" {
 		args = append(args, "--coordinator-token-file", creds.CoordinatorTokenFile)
+	}
+	if g := k.opts.ShardGroups[name]; g != "" {
+		args = append(args, "--shard-group", g)
 	}
 	args = append(args, k.opts.ShardArgs...)
 	// KSHARD_TEST_SHARD_ARGS adds flags to every shard of every test, e.g.

@@ -347,8 +347,12 @@ func (k *KShard) newShardIdentity(ctx context.Context, id string) (*ShardIdentit
 		if err != nil {
 			return nil, err
 		}
+		labels := map[string]string{RunLabel: k.f.RunID, "app.kubernetes.io/component": "shard"}
+		if g := k.opts.ShardGroups[id]; g != "" {
+			labels[shardauth.GroupLabel] = g // as the chart's shardGroups Deployments label theirs
+		}
 		pod, err = pods.Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: id, Labels: map[string]string{RunLabel: k.f.RunID, "app.kubernetes.io/component": "shard"}},
+			ObjectMeta: metav1.ObjectMeta{Name: id, Labels: labels},
 			Spec: corev1.PodSpec{
 				ServiceAccountName:            ShardServiceAccount,
 				AutomountServiceAccountToken:  new(bool),

@@ -241,3 +241,13 @@ ServiceAccount CA). More than one set, or a pem without a certificate, fails the
 {{- define "kshard.rootCA.configMapName" -}}
 {{- printf "%s-root-ca" (include "kshard.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/* kshard.shardReplicas: the shard replicas of every shard Deployment, the default
+group's and each of shardGroups' (an entry without replicas takes shard.replicas). */}}
+{{- define "kshard.shardReplicas" -}}
+{{- $n := .Values.shard.replicas | int }}
+{{- range .Values.shardGroups }}
+{{- $n = add $n (hasKey . "replicas" | ternary .replicas $.Values.shard.replicas) }}
+{{- end }}
+{{- $n }}
+{{- end }}

@@ -90,11 +90,37 @@ func printAssignments(w io.Writer, a coordinatorrpc.Assignments) {
 		fmt.Fprintf(w, "namespaces %d, pinned partitions by state %v\n", a.Namespaces, a.PinsByState)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tPARTITIONS\tNAMESPACES\tLOAD\tCACHED OBJECTS\tQUEUE DEPTH\tCONNECTED\tLEAVING\tFENCED")
+	fmt.Fprintln(tw, "SHARD\tGROUP\tPARTITIONS\tNAMESPACES\tLOAD\tCACHED OBJECTS\tQUEUE DEPTH\tCONNECTED\tLEAVING\tFENCED")
 	for _, s := range a.Shards {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3g\t%d\t%d\t%v\t%v\t%v\n", s.Shard, s.Partitions, s.Namespaces, s.Load, s.CachedObjects, s.QueueDepth, s.Connected, s.Leaving, s.Fenced)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3g\t%d\t%d\t%v\t%v\t%v\n", s.Shard, groupColumn(s.Group), s.Partitions, s.Namespaces, s.Load, s.CachedObjects, s.QueueDepth, s.Connected, s.Leaving, s.Fenced)
 	}
 	_ = tw.Flush()
+	if len(a.Pins) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PINNED PARTITION\tGROUP\tSTATE\tOWNER\tIN GROUP\tSOURCE")
+	for _, p := range a.Pins {
+		group := p.Group
+		if group == "" {
+			group = "-"
+		}
+		owner := p.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\n", p.Partition, group, p.State, owner, p.InGroup, p.Source)
+	}
+	_ = tw.Flush()
+}
+
+// groupColumn spells a shard's group in the table: "-" for the default group.
+func groupColumn(g string) string {
+	if g == "" {
+		return "-"
+	}
+	return g
 }
 
 // maxAnswerBytes bounds what get reads. The largest real answer, every partition ID of

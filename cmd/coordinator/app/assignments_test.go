@@ -62,7 +62,13 @@ func TestPrintAssignments(t *testing.T) {
 			want: []string{"placement count", "LOAD", "s0  "}, not: []string{"pinned partitions"}},
 		{name: "assignments by load", v: coordinatorrpc.Assignments{Placement: "load", Namespaces: 40, PinsByState: map[string]int{"unsatisfied": 1},
 			Shards: []coordinatorrpc.ShardView{{Shard: "s0", Load: 3.25}}},
-			want: []string{"placement load", "namespaces 40, pinned partitions by state map[unsatisfied:1]", "3.25"}},
+			want: []string{"placement load", "namespaces 40, pinned partitions by state map[unsatisfied:1]", "3.25"}, not: []string{"PINNED PARTITION"}},
+		{name: "assignments with groups and pins", v: coordinatorrpc.Assignments{Placement: "load", PinsByState: map[string]int{"satisfied": 1, "conflict": 1},
+			Shards: []coordinatorrpc.ShardView{{Shard: "s0"}, {Shard: "s1", Group: "hot"}},
+			Pins: []coordinatorrpc.PinView{{Partition: 5, Group: "hot", Source: "annotation: a", State: "satisfied", Owner: "s1", InGroup: true},
+				{Partition: 9, Source: "flag: b (hot), flag (cold)", State: "conflict", Owner: "s0"}}},
+			want: []string{"SHARD  GROUP", "s0     -", "s1     hot", "PINNED PARTITION", "5                 hot    satisfied  s1     true      annotation: a",
+				"9                 -      conflict   s0     false     flag: b (hot), flag (cold)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

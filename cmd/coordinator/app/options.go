@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/pkg/componentopts"
@@ -437,6 +438,42 @@ func (o ShardAuthOptions) Authenticator(cfg *rest.Config, log logr.Logger) (shar
 		return nil, err
 	}
 	return o.authenticator(client.AuthenticationV1(), log)
+}
+
+// GroupVerifier builds the check of the shard group a hello claims: with token
+// authentication the pod the token is bound to must carry it (shardauth.PodGroups, in the
+// shards' ServiceAccount's namespace, which the coordinator needs get on pods in); with
+// "none" nil, the claim trusted as the ID is. The pods are read on a client of their own
+// without client-go's rate limiter, for the reason Authenticator gives: a pod is read
+// after its token's review, once per pod UID and cache period, so the review budget and
+// the hello rate bound it.
+func (o ShardAuthOptions) GroupVerifier(cfg *rest.Config) (shardauth.GroupVerifier, error) {
+	if o.Mode == ShardAuthNone {
+		return nil, nil
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = -1
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return o.groupVerifier(client.CoreV1())
+}
+
+// groupVerifier builds the GroupVerifier on a given pods client.
+func (o ShardAuthOptions) groupVerifier(client corev1client.PodsGetter) (shardauth.GroupVerifier, error) {
+	if o.Mode == ShardAuthNone {
+		return nil, nil
+	}
+	namespace, _, err := o.serviceAccount()
+	if err != nil {
+		return nil, err
+	}
+	g, err := shardauth.NewPodGroups(shardauth.PodGroupsOptions{Client: client, Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // authenticator builds the Authenticator on a given TokenReview client. "none" logs a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -46,6 +47,9 @@ type PlacementOptions struct {
 	Pins             []string
 	PartitionPins    []string
 	AnnotationGroups []string
+	// SharedGroups is --shard-group-shared: the shard groups that also take unpinned
+	// partitions (balance.Params.SharedGroups); every other group is dedicated.
+	SharedGroups []string
 }
 
 // NewPlacementOptions returns the defaults: placement by count, balancing on once
@@ -79,6 +83,9 @@ func (o *PlacementOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.PartitionPins, "pin-partition", o.PartitionPins, "id=group: place the partition on the shard group's shards (the cluster partition included); repeatable; needs --placement=load")
 	fs.StringSliceVar(&o.AnnotationGroups, "pin-annotation-groups", o.AnnotationGroups, "shard groups a Namespace's "+placement.Annotation+
 		" annotation may pin its partition to (any other value is ignored and counted): whoever may update a Namespace can take these groups' capacity; needs --placement=load")
+	fs.StringSliceVar(&o.SharedGroups, "shard-group-shared", o.SharedGroups, "shard groups (a shard's --shard-group) whose shards also take unpinned partitions; "+
+		"every other group is dedicated: only the partitions pinned to it go there (with no shard outside dedicated groups, every group takes unpinned ones). "+
+		"A pinned partition held outside its group moves there at a --balance round; with --balance=false only when its shard leaves. Needs --placement=load")
 }
 
 // validate reports every bad flag of the block; partitions is --partitions (already
@@ -142,8 +149,16 @@ func (o PlacementOptions) validate(partitions int, reportInterval time.Duration)
 			errs = append(errs, fmt.Errorf("--pin-annotation-groups: %w", err))
 		}
 	}
+	for _, g := range o.SharedGroups {
+		if err := placement.ValidateGroup(g); err != nil {
+			errs = append(errs, fmt.Errorf("--shard-group-shared: %w", err))
+		}
+	}
 	if !rules.Empty() && !load {
 		errs = append(errs, errors.New("--pin, --pin-partition and --pin-annotation-groups need --placement=load: placement by count has no pins"))
+	}
+	if len(o.SharedGroups) > 0 && !load {
+		errs = append(errs, errors.New("--shard-group-shared needs --placement=load: placement by count has no groups (every shard takes its share)"))
 	}
 	if pm, err := partition.NewMap(partitions); err == nil {
 		errs = append(errs, placement.FlagConflicts(pm, rules)...)
@@ -153,8 +168,10 @@ func (o PlacementOptions) validate(partitions int, reportInterval time.Duration)
 
 // balanceConfig is the state machine's handoff.Config.Balance from the flags.
 func (o PlacementOptions) balanceConfig() handoff.BalanceConfig {
+	p := o.Params
+	p.SharedGroups = slices.Clone(o.SharedGroups)
 	return handoff.BalanceConfig{Placement: handoff.Placement(o.Mode), Enabled: o.Balance, Interval: o.Interval, Warmup: o.Warmup,
-		Cooldown: o.Cooldown, MaxPartitionLoad: o.MaxPartitionLoad, MaxShardLoad: o.MaxShardLoad, Params: o.Params}
+		Cooldown: o.Cooldown, MaxPartitionLoad: o.MaxPartitionLoad, MaxShardLoad: o.MaxShardLoad, Params: p}
 }
 
 // rules parses the pin flags for partitions partitions.

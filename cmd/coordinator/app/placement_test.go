@@ -66,6 +66,9 @@ func TestPlacementOptionsValidate(t *testing.T) {
 		// One partition: every namespace is in it.
 		{name: "flags pinning one partition to two groups", args: []string{load, "--partitions=1", "--pin=team-a=hot", "--pin=team-b=warm"},
 			wantErr: []string{"--pin/--pin-partition pin partition 0 to different groups: flag: team-a (hot), flag: team-b (warm)"}},
+		{name: "shared groups", args: []string{load, "--shard-group-shared=hot,batch-1"}},
+		{name: "shared groups need placement by load", args: []string{"--shard-group-shared=hot"}, wantErr: []string{"--shard-group-shared needs --placement=load"}},
+		{name: "shared group not a DNS-1123 label", args: []string{load, "--shard-group-shared=hot,Warm"}, wantErr: []string{`--shard-group-shared: group "Warm"`}},
 		{name: "flags pinning one partition to one group", args: []string{load, "--partitions=1", "--pin=team-a=hot", "--pin=team-b=hot", "--pin-partition=0=hot"}},
 	}
 	for _, tt := range tests {
@@ -94,10 +97,12 @@ func TestBalanceConfigFromFlags(t *testing.T) {
 			Params: balance.Params{Margin: 0.10, MaxMoves: 64, MaxCostFraction: 0.10, MaxObjects: 50000, MaxNamespaceShare: 2, MinLoad: 1}}},
 		{name: "every flag", args: []string{"--placement=load", "--balance=false", "--balance-interval=90s", "--balance-warmup=1m", "--balance-cooldown=10m",
 			"--balance-margin=0.2", "--balance-max-moves=8", "--balance-max-cost-fraction=0.5", "--balance-max-objects=1000",
-			"--balance-max-namespace-share=3", "--balance-min-load=5", "--balance-max-partition-load=100", "--balance-max-shard-load=300"},
+			"--balance-max-namespace-share=3", "--balance-min-load=5", "--balance-max-partition-load=100", "--balance-max-shard-load=300",
+			"--shard-group-shared=hot,warm"},
 			want: handoff.BalanceConfig{Placement: handoff.PlacementLoad, Enabled: false, Interval: 90 * time.Second, Warmup: time.Minute,
 				Cooldown: 10 * time.Minute, MaxPartitionLoad: 100, MaxShardLoad: 300,
-				Params: balance.Params{Margin: 0.2, MaxMoves: 8, MaxCostFraction: 0.5, MaxObjects: 1000, MaxNamespaceShare: 3, MinLoad: 5}}},
+				Params: balance.Params{Margin: 0.2, MaxMoves: 8, MaxCostFraction: 0.5, MaxObjects: 1000, MaxNamespaceShare: 3, MinLoad: 5,
+					SharedGroups: []string{"hot", "warm"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -95,6 +95,10 @@ func run(ctx context.Context, o *Options) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	groups, err := o.ShardAuth.GroupVerifier(cfg)
+	if err != nil {
+		return 2, err
+	}
 	// A shard's claim of a newer term is checked against the Lease before stepping down.
 	identity := leader.Identity(o.ID, o.AdvertiseAddress)
 	verifier := leader.NewVerifier(o.Leader, client, identity)
@@ -134,6 +138,7 @@ func run(ctx context.Context, o *Options) (int, error) {
 			lead.skipPast(shard, claim, time.Now())
 		},
 		Authenticator:     auth,
+		GroupVerifier:     groups,
 		MaxSessions:       coordinatorrpc.SessionsForShards(o.ShardAuth.MaxShards),
 		MaxPendingPerPeer: o.ShardAuth.MaxShardsPerAddress,
 		WaitForPlacement:  o.Placement.Mode == PlacementLoad,

@@ -62,14 +62,26 @@ func TestShardAuthOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			g, err := o.groupVerifier(fake.NewClientset().CoreV1())
+			if err != nil {
+				t.Fatal(err)
+			}
 			switch tc.wantAuth.(type) {
 			case *shardauth.TokenReview:
 				if _, ok := a.(*shardauth.TokenReview); !ok {
 					t.Errorf("authenticator %T, want *shardauth.TokenReview", a)
 				}
+				// The group a hello claims is checked against the token's pod.
+				if _, ok := g.(*shardauth.PodGroups); !ok {
+					t.Errorf("group verifier %T, want *shardauth.PodGroups", g)
+				}
 			case shardauth.Insecure:
 				if _, ok := a.(shardauth.Insecure); !ok {
 					t.Errorf("authenticator %T, want shardauth.Insecure", a)
+				}
+				// Without identities, the group is trusted as the ID is.
+				if g != nil {
+					t.Errorf("group verifier %T with --shard-auth=none, want none", g)
 				}
 			}
 		})

@@ -25,7 +25,10 @@ type Options struct {
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 
-	ShardID      string
+	ShardID string
+	// ShardGroup is the shard group this shard runs in (--shard-group): "" for the default
+	// group, else a DNS-1123 label that the pod's kshard.io/shard-group label must carry.
+	ShardGroup   string
 	Coordinators []string
 	// CoordinatorLease is "<namespace>/<name>" of the coordinators' election Lease, whose
 	// holder's advertised address the shard also dials (shardrpc.Options.LeaderAddress);
@@ -82,6 +85,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the Kubernetes API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst to use while talking with the Kubernetes API server")
 	fs.StringVar(&o.ShardID, "shard-id", o.ShardID, "stable identity of this shard (default $POD_NAME, else the host name)")
+	fs.StringVar(&o.ShardGroup, "shard-group", o.ShardGroup, "shard group this shard runs in (a DNS-1123 label; empty: the default group): with the coordinator's --placement=load, "+
+		"the partitions pinned to the group (--pin, --pin-partition, the Namespace annotation kshard.io/shard-group) go to its shards, and a group not in the "+
+		"coordinator's --shard-group-shared takes nothing else. With --shard-auth=token the coordinator refuses this shard unless its pod carries the label kshard.io/shard-group=<group> (none for the default group)")
 	fs.StringSliceVar(&o.Coordinators, "coordinator-address", o.Coordinators, "host:port of the coordinator replicas' gRPC endpoint, repeatable: a name stands for every address it resolves to "+
 		"(a headless Service of the replicas gives all of them; looked up again at each reconnect), and a follower names the leader")
 	fs.StringVar(&o.CoordinatorLease, "coordinator-lease", o.CoordinatorLease, "<namespace>/<name> of the coordinators' election Lease: the shard also dials the address its holder advertises, read through the API server "+
@@ -113,6 +119,9 @@ func (o *Options) Validate(reg *controllers.Registry) error {
 	var errs []error
 	if err := protocol.ValidateShardID(o.ShardID); err != nil {
 		errs = append(errs, fmt.Errorf("--shard-id: %w", err))
+	}
+	if err := protocol.ValidateGroup(o.ShardGroup); err != nil {
+		errs = append(errs, fmt.Errorf("--shard-group: %w", err))
 	}
 	if len(o.Coordinators) == 0 {
 		errs = append(errs, errors.New("--coordinator-address is required"))

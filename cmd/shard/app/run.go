@@ -294,7 +294,7 @@ func (s *shard) buildSession(context.Context) error {
 		leaderAddress = leaseHolderAddress(s.client, ns, name)
 	}
 	s.session, err = shardrpc.New(shardrpc.Options{
-		ShardID: s.o.ShardID, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
+		ShardID: s.o.ShardID, Group: s.o.ShardGroup, Incarnation: uint64(time.Now().UnixNano()), BuildVersion: version.Version,
 		Addresses: s.o.Coordinators, LeaderAddress: leaderAddress, Credentials: creds, PartitionCount: s.o.Partitions,
 		Metrics: sessionMetrics, TokenFile: s.o.CoordinatorTokenFile, TokenOverPlaintext: s.o.TLS.Insecure,
 		LoadReporter: loadReporter{runtime: s.runtime, meter: s.meter, log: s.log},

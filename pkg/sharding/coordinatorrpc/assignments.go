@@ -11,7 +11,10 @@ import (
 
 // ShardView is one shard in the assignments answer.
 type ShardView struct {
-	Shard         string   `json:"shard"`
+	Shard string `json:"shard"`
+	// Group is the shard group its hello named (its --shard-group); absent for the
+	// default group.
+	Group         string   `json:"group,omitempty"`
 	Partitions    int      `json:"partitions"`
 	Namespaces    uint64   `json:"namespaces"`
 	CachedObjects uint64   `json:"cachedObjects"`
@@ -47,7 +50,29 @@ type Assignments struct {
 	// PinsByState counts the pinned partitions by state (satisfied, unsatisfied,
 	// conflict); absent when nothing is pinned.
 	PinsByState map[string]int `json:"pinsByState,omitempty"`
-	Shards      []ShardView    `json:"shards"`
+	// Pins lists the pinned and the conflicting partitions, by partition: at most one
+	// entry per partition whatever the namespaces. Absent when nothing is pinned.
+	Pins   []PinView   `json:"pins,omitempty"`
+	Shards []ShardView `json:"shards"`
+}
+
+// PinView is one pinned (or conflicting) partition in the assignments answer.
+type PinView struct {
+	Partition uint32 `json:"partition"`
+	// Group is the group it is pinned to; empty for a conflict.
+	Group string `json:"group,omitempty"`
+	// Source is where the pin comes from ("flag", "flag: <namespace>", "annotation:
+	// <namespace>"; both sides of a conflict).
+	Source string `json:"source"`
+	// State is satisfied (the group has a live shard: the partition goes there, by the
+	// next load round if it is elsewhere now), unsatisfied (no live shard of the group: it
+	// is placed in the default domain) or conflict (pinned to two groups: unpinned).
+	State string `json:"state"`
+	// Owner is the shard that owns the partition now ("" for nobody), InGroup whether
+	// that shard is in Group: a satisfied pin whose partition is not in its group yet
+	// waits for the balancer's next round.
+	Owner   string `json:"owner,omitempty"`
+	InGroup bool   `json:"inGroup"`
 }
 
 // Owner is the answer of GET /assignments?namespace=X.
@@ -113,7 +138,7 @@ func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any
 		return nil, s.leaderAddr, false
 	}
 	members := s.core.Members()
-	groups := s.memberGroupsLocked(len(members))
+	groups := liveGroups(members)
 	if namespace != "" {
 		p := s.pmap.For(namespace)
 		a, _ := s.core.Assignment(p)
@@ -135,6 +160,7 @@ func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any
 	}
 	if len(s.placement.Pins) > 0 {
 		out.PinsByState = s.placement.States(groups)
+		out.Pins = s.pinViewsLocked(groups, members)
 	}
 	for i, n := range st.ByState {
 		out.ByState[stateName(i)] = n
@@ -149,13 +175,35 @@ func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any
 	}
 	for _, m := range members {
 		ss := s.stats[m.ID]
-		out.Shards = append(out.Shards, ShardView{Shard: m.ID, Partitions: m.Owned, Namespaces: ss.Namespaces,
+		out.Shards = append(out.Shards, ShardView{Shard: m.ID, Group: m.Group, Partitions: m.Owned, Namespaces: ss.Namespaces,
 			CachedObjects: ss.CachedObjects, QueueDepth: ss.QueueDepth, Fenced: ss.Fenced,
 			Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID],
 			LoadReports: m.LoadReports, LoadEntries: m.LoadEntries, Load: m.Load})
 	}
 	sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].Shard < out.Shards[j].Shard })
 	return out, "", true
+}
+
+// pinViewsLocked lists the pins with their state and owner, by partition; s.mu held,
+// s.core set.
+func (s *Server) pinViewsLocked(groups map[string]bool, members []handoff.MemberInfo) []PinView {
+	groupOf := make(map[string]string, len(members))
+	for _, m := range members {
+		groupOf[m.ID] = m.Group
+	}
+	out := make([]PinView, 0, len(s.placement.Pins))
+	for p, pin := range s.placement.Pins {
+		v := PinView{Partition: uint32(p), Group: pin.Group, Source: pin.Source, State: s.placement.State(p, groups)}
+		if a, ok := s.core.Assignment(p); ok {
+			v.Owner = a.Owner
+		}
+		if g, ok := groupOf[v.Owner]; ok && !pin.Conflict && v.Owner != "" {
+			v.InGroup = g == pin.Group
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out
 }
 
 // PartitionOf exposes the namespace mapping the coordinator uses.

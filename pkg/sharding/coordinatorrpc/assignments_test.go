@@ -2,8 +2,11 @@ package coordinatorrpc
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kshard/kshard/pkg/sharding/handoff"
+	"github.com/kshard/kshard/pkg/sharding/partition"
+	"github.com/kshard/kshard/pkg/sharding/placement"
 )
 
 var testBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -126,5 +131,88 @@ func TestAssignmentsWritesOutsideTheLock(t *testing.T) {
 				t.Fatalf("invalid JSON: %q", w.body.String())
 			}
 		})
+	}
+}
+
+// TestLiveGroups: the groups a pin can be satisfied in are those of the members the plans
+// place partitions on, not leaving and not fenced out.
+func TestLiveGroups(t *testing.T) {
+	tests := []struct {
+		name    string
+		members []handoff.MemberInfo
+		want    map[string]bool
+	}{
+		{name: "no member"},
+		{name: "default group only", members: []handoff.MemberInfo{{ID: "a"}}, want: map[string]bool{"": true}},
+		{name: "a group", members: []handoff.MemberInfo{{ID: "a"}, {ID: "h", Group: "hot"}}, want: map[string]bool{"": true, "hot": true}},
+		{name: "the group's member leaving", members: []handoff.MemberInfo{{ID: "a"}, {ID: "h", Group: "hot", Leaving: true}}, want: map[string]bool{"": true}},
+		{name: "the group's member fenced out", members: []handoff.MemberInfo{{ID: "h", Group: "hot", FencedOut: true}, {ID: "h2", Group: "cold"}}, want: map[string]bool{"cold": true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := liveGroups(tt.members); !maps.Equal(got, tt.want) {
+				t.Fatalf("liveGroups = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAssignmentsGroupsAndPins: /assignments names each shard's group and lists every
+// pinned partition with its state: satisfied for a group with a shard, unsatisfied for one
+// without, conflict for two groups.
+func TestAssignmentsGroupsAndPins(t *testing.T) {
+	const p = 16
+	s, clk := newTestServer(t, p)
+	pm, _ := partition.NewMap(p)
+	// Three namespaces of three partitions: pinned to hot (a shard's group), to warm (no
+	// shard's), and a partition pinned to two groups.
+	var nss []string
+	used := map[partition.ID]bool{}
+	for i := 0; len(nss) < 3; i++ {
+		ns := fmt.Sprintf("ns-%d", i)
+		if q := pm.For(ns); !used[q] {
+			used[q] = true
+			nss = append(nss, ns)
+		}
+	}
+	conflicted := pm.For(nss[2])
+	in := placement.Resolve(pm, placement.Rules{Namespaces: map[string]string{nss[0]: "hot", nss[1]: "warm", nss[2]: "hot"},
+		Partitions: map[partition.ID]string{conflicted: "cold"}}, nil)
+	core, err := handoff.New(s.opts.Config, 1, clk.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct{ id, group string }{{"a", ""}, {"h", "hot"}} {
+		if err := core.Step(clk.now(), handoff.Report{Kind: handoff.ReportHello, Shard: m.id, Group: m.group, Session: handoff.Session{Incarnation: 1, Seq: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.SetPlacement(in) // before leading: this test's state machine has no streams to flush to
+	s.mu.Lock()
+	s.core, s.term = core, 1
+	s.mu.Unlock()
+	a, _, _ := s.assignmentsSnapshot("", false)
+	all := a.(Assignments)
+	groups := map[string]string{}
+	for _, sv := range all.Shards {
+		groups[sv.Shard] = sv.Group
+	}
+	if want := map[string]string{"a": "", "h": "hot"}; !maps.Equal(groups, want) {
+		t.Errorf("shard groups %v, want %v", groups, want)
+	}
+	want := []PinView{
+		{Partition: uint32(pm.For(nss[0])), Group: "hot", Source: "flag: " + nss[0], State: placement.StateSatisfied},
+		{Partition: uint32(pm.For(nss[1])), Group: "warm", Source: "flag: " + nss[1], State: placement.StateUnsatisfied},
+		{Partition: uint32(conflicted), Source: in.Pins[conflicted].Source, State: placement.StateConflict},
+	}
+	slices.SortFunc(want, func(x, y PinView) int { return int(x.Partition) - int(y.Partition) })
+	if !slices.Equal(all.Pins, want) {
+		t.Errorf("pins %+v, want %+v", all.Pins, want)
+	}
+	if wantStates := map[string]int{placement.StateSatisfied: 1, placement.StateUnsatisfied: 1, placement.StateConflict: 1}; !maps.Equal(all.PinsByState, wantStates) {
+		t.Errorf("pins by state %v, want %v", all.PinsByState, wantStates)
+	}
+	if !strings.Contains(in.Pins[conflicted].Source, "cold") {
+		t.Errorf("conflict source %q does not name both groups", in.Pins[conflicted].Source)
 	}
 }

@@ -72,15 +72,22 @@ func (s *Server) applyPlacementLocked() {
 	s.core.SetPins(now, s.pinTable)
 }
 
-// memberGroupsLocked returns the shard groups that have a live member. Shards do not
-// name their group yet (the Hello's group field is a later step of issue 31), so every
-// member is in the default group "" and a pin to any named group is unsatisfied: the
-// balancer places it in the default domain. s.mu held.
-func (s *Server) memberGroupsLocked(members int) map[string]bool {
-	if members == 0 {
-		return nil
+// liveGroups returns the shard groups ("" for the default group) that have a member the
+// plans place partitions on: not leaving, not fenced out. A pin to a group outside it is
+// unsatisfied (the balancer places the partition in the default domain); nil for no
+// member, when every pin is.
+func liveGroups(members []handoff.MemberInfo) map[string]bool {
+	var out map[string]bool
+	for _, m := range members {
+		if m.Leaving || m.FencedOut {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[m.Group] = true
 	}
-	return map[string]bool{"": true}
+	return out
 }
 
 // balanceCounters are the state machine's cumulative balancer counters of one
@@ -128,14 +135,14 @@ func (s *Server) updatePlacementGaugesLocked(st handoff.Stats, members []handoff
 	}
 	m.HotPartitions.Set(float64(hot))
 	m.SuspectMembers.Set(float64(st.Balance.Suspects))
-	s.updatePinGaugesLocked(len(members))
+	s.updatePinGaugesLocked(members)
 }
 
 // updatePinGaugesLocked sets the pin series, which the edge knows whether or not this
 // replica leads; s.mu held.
-func (s *Server) updatePinGaugesLocked(members int) {
+func (s *Server) updatePinGaugesLocked(members []handoff.MemberInfo) {
 	m := s.opts.Metrics
-	for state, n := range s.placement.States(s.memberGroupsLocked(members)) {
+	for state, n := range s.placement.States(liveGroups(members)) {
 		m.Pins.WithLabelValues(state).Set(float64(n))
 	}
 	for reason, n := range s.placement.Ignored {

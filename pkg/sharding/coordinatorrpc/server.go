@@ -56,6 +56,11 @@ type Options struct {
 	// claim on trust (shardauth.Insecure) and New logs a warning: only for tests and local
 	// development.
 	Authenticator shardauth.Authenticator
+	// GroupVerifier checks the shard group a hello claims against the verified identity
+	// (shardauth.PodGroups: the pod's kshard.io/shard-group label) before the hello reaches
+	// the state machine; a refusal is counted in AuthRejected by its reason. nil takes the
+	// claim on trust, as Insecure takes the ID: only with --shard-auth=none.
+	GroupVerifier shardauth.GroupVerifier
 	// MaxSessions caps authenticated Session streams open at once, over all connections;
 	// beyond it a stream is refused with ResourceExhausted. A stream takes its slot only
 	// once its hello is authenticated and allowed: silent or unauthenticated streams never
@@ -155,8 +160,11 @@ type Server struct {
 }
 
 type stream struct {
-	shard   string
-	id      shardauth.Identity // the verified identity; shard == id.Shard
+	shard string
+	id    shardauth.Identity // the verified identity; shard == id.Shard
+	// group is the shard group the stream's first hello claimed and the verifier accepted:
+	// a later hello on the stream must claim it too.
+	group   string
 	session handoff.Session
 	out     chan *kshardv1.CoordinatorMessage
 	cancel  context.CancelCauseFunc
@@ -399,6 +407,9 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 	if err != nil {
 		return err
 	}
+	if err := s.verifyGroup(ctx, id, first.Report.Group); err != nil {
+		return err
+	}
 	endPending()
 	if !s.tryOpen() {
 		s.opts.Metrics.Refused.WithLabelValues("session_limit").Inc()
@@ -411,8 +422,8 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 		return err
 	}
 	shard := id.Shard
-	log := s.log.WithValues("shard", shard, "session", first.Report.Session.String(), "podUID", id.PodUID)
-	st := &stream{shard: shard, id: id, session: first.Report.Session,
+	log := s.log.WithValues("shard", shard, "session", first.Report.Session.String(), "podUID", id.PodUID, "group", first.Report.Group)
+	st := &stream{shard: shard, id: id, group: first.Report.Group, session: first.Report.Session,
 		out: make(chan *kshardv1.CoordinatorMessage, s.opts.SendBuffer), cancel: cancel}
 
 	s.mu.Lock()
@@ -438,6 +449,9 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 		return status.Errorf(codes.FailedPrecondition, "hello rejected: %v", rejected)
 	}
 	log.V(1).Info("session opened", "held", len(first.Report.Held), "leaving", first.Report.Leaving, "user", id.User, "verified", id.Verified)
+	if first.Report.Group != "" && s.opts.Config.Balance.Placement != handoff.PlacementLoad {
+		log.Info("WARNING: the shard names a shard group, but placement by count has no groups: it takes its share of every partition (run the coordinators with --placement=load)")
+	}
 
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- s.sendLoop(ctx, ss, st) }()
@@ -463,6 +477,13 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 			if err != nil {
 				s.opts.Metrics.Rejected.WithLabelValues("malformed").Inc()
 				recvErr <- status.Errorf(codes.InvalidArgument, "%v", err)
+				return
+			}
+			// The group was verified for the stream's first hello only.
+			if in.Report.Kind == handoff.ReportHello && in.Report.Group != st.group {
+				s.opts.Metrics.AuthRejected.WithLabelValues(shardauth.ReasonGroupMismatch).Inc()
+				log.Info("refused a hello: shard group changed on the stream", "claimed", in.Report.Group)
+				recvErr <- status.Errorf(codes.PermissionDenied, "a hello on this stream claims shard group %q, its first hello claimed %q", in.Report.Group, st.group)
 				return
 			}
 			s.mu.Lock()
@@ -543,6 +564,25 @@ func (s *Server) authenticate(ctx context.Context, claimed string) (shardauth.Id
 	s.opts.Metrics.AuthRejected.WithLabelValues(ae.Reason).Inc()
 	s.log.Info("refused a session: shard identity not verified", "shard", claimed, "reason", ae.Reason, "err", ae.Msg)
 	return shardauth.Identity{}, status.Errorf(ae.Code, "authentication failed: %s", ae.Msg)
+}
+
+// verifyGroup checks the group a verified identity's hello claims (Options.GroupVerifier;
+// trusted without one); a refusal is counted, logged and returned as the stream's status.
+func (s *Server) verifyGroup(ctx context.Context, id shardauth.Identity, claimed string) error {
+	if s.opts.GroupVerifier == nil {
+		return nil
+	}
+	err := s.opts.GroupVerifier.VerifyGroup(ctx, id, claimed)
+	if err == nil {
+		return nil
+	}
+	var ae *shardauth.Error
+	if !errors.As(err, &ae) {
+		ae = &shardauth.Error{Code: codes.PermissionDenied, Reason: shardauth.ReasonGroupMismatch, Msg: err.Error()}
+	}
+	s.opts.Metrics.AuthRejected.WithLabelValues(ae.Reason).Inc()
+	s.log.Info("refused a session: shard group not verified", "shard", id.Shard, "group", claimed, "reason", ae.Reason, "err", ae.Msg)
+	return status.Errorf(ae.Code, "shard group refused: %s", ae.Msg)
 }
 
 // allowHello takes a hello token of a verified identity, or says why not.
@@ -783,7 +823,7 @@ func (s *Server) updateGauges() {
 		m.ShardLoad.Reset()
 		m.LoadFair.Reset()
 		m.LoadImbalance.Reset()
-		s.updatePinGaugesLocked(0)
+		s.updatePinGaugesLocked(nil)
 		return
 	}
 	st := s.core.Stats()

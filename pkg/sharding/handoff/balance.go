@@ -479,7 +479,7 @@ func (c *Coordinator) planInput(members, current []string, round bool, now time.
 			_, found := slices.BinarySearch(c.applied, id)
 			isNew = !found
 		}
-		in.Members[i] = balance.Member{ID: id, New: isNew, Suspect: c.suspect(c.members[id], now)}
+		in.Members[i] = balance.Member{ID: id, Group: c.groupOf(id), New: isNew, Suspect: c.suspect(c.members[id], now)}
 	}
 	load, objects := c.loads()
 	if load != nil || c.bal.namespaces != nil {

@@ -82,7 +82,10 @@ type Coordinator struct {
 
 // member is one shard session the coordinator honours.
 type member struct {
-	id        string
+	id string
+	// group is the shard group its hello named ("" for the default group), fixed for the
+	// incarnation: what placement by load puts its group's pins on.
+	group     string
 	session   Session
 	joined    time.Time
 	lastRecv  time.Time // latest Hello or Heartbeat received from this incarnation
@@ -381,6 +384,15 @@ func (c *Coordinator) removeMember(id string) {
 	if i, ok := slices.BinarySearch(c.ids, id); ok {
 		c.ids = slices.Delete(c.ids, i, i+1)
 	}
+}
+
+// groupOf returns the shard group of member id ("" for the default group or no such
+// member).
+func (c *Coordinator) groupOf(id string) string {
+	if m := c.members[id]; m != nil {
+		return m.group
+	}
+	return ""
 }
 
 // memberInc returns the member only if it is still the given incarnation.

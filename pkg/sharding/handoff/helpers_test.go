@@ -37,6 +37,9 @@ type cluster struct {
 	holdDrain bool            // do not finish drains automatically
 	sent      []Command       // every command delivered, in order
 	rejects   []error
+	// groups names the shard group each shard's hellos carry (the shard's --shard-group,
+	// which the edge adds to the state machine's hello); nil or absent: the default group.
+	groups map[string]string
 
 	// The owner record as the API server enforces it (Config.OwnerRecord):
 	// pump applies each request at once unless holdRecord; recordErr fails it.
@@ -98,6 +101,9 @@ func (k *cluster) pump() {
 				moved = true
 				if k.down[id] {
 					continue
+				}
+				if r.Kind == ReportHello {
+					r.Group = k.groups[id]
 				}
 				if err := k.c.Step(k.now, r); err != nil {
 					k.rejects = append(k.rejects, err)

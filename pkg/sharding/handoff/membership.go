@@ -44,13 +44,18 @@ func (c *Coordinator) hello(now time.Time, r Report) *Rejection {
 		}
 		return reject(reason, r.Shard, "hello of %s after session %s ended", r.Session, t.session)
 	}
+	if m != nil && r.Group != m.group {
+		// A process's group is its flag: a new one comes with a new incarnation. Taking it
+		// here would change a member's domain under a target computed for the old one.
+		return reject(ReasonMalformed, r.Shard, "hello names group %q, this process (incarnation %d) named %q", r.Group, m.session.Incarnation, m.group)
+	}
 	if m == nil && len(c.members) >= c.cfg.MaxMembers {
 		// Checked after a restarted member was dropped above: a new
 		// incarnation of a member replaces it and never counts twice.
 		return reject(ReasonTooManyMembers, r.Shard, "%d shards have a session, the most this coordinator accepts (MaxMembers)", len(c.members))
 	}
 	if m == nil {
-		m = &member{id: r.Shard, joined: now}
+		m = &member{id: r.Shard, group: r.Group, joined: now}
 		c.addMember(m)
 		c.stats.Joins++
 		c.emit(Event{Kind: EventMemberJoined, At: now, Shard: r.Shard})

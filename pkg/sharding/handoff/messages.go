@@ -83,6 +83,12 @@ type Report struct {
 	// Leaving (Hello, Heartbeat): the shard got SIGTERM and wants to hand
 	// everything over before it exits.
 	Leaving bool
+	// Group (Hello): the shard group the shard runs in ("" for the default group). It is
+	// fixed for the life of a process: a hello of the same incarnation naming another group
+	// is refused. The edge has validated it (and, with token authentication, checked it
+	// against the shard's pod); placement by load puts a group's pinned partitions on its
+	// members (balance.Member.Group).
+	Group string
 	// Held (Hello): every partition the shard holds. Acquired entries are
 	// reported only while the lease is valid (a fenced shard reports them
 	// as prepared), which is what lets a new leader adopt them safely.
@@ -279,6 +285,9 @@ func (r Report) String() string {
 	case ReportHeartbeat:
 		return fmt.Sprintf("heartbeat(%d,leaving=%v)←%s[%s]", r.Seq, r.Leaving, r.Shard, r.Session)
 	default:
+		if r.Group != "" {
+			return fmt.Sprintf("hello(held %d,leaving=%v,group=%s)←%s[%s]", len(r.Held), r.Leaving, r.Group, r.Shard, r.Session)
+		}
 		return fmt.Sprintf("hello(held %d,leaving=%v)←%s[%s]", len(r.Held), r.Leaving, r.Shard, r.Session)
 	}
 }

@@ -155,7 +155,9 @@ func (c *Coordinator) Assignment(id partition.ID) (Assignment, bool) {
 
 // MemberInfo is one shard session as the coordinator sees it.
 type MemberInfo struct {
-	ID        string
+	ID string
+	// Group is the shard group its hello named ("" for the default group).
+	Group     string
 	Session   Session
 	Joined    time.Time
 	LastHeard time.Time
@@ -188,7 +190,7 @@ func (c *Coordinator) Members() []MemberInfo {
 	for _, id := range c.ids {
 		m := c.members[id]
 		out = append(out, MemberInfo{
-			ID: id, Session: m.session, Joined: m.joined, LastHeard: m.lastRecv, ExpiresAt: c.expiresAt(m),
+			ID: id, Group: m.group, Session: m.session, Joined: m.joined, LastHeard: m.lastRecv, ExpiresAt: c.expiresAt(m),
 			Connected: m.connected, Leaving: m.leaving, FencedOut: m.fencedOut, Owned: owned[id],
 			LoadReports: m.loadReports, LoadReportedAt: m.loadAt, LoadEntries: m.loadEntries,
 			Load: loads[id],

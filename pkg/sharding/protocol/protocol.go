@@ -152,6 +152,20 @@ func ValidateShardID(id string) error {
 	return nil
 }
 
+// ValidateGroup checks a shard group's name as a Hello carries it: empty (the default
+// group) or a DNS-1123 label, because it is also the value of the shard pod's label
+// kshard.io/shard-group, which the coordinator compares it with, and appears in metric
+// labels and logs.
+func ValidateGroup(g string) error {
+	if g == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Label(g); len(errs) > 0 {
+		return malformed("shard group %q: %v", g, errs)
+	}
+	return nil
+}
+
 func sessionFromWire(s *kshardv1.Session) (handoff.Session, error) {
 	if s == nil || s.Incarnation == 0 || s.Seq == 0 {
 		return handoff.Session{}, malformed("missing or zero session")
@@ -275,11 +289,14 @@ func ReportFromWire(m *kshardv1.ShardMessage, shardID string, partitionCount int
 		if len(h.BuildVersion) > 256 {
 			return Incoming{}, malformed("build version longer than 256 bytes")
 		}
+		if err := ValidateGroup(h.Group); err != nil {
+			return Incoming{}, err
+		}
 		held, err := heldFromWire(h.Held, partitionCount, false)
 		if err != nil {
 			return Incoming{}, err
 		}
-		r.Kind, r.Shard, r.Leaving, r.Held = handoff.ReportHello, h.ShardId, h.Leaving, held
+		r.Kind, r.Shard, r.Group, r.Leaving, r.Held = handoff.ReportHello, h.ShardId, h.Group, h.Leaving, held
 		st := statsFromWire(h.Stats)
 		in.Stats, in.BuildVersion = &st, h.BuildVersion
 	case *kshardv1.ShardMessage_Heartbeat:
@@ -334,7 +351,7 @@ func ReportToWire(r handoff.Report, stats Stats, buildVersion string) (*kshardv1
 	switch r.Kind {
 	case handoff.ReportHello:
 		m.Kind = &kshardv1.ShardMessage_Hello{Hello: &kshardv1.Hello{
-			ShardId: r.Shard, BuildVersion: buildVersion, Leaving: r.Leaving, Held: heldToWire(r.Held), Stats: statsToWire(stats),
+			ShardId: r.Shard, Group: r.Group, BuildVersion: buildVersion, Leaving: r.Leaving, Held: heldToWire(r.Held), Stats: statsToWire(stats),
 		}}
 	case handoff.ReportHeartbeat:
 		m.Kind = &kshardv1.ShardMessage_Heartbeat{Heartbeat: &kshardv1.Heartbeat{Seq: r.Seq, Leaving: r.Leaving, Stats: statsToWire(stats), Load: loadToWire(r.Load)}}

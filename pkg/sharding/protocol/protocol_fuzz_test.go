@@ -34,6 +34,7 @@ func FuzzProtocolReportFromWire(f *testing.F) {
 			{Partition: 3, Epoch: e, State: handoff.SlotAcquired}, {Partition: 0, Epoch: e + 1, State: handoff.SlotWarming},
 			{Partition: 15, Epoch: 1, State: handoff.SlotPrepared}, {Partition: 7, Epoch: e, State: handoff.SlotReleasing}}},
 		{Kind: handoff.ReportHello, Shard: fuzzShard, Session: sess},
+		{Kind: handoff.ReportHello, Shard: fuzzShard, Session: sess, Group: "hot"},
 		{Kind: handoff.ReportHeartbeat, Shard: fuzzShard, Session: sess, Seq: 9, Leaving: true},
 		{Kind: handoff.ReportHeartbeat, Shard: fuzzShard, Session: sess, Seq: 10, Load: &protocol.LoadReport{LimiterWaitPermille: 250,
 			Partitions: []protocol.PartitionLoad{{Partition: 0, LoadMilli: 1200, Objects: 40, AgeSeconds: 30},
@@ -113,6 +114,9 @@ func checkReport(t *testing.T, in protocol.Incoming, stream string, count int) {
 		if err := protocol.ValidateShardID(r.Shard); err != nil {
 			t.Fatalf("accepted hello with bad shard id: %v", err)
 		}
+		if err := protocol.ValidateGroup(r.Group); err != nil {
+			t.Fatalf("accepted hello with bad group: %v", err)
+		}
 		if in.Stats == nil || len(in.BuildVersion) > 256 || len(r.Held) > count {
 			t.Fatalf("hello: stats %v, build version of %d bytes, %d held of %d", in.Stats, len(in.BuildVersion), len(r.Held), count)
 		}
@@ -146,7 +150,7 @@ func checkReport(t *testing.T, in protocol.Incoming, stream string, count int) {
 	default:
 		t.Fatalf("accepted report of kind %v", r.Kind)
 	}
-	if r.Kind != handoff.ReportHello && (len(r.Held) > 0 || in.BuildVersion != "") {
+	if r.Kind != handoff.ReportHello && (len(r.Held) > 0 || in.BuildVersion != "" || r.Group != "") {
 		t.Fatalf("%s carries hello fields", r.Kind)
 	}
 	if r.Kind != handoff.ReportHeartbeat && r.Load != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ func TestReportRoundTrip(t *testing.T) {
 	}{
 		{name: "hello", r: handoff.Report{Kind: handoff.ReportHello, Shard: "shard-0", Session: sess, Leaving: true,
 			Held: []handoff.Held{{Partition: 3, Epoch: handoff.MakeEpoch(1, 4), State: handoff.SlotAcquired}}}},
+		{name: "hello of a shard group", r: handoff.Report{Kind: handoff.ReportHello, Shard: "shard-0", Session: sess, Group: "hot", Held: []handoff.Held{}}},
 		{name: "heartbeat", r: handoff.Report{Kind: handoff.ReportHeartbeat, Shard: "shard-0", Session: sess, Seq: 9}},
 		{name: "heartbeat with a load report", r: handoff.Report{Kind: handoff.ReportHeartbeat, Shard: "shard-0", Session: sess, Seq: 10,
 			Load: &LoadReport{LimiterWaitPermille: 1500, Partitions: []PartitionLoad{
@@ -169,6 +171,9 @@ func TestReportFromWireRejects(t *testing.T) {
 	hello := func(id string, held ...*kshardv1.Held) *kshardv1.ShardMessage {
 		return &kshardv1.ShardMessage{Session: s, Kind: &kshardv1.ShardMessage_Hello{Hello: &kshardv1.Hello{ShardId: id, Held: held}}}
 	}
+	helloGroup := func(id, group string) *kshardv1.ShardMessage {
+		return &kshardv1.ShardMessage{Session: s, Kind: &kshardv1.ShardMessage_Hello{Hello: &kshardv1.Hello{ShardId: id, Group: group}}}
+	}
 	acq := kshardv1.SlotState_SLOT_STATE_ACQUIRED
 	tests := []struct {
 		name   string
@@ -179,6 +184,10 @@ func TestReportFromWireRejects(t *testing.T) {
 		{name: "no session", m: &kshardv1.ShardMessage{Kind: &kshardv1.ShardMessage_Hello{Hello: &kshardv1.Hello{ShardId: "a"}}}},
 		{name: "no kind", m: &kshardv1.ShardMessage{Session: s}},
 		{name: "bad shard id", m: hello("Not_A_Name")},
+		{name: "group not a DNS-1123 label", m: helloGroup("a", "Hot")},
+		{name: "group with a dot", m: helloGroup("a", "hot.pool")},
+		{name: "group longer than 63", m: helloGroup("a", "g"+strings.Repeat("x", 63))},
+		{name: "group with a leading dash", m: helloGroup("a", "-hot")},
 		{name: "hello for another shard", m: hello("b"), stream: "a"},
 		{name: "partition out of range", m: hello("a", &kshardv1.Held{Partition: 16, Epoch: 1, State: acq})},
 		{name: "epoch zero", m: hello("a", &kshardv1.Held{Partition: 1, Epoch: 0, State: acq})},
@@ -274,4 +283,32 @@ func TestCommandRoundTripAndWelcomeChecks(t *testing.T) {
 func withLoad(c handoff.Command, l LoadSettings) handoff.Command {
 	c.Load = l
 	return c
+}
+
+// TestValidateGroup: a Hello's group is empty (the default group) or a DNS-1123 label, the
+// value a shard pod's kshard.io/shard-group label can take.
+func TestValidateGroup(t *testing.T) {
+	tests := []struct {
+		name    string
+		group   string
+		wantErr bool
+	}{
+		{name: "default group", group: ""},
+		{name: "a label", group: "hot"},
+		{name: "digits and dashes", group: "tenant-42"},
+		{name: "63 characters", group: strings.Repeat("g", 63)},
+		{name: "64 characters", group: strings.Repeat("g", 64), wantErr: true},
+		{name: "upper case", group: "Hot", wantErr: true},
+		{name: "a subdomain", group: "hot.pool", wantErr: true},
+		{name: "trailing dash", group: "hot-", wantErr: true},
+		{name: "underscore", group: "hot_pool", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateGroup(tc.group)
+			if (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, ErrMalformed)) {
+				t.Fatalf("ValidateGroup(%q) = %v, want error %v", tc.group, err, tc.wantErr)
+			}
+		})
+	}
 }

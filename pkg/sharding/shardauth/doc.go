@@ -16,6 +16,12 @@
 // past the token's own expiry) so that a flood of Hellos does not become a flood of
 // TokenReviews, and uncached reviews are rate limited.
 //
+// A Hello also names the shard group the shard runs in (placement by load puts a group's
+// pinned partitions on its shards). PodGroups verifies that claim for a TokenReview
+// identity: the pod the token is bound to, read by name and checked by UID, must carry the
+// label kshard.io/shard-group with the claimed group, so that a holder of one shard's
+// token cannot take another group's partitions. Its answers are cached by pod UID.
+//
 // Insecure accepts any claimed identity; it exists for local development and tests that
 // have no pod-bound tokens, and must be chosen explicitly (--shard-auth=none).
 package shardauth

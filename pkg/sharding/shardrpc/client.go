@@ -71,7 +71,12 @@ type LoadSettingsReceiver interface {
 
 // Options configure a Client.
 type Options struct {
-	ShardID      string
+	ShardID string
+	// Group is the shard group this shard runs in ("" for the default group; otherwise a
+	// DNS-1123 label), named in every Hello. With token authentication the coordinator
+	// refuses the session unless the shard's pod carries it as its kshard.io/shard-group
+	// label.
+	Group        string
 	Incarnation  uint64
 	BuildVersion string
 	// Addresses of coordinators (host:port); the client tries them in turn and follows
@@ -147,6 +152,9 @@ type Client struct {
 func New(opts Options, h Handler, log logr.Logger) (*Client, error) {
 	if err := protocol.ValidateShardID(opts.ShardID); err != nil {
 		return nil, fmt.Errorf("--shard-id: %w", err)
+	}
+	if err := protocol.ValidateGroup(opts.Group); err != nil {
+		return nil, fmt.Errorf("--shard-group: %w", err)
 	}
 	if len(opts.Addresses) == 0 {
 		return nil, errors.New("at least one coordinator address is required")
@@ -228,7 +236,10 @@ func (c *Client) apply(k *conn) error {
 		if !haveStats && (r.Kind == handoff.ReportHello || r.Kind == handoff.ReportHeartbeat) {
 			stats, haveStats = c.handler.Stats(), true
 		}
-		if r.Kind == handoff.ReportHeartbeat {
+		switch r.Kind {
+		case handoff.ReportHello:
+			r.Group = c.opts.Group // the state machine of the shard knows no groups
+		case handoff.ReportHeartbeat:
 			r.Load = c.loadReport(r.Seq)
 		}
 		m, err := protocol.ReportToWire(r, stats, c.opts.BuildVersion)

@@ -213,6 +213,30 @@ func TestNewRefusesAddressWithoutPort(t *testing.T) {
 	}
 }
 
+// TestNewChecksGroup: the shard group a client names in its hellos is empty (the default
+// group) or a DNS-1123 label, checked before the first session.
+func TestNewChecksGroup(t *testing.T) {
+	tests := []struct {
+		name    string
+		group   string
+		wantErr bool
+	}{
+		{name: "default group", group: ""},
+		{name: "a label", group: "hot"},
+		{name: "upper case", group: "Hot", wantErr: true},
+		{name: "a subdomain", group: "hot.pool", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(Options{ShardID: "s-1", Group: tc.group, Incarnation: 1, Addresses: []string{"coordinator:9090"},
+				Credentials: insecure.NewCredentials(), PartitionCount: 16}, nopHandler{}, logr.Discard())
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("New with group %q: %v, want error %v", tc.group, err, tc.wantErr)
+			}
+		})
+	}
+}
+
 // follower is a coordinator replica that is not the leader: it refuses every session
 // (without naming a leader) and counts them, with the authority each was dialed by.
 type follower struct {

@@ -356,8 +356,14 @@ type Hello struct {
 	Leaving bool `protobuf:"varint,3,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	// held lists every partition the shard holds. Acquired entries are reported only while
 	// the shard's lease is valid; a fenced shard reports them as prepared.
-	Held          []*Held     `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
-	Stats         *ShardStats `protobuf:"bytes,5,opt,name=stats,proto3" json:"stats,omitempty"`
+	Held  []*Held     `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
+	Stats *ShardStats `protobuf:"bytes,5,opt,name=stats,proto3" json:"stats,omitempty"`
+	// group is the shard group the shard runs in (its --shard-group: a DNS-1123 label, empty
+	// for the default group). Placement by load puts a group's pinned partitions on its
+	// shards. With token authentication the coordinator refuses the session unless the pod
+	// the token is bound to carries the label kshard.io/shard-group with this value (none
+	// for the default group).
+	Group         string `protobuf:"bytes,6,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +431,13 @@ func (x *Hello) GetStats() *ShardStats {
 		return x.Stats
 	}
 	return nil
+}
+
+func (x *Hello) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
 }
 
 // Heartbeat extends the shard's lease once acknowledged.
@@ -1251,13 +1264,14 @@ const file_kshard_v1_session_proto_rawDesc = "" +
 	"\bprepared\x18\x04 \x01(\v2\x1a.kshard.v1.PartitionReportH\x00R\bprepared\x128\n" +
 	"\breleased\x18\x05 \x01(\v2\x1a.kshard.v1.PartitionReportH\x00R\breleased\x128\n" +
 	"\bacquired\x18\x06 \x01(\v2\x1a.kshard.v1.PartitionReportH\x00R\bacquiredB\x06\n" +
-	"\x04kind\"\xb3\x01\n" +
+	"\x04kind\"\xc9\x01\n" +
 	"\x05Hello\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12#\n" +
 	"\rbuild_version\x18\x02 \x01(\tR\fbuildVersion\x12\x18\n" +
 	"\aleaving\x18\x03 \x01(\bR\aleaving\x12#\n" +
 	"\x04held\x18\x04 \x03(\v2\x0f.kshard.v1.HeldR\x04held\x12+\n" +
-	"\x05stats\x18\x05 \x01(\v2\x15.kshard.v1.ShardStatsR\x05stats\"\x8f\x01\n" +
+	"\x05stats\x18\x05 \x01(\v2\x15.kshard.v1.ShardStatsR\x05stats\x12\x14\n" +
+	"\x05group\x18\x06 \x01(\tR\x05group\"\x8f\x01\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n" +
 	"\aleaving\x18\x02 \x01(\bR\aleaving\x12+\n" +

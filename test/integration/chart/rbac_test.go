@@ -212,6 +212,8 @@ func TestRBACIsEnough(t *testing.T) {
 	waitAllowed(t, f, ns, shardSA, needs)
 	// The coordinator reviews shard tokens (shardAuth.mode=token, the default).
 	waitAllowed(t, f, ns, coordSA, []shardapp.Need{{Owner: "coordinator", Group: "authentication.k8s.io", Resource: "tokenreviews", Verb: "create"}})
+	// And reads the shard pod a token is bound to, for the group its session claims.
+	waitAllowedIn(t, f, ns, coordSA, "pods", "get")
 	coordKubeconfig, shardKubeconfig := kubeconfigFor(t, f, ns, coordSA), kubeconfigFor(t, f, ns, shardSA)
 
 	var coords []*framework.Coordinator

@@ -71,6 +71,13 @@ func checkShardAuth(t *testing.T, objs Objects, release, namespace string, coord
 	if len(grants) != 1 || !grants[want] {
 		t.Errorf("ClusterRole %s grants %v, want only %s", name, grants, want)
 	}
+	// It reads the pod a shard's token is bound to (its UID and kshard.io/shard-group
+	// label, the group the session claims) in the release namespace, get only.
+	var coordRole rbacv1.Role
+	Into(t, objs.Get(t, "Role", coord.Name), &coordRole) // the coordinator Role is named as its Deployment
+	if !hasRule(coordRole.Rules, "", "pods", "get") || hasRule(coordRole.Rules, "", "pods", "list") || hasRule(coordRole.Rules, "", "pods", "update") {
+		t.Errorf("coordinator Role %s rules %+v, want get on pods (the shard's pod, for its group) and no more on pods", coordRole.Name, coordRole.Rules)
+	}
 	var binding rbacv1.ClusterRoleBinding
 	Into(t, objs.Get(t, "ClusterRoleBinding", name), &binding)
 	if binding.RoleRef.Name != name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != coord.Spec.Template.Spec.ServiceAccountName ||
@@ -101,6 +108,12 @@ func TestTemplateShardAuthNone(t *testing.T) {
 		if strings.Contains(u.GetName(), "token-review") {
 			t.Errorf("ClusterRole %s rendered with shardAuth.mode=none", u.GetName())
 		}
+	}
+	// Shard groups are trusted as shard IDs are: no pod is read.
+	var coordRole rbacv1.Role
+	Into(t, objs.Get(t, "Role", "kshard-coordinator"), &coordRole)
+	if hasRule(coordRole.Rules, "", "pods", "get") {
+		t.Errorf("coordinator Role may get pods with shardAuth.mode=none: %+v", coordRole.Rules)
 	}
 }
 

@@ -24,10 +24,13 @@ const placementPartitions = 64
 // TestPlacementByLoad runs coordinators with --placement=load against the control plane:
 // with and without the fence (the owner labeler's Namespace informer, or one of the
 // coordinator's own), the leader's /assignments counts the namespaces of every partition
-// as the API server lists them, shows a --pin and a pin by an allowed annotation (and an
+// as the API server lists them, shows a --pin and pins by allowed annotations (and an
 // annotation added while it runs), ignores and counts an annotation naming a group not
-// allowed, and the pin gauges say so. Without the fence a shard then takes every
-// partition under placement by load, and its cost counts its namespaces.
+// allowed, and the pin gauges say so; with no shard every pin is unsatisfied. Without the
+// fence a shard then takes every partition under placement by load, and its cost counts
+// its namespaces; a shard of group "hot" (--shard-group, dedicated) then takes the
+// partitions pinned to hot, by the flag and by the annotation, and nothing else, and
+// /assignments shows those pins satisfied.
 func TestPlacementByLoad(t *testing.T) {
 	f := framework.Get(t)
 	pm, err := partition.NewMap(placementPartitions)
@@ -35,26 +38,31 @@ func TestPlacementByLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Test namespaces: a pinned one by flag, one annotated with an allowed group, one
-	// with a group not allowed, one annotated later; each in a partition of its own.
+	// with a group not allowed, one annotated later, one annotated with the group a shard
+	// runs in later; each in a partition of its own.
 	var nss []string
 	used := map[partition.ID]bool{}
-	for len(nss) < 4 {
+	for len(nss) < 5 {
 		ns := f.Namespace(t, nil).Name
 		if p := pm.For(ns); !used[p] {
 			used[p] = true
 			nss = append(nss, ns)
 		}
 	}
-	flagged, annotated, refused, later := nss[0], nss[1], nss[2], nss[3]
+	flagged, annotated, refused, later, hotAnnotated := nss[0], nss[1], nss[2], nss[3], nss[4]
 	annotate(t, f, annotated, "warm")
 	annotate(t, f, refused, "cold")
-	args := []string{"--placement=load", "--pin=" + flagged + "=hot", "--pin-annotation-groups=warm"}
+	annotate(t, f, hotAnnotated, "hot")
+	// Load rounds (which move a pinned partition held outside its group) every 2s from the
+	// start, on reports every second.
+	args := []string{"--placement=load", "--pin=" + flagged + "=hot", "--pin-annotation-groups=warm,hot",
+		"--balance-warmup=1s", "--balance-interval=2s", "--load-report-interval=1s", "--load-half-life=3s"}
 	laterAnnotated := false // by the first subtest, when it runs
 
 	for _, fence := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fence=%v", fence), func(t *testing.T) {
 			k := f.NewKShard(t, framework.KShardOptions{Partitions: placementPartitions, SessionTTL: ttl, Margin: margin,
-				PodIdentity: fence, Fence: fence, CoordinatorArgs: args})
+				PodIdentity: fence, Fence: fence, CoordinatorArgs: args, ShardGroups: map[string]string{"shard-hot": "hot"}})
 			k.StartCoordinator("coordinator-a")
 			var leader *framework.Coordinator
 			framework.Eventually(t, 60*time.Second, "the leader counts every namespace of every test partition", func(ctx context.Context) (bool, error) {
@@ -66,9 +74,10 @@ func TestPlacementByLoad(t *testing.T) {
 				return countsMatch(ctx, f, pm, l, nss)
 			})
 			want := map[string]struct{ group, source string }{
-				flagged:   {"hot", "flag: " + flagged},
-				annotated: {"warm", "annotation: " + annotated},
-				refused:   {},
+				flagged:      {"hot", "flag: " + flagged},
+				annotated:    {"warm", "annotation: " + annotated},
+				hotAnnotated: {"hot", "annotation: " + hotAnnotated},
+				refused:      {},
 			}
 			if laterAnnotated {
 				want[later] = struct{ group, source string }{"warm", "annotation: " + later}
@@ -77,7 +86,7 @@ func TestPlacementByLoad(t *testing.T) {
 				o := owner(t, leader, ns)
 				state := ""
 				if w.group != "" {
-					// Shards name no group yet: every pin is unsatisfied.
+					// No shard yet: every pin is unsatisfied.
 					state = placement.StateUnsatisfied
 				}
 				if o.PinnedTo != w.group || o.PinSource != w.source || o.PinState != state {
@@ -134,6 +143,42 @@ func TestPlacementByLoad(t *testing.T) {
 				}
 				return true, nil
 			})
+
+			// A shard of group hot: the partitions pinned to hot move to it (by load
+			// rounds, a pin at a time within the round's cost budget), and nothing else.
+			start := time.Now()
+			k.StartShard("shard-hot")
+			hotPins := []string{flagged, hotAnnotated}
+			framework.Eventually(t, 30*time.Second, "the partitions pinned to hot are on shard-hot, the pins satisfied", func(ctx context.Context) (bool, error) {
+				a, err := leader.Assignments(ctx)
+				if err != nil {
+					return false, err
+				}
+				for _, sv := range a.Shards {
+					if sv.Shard == "shard-hot" && (sv.Group != "hot" || sv.Partitions != len(hotPins)) {
+						return false, fmt.Errorf("shard-hot in group %q owns %d partitions, want hot and %d", sv.Group, sv.Partitions, len(hotPins))
+					}
+				}
+				for _, ns := range hotPins {
+					o, err := ownerOf(ctx, leader, ns)
+					if err != nil {
+						return false, err
+					}
+					if o.Shard != "shard-hot" || o.State != "owned" || o.PinState != placement.StateSatisfied {
+						return false, fmt.Errorf("%s: partition %d %s by %q, pin %s", ns, o.Partition, o.State, o.Shard, o.PinState)
+					}
+				}
+				for _, pv := range a.Pins {
+					if pv.Group == "hot" && (pv.State != placement.StateSatisfied || pv.Owner != "shard-hot" || !pv.InGroup) {
+						return false, fmt.Errorf("pin %+v", pv)
+					}
+				}
+				if want := map[string]int{placement.StateSatisfied: 2, placement.StateUnsatisfied: 2, placement.StateConflict: 0}; fmt.Sprint(a.PinsByState) != fmt.Sprint(want) {
+					return false, fmt.Errorf("pins by state %v, want %v", a.PinsByState, want)
+				}
+				return true, nil
+			})
+			t.Logf("the hot pins on shard-hot %s after it started", time.Since(start).Round(time.Millisecond))
 		})
 	}
 }

@@ -27,8 +27,9 @@ import (
 // TestPodIdentity runs the shards as a cluster runs their pods: each shard talks to the
 // API server with its own pod-bound ServiceAccount token (RBAC derived from the code, no
 // admin rights) and proves its shard ID to the coordinator (--shard-auth=token) with a
-// second token of that pod. A process that claims a shard ID its token does not prove is
-// refused, and the real shards keep their partitions meanwhile.
+// second token of that pod. A process that claims a shard ID its token does not prove, or
+// a shard group its pod is not in (the pod's kshard.io/shard-group label), is refused,
+// and the real shards keep their partitions meanwhile.
 func TestPodIdentity(t *testing.T) {
 	f := framework.Get(t)
 	ctx := context.Background()
@@ -136,6 +137,14 @@ func TestPodIdentity(t *testing.T) {
 	// A token bound to a pod that was deleted since.
 	gone := k.ShardIdentity("shard-gone")
 	k.DeleteShardPod("shard-gone")
+	// A valid token of a pod in the default group, whose shard claims group hot.
+	forger := k.ShardIdentity("shard-g")
+	k.SetShardArgs(func(name string) []string {
+		if name == "shard-g" {
+			return []string{"--shard-group", "hot"}
+		}
+		return nil
+	})
 
 	// Each impostor talks to the API server as shard-1 (the shard checks its permissions
 	// before it says Hello), and to the coordinator with the token of the case.
@@ -146,6 +155,7 @@ func TestPodIdentity(t *testing.T) {
 		{"the pod's API-audience token", "shard-y", apiTokenFile, shardauth.ReasonInvalidToken},
 		{"a deleted pod's token", "shard-gone", gone.CoordinatorTokenFile, shardauth.ReasonInvalidToken},
 		{"no token", "shard-z", "", shardauth.ReasonMissingToken},
+		{"a group its pod is not in", "shard-g", forger.CoordinatorTokenFile, shardauth.ReasonGroupMismatch},
 	}
 	for _, tc := range cases {
 		t.Run("refused: "+tc.name, func(t *testing.T) {

@@ -320,7 +320,10 @@ func (c *Coordinator) given(p int, reason balance.Reason) {
 // cooldown is there to stop load moves from undoing each other, not to freeze the first
 // rounds) but keeps the one of its last load move (a load move, its shard leaving, then a
 // load move again would undo each other within it); one it did not give cools by its
-// owner's reported age.
+// owner's reported age. A leader after the first term (a failover, a restart of the
+// coordinators) does not know which partitions an earlier leader moved for load lately,
+// and a membership move resets the age their owners report: in its first cooldown, what
+// it gives for membership cools too. Only the first leader of an install skips that.
 func (c *Coordinator) acquiredAt(p int, now time.Time) {
 	if c.bal.load == nil && !c.loadPlacement() {
 		return
@@ -331,6 +334,10 @@ func (c *Coordinator) acquiredAt(p int, now time.Time) {
 		return
 	case balance.ReasonLoad, balance.ReasonHot:
 		c.bal.ackedAt[p] = now
+	default:
+		if c.term > 1 && now.Before(c.startedAt.Add(c.cfg.Balance.Cooldown)) {
+			c.bal.ackedAt[p] = now
+		}
 	}
 	c.bal.reportCool[p] = time.Time{}
 }

@@ -910,3 +910,35 @@ func TestCoolingAcrossMembershipMoves(t *testing.T) {
 		})
 	}
 }
+
+// TestCoolingAfterFailover: a leader after the first term cools what it gives for
+// membership during its first cooldown (an earlier leader's load moves are unknown to it,
+// and a membership move resets the ages shards report); the first leader does not.
+func TestCoolingAfterFailover(t *testing.T) {
+	cfg := loadConfig(8)
+	cfg.Balance.Cooldown = 10 * time.Minute
+	tests := []struct {
+		name    string
+		term    uint32
+		at      time.Duration // after the leader's start
+		cooling bool
+	}{
+		{name: "first term, at once", term: 1, at: time.Minute, cooling: false},
+		{name: "later term, in its first cooldown", term: 3, at: time.Minute, cooling: true},
+		{name: "later term, after its first cooldown", term: 3, at: 11 * time.Minute, cooling: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(cfg, tc.term, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := t0.Add(tc.at)
+			c.given(0, balance.ReasonMembership)
+			c.acquiredAt(0, now)
+			if got := c.cooling(0, now.Add(time.Second)); got != tc.cooling {
+				t.Fatalf("cooling %v, want %v", got, tc.cooling)
+			}
+		})
+	}
+}

@@ -34,7 +34,8 @@ func shardView(a coordinatorrpc.Assignments, id string) (coordinatorrpc.ShardVie
 // settings, and its heartbeat with a load report of partitions it does not hold (every
 // partition, while it holds none) is acknowledged and reaches the state machine, which
 // records it for the shard: the report is no reason to refuse or fence anybody. A
-// heartbeat without a report records nothing.
+// heartbeat without a report records nothing; a report sooner than half the cadence after
+// the last is dropped, its heartbeat acknowledged all the same.
 func TestLoadReportRaw(t *testing.T) {
 	w := newWorld(t)
 	co := startCoordinator(t, w, "coordinator", insecureServer(t), func(o *coordinatorrpc.Options) {
@@ -102,6 +103,7 @@ func TestLoadReportRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitAck(1)
+	acked1 := time.Now() // the coordinator took report 1 before this
 	if v := view(); v.LoadReports != 1 || v.LoadEntries != partitions {
 		t.Fatalf("after a report of %d partitions: %d reports, the last of %d entries", partitions, v.LoadReports, v.LoadEntries)
 	}
@@ -116,6 +118,17 @@ func TestLoadReportRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitAck(3)
+	if v := view(); v.LoadReports != 1 || v.LoadEntries != partitions {
+		t.Fatalf("a report at once after the last was taken: %d reports, the last of %d entries; want 1 and %d", v.LoadReports, v.LoadEntries, partitions)
+	}
+	// The protocol's own clock: reports are due every cadence (two heartbeats here);
+	// one half a cadence after the last is taken.
+	cadence := testLoad.Cadence(testConfig().HeartbeatInterval)
+	time.Sleep(time.Until(acked1.Add(cadence / 2)))
+	if err := stream.Send(loadHeartbeat(1, 4, nil, nil, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	awaitAck(4)
 	if v := view(); v.LoadReports != 2 || v.LoadEntries != 0 {
 		t.Fatalf("after an empty report: %d reports, the last of %d entries; want 2 and 0", v.LoadReports, v.LoadEntries)
 	}

@@ -65,8 +65,8 @@ type Params struct {
 	// MinGain: a spread move must lower the busiest member's cost by at
 	// least MinGain × F.
 	MinGain float64
-	// HotFactor: a partition is hot when its cost exceeds HotFactor × F.
-	// At least 1.
+	// HotFactor scales the hot threshold: a partition is hot when its cost
+	// exceeds (1 − δ) × HotFactor × F (HotThreshold). At least 1.
 	HotFactor float64
 	// MaxMoves bounds a Balance plan's budgeted moves (pins, hot, load).
 	MaxMoves int

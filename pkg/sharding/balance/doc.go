@@ -53,13 +53,16 @@
 //  5. Pins: a cost-bearing partition on a member outside its pinned group
 //     (or unpinned on a dedicated group's member) moves to the least-loaded
 //     member allowed to hold it.
-//  6. Hot isolation: a partition above HotFactor × F makes its owner
-//     exclusive; every other partition holding a namespace moves off it,
-//     fewest objects first, to the least-loaded non-exclusive member. A
+//  6. Hot isolation: a partition above (1 − δ) × HotFactor × F (it carries
+//     the fair share within the margin) makes its owner exclusive; every
+//     other partition holding a namespace moves off it, fewest objects first,
+//     to the least-loaded non-exclusive member. Isolating it leaves each
+//     other member at most F·(1 + δ/(N−1)), inside the spread's dead band. A
 //     partition already alone (its owner holds no other partition with a
 //     namespace) stays hot down to (1 − 2δ) × HotFactor × F: a hysteresis, so
-//     that a load hovering near F (one namespace carrying 1/N of the work) is
-//     not isolated and spread onto again round after round.
+//     that a load hovering near the threshold (one namespace carrying 1/N of
+//     the work measures on either side of F) is not isolated and spread onto
+//     again round after round.
 //  7. Spread over the non-exclusive members, with F' their fair share:
 //     triggered when the busiest b > F'·(1+δ) and > MinLoad; moves go to the
 //     least-loaded receiver r, need r + c < b (so Σcost² falls by 2c(b−r−c);

@@ -152,7 +152,8 @@ type DomainStat struct {
 	Cost float64
 	// Fair is F = Cost / Members.
 	Fair float64
-	// Hot is the number of hot partitions (cost above HotFactor × Fair).
+	// Hot is the number of hot partitions (cost above (1 − δ) × HotFactor ×
+	// Fair; see HotThreshold).
 	Hot int
 	// Exclusive is the number of members holding a hot partition.
 	Exclusive int
@@ -568,21 +569,38 @@ func (pl *planner) output() Output {
 	return out
 }
 
-// isHot says whether p carries more than HotFactor × its domain's fair
-// share, or, isolated already (alone on its owner when the plan started), more
-// than (1 − 2δ) × that: a hysteresis, so that a partition whose load hovers
-// near the threshold (one namespace carrying 1/N of the work of N shards) is not
-// isolated and spread again round after round as its measured load crosses it.
+// isHot says whether p carries the fair share within the margin: more than
+// (1 − δ) × HotFactor × its domain's fair share F, or, isolated already (alone
+// on its owner once membership and pins are placed), more than (1 − 2δ) × that.
+//
+// The entry threshold sits δ below F because the spread counts a member within
+// F·(1+δ) as balanced: isolating a partition above (1 − δ)·F leaves each of the
+// N − 1 others at most F·(1 + δ/(N−1)), never above the spread's trigger, while
+// a shard sharing it has at most 2δ·F of room for anything else. And a
+// namespace carrying exactly 1/N of N shards' work measures on either side of F
+// (BenchmarkCapacitySkewed: 0.945–0.997 F), so a threshold at F isolates it in
+// one round and spreads onto it in the next. The hysteresis below it keeps an
+// isolated partition whose load hovers near the entry threshold from being
+// isolated and spread onto again round after round.
 func (pl *planner) isHot(p int32) bool {
 	d := &pl.doms[pl.pdom[p]]
 	if pl.cost[p] <= 0 || d.fair <= 0 {
 		return false
 	}
-	threshold := pl.prm.HotFactor * d.fair
-	if pl.alone != nil && pl.alone[p] {
-		threshold *= 1 - 2*pl.prm.Margin
+	return pl.cost[p] > HotThreshold(pl.prm, d.fair, pl.alone != nil && pl.alone[p])
+}
+
+// HotThreshold is the cost above which a partition is hot in a domain whose
+// fair share is fair: (1 − δ) × HotFactor × fair, or (1 − 2δ) × that for a
+// partition already alone on its owner (isHot says why). Exported so that the
+// simulation's oracle applies the planner's rule rather than a copy of it.
+func HotThreshold(p Params, fair float64, alone bool) float64 {
+	p = p.WithDefaults()
+	f := 1 - p.Margin
+	if alone {
+		f = 1 - 2*p.Margin
 	}
-	return pl.cost[p] > threshold
+	return f * p.HotFactor * fair
 }
 
 // markAlone records, for isHot, which partitions with namespaces are alone on

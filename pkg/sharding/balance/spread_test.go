@@ -505,7 +505,8 @@ func TestHotHysteresis(t *testing.T) {
 		{name: "alone at 0.95 F stays hot", share: 0.95, alone: true, wantHot: true},
 		{name: "alone at 0.85 F stays hot", share: 0.85, alone: true, wantHot: true},
 		{name: "alone at 0.75 F is no longer hot", share: 0.75, alone: true, wantOnto: true},
-		{name: "not alone at 0.95 F is not hot", share: 0.95},
+		{name: "not alone at 0.95 F is hot: it carries the fair share within the margin", share: 0.95, wantHot: true},
+		{name: "not alone at 0.85 F is not hot", share: 0.85},
 		{name: "not alone above F is hot", share: 1.2, wantHot: true},
 	}
 	for _, tt := range tests {

@@ -204,8 +204,8 @@ func (w *world) newView(n *coordNode, costs []float64) view {
 	v.fair = v.total / float64(len(v.members))
 	excl := 0.0
 	for _, m := range v.members {
-		// The planner's hysteresis (balance's isHot): a partition alone among its
-		// owner's partitions with namespaces stays hot down to (1 − 2δ) × the threshold.
+		// The planner's rule (balance.HotThreshold), with its hysteresis: a partition
+		// alone among its owner's partitions with namespaces stays hot to a lower cost.
 		withNS := 0
 		for _, p := range v.owned[m] {
 			if w.load.namespaces[p] > 0 {
@@ -213,11 +213,8 @@ func (w *world) newView(n *coordNode, costs []float64) view {
 			}
 		}
 		for _, p := range v.owned[m] {
-			threshold := balance.DefaultHotFactor * v.fair
-			if withNS == 1 && w.load.namespaces[p] > 0 {
-				threshold *= 1 - 2*balance.DefaultMargin
-			}
-			if costs[p] > threshold {
+			alone := withNS == 1 && w.load.namespaces[p] > 0
+			if costs[p] > balance.HotThreshold(balance.Params{}, v.fair, alone) {
 				v.hot = append(v.hot, p)
 				if !v.exclusive[m] {
 					v.exclusive[m] = true

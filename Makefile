@@ -28,7 +28,9 @@ test: test-unit test-integration ## unit tests (-race) and integration tests on 
 
 .PHONY: test-unit
 test-unit: ## unit tests with the race detector
-	$(GO) test -race -count=1 $(PKGS)
+	@echo '$(GO) test -race -count=1 $(PKGS)'; start=$$(date +%s); \
+	  $(GO) test -race -count=1 $(PKGS); rc=$$?; \
+	  echo "[test-unit] $$(( $$(date +%s) - start )) s (build and test)"; exit $$rc
 
 .PHONY: test-integration
 test-integration: ## integration tests against the local control plane (started if not up)

@@ -13,6 +13,8 @@ fi
 
 # The control plane, plus helm and Prometheus for the chart and dashboard tests.
 hack/tools.sh cluster helm prometheus
+# Stage and package wall times go to the log, so that a run that got slower says where.
+stage() { echo "[test-integration] $* (${SECONDS}s since the start)"; }
 
 # KSHARD_INTEGRATION_PARALLEL control planes (default 2) run the test packages side by
 # side, one package per control plane at a time: each package starts its own kshard, and
@@ -76,15 +78,15 @@ if ! hack/cluster-upstream.sh status >/dev/null 2>&1; then
 fi
 
 # Binaries the tests run as processes (coordinator, shards) are built once here.
+stage "control planes up"
 make --no-print-directory build
+stage "binaries built"
 export KSHARD_BIN_DIR=$root/bin
 kubeconfig_of() {
   # shellcheck disable=SC2046
   env $(cluster_env "$1") hack/cluster.sh env | sed 's/^KUBECONFIG=//'
 }
 # Integration tests that read package internals carry the "integration" build tag.
-KSHARD_KUBECONFIG=$(kubeconfig_of 1) \
-  go test -count=1 -tags integration -run Integration ${KSHARD_TEST_FLAGS:-} ./pkg/sharding/shardcache/
 
 # The packages, the longest first (measured on this 2-core machine) so that the last to
 # start are short; the others follow in go list order.
@@ -101,6 +103,9 @@ done
 for p in "${all[@]}"; do
   [[ " ${pkgs[*]} " == *" $p "* ]] || pkgs+=("$p")
 done
+# The shard cache's own tests against the control plane: a job like the packages (an
+# entry is go test's arguments; no path has a space).
+pkgs+=("-tags integration -run Integration ./pkg/sharding/shardcache/")
 
 echo 0 >"$work/next"
 # worker K takes the next package until none is left, against control plane K. A
@@ -114,10 +119,12 @@ worker() {
     pkg=${pkgs[$i]}
     log=$work/$i.log
     rc=0
-    # shellcheck disable=SC2046
+    start=$SECONDS
+    # shellcheck disable=SC2046,SC2086 # $pkg is go test's arguments
     env $(cluster_env "$k") KSHARD_KUBECONFIG="$kc" \
-      go test -count=1 -timeout "${KSHARD_INTEGRATION_TIMEOUT:-40m}" ${KSHARD_TEST_FLAGS:-} "$pkg" >"$log" 2>&1 || rc=$?
+      go test -count=1 -timeout "${KSHARD_INTEGRATION_TIMEOUT:-40m}" ${KSHARD_TEST_FLAGS:-} $pkg >"$log" 2>&1 || rc=$?
     [ "$rc" = 0 ] || echo "$pkg" >>"$work/failed"
+    printf '%5d s  %s\n' $((SECONDS - start)) "$pkg" >>"$work/walls"
     flock "$work/next.print" cat "$log"
   done
 }
@@ -127,6 +134,8 @@ for ((k = 1; k <= parallel; k++)); do
 done
 for pid in "${pids[@]}"; do wait "$pid" || echo "worker $pid failed" >>"$work/failed"; done
 pids=()
+stage "packages done, on $parallel control planes; wall per package (build and test):"
+sort -rn "$work/walls" 2>/dev/null | sed 's/^/  /'
 if [ -s "$work/failed" ]; then
   echo "integration packages that failed:" >&2
   sed 's/^/  /' "$work/failed" >&2

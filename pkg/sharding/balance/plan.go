@@ -234,7 +234,7 @@ type planner struct {
 	reason    []Reason
 	orphan    []bool    // per partition: placed by step 2 in this plan
 	exclusive []bool    // per member: holds a hot partition (Balance)
-	alone     []bool    // per partition: at the plan's start its owner held no other partition with namespaces (Balance; see isHot)
+	alone     []bool    // per partition: its owner holds no other partition with namespaces once membership and pins are placed (Balance; see isHot)
 	minLow    []float64 // per eligible set (pin group + 1, 0 for none): a lower bound of its members' least cost
 
 	moves     int

@@ -563,3 +563,54 @@ func TestHotHysteresis(t *testing.T) {
 		})
 	}
 }
+
+// TestHotWithMembersToSpare covers the hysteresis where members outnumber the partitions
+// with namespaces: every such partition is alone on its owner, so one above (1 − 2δ) × F
+// is hot and its owner exclusive. That must change nothing: no partition with namespaces
+// moves, and nothing moves for load or hot.
+func TestHotWithMembersToSpare(t *testing.T) {
+	tests := []struct {
+		name    string
+		members int
+		costs   []float32 // of the partitions with namespaces, each alone on member i (above MinLoad, so the spread runs)
+		wantHot int
+	}{
+		{name: "four at the fair share on six members", members: 6, costs: []float32{15, 15, 15, 15}, wantHot: 4},
+		{name: "one between (1 − 2δ) and (1 − δ) of F, alone, hot by the hysteresis", members: 5, costs: []float32{8.5, 10, 10.5, 21}, wantHot: 4},
+		{name: "small ones below the hysteresis are not hot", members: 6, costs: []float32{5, 5, 40, 10}, wantHot: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const parts = 32
+			r := newRing(t, parts, 0)
+			ms := plain(tt.members)
+			cost := make([]float32, parts)
+			ns := make([]uint32, parts)
+			objs := make([]uint32, parts)
+			cur := make([]string, parts)
+			for p := range cur {
+				cur[p] = ms[p%tt.members].ID
+			}
+			// Partition i (i < len(costs)) sits on member i; with parts a multiple of
+			// neither member count, member i also holds empty partitions.
+			for i, c := range tt.costs {
+				cost[i], ns[i], objs[i] = c, 1, 10
+			}
+			in := Input{Ring: r, Members: ms, Cost: cost, Namespaces: ns, Objects: objs, Current: cur, Kind: Balance,
+				Params: Params{MaxMoves: 64, MaxObjects: math.MaxUint32, MaxCostFraction: 1}}
+			out := plan(t, in)
+			checkOutput(t, in, out)
+			if got := out.Domains[0].Hot; got != tt.wantHot {
+				t.Errorf("hot %d, want %d (F %.3f)", got, tt.wantHot, out.Domains[0].Fair)
+			}
+			for p, o := range out.Target {
+				if ns[p] > 0 && o != cur[p] {
+					t.Errorf("partition %d with namespaces moved %s → %s (%s)", p, cur[p], o, out.Reason[p])
+				}
+				if rs := out.Reason[p]; rs == ReasonLoad || rs == ReasonHot {
+					t.Errorf("partition %d moved for %s", p, rs)
+				}
+			}
+		})
+	}
+}

@@ -94,6 +94,15 @@ func (c config) coordinatorArgs() []string {
 	return append(out, strings.Fields(os.Getenv(coordinatorArgsEnv))...)
 }
 
+// extraCoordinatorArgs is KSHARD_BENCH_COORDINATOR_ARGS for a log line: empty when unset,
+// else " and " followed by the flags.
+func extraCoordinatorArgs() string {
+	if args := strings.Fields(os.Getenv(coordinatorArgsEnv)); len(args) > 0 {
+		return " and " + strings.Join(args, " ")
+	}
+	return ""
+}
+
 // usage is one process's figures over a run.
 type usage struct {
 	name    string

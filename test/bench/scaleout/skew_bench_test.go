@@ -84,9 +84,9 @@ func BenchmarkCapacitySkewed(b *testing.B) {
 	namespaces := framework.EnvInt("KSHARD_BENCH_SKEW_NAMESPACES", 400)
 	hotDeployments := framework.EnvInt("KSHARD_BENCH_SKEW_HOT_DEPLOYMENTS", 100)
 	b.Logf("%d namespaces x 1 Deployment x 2 replicas + 1 hot namespace x %d Deployments x 2 replicas; %.2f changes/s, %.0f %% to the hot namespace; "+
-		"%d shards at QPS %s / burst %s / %s workers; warm-up %s, window %s; coordinators: %s; configurations %v",
+		"%d shards at QPS %s / burst %s / %s workers; warm-up %s, window %s; coordinators: each configuration's --placement%s; configurations %v",
 		namespaces, hotDeployments, s.rate, 100*s.hotShare, skewShards, qps, burst, workers, s.warmup, s.window,
-		strings.Join(config{}.coordinatorArgs(), " "), pickedNames(configs))
+		extraCoordinatorArgs(), pickedNames(configs))
 
 	client := kf.LoadClient(b)
 	w := newSkewWorkload(b, client, strings.ToLower("skew-"+kf.RunID), namespaces, hotDeployments)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kshard/kshard/pkg/sharding/peerlimit"
+	kshardv1 "github.com/kshard/kshard/proto/kshard/v1"
 )
 
 // The gRPC edge's resource caps. Everything a client can make the coordinator hold is
@@ -159,4 +160,87 @@ func (l *helloLimiter) allow(id string, now time.Time) (ok bool, reason string) 
 		return false, "hello_rate"
 	}
 	return true, ""
+}
+
+// Messages on one session stream. A verified shard's stream is read one message at a time
+// and every message takes the server's lock, so a shard sending in a tight loop (a bug, or
+// an attacker holding a valid shard certificate or token) would delay every other shard's
+// heartbeats until their leases lapse. A real shard sends a heartbeat each heartbeat
+// interval, one more when its lease is about to lapse and one when it leaves; and one
+// partition report (prepared, released, acquired) per step the coordinator asked of it:
+// a single shard's cold start prepares and acquires every partition within seconds. The
+// bounds are several times that, so that only a shard that is not behaving meets them.
+const (
+	// HeartbeatsPerInterval is the sustained heartbeats a stream may send per heartbeat
+	// interval, HeartbeatBurst how many in a row.
+	HeartbeatsPerInterval = 10
+	HeartbeatBurst        = 20
+	// PartitionReportsPerSecond is the sustained partition reports a stream may send per
+	// second, per partition of the ring (P per second: a whole ring's moves every
+	// second); PartitionReportBurstPerPartition × P + PartitionReportBurstExtra in a row
+	// (twice a cold start's prepare and acquire of every partition).
+	PartitionReportsPerSecond        = 1
+	PartitionReportBurstPerPartition = 4
+	PartitionReportBurstExtra        = 64
+)
+
+// Reasons a stream is closed for its message rate (kshard_coordinator_refused_total).
+const (
+	reasonHeartbeatRate = "heartbeat_rate"
+	reasonReportRate    = "partition_report_rate"
+)
+
+// streamLimiter bounds the messages of one session stream: heartbeats and partition
+// reports in buckets of their own, so that a legitimate burst of partition reports
+// never costs a heartbeat. Hellos have their own limiter per identity (helloLimiter).
+type streamLimiter struct {
+	heartbeats, reports *rate.Limiter
+}
+
+// newStreamLimiter sizes the buckets for a ring of partitions partitions and shards that
+// heartbeat every heartbeatInterval.
+func newStreamLimiter(partitions int, heartbeatInterval time.Duration) *streamLimiter {
+	if heartbeatInterval <= 0 {
+		heartbeatInterval = time.Second
+	}
+	partitions = max(partitions, 1)
+	return &streamLimiter{
+		heartbeats: rate.NewLimiter(rate.Limit(HeartbeatsPerInterval/heartbeatInterval.Seconds()), HeartbeatBurst),
+		reports: rate.NewLimiter(rate.Limit(PartitionReportsPerSecond*float64(partitions)),
+			PartitionReportBurstPerPartition*partitions+PartitionReportBurstExtra),
+	}
+}
+
+// allow takes a token for m at now from its kind's bucket; it returns the reason the
+// stream must be closed, "" when m may be handled. Hellos and messages of no known kind
+// pass: the hello limiter and the wire check deal with them.
+func (l *streamLimiter) allow(m *kshardv1.ShardMessage, now time.Time) string {
+	switch {
+	case m.GetHeartbeat() != nil:
+		if !l.heartbeats.AllowN(now, 1) {
+			return reasonHeartbeatRate
+		}
+	case m.GetPrepared() != nil || m.GetReleased() != nil || m.GetAcquired() != nil:
+		if !l.reports.AllowN(now, 1) {
+			return reasonReportRate
+		}
+	}
+	return ""
+}
+
+// allowMessage takes m's token from the stream's limiter, or counts, logs and returns the
+// status that closes the stream.
+func (s *Server) allowMessage(l *streamLimiter, m *kshardv1.ShardMessage, shard string) error {
+	reason := l.allow(m, s.opts.Now())
+	if reason == "" {
+		return nil
+	}
+	s.opts.Metrics.Refused.WithLabelValues(reason).Inc()
+	s.log.Info("closed a session stream: the shard sends more messages than a shard does", "shard", shard, "reason", reason)
+	if reason == reasonHeartbeatRate {
+		return status.Errorf(codes.ResourceExhausted, "shard %q sent more than %d heartbeats in a row (then %d per heartbeat interval %s)",
+			shard, HeartbeatBurst, HeartbeatsPerInterval, s.opts.Config.HeartbeatInterval)
+	}
+	return status.Errorf(codes.ResourceExhausted, "shard %q sent more partition reports than %d in a row (then %d per second)",
+		shard, PartitionReportBurstPerPartition*s.opts.Config.PartitionCount+PartitionReportBurstExtra, PartitionReportsPerSecond*s.opts.Config.PartitionCount)
 }

@@ -139,3 +139,56 @@ func TestSessionsForShards(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamLimiter: each kind of message has its own bucket, sized from the ring and the
+// heartbeat interval; hellos pass (their limiter is per identity).
+func TestStreamLimiter(t *testing.T) {
+	const partitions = 16
+	interval := time.Second
+	heartbeat := &kshardv1.ShardMessage{Kind: &kshardv1.ShardMessage_Heartbeat{Heartbeat: &kshardv1.Heartbeat{}}}
+	report := &kshardv1.ShardMessage{Kind: &kshardv1.ShardMessage_Acquired{Acquired: &kshardv1.PartitionReport{}}}
+	hello := &kshardv1.ShardMessage{Kind: &kshardv1.ShardMessage_Hello{Hello: &kshardv1.Hello{}}}
+	reportBurst := PartitionReportBurstPerPartition*partitions + PartitionReportBurstExtra
+	type send struct {
+		m     *kshardv1.ShardMessage
+		n     int
+		after time.Duration // since the start
+	}
+	tests := []struct {
+		name     string
+		sends    []send
+		want     string // the reason of the last message
+		wantSent int    // messages allowed before it
+	}{
+		{name: "a burst of heartbeats", sends: []send{{m: heartbeat, n: HeartbeatBurst}}, wantSent: HeartbeatBurst},
+		{name: "one heartbeat past the burst", sends: []send{{m: heartbeat, n: HeartbeatBurst + 1}}, want: reasonHeartbeatRate, wantSent: HeartbeatBurst},
+		{name: "heartbeats refill per interval", sends: []send{{m: heartbeat, n: HeartbeatBurst}, {m: heartbeat, n: HeartbeatsPerInterval, after: interval}},
+			wantSent: HeartbeatBurst + HeartbeatsPerInterval},
+		{name: "a cold start's reports, twice", sends: []send{{m: report, n: reportBurst}}, wantSent: reportBurst},
+		{name: "reports past the burst", sends: []send{{m: report, n: reportBurst + 1}}, want: reasonReportRate, wantSent: reportBurst},
+		{name: "reports do not spend heartbeats", sends: []send{{m: report, n: reportBurst}, {m: heartbeat, n: HeartbeatBurst}},
+			wantSent: reportBurst + HeartbeatBurst},
+		{name: "hellos are not counted here", sends: []send{{m: hello, n: 10 * reportBurst}}, wantSent: 10 * reportBurst},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newStreamLimiter(partitions, interval)
+			start := time.Unix(1000, 0)
+			sent, got := 0, ""
+			for _, s := range tt.sends {
+				for range s.n {
+					if got = l.allow(s.m, start.Add(s.after)); got != "" {
+						break
+					}
+					sent++
+				}
+				if got != "" {
+					break
+				}
+			}
+			if got != tt.want || sent != tt.wantSent {
+				t.Errorf("allowed %d then %q, want %d then %q", sent, got, tt.wantSent, tt.want)
+			}
+		})
+	}
+}

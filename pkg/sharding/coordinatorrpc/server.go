@@ -457,10 +457,17 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 	go func() { sendErr <- s.sendLoop(ctx, ss, st) }()
 
 	recvErr := make(chan error, 1)
+	limits := newStreamLimiter(s.opts.Config.PartitionCount, s.opts.Config.HeartbeatInterval)
 	go func() {
 		for {
 			m, err := ss.Recv()
 			if err != nil {
+				recvErr <- err
+				return
+			}
+			// Counted before anything else is done with the message: the point is that a
+			// flood costs the lock nothing.
+			if err := s.allowMessage(limits, m, shard); err != nil {
 				recvErr <- err
 				return
 			}

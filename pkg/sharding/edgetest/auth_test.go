@@ -542,3 +542,61 @@ func TestMessageSizeLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestMessageRateLimit: a verified shard that floods its stream (heartbeats, or partition
+// reports nobody asked for) has the stream closed with ResourceExhausted, counted by
+// reason, before the flood can hold the server's lock; another shard's session is not
+// touched. Real shards in the other tests of this package (heartbeats every 200 ms,
+// cold starts of 64 partitions) never meet the bounds.
+func TestMessageRateLimit(t *testing.T) {
+	w := newWorld(t)
+	co := startCoordinator(t, w, "coordinator", insecureServer(t), nil)
+	co.lead(t, 1)
+	prepared := func(inc uint64) *kshardv1.ShardMessage {
+		return &kshardv1.ShardMessage{Session: sess(inc, 1),
+			Kind: &kshardv1.ShardMessage_Prepared{Prepared: &kshardv1.PartitionReport{Partition: 3, Epoch: 1}}}
+	}
+	bystander, _ := rawStream(t, co.addr, insecureClient(t), "")
+	if m, err := firstReply(t, bystander, hello("raw-bystander", 1)); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("bystander: got %v, %v; want a Welcome", m, err)
+	}
+	tests := []struct {
+		name   string
+		shard  string
+		flood  func(i int) *kshardv1.ShardMessage
+		n      int // well above the burst at a rate no refill keeps up with
+		reason string
+	}{
+		{name: "heartbeats in a tight loop", shard: "raw-heartbeats", reason: "heartbeat_rate", n: 2000,
+			flood: func(i int) *kshardv1.ShardMessage { return heartbeat(1, uint64(i+1)) }},
+		{name: "partition reports nobody asked for", shard: "raw-reports", reason: "partition_report_rate", n: 20 * partitions * coordinatorrpc.PartitionReportBurstPerPartition,
+			flood: func(int) *kshardv1.ShardMessage { return prepared(1) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			refused := testutil.ToFloat64(co.metrics.Refused.WithLabelValues(tc.reason))
+			stream, _ := rawStream(t, co.addr, insecureClient(t), "")
+			if m, err := firstReply(t, stream, hello(tc.shard, 1)); err != nil || m.GetWelcome() == nil {
+				t.Fatalf("got %v, %v; want a Welcome", m, err)
+			}
+			msgs := make([]*kshardv1.ShardMessage, tc.n)
+			for i := range msgs {
+				msgs[i] = tc.flood(i)
+			}
+			_, err := sendAll(t, stream, msgs...)
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("the flood's stream ended with %v, want ResourceExhausted", err)
+			}
+			if n := testutil.ToFloat64(co.metrics.Refused.WithLabelValues(tc.reason)); n != refused+1 {
+				t.Errorf("refused{reason=%s} went from %v to %v, want +1", tc.reason, refused, n)
+			}
+		})
+	}
+	// The bystander's session is still open: its heartbeat is answered.
+	if err := bystander.Send(heartbeat(1, 1)); err != nil {
+		t.Fatalf("bystander heartbeat: %v", err)
+	}
+	if m, err := bystander.Recv(); err != nil {
+		t.Fatalf("bystander: %v after the floods, want its session open (got %v)", err, m)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,6 +111,13 @@ func BenchmarkCapacity(b *testing.B) {
 	rates := framework.EnvInts("KSHARD_BENCH_CAPACITY_RATES", "1,2,3,4,6,8,10,12,16,20,24,32")
 	refine := framework.EnvInt("KSHARD_BENCH_CAPACITY_REFINE", 2)
 	window := time.Duration(framework.EnvInt("KSHARD_BENCH_CAPACITY_WINDOW_SECONDS", 60)) * time.Second
+	arrivals := strings.TrimSpace(os.Getenv(arrivalsEnv))
+	if arrivals == "" {
+		arrivals = arrivalsPoisson
+	}
+	if arrivals != arrivalsPoisson && arrivals != arrivalsRegular {
+		b.Fatalf("%s=%q: want %s or %s", arrivalsEnv, arrivals, arrivalsPoisson, arrivalsRegular)
+	}
 	load := framework.Burst{Run: strings.ToLower("cap-" + kf.RunID), Label: label,
 		Namespaces: framework.EnvInt("KSHARD_BENCH_CAPACITY_NAMESPACES", 400), PerNamespace: 1, Replicas: 2}
 	ps := placements("count")
@@ -117,8 +125,8 @@ func BenchmarkCapacity(b *testing.B) {
 		b.Fatalf("KSHARD_BENCH_PLACEMENT=%s: the capacity curve takes one placement per run", strings.Join(ps, ","))
 	}
 	placement := config{placement: ps[0]}
-	b.Logf("%d namespaces x 1 Deployment x 2 replicas; offered rates %v changes/s, %s each; shard counts %v; coordinators place by %s; SLOs: queue wait p99 <= %s, reconcile p99 <= %s",
-		load.Namespaces, rates, window, shardCounts, ps[0], queueWaitSLO, reconcileSLO)
+	b.Logf("%d namespaces x 1 Deployment x 2 replicas; offered rates %v changes/s, %s each, %s arrivals; shard counts %v; coordinators place by %s; SLOs: queue wait p99 <= %s, reconcile p99 <= %s",
+		load.Namespaces, rates, window, arrivals, shardCounts, ps[0], queueWaitSLO, reconcileSLO)
 
 	ctx := context.Background()
 	client := kf.LoadClient(b)
@@ -131,7 +139,7 @@ func BenchmarkCapacity(b *testing.B) {
 	for _, n := range shardCounts {
 		b.Run(fmt.Sprintf("shards-%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				got := ladder(ctx, b, kf, client, load, nss, n, placement, rates, refine, window)
+				got := ladder(ctx, b, kf, client, load, nss, n, placement, rates, refine, window, arrivals == arrivalsPoisson)
 				steps = append(steps, got...)
 				b.ReportMetric(capacity(got), "sustained-changes/s")
 			}
@@ -170,7 +178,7 @@ type populateSet struct {
 // as c says, and offers each rate in turn
 // until one fails its SLOs, then narrows the capacity down between the last rate that held
 // and the one that failed by refine bisection steps.
-func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string, n int, c config, rates []int, refine int, window time.Duration) []step {
+func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client kubernetes.Interface, load framework.Burst, nss []string, n int, c config, rates []int, refine int, window time.Duration, poisson bool) []step {
 	b.StopTimer()
 	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: capacityShardArgs(), CoordinatorArgs: c.coordinatorArgs(), KCMTimings: true})
 	shards := k.StartSet(b, n)
@@ -191,7 +199,7 @@ func ladder(ctx context.Context, b *testing.B, f *framework.Framework, client ku
 		cpu0 := cpuOf(b, apiPid, etcdPid, shards)
 		start := time.Now()
 		b.StartTimer()
-		sent := offer(ctx, b, client, nss, current, rate, window, rng)
+		sent := offer(ctx, b, client, nss, current, rate, window, poisson, rng)
 		achieved := float64(sent) / time.Since(start).Seconds()
 		drained := waitDrained(ctx, client, load.Selector(), load.Deployments())
 		b.StopTimer()
@@ -256,14 +264,16 @@ func capacityShardArgs(extra ...string) []string {
 // offer sends rate changes per second for window: each picks a namespace's Deployment at
 // random and either scales it (2 ↔ 3 replicas) or rolls it out (a new pod template
 // annotation), alternately (planChanges; current holds the Deployments' sizes when the
-// step starts). It returns the number of changes the API server accepted.
-func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss []string, current map[string]int32, rate float64, window time.Duration, rng *rand.Rand) int64 {
+// step starts), at the times arrivalTimes gives. It returns the number of changes the API
+// server accepted.
+func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss []string, current map[string]int32, rate float64, window time.Duration, poisson bool, rng *rand.Rand) int64 {
 	total := int(rate * window.Seconds())
 	targets := make([]int, total)
 	for i := range targets {
 		targets[i] = rng.IntN(len(nss))
 	}
 	changes := planChanges(nss, targets, current)
+	at := arrivalTimes(total, rate, window, poisson, rng)
 	jobs := make(chan change, total)
 	var (
 		sent, failed atomic.Int64
@@ -284,7 +294,7 @@ func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss [
 	}
 	start := time.Now()
 	for i, c := range changes {
-		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		time.Sleep(time.Until(start.Add(at[i])))
 		jobs <- c
 	}
 	close(jobs)
@@ -293,6 +303,36 @@ func offer(ctx context.Context, b *testing.B, client kubernetes.Interface, nss [
 		b.Logf("%d of %d changes failed", n, total)
 	}
 	return sent.Load()
+}
+
+// The arrival processes of BenchmarkCapacity's changes (KSHARD_BENCH_CAPACITY_ARRIVALS).
+const (
+	arrivalsEnv = "KSHARD_BENCH_CAPACITY_ARRIVALS"
+	// arrivalsPoisson: independent changes, as many users make them. Thinning a Poisson
+	// process gives Poisson processes, so every shard of N sees the same kind of arrivals,
+	// at 1/N the rate, as one shard sees at the whole rate, and the curve compares like
+	// with like.
+	arrivalsPoisson = "poisson"
+	// arrivalsRegular: one change every 1/rate s, the benchmark's first runs (1 to 4).
+	// One shard then gets a perfectly regular stream while each of N shards gets a random
+	// subset of it, burstier at the same utilisation: the comparison favours one shard.
+	arrivalsRegular = "regular"
+)
+
+// arrivalTimes are the send times, from the window's start, of n changes at rate per
+// second: Poisson arrivals conditioned on n within window (n uniform times, sorted), so
+// that every step offers its rate over its window; or one every 1/rate s.
+func arrivalTimes(n int, rate float64, window time.Duration, poisson bool, rng *rand.Rand) []time.Duration {
+	at := make([]time.Duration, n)
+	for i := range at {
+		if poisson {
+			at[i] = time.Duration(rng.Float64() * float64(window))
+		} else {
+			at[i] = time.Duration(float64(i) / rate * float64(time.Second))
+		}
+	}
+	slices.Sort(at)
+	return at
 }
 
 // change is one offered change to Deployment name of namespace: a scale to replicas, or

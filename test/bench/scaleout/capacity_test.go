@@ -3,12 +3,14 @@ package scaleout
 import (
 	"bytes"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestQuantile(t *testing.T) {
@@ -186,5 +188,43 @@ func TestKShardConfigs(t *testing.T) {
 	t.Setenv(coordinatorArgsEnv, " --balance-interval=10s  --load-report-interval=2s ")
 	if got, want := (config{placement: "count"}).coordinatorArgs(), []string{"--placement=count", "--balance-interval=10s", "--load-report-interval=2s"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("with %s: coordinator args = %v, want %v", coordinatorArgsEnv, got, want)
+	}
+}
+
+// TestArrivalTimes: regular arrivals are 1/rate apart; Poisson ones are n sorted times
+// within the window whose gaps look exponential (mean 1/rate, coefficient of variation
+// near 1), the same for the same seed.
+func TestArrivalTimes(t *testing.T) {
+	const n, rate = 6000, 100.0
+	window := time.Duration(n / rate * float64(time.Second))
+	tests := []struct {
+		name    string
+		poisson bool
+		wantCV  [2]float64 // bounds of the gaps' coefficient of variation
+	}{
+		{name: "regular", wantCV: [2]float64{0, 1e-6}},
+		{name: "poisson", poisson: true, wantCV: [2]float64{0.95, 1.05}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			at := arrivalTimes(n, rate, window, tt.poisson, rand.New(rand.NewPCG(1, 2)))
+			if len(at) != n || !slices.IsSorted(at) || at[0] < 0 || at[n-1] >= window {
+				t.Fatalf("%d times, sorted %v, first %s, last %s; want %d sorted within [0, %s)", len(at), slices.IsSorted(at), at[0], at[n-1], n, window)
+			}
+			var sum, sq float64
+			for i := 1; i < n; i++ {
+				g := (at[i] - at[i-1]).Seconds()
+				sum += g
+				sq += g * g
+			}
+			mean := sum / (n - 1)
+			cv := math.Sqrt(sq/(n-1)-mean*mean) / mean
+			if math.Abs(mean-1/rate) > 0.03/rate || cv < tt.wantCV[0] || cv > tt.wantCV[1] {
+				t.Errorf("gaps: mean %.5f s (want %.5f), coefficient of variation %.3f (want %v)", mean, 1/rate, cv, tt.wantCV)
+			}
+			if again := arrivalTimes(n, rate, window, tt.poisson, rand.New(rand.NewPCG(1, 2))); !slices.Equal(at, again) {
+				t.Error("the same seed gave other times")
+			}
+		})
 	}
 }

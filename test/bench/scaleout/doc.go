@@ -49,7 +49,11 @@
 // all have completed (outside the step's measurements), so that every step offers the same
 // work; then for KSHARD_BENCH_CAPACITY_WINDOW_SECONDS (default 60) the benchmark patches
 // Deployments picked at random, alternately a scale change (2 ↔ 3 replicas) and a rollout
-// (a new pod template annotation), then waits until every Deployment has completed (at
+// (a new pod template annotation), at Poisson arrival times (KSHARD_BENCH_CAPACITY_ARRIVALS
+// =poisson, the default: the step's changes at uniform random times within its window, so
+// that each of N shards sees Poisson arrivals as one shard does; =regular sends one every
+// 1/rate s, as runs 1 to 4 did, which gives one shard a smoother stream than each of N
+// gets), then waits until every Deployment has completed (at
 // most 3 minutes) before it reads the histograms, so that the step's backlog counts. A
 // step holds when both SLOs hold, it drained, and the client sent >= 95 % of the offered
 // rate; the ladder stops at the first step that fails, and then halves the gap between

@@ -21,10 +21,10 @@ const (
 const NamespaceSlack = 8
 
 // Costs returns cost(p) = L(p) + λ·N(p) for every partition, with λ =
-// max(LambdaMin, Beta · ΣL / ΣN): the loads (requests/s) and namespace
-// counts the coordinator keeps. Either slice may be nil (all zero); the
-// result has the length of the longer. A partition with neither load nor
-// namespace costs 0: the empty class.
+// Lambda(ΣL, ΣN): the loads (requests/s) and namespace counts the coordinator
+// keeps. Either slice may be nil (all zero); the result has the length of
+// the longer. A partition with neither load nor namespace costs 0: the empty
+// class.
 func Costs(load []float32, namespaces []uint32) []float32 {
 	n := max(len(load), len(namespaces))
 	var sumL, sumN float64
@@ -34,22 +34,37 @@ func Costs(load []float32, namespaces []uint32) []float32 {
 	for _, c := range namespaces {
 		sumN += float64(c)
 	}
-	lambda := LambdaMin
-	if sumN > 0 {
-		lambda = max(LambdaMin, Beta*sumL/sumN)
-	}
+	lambda := Lambda(sumL, sumN)
 	out := make([]float32, n)
 	for p := range out {
-		c := 0.0
+		var l float32
+		var ns uint32
 		if p < len(load) {
-			c = float64(load[p])
+			l = load[p]
 		}
 		if p < len(namespaces) {
-			c += lambda * float64(namespaces[p])
+			ns = namespaces[p]
 		}
-		out[p] = float32(c)
+		out[p] = Cost(l, ns, lambda)
 	}
 	return out
+}
+
+// Lambda is λ, the cost of one namespace, for loads summing to sumLoad over
+// sumNamespaces namespaces: max(LambdaMin, Beta · sumLoad / sumNamespaces),
+// LambdaMin without namespaces. Exported with Cost so that a reader of one
+// partition's cost (the coordinator's /assignments, which must not copy every
+// partition per request) computes exactly what Costs does.
+func Lambda(sumLoad, sumNamespaces float64) float64 {
+	if sumNamespaces > 0 {
+		return max(LambdaMin, Beta*sumLoad/sumNamespaces)
+	}
+	return LambdaMin
+}
+
+// Cost is one partition's cost, L + λ·N, as Costs computes it.
+func Cost(load float32, namespaces uint32, lambda float64) float32 {
+	return float32(float64(load) + lambda*float64(namespaces))
 }
 
 // Params are a plan's thresholds and budgets (design §2.5, §2.8). Zero

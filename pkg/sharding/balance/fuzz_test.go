@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // FuzzPlan: for any input it accepts, Plan does not panic, assigns every
@@ -105,6 +107,16 @@ func FuzzPlan(f *testing.F) {
 		for _, st := range out.Domains {
 			if math.IsNaN(st.Fair) || math.IsNaN(st.Imbalance) || st.Members == 0 {
 				t.Fatalf("bad domain stat %+v", st)
+			}
+			if len(st.HotPartitions) != st.Hot || len(st.ExclusiveMembers) != st.Exclusive ||
+				!slices.IsSorted(st.HotPartitions) || !slices.IsSorted(st.ExclusiveMembers) {
+				t.Fatalf("domain %q: hot partitions %v (of %d), exclusive members %v (of %d), want as many, sorted",
+					st.Group, st.HotPartitions, st.Hot, st.ExclusiveMembers, st.Exclusive)
+			}
+			for _, m := range st.ExclusiveMembers {
+				if !slices.ContainsFunc(st.HotPartitions, func(p partition.ID) bool { return out.Target[p] == m }) {
+					t.Fatalf("domain %q: exclusive member %s holds none of the hot partitions %v", st.Group, m, st.HotPartitions)
+				}
 			}
 		}
 	})

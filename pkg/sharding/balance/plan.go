@@ -167,6 +167,13 @@ type DomainStat struct {
 	// they are placed in the default domain instead (availability over
 	// pinning).
 	UnsatisfiedPins int
+	// HotPartitions are the hot partitions (Hot of them), ascending, and
+	// ExclusiveMembers the members holding one in the target (Exclusive of
+	// them), sorted: the coordinator shows which partition is hot and which
+	// shard exclusive (GET /assignments) from the plan's own decision instead
+	// of applying the hot rule a second time, which would drift from it.
+	HotPartitions    []partition.ID
+	ExclusiveMembers []string
 }
 
 // Errors Plan returns for input it cannot plan from.
@@ -535,10 +542,12 @@ func (pl *planner) output() Output {
 	}
 	hotOn := make([]bool, len(pl.mem))
 	hot := make([]int, len(pl.doms))
+	hotParts := make([][]partition.ID, len(pl.doms))
 	for p := range pl.np {
 		d := pl.pdom[p]
 		if pl.isHot(int32(p)) {
 			hot[d]++
+			hotParts[d] = append(hotParts[d], partition.ID(p))
 			if o := pl.owner[p]; o >= 0 && pl.mdom[o] == d {
 				hotOn[o] = true
 			}
@@ -549,11 +558,13 @@ func (pl *planner) output() Output {
 		if len(d.members) == 0 {
 			continue // the default domain, with every member in a dedicated group: impossible (see domains)
 		}
-		st := DomainStat{Group: d.group, Members: len(d.members), Cost: d.total, Fair: d.fair, Hot: hot[i], UnsatisfiedPins: d.unsatisfied}
+		st := DomainStat{Group: d.group, Members: len(d.members), Cost: d.total, Fair: d.fair, Hot: hot[i], UnsatisfiedPins: d.unsatisfied,
+			HotPartitions: hotParts[i]}
 		rest, restCost, busiest := 0, d.total, 0.0
-		for _, m := range d.members {
+		for _, m := range d.members { // by index: sorted by ID
 			if hotOn[m] {
 				st.Exclusive++
+				st.ExclusiveMembers = append(st.ExclusiveMembers, names[m])
 				restCost -= pl.load[m]
 				continue
 			}

@@ -2,10 +2,13 @@ package balance
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kshard/kshard/pkg/sharding/partition"
 )
 
 // converged returns the target of a Membership plan of members from
@@ -229,6 +232,15 @@ func TestHotIsolation(t *testing.T) {
 			}
 			if st := out.Domains[0]; st.Hot != tt.hot || st.Exclusive != tt.hot {
 				t.Fatalf("stats: %d hot, %d exclusive, want %d", st.Hot, st.Exclusive, tt.hot)
+			}
+			wantHot := make([]partition.ID, len(hot))
+			for i, h := range hot {
+				wantHot[i] = partition.ID(h)
+			}
+			slices.Sort(wantHot)
+			wantExcl := slices.Sorted(maps.Keys(owners))
+			if st := out.Domains[0]; !slices.Equal(st.HotPartitions, wantHot) || !slices.Equal(st.ExclusiveMembers, wantExcl) {
+				t.Fatalf("hot partitions %v, exclusive members %v; want %v and %v", st.HotPartitions, st.ExclusiveMembers, wantHot, wantExcl)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/kshard/kshard/pkg/sharding/balance"
 	"github.com/kshard/kshard/pkg/sharding/handoff"
 	"github.com/kshard/kshard/pkg/sharding/partition"
 )
@@ -33,6 +34,26 @@ type ShardView struct {
 	// Load is the cost of the shard's partitions as the balancer sees it: their
 	// reported load (requests/s) plus a base per namespace (balance.Costs).
 	Load float64 `json:"load"`
+	// LoadShare is Load over the sum of Load of the shards in its placement domain (its
+	// group's if the last load plan made the group a domain of its own, else the
+	// default domain's), 0..1; 0 when the domain carries no cost, and absent with
+	// --placement=count, which has no domains. The shares of a domain sum to 1.
+	LoadShare float64 `json:"loadShare,omitempty"`
+	// Exclusive: the shard holds a hot partition as of the last load plan (what
+	// kshard_coordinator_hot_partitions counts), so the balancer moves every other
+	// partition with a namespace off it.
+	Exclusive bool `json:"exclusive,omitempty"`
+	// Suspect: the balancer does not trust the shard's load reports (a partition it
+	// received for load reported far below what its donor had; design §1.5): no load or
+	// hot move goes to it for an hour. What kshard_coordinator_balancer_suspect_members
+	// counts.
+	Suspect bool `json:"suspect,omitempty"`
+	// LimiterWaitPermille is its last load report's client rate-limiter wait: the
+	// milliseconds per second its controllers' clients waited for a token, summed over
+	// them (so above 1000 when several wait at once). High, the shard is saturated and
+	// its load is a lower bound of its demand. A measurement of the shard, not of
+	// placement: shown whenever the shard reports, --placement=count included.
+	LimiterWaitPermille uint32 `json:"limiterWaitPermille,omitempty"`
 }
 
 // Assignments is the answer of GET /assignments.
@@ -54,6 +75,34 @@ type Assignments struct {
 	// entry per partition whatever the namespaces. Absent when nothing is pinned.
 	Pins   []PinView   `json:"pins,omitempty"`
 	Shards []ShardView `json:"shards"`
+	// Loads are, with ?loads=true, the MaxLoads costliest partitions, costliest first
+	// (ties by partition ID); partitions of cost 0 are left out. An empty list (not
+	// absent) with --placement=count, whose placement knows no cost.
+	Loads []PartitionLoadView `json:"loads,omitzero"`
+}
+
+// MaxLoads is how many partitions ?loads=true lists: the few that matter when one
+// namespace is hot, in an answer of a few kilobytes at any partition count.
+const MaxLoads = 50
+
+// PartitionLoadView is one partition in the ?loads=true list.
+type PartitionLoadView struct {
+	Partition uint32 `json:"partition"`
+	// Owner is the shard that owns it now; absent for nobody.
+	Owner string `json:"owner,omitempty"`
+	// Cost is its cost as the balancer takes it: Load (requests/s, its owner's last
+	// report) plus a base per namespace (balance.Costs).
+	Cost       float64 `json:"cost"`
+	Load       float64 `json:"load"`
+	Namespaces uint32  `json:"namespaces"`
+	Objects    uint32  `json:"objects"`
+	// Pin is the group it is pinned to; absent when unpinned (or pinned to two groups).
+	Pin string `json:"pin,omitempty"`
+	// Hot: it is hot as of the last load plan.
+	Hot bool `json:"hot,omitempty"`
+	// LastMove is why this leader gave it to its owner: membership, pin, hot or load;
+	// absent when unknown (the owner held it before this leader started).
+	LastMove string `json:"lastMove,omitempty"`
 }
 
 // PinView is one pinned (or conflicting) partition in the assignments answer.
@@ -92,6 +141,10 @@ type Owner struct {
 	// Cooling: the partition was acquired less than --balance-cooldown ago, so it is
 	// not moved for load.
 	Cooling bool `json:"cooling"`
+	// Hot: the partition is hot as of the last load plan (its cost is about a shard's
+	// fair share or more), so its owner holds no other partition with a namespace.
+	// Always false with --placement=count.
+	Hot bool `json:"hot"`
 	// PinnedTo is the shard group the partition is pinned to, PinSource where the pin
 	// comes from ("flag", "flag: <namespace>", "annotation: <namespace>"; both sides of
 	// a conflict), PinState its state (satisfied, unsatisfied, conflict). Empty when
@@ -102,8 +155,9 @@ type Owner struct {
 }
 
 // AssignmentsHandler serves GET /assignments: every shard with its partition and
-// namespace counts (?partitions=true lists the partition IDs), or with ?namespace=X the
-// shard that owns X. A follower answers 503 naming the leader.
+// namespace counts (?partitions=true lists the partition IDs, ?loads=true adds the
+// costliest partitions), or with ?namespace=X the shard that owns X. A follower answers
+// 503 naming the leader.
 //
 // The answer is copied under the server's lock and encoded and written after releasing
 // it: a client that reads slowly (or not at all) must not hold the lock that every
@@ -116,7 +170,8 @@ func (s *Server) AssignmentsHandler() http.Handler {
 			return
 		}
 		q := r.URL.Query()
-		answer, leaderAddr, leading := s.assignmentsSnapshot(q.Get("namespace"), q.Get("partitions") == "true")
+		answer, leaderAddr, leading := s.assignmentsSnapshot(assignmentsQuery{namespace: q.Get("namespace"),
+			partitions: q.Get("partitions") == "true", loads: q.Get("loads") == "true"})
 		if !leading {
 			msg := "this coordinator is not the leader"
 			if leaderAddr != "" {
@@ -129,9 +184,16 @@ func (s *Server) AssignmentsHandler() http.Handler {
 	})
 }
 
+// assignmentsQuery is what a GET /assignments asks for.
+type assignmentsQuery struct {
+	namespace  string // ?namespace=: that namespace's owner only
+	partitions bool   // ?partitions=true: every shard's partition IDs
+	loads      bool   // ?loads=true: the MaxLoads costliest partitions
+}
+
 // assignmentsSnapshot builds the answer (an Owner for a namespace, else Assignments) from
 // copies taken under s.mu; nothing in it aliases the state machine or the server's maps.
-func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any, leaderAddr string, leading bool) {
+func (s *Server) assignmentsSnapshot(q assignmentsQuery) (answer any, leaderAddr string, leading bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.core == nil {
@@ -139,11 +201,12 @@ func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any
 	}
 	members := s.core.Members()
 	groups := liveGroups(members)
-	if namespace != "" {
-		p := s.pmap.For(namespace)
+	if q.namespace != "" {
+		p := s.pmap.For(q.namespace)
 		a, _ := s.core.Assignment(p)
-		o := Owner{Namespace: namespace, Partition: uint32(p), Shard: a.Owner, State: a.State.String(), Epoch: a.Epoch.String()}
+		o := Owner{Namespace: q.namespace, Partition: uint32(p), Shard: a.Owner, State: a.State.String(), Epoch: a.Epoch.String()}
 		o.PartitionLoad, o.PartitionObjects, o.Cooling = s.core.PartitionLoad(p)
+		o.Hot = s.core.PartitionHot(p)
 		if int(p) < len(s.placement.Namespaces) {
 			o.PartitionNamespaces = s.placement.Namespaces[p]
 		}
@@ -166,22 +229,79 @@ func (s *Server) assignmentsSnapshot(namespace string, withIDs bool) (answer any
 		out.ByState[stateName(i)] = n
 	}
 	ids := map[string][]uint32{}
-	if withIDs {
+	if q.partitions {
 		for _, a := range s.core.Assignments() {
 			if a.Owner != "" {
 				ids[a.Owner] = append(ids[a.Owner], uint32(a.Partition))
 			}
 		}
 	}
+	byLoad := s.opts.Config.Balance.Placement == handoff.PlacementLoad
+	var shares map[string]float64
+	if byLoad {
+		shares = loadShares(members, st.Balance.Domains)
+	}
 	for _, m := range members {
 		ss := s.stats[m.ID]
 		out.Shards = append(out.Shards, ShardView{Shard: m.ID, Group: m.Group, Partitions: m.Owned, Namespaces: ss.Namespaces,
 			CachedObjects: ss.CachedObjects, QueueDepth: ss.QueueDepth, Fenced: ss.Fenced,
 			Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID],
-			LoadReports: m.LoadReports, LoadEntries: m.LoadEntries, Load: m.Load})
+			LoadReports: m.LoadReports, LoadEntries: m.LoadEntries, Load: m.Load,
+			LoadShare: shares[m.ID], Exclusive: m.Exclusive, Suspect: m.Suspect, LimiterWaitPermille: m.LimiterWaitPermille})
 	}
 	sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].Shard < out.Shards[j].Shard })
+	if q.loads {
+		out.Loads = []PartitionLoadView{}
+		if byLoad {
+			out.Loads = s.loadViewsLocked(s.core.CostliestPartitions(MaxLoads))
+		}
+	}
 	return out, "", true
+}
+
+// loadShares returns each member's Load over the total Load of the members of its
+// placement domain: its group's when the last load plan made that group a domain of its
+// own (a dedicated group; domains lists them), else the default domain. A domain
+// without cost gives its members 0.
+func loadShares(members []handoff.MemberInfo, domains []balance.DomainStat) map[string]float64 {
+	own := map[string]bool{}
+	for _, d := range domains {
+		if d.Group != "" {
+			own[d.Group] = true
+		}
+	}
+	domainOf := func(m handoff.MemberInfo) string {
+		if own[m.Group] {
+			return m.Group
+		}
+		return ""
+	}
+	total := map[string]float64{}
+	for _, m := range members {
+		total[domainOf(m)] += m.Load
+	}
+	out := make(map[string]float64, len(members))
+	for _, m := range members {
+		if t := total[domainOf(m)]; t > 0 {
+			out[m.ID] = m.Load / t
+		}
+	}
+	return out
+}
+
+// loadViewsLocked turns the state machine's costliest partitions into the answer's
+// list, with each one's pin from the edge's pin table; s.mu held.
+func (s *Server) loadViewsLocked(costs []handoff.PartitionCost) []PartitionLoadView {
+	out := make([]PartitionLoadView, len(costs))
+	for i, c := range costs {
+		v := PartitionLoadView{Partition: uint32(c.Partition), Owner: c.Owner, Cost: c.Cost, Load: c.Load,
+			Namespaces: c.Namespaces, Objects: c.Objects, Hot: c.Hot, LastMove: c.LastMove.String()}
+		if int(c.Partition) < len(s.pinTable) {
+			v.Pin = s.pinTable[c.Partition]
+		}
+		out[i] = v
+	}
+	return out
 }
 
 // pinViewsLocked lists the pins with their state and owner, by partition; s.mu held,

@@ -134,7 +134,7 @@ func TestSetPlacement(t *testing.T) {
 			t.Fatalf("term %d: %d partitions owned after the confirmations, want %d", term, owned, p)
 		}
 
-		a, _, _ := s.assignmentsSnapshot("", false)
+		a, _, _ := s.assignmentsSnapshot(assignmentsQuery{})
 		all := a.(Assignments)
 		// No load reported: λ = balance.LambdaMin, so the shards' costs sum to
 		// LambdaMin × the namespaces, which only the counts can have brought.
@@ -148,7 +148,7 @@ func TestSetPlacement(t *testing.T) {
 		if want := map[string]int{placement.StateSatisfied: 0, placement.StateUnsatisfied: 1, placement.StateConflict: 0}; fmt.Sprint(all.PinsByState) != fmt.Sprint(want) {
 			t.Errorf("term %d: pins by state %v, want %v", term, all.PinsByState, want)
 		}
-		o, _, _ := s.assignmentsSnapshot("ns-0", false)
+		o, _, _ := s.assignmentsSnapshot(assignmentsQuery{namespace: "ns-0"})
 		owner := o.(Owner)
 		if owner.PinnedTo != "hot" || owner.PinSource != "flag" || owner.PinState != placement.StateUnsatisfied || owner.PartitionNamespaces != in.Namespaces[pinned] {
 			t.Errorf("term %d: owner %+v, want pinned to hot by flag, unsatisfied, %d namespaces", term, owner, in.Namespaces[pinned])

@@ -1,8 +1,10 @@
 package edgetest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -161,7 +163,8 @@ func (r *loadReporter) SetLoadSettings(l protocol.LoadSettings) {
 
 // TestLoadReportsFromClients: real shard clients with a load reporter, each reporting
 // every partition (half of them held by the other shard), are given the coordinator's
-// settings, and their reports reach the state machine at the Welcome's cadence; every
+// settings, and their reports reach the state machine at the Welcome's cadence (their
+// rate-limiter wait shown in /assignments); every
 // heartbeat is acknowledged (nobody fences, nothing moves, no message is refused) and no
 // partition is worked twice meanwhile.
 func TestLoadReportsFromClients(t *testing.T) {
@@ -193,6 +196,10 @@ func TestLoadReportsFromClients(t *testing.T) {
 			if !ok || v.LoadReports < reports || v.LoadEntries != partitions {
 				return false, fmt.Sprintf("%s: member %v, %d reports, the last of %d entries", s.id, ok, v.LoadReports, v.LoadEntries)
 			}
+			// Shown whatever the placement: the shard's measurement, not the balancer's.
+			if v.LimiterWaitPermille != 7 {
+				return false, fmt.Sprintf("%s: limiter wait %d‰, want the reported 7‰", s.id, v.LimiterWaitPermille)
+			}
 		}
 		return true, ""
 	})
@@ -221,5 +228,65 @@ func TestLoadReportsFromClients(t *testing.T) {
 	}
 	if after := co.waitSettled(t, w, live...); !maps.Equal(after, owners) {
 		t.Errorf("owners changed while the shards reported load:\nbefore %v\nafter  %v", byShard(owners), byShard(after))
+	}
+}
+
+// TestLoadsFromClients: with placement by load, GET /assignments?loads=true lists the
+// costliest partitions as real shard clients reported them over gRPC: at most
+// coordinatorrpc.MaxLoads, costliest first, each with its owner, its reported load and
+// objects, and its last move (membership: this leader granted every partition); each
+// shard's share of the cost and rate-limiter wait come with them.
+func TestLoadsFromClients(t *testing.T) {
+	w := newWorld(t)
+	co := startCoordinator(t, w, "coordinator", insecureServer(t), func(o *coordinatorrpc.Options) {
+		o.Config.Load = testLoad
+		o.Config.Balance = handoff.BalanceConfig{Placement: handoff.PlacementLoad} // membership plans only: nothing moves for load
+	})
+	co.lead(t, 1)
+	// Every partition at 0.1 × its ID requests/s: partition 0 costs nothing (no load, no
+	// namespace counted) and is left out, the others in descending order.
+	every := make([]protocol.PartitionLoad, partitions)
+	for p := range every {
+		every[p] = protocol.PartitionLoad{Partition: partition.ID(p), LoadMilli: uint32(100 * p), Objects: uint32(p), AgeSeconds: 5}
+	}
+	var live []*shard
+	for i, id := range []string{"shard-a", "shard-b"} {
+		r := &loadReporter{report: protocol.LoadReport{Partitions: every, LimiterWaitPermille: uint32(10 * (i + 1))}}
+		live = append(live, startShard(t, w, id, insecureClient(t), []string{co.addr}, func(o *shardrpc.Options, _ *fakeHandler) { o.LoadReporter = r }))
+	}
+	owners := co.waitSettled(t, w, live...)
+	var a coordinatorrpc.Assignments
+	waitFor(t, settleTimeout, fmt.Sprintf("the %d costliest partitions as reported", coordinatorrpc.MaxLoads), func() (bool, string) {
+		code, body := co.get("?loads=true")
+		if code != 200 {
+			return false, fmt.Sprintf("GET /assignments?loads=true = %d %s", code, body)
+		}
+		a = coordinatorrpc.Assignments{}
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Fatalf("decoding %s: %v", body, err)
+		}
+		if len(a.Loads) != coordinatorrpc.MaxLoads {
+			return false, fmt.Sprintf("%d loads listed", len(a.Loads))
+		}
+		for i, l := range a.Loads {
+			p := partitions - 1 - i
+			want := coordinatorrpc.PartitionLoadView{Partition: uint32(p), Owner: owners[partition.ID(p)], Cost: float64(float32(float64(100*p) / 1000)),
+				Load: float64(float32(float64(100*p) / 1000)), Objects: uint32(p), LastMove: "membership"}
+			if l != want {
+				return false, fmt.Sprintf("entry %d: %+v, want %+v", i, l, want)
+			}
+		}
+		return true, ""
+	})
+	share := 0.0
+	for i, s := range live {
+		v, ok := shardView(a, s.id)
+		if !ok || v.LimiterWaitPermille != uint32(10*(i+1)) || v.LoadShare <= 0 {
+			t.Errorf("%s: member %v, limiter wait %d‰ (want %d‰), share %v", s.id, ok, v.LimiterWaitPermille, 10*(i+1), v.LoadShare)
+		}
+		share += v.LoadShare
+	}
+	if math.Abs(share-1) > 1e-9 {
+		t.Errorf("the shards' shares sum to %v, want 1", share)
 	}
 }

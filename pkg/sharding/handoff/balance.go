@@ -381,6 +381,142 @@ func (c *Coordinator) PartitionLoad(p partition.ID) (load float64, objects uint3
 	return float64(l), o, c.cooling(int(p), c.now)
 }
 
+// PartitionHot says whether p is hot as of the last load plan: the plan's own decision
+// (balance.DomainStat.HotPartitions, what kshard_coordinator_hot_partitions counts), not
+// the hot rule applied again to the loads of now. False without a load plan (count
+// placement, or a leader before its first target).
+func (c *Coordinator) PartitionHot(p partition.ID) bool {
+	for _, d := range c.bal.domains {
+		if _, ok := slices.BinarySearch(d.HotPartitions, p); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// exclusive says whether member id holds a hot partition as of the last load plan
+// (balance.DomainStat.ExclusiveMembers).
+func (c *Coordinator) exclusive(id string) bool {
+	for _, d := range c.bal.domains {
+		if _, ok := slices.BinarySearch(d.ExclusiveMembers, id); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// PartitionCost is one partition of CostliestPartitions.
+type PartitionCost struct {
+	Partition partition.ID
+	// Owner is its owner now ("" for nobody).
+	Owner string
+	// Cost is its cost as the balancer takes it (balance.Costs: its load plus a base per
+	// namespace); Load and Objects are what PartitionLoad returns, Namespaces the count
+	// SetNamespaces gave.
+	Cost       float64
+	Load       float64
+	Objects    uint32
+	Namespaces uint32
+	// Hot: as of the last load plan (PartitionHot).
+	Hot bool
+	// LastMove is why this leader gave the partition to Owner (membership, pin, hot,
+	// load); balance.ReasonNone when it did not (Owner held it before this leader
+	// started, by its hello) or nobody owns it.
+	LastMove balance.Reason
+}
+
+// CostliestPartitions returns the (at most) n partitions of highest cost, costliest
+// first, ties by partition ID. Partitions of cost 0 (neither load nor namespace: the
+// empty class) are left out. nil without loads or namespace counts.
+//
+// The edge calls it under the lock every heartbeat needs, for each GET
+// /assignments?loads=true: it reads the partitions twice (the sums λ needs, then each
+// cost, computed as balance.Costs does) and keeps the best n in a bounded heap, so it
+// allocates the n entries only, never a copy of every partition.
+func (c *Coordinator) CostliestPartitions(n int) []PartitionCost {
+	if n <= 0 || (c.bal.load == nil && c.bal.namespaces == nil) {
+		return nil
+	}
+	ns := func(p int) uint32 {
+		if c.bal.namespaces == nil {
+			return 0
+		}
+		return c.bal.namespaces[p]
+	}
+	load := func(p int) (float32, uint32) {
+		if c.bal.load == nil {
+			return 0, 0
+		}
+		return c.effective(p)
+	}
+	var sumL, sumN float64
+	for p := range c.parts {
+		l, _ := load(p)
+		sumL += float64(l)
+		sumN += float64(ns(p))
+	}
+	lambda := balance.Lambda(sumL, sumN)
+	// h is a min-heap of the best so far by (cost, −partition): its root is the entry the
+	// next better one replaces once n are kept.
+	type entry struct {
+		p    int
+		cost float32
+	}
+	worse := func(a, b entry) bool { return a.cost < b.cost || (a.cost == b.cost && a.p > b.p) }
+	h := make([]entry, 0, min(n, len(c.parts)))
+	down := func(i int) {
+		for {
+			w := i
+			if l := 2*i + 1; l < len(h) && worse(h[l], h[w]) {
+				w = l
+			}
+			if r := 2*i + 2; r < len(h) && worse(h[r], h[w]) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			h[i], h[w] = h[w], h[i]
+			i = w
+		}
+	}
+	for p := range c.parts {
+		l, _ := load(p)
+		e := entry{p: p, cost: balance.Cost(l, ns(p), lambda)}
+		switch {
+		case e.cost <= 0:
+		case len(h) < n:
+			h = append(h, e)
+			for i := len(h) - 1; i > 0 && worse(h[i], h[(i-1)/2]); i = (i - 1) / 2 {
+				h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
+			}
+		case worse(h[0], e):
+			h[0] = e
+			down(0)
+		}
+	}
+	slices.SortFunc(h, func(a, b entry) int {
+		if worse(b, a) {
+			return -1
+		}
+		if worse(a, b) {
+			return 1
+		}
+		return 0
+	})
+	out := make([]PartitionCost, len(h))
+	for i, e := range h {
+		l, o := load(e.p)
+		pc := PartitionCost{Partition: partition.ID(e.p), Owner: c.parts[e.p].owner, Cost: float64(e.cost), Load: float64(l),
+			Objects: o, Namespaces: ns(e.p), Hot: c.PartitionHot(partition.ID(e.p))}
+		if pc.Owner != "" && c.bal.grantedFor != nil {
+			pc.LastMove = c.bal.grantedFor[e.p]
+		}
+		out[i] = pc
+	}
+	return out
+}
+
 // effective returns p's load and objects as the balancer takes them: the last entry for
 // p, unless p's owner has reported since without it (a held partition left out of a
 // report carries no load). Computed when read, so that a report costs its entries, not

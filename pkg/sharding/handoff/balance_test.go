@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -482,6 +483,18 @@ func TestBalanceRounds(t *testing.T) {
 			if len(st.Domains) != 1 || st.Domains[0].Hot != 1 || st.Domains[0].Exclusive != 1 {
 				t.Fatalf("domains %+v", st.Domains)
 			}
+			// What /assignments shows: the hot partition, and its owner alone exclusive.
+			a, _ := k.c.Assignment(hot)
+			for p := range partition.ID(P) {
+				if got := k.c.PartitionHot(p); got != (p == hot) {
+					t.Fatalf("PartitionHot(%d) = %v; the hot partition is %d", p, got, hot)
+				}
+			}
+			for _, m := range k.c.Members() {
+				if m.Exclusive != (m.ID == a.Owner) {
+					t.Fatalf("member %s exclusive %v; the hot partition's owner is %s", m.ID, m.Exclusive, a.Owner)
+				}
+			}
 			// Steady: later rounds move nothing.
 			started, targets := k.c.Stats().MovesStarted, k.c.Stats().TargetChanges
 			k.runReporting(90*time.Second, load)
@@ -706,6 +719,16 @@ func TestNewLeaderMovesNothing(t *testing.T) {
 			if st.Balance.Rounds["warmup"] == 0 {
 				t.Fatalf("rounds %v: none skipped for the warmup", st.Balance.Rounds)
 			}
+			// It gave nothing, so it knows no partition's last move.
+			costs := k.c.CostliestPartitions(P)
+			if len(costs) == 0 {
+				t.Fatal("no costliest partitions with namespace counts")
+			}
+			for _, pc := range costs {
+				if pc.LastMove != balance.ReasonNone {
+					t.Fatalf("partition %d: last move %q, want none known to the new leader", pc.Partition, pc.LastMove)
+				}
+			}
 		})
 	}
 }
@@ -872,9 +895,17 @@ func TestSuspect(t *testing.T) {
 			t.Fatalf("member %s suspect %v; the liar is %s", m.ID, m.Suspect, liar)
 		}
 	}
+	for _, m := range k.c.Members() {
+		if m.Suspect != (m.ID == liar) {
+			t.Fatalf("Members: %s suspect %v; the liar is %s", m.ID, m.Suspect, liar)
+		}
+	}
 	k.run(SuspectFor, 500*time.Millisecond)
 	if n := k.c.Stats().Balance.Suspects; n != 0 {
 		t.Fatalf("%d suspects an hour later", n)
+	}
+	if i := slices.IndexFunc(k.c.Members(), func(m MemberInfo) bool { return m.Suspect }); i >= 0 {
+		t.Fatalf("Members: %s still suspect an hour later", k.c.Members()[i].ID)
 	}
 }
 
@@ -940,5 +971,121 @@ func TestCoolingAfterFailover(t *testing.T) {
 				t.Fatalf("cooling %v, want %v", got, tc.cooling)
 			}
 		})
+	}
+}
+
+// TestCostliestPartitions: the n partitions of highest cost, as balance.Costs computes it,
+// costliest first with ties by partition ID, none of cost 0; each with its owner, load,
+// objects and namespaces, whether it is hot, and why this leader gave it to its owner. And
+// each member's last rate-limiter wait as reported.
+func TestCostliestPartitions(t *testing.T) {
+	const P = 64
+	// Loads repeat every 8 partitions and namespace counts every 3, so partitions 24
+	// apart cost the same (ties); a quarter carry neither (cost 0), and so do those of
+	// load 0 and no namespace.
+	load := func(p partition.ID) float64 {
+		if p%4 == 3 {
+			return 0
+		}
+		return float64(p % 8)
+	}
+	ns := make([]uint32, P)
+	for p := range ns {
+		if p%4 != 3 {
+			ns[p] = uint32(p % 3)
+		}
+	}
+	cfg := loadConfig(P)
+	cfg.Balance.Enabled = false // membership plans only: nothing moves for load
+	k := newCluster(t, cfg, 1)
+	if got := k.c.CostliestPartitions(10); got != nil {
+		t.Fatalf("without loads or namespace counts: %+v, want nil", got)
+	}
+	k.c.SetNamespaces(k.now, ns)
+	for i := range 2 {
+		k.addShard(fmt.Sprintf("s%d", i), 1)
+	}
+	k.runReporting(30*time.Second, load)
+	if !k.c.Converged() {
+		t.Fatal("did not converge")
+	}
+	loads, _ := k.c.loads()
+	cost := balance.Costs(loads, ns)
+	var want []partition.ID // every partition of cost > 0, costliest first, ties by ID
+	for p := range partition.ID(P) {
+		if cost[p] > 0 {
+			want = append(want, p)
+		}
+	}
+	slices.SortStableFunc(want, func(a, b partition.ID) int { return cmp.Compare(cost[b], cost[a]) })
+	if ties := slices.ContainsFunc(want[1:], func(p partition.ID) bool { return cost[p] == cost[want[0]] }); !ties {
+		t.Fatalf("the costliest partition %d ties with none: the test needs ties", want[0])
+	}
+	tests := []struct {
+		name string
+		n    int
+		want int
+	}{
+		{name: "none asked", n: 0, want: 0},
+		{name: "the costliest 10", n: 10, want: 10},
+		{name: "more than carry a cost", n: P, want: len(want)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := k.c.CostliestPartitions(tt.n)
+			if len(got) != tt.want {
+				t.Fatalf("%d partitions, want %d", len(got), tt.want)
+			}
+			for i, pc := range got {
+				p := pc.Partition
+				a, _ := k.c.Assignment(p)
+				l, o, _ := k.c.PartitionLoad(p)
+				if p != want[i] || pc.Cost != float64(cost[p]) {
+					t.Fatalf("entry %d: partition %d of cost %v, want %d of cost %v", i, p, pc.Cost, want[i], cost[want[i]])
+				}
+				if pc.Owner != a.Owner || pc.Load != l || pc.Objects != o || pc.Namespaces != ns[p] || pc.Hot != k.c.PartitionHot(p) {
+					t.Fatalf("entry %d: %+v; owner %s, load %v, objects %d, namespaces %d", i, pc, a.Owner, l, o, ns[p])
+				}
+				if pc.LastMove != balance.ReasonMembership {
+					t.Fatalf("entry %d: partition %d last moved for %q, want membership (this leader granted it)", i, p, pc.LastMove)
+				}
+			}
+		})
+	}
+
+	// The rate-limiter wait of a member's last report, taken or dropped.
+	for _, tc := range []struct {
+		name string
+		wait uint32
+		load uint32 // of one partition s0 owns, in milli-requests/s; 0: an empty report
+	}{
+		{name: "a report", wait: 250},
+		{name: "an absurd report", wait: 1700, load: 10_000_000},
+	} {
+		k.run(6*time.Second, 500*time.Millisecond)
+		var sess Session
+		for _, m := range k.c.Members() {
+			if m.ID == "s0" {
+				sess = m.Session
+			}
+		}
+		r := &LoadReport{LimiterWaitPermille: tc.wait}
+		if tc.load > 0 {
+			i := slices.IndexFunc(k.c.Assignments(), func(a Assignment) bool { return a.Owner == "s0" })
+			r.Partitions = []PartitionLoad{{Partition: partition.ID(i), LoadMilli: tc.load, Objects: 1, AgeSeconds: 60}}
+		}
+		reportSeq++
+		if err := k.c.Step(k.now, Report{Kind: ReportHeartbeat, Shard: "s0", Session: sess, Seq: reportSeq, Load: r}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		k.pump()
+		if absurd := k.c.Stats().Balance.ReportsRejected["absurd"]; (tc.load > 0) != (absurd > 0) {
+			t.Fatalf("%s: %d absurd reports", tc.name, absurd)
+		}
+		for _, m := range k.c.Members() {
+			if want := map[bool]uint32{true: tc.wait, false: 0}[m.ID == "s0"]; m.LimiterWaitPermille != want {
+				t.Fatalf("%s: %s's limiter wait %d‰, want %d‰", tc.name, m.ID, m.LimiterWaitPermille, want)
+			}
+		}
 	}
 }

@@ -175,6 +175,18 @@ type MemberInfo struct {
 	// Load is the cost of the partitions it owns as the balancer sees it (load plus the
 	// namespace base, balance.Costs); 0 before any load report or namespace count.
 	Load float64
+	// LimiterWaitPermille is its last load report's rate-limiter wait (LoadReport):
+	// whether it is saturated, which its load, a lower bound of its demand then, does
+	// not tell. 0 before any report.
+	LimiterWaitPermille uint32
+	// Exclusive: it holds a hot partition as of the last load plan
+	// (balance.DomainStat.ExclusiveMembers), so the balancer moves every other
+	// partition with a namespace off it. False without a load plan.
+	Exclusive bool
+	// Suspect: its load reports are not trusted now (a partition it received for load
+	// reported far below what its donor had; SuspectFraction), so no load or hot move
+	// goes to it until SuspectFor has passed.
+	Suspect bool
 }
 
 // Members returns the shards with a session, sorted by ID.
@@ -193,7 +205,7 @@ func (c *Coordinator) Members() []MemberInfo {
 			ID: id, Group: m.group, Session: m.session, Joined: m.joined, LastHeard: m.lastRecv, ExpiresAt: c.expiresAt(m),
 			Connected: m.connected, Leaving: m.leaving, FencedOut: m.fencedOut, Owned: owned[id],
 			LoadReports: m.loadReports, LoadReportedAt: m.loadAt, LoadEntries: m.loadEntries,
-			Load: loads[id],
+			Load: loads[id], LimiterWaitPermille: m.limiterWait, Exclusive: c.exclusive(id), Suspect: c.suspect(m, c.now),
 		})
 	}
 	return out

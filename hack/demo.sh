@@ -624,7 +624,7 @@ assignment_check() {
   local url=$1 table
   shift
   table=$("$bin/coordinator" assignments --server "$url" 2>&1) || { echo "GET $url/assignments: $table"; return 1; }
-  awk -v want="$*" '
+  awk -v want="$*" "$shard_rows"'
     NR == 1 {
       n = split($0, f, ", ")
       for (i = 1; i <= n; i++) {
@@ -634,7 +634,7 @@ assignment_check() {
       }
       next
     }
-    NF == 8 && $1 != "SHARD" { parts[$1] = $2 + 0; conn[$1] = $6; leaving[$1] = $7; owned += $2 }
+    function shard_row() { id = col("SHARD"); parts[id] = col("PARTITIONS") + 0; conn[id] = col("CONNECTED"); leaving[id] = col("LEAVING"); owned += parts[id] }
     END {
       k = split(want, w, " ")
       for (i = 1; i <= k; i++) wanted[w[i]] = 1
@@ -653,6 +653,24 @@ assignment_check() {
     }' <<<"$table"
 }
 
+# shard_rows is the awk that finds the shard table of `coordinator assignments`: its
+# header (the line starting SHARD) gives each column's offset, for col(NAME) to read on
+# the shard rows that follow it, up to the first empty line; on each row it calls
+# shard_row(). By offset, not by field number: the columns differ with the placement and
+# some headers have spaces.
+shard_rows='
+  function col(name,   v) { v = substr($0, pos[name]); sub(/^ +/, "", v); sub(/ .*/, "", v); return v }
+  /^SHARD / {
+    gsub(/‰/, "x") # one column wide to the table, three bytes to an awk that counts bytes
+    split("SHARD PARTITIONS CONNECTED LEAVING", names, " ")
+    for (i in names) pos[names[i]] = index($0, names[i])
+    rows = 1
+    next
+  }
+  rows && NF == 0 { rows = 0 }
+  rows { shard_row() }
+'
+
 # now, since T0: the wall clock in seconds (microseconds), and the seconds since T0 (one
 # decimal).
 now() {
@@ -664,7 +682,8 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # partitions_line URL: "shard-0=1366 shard-1=1365 ..." from the leader at URL.
 partitions_line() {
-  "$bin/coordinator" assignments --server "$1" 2>/dev/null | awk 'NR > 2 && NF == 8 { printf "%s%s=%s", sep, $1, $2; sep = " " }'
+  "$bin/coordinator" assignments --server "$1" 2>/dev/null |
+    awk "$shard_rows"'function shard_row() { printf "%s%s=%s", sep, col("SHARD"), col("PARTITIONS"); sep = " " }'
 }
 
 # stop_shard ID: SIGTERM, then wait for the exit: the shard hands its partitions over

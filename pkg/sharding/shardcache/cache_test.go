@@ -542,3 +542,65 @@ func TestCacheOptional(t *testing.T) {
 		t.Error("Prepare returned while a required informer could not list")
 	}
 }
+
+// TestCacheRewarmTellsCreations: a namespace that appears just after its partition's
+// warm-up is listed again while the partition may be worked (TestCacheRewarmsLateNamespace);
+// an object created in it and changed while that list is on its way must reach the
+// handlers as created, then changed, as a watch shows it: a Job pod first seen already
+// being deleted leaves the Job's creation expectation unmet for five minutes
+// (test/integration/batch TestJobPodReplacementFailed).
+func TestCacheRewarmTellsCreations(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	api := &fakeAPI{t: t, lists: map[string]*corev1.ConfigMapList{}}
+	api.setList("", 10)
+	entered, release := make(chan struct{}), make(chan struct{})
+	api.beforeList = func(namespace string, _ metav1.ListOptions) {
+		if namespace == "p7-new" {
+			close(entered)
+			<-release
+		}
+	}
+	c, err := New(client, testPartition, Options{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &handlerLog{}
+	_, _ = c.InformerFor(api.resourceType()).AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { h.add("add " + describe(obj.(runtime.Object))) },
+		UpdateFunc: func(_, obj any) { h.add("update " + describe(obj.(runtime.Object))) },
+		DeleteFunc: func(obj any) { h.add("delete " + keyOf(obj)) },
+	})
+	c.Start(ctx)
+	if err := c.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Prepare(ctx, []partition.ID{7}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "watch", func() bool { return api.watchCount() > 0 })
+
+	n := ns("p7-new")
+	n.CreationTimestamp = metav1.Now()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // the namespace's events are buffered until its list is merged
+	up := api.lastWatch()
+	up.send(watch.Added, cm("p7-new", "x", 11))
+	up.send(watch.Modified, cm("p7-new", "x", 12))
+	waitHWM(t, c.feedList()[0], 12)
+	api.setList("p7-new", 12, cm("p7-new", "x", 12))
+	close(release)
+
+	waitFor(t, "the handler told of p7-new/x@12", func() bool {
+		return h.count("add p7-new/x@12")+h.count("update p7-new/x@12") > 0
+	})
+	h.mu.Lock()
+	got := slices.Clone(h.events)
+	h.mu.Unlock()
+	if want := []string{"add p7-new/x@11", "update p7-new/x@12"}; !equalStrings(got, want) {
+		t.Errorf("handler saw %v, want %v", got, want)
+	}
+}

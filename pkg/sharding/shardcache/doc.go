@@ -43,6 +43,11 @@
 //     buffered events with resourceVersion > L, then a BOOKMARK at the newest real
 //     resourceVersion of the streams, which moves the reflector's (and the store's)
 //     resourceVersion back to where the streams are after the older injected objects.
+//     An object created while the namespace was buffered is told by all its buffered
+//     events instead of by the list (then brought to the list's version if the watch was
+//     behind it), so that handlers see its creation: a namespace that appears in a
+//     partition being worked is warmed too, and controllers count their creations by
+//     the ADDED event.
 //  4. Upstream events of the namespace at or below L are dropped from then on: a watch
 //     lagging behind the list must not take objects back in time.
 //

@@ -202,7 +202,9 @@ func TestFeedMerge(t *testing.T) {
 			list:   []*corev1.ConfigMap{cm("p1-a", "old", 6), cm("p1-a", "x", 13), cm("p1-a", "y", 14)},
 			after:  []ev{{watch.Modified, cm("p1-a", "y", 24)}},
 			want: []string{
-				"ADDED p1-a/old@6", "ADDED p1-a/x@13", "ADDED p1-a/y@14",
+				// x and y were created while the namespace was listed: told by their
+				// own events, x from its creation on.
+				"ADDED p1-a/old@6", "ADDED p1-a/x@11", "MODIFIED p1-a/x@13", "ADDED p1-a/y@14",
 				"DELETED p1-a/x@21", "ADDED p1-a/z@22", "BOOKMARK @23",
 				"MODIFIED p1-a/y@24",
 			},
@@ -219,7 +221,9 @@ func TestFeedMerge(t *testing.T) {
 				{watch.Modified, cm("p1-a", "y", 25)},
 			},
 			want: []string{
-				"ADDED p1-a/x@11", "ADDED p1-a/y@15", "ADDED p1-a/w@17", "BOOKMARK @11",
+				// x, created while the namespace was listed, is told by its buffered
+				// event, after the objects the list alone shows.
+				"ADDED p1-a/y@15", "ADDED p1-a/w@17", "ADDED p1-a/x@11", "BOOKMARK @11",
 				"MODIFIED p1-a/y@25",
 			},
 		},
@@ -233,6 +237,47 @@ func TestFeedMerge(t *testing.T) {
 			want: []string{
 				"ADDED p1-a/s@11", "ADDED p1-a/t@12",
 				"DELETED p1-a/s@11", "BOOKMARK @13",
+			},
+		},
+		{
+			// A namespace re-warmed while its partition is worked (onNamespaceAdded: it
+			// appeared within newNamespaceGrace of the partition's warm-up): a pod created
+			// and deleted while the namespace was listed must reach the handlers, or a
+			// controller that counts its creations by the ADDED event (expectations) waits
+			// expectations.Timeout for it (test/integration/batch TestJobPodReplacementFailed).
+			name:     "an object created and deleted while the namespace is listed is told",
+			admit:    []partition.ID{1},
+			buffered: []ev{{watch.Added, cm("p1-a", "x", 11)}, {watch.Deleted, cm("p1-a", "x", 12)}},
+			listRV:   15,
+			want:     []string{"ADDED p1-a/x@11", "DELETED p1-a/x@12", "BOOKMARK @12"},
+		},
+		{
+			name:  "an object created while the namespace is listed is first told as created",
+			admit: []partition.ID{1},
+			buffered: []ev{
+				{watch.Added, cm("p1-a", "x", 11)}, {watch.Modified, cm("p1-a", "x", 12)},
+				{watch.Modified, cm("p1-a", "x", 16)},
+			},
+			listRV: 15,
+			list:   []*corev1.ConfigMap{cm("p1-a", "x", 12)},
+			want:   []string{"ADDED p1-a/x@11", "MODIFIED p1-a/x@12", "MODIFIED p1-a/x@16", "BOOKMARK @16"},
+		},
+		{
+			// The watch lags behind the list: the buffer has the creation, not yet the
+			// later changes the list shows; the list's version follows the buffered ones,
+			// and the late events at or below the list's version are dropped.
+			name:     "a created object behind the list is brought to the list's version",
+			admit:    []partition.ID{1},
+			buffered: []ev{{watch.Added, cm("p1-a", "x", 11)}, {watch.Added, cm("p1-a", "y", 12)}},
+			listRV:   20,
+			list:     []*corev1.ConfigMap{cm("p1-a", "x", 14)},
+			after: []ev{
+				{watch.Modified, cm("p1-a", "x", 14)}, {watch.Deleted, cm("p1-a", "y", 18)},
+				{watch.Modified, cm("p1-a", "x", 21)},
+			},
+			want: []string{
+				"ADDED p1-a/x@11", "ADDED p1-a/y@12", "MODIFIED p1-a/x@14", "DELETED p1-a/y@12", "BOOKMARK @12",
+				"MODIFIED p1-a/x@21",
 			},
 		},
 		{

@@ -104,14 +104,14 @@ for p in "${all[@]}"; do
   [[ " ${pkgs[*]} " == *" $p "* ]] || pkgs+=("$p")
 done
 # The shard cache's own tests against the control plane: a job like the packages (an
-# entry is go test's arguments; no path has a space).
+# entry is go test's flags, if any, then one path; no path has a space).
 pkgs+=("-tags integration -run Integration ./pkg/sharding/shardcache/")
 
 echo 0 >"$work/next"
 # worker K takes the next package until none is left, against control plane K. A
 # package's output is printed whole when it ends, so two never interleave.
 worker() {
-  local k=$1 i pkg log kc rc
+  local k=$1 i pkg log kc rc start path jobflags
   kc=$(kubeconfig_of "$k")
   while :; do
     i=$(flock "$work/next" sh -c 'n=$(cat "$1"); echo $((n + 1)) >"$1"; echo "$n"' _ "$work/next")
@@ -120,9 +120,13 @@ worker() {
     log=$work/$i.log
     rc=0
     start=$SECONDS
-    # shellcheck disable=SC2046,SC2086 # $pkg is go test's arguments
+    # An entry is a package path, after the job's own go test flags if it has some: those
+    # go first, so that KSHARD_TEST_FLAGS still has the last word.
+    path=${pkg##* } jobflags=""
+    [[ $pkg != *" "* ]] || jobflags=${pkg% *}
+    # shellcheck disable=SC2046,SC2086 # $jobflags is go test's flags
     env $(cluster_env "$k") KSHARD_KUBECONFIG="$kc" \
-      go test -count=1 -timeout "${KSHARD_INTEGRATION_TIMEOUT:-40m}" ${KSHARD_TEST_FLAGS:-} $pkg >"$log" 2>&1 || rc=$?
+      go test -count=1 -timeout "${KSHARD_INTEGRATION_TIMEOUT:-40m}" $jobflags ${KSHARD_TEST_FLAGS:-} "$path" >"$log" 2>&1 || rc=$?
     [ "$rc" = 0 ] || echo "$pkg" >>"$work/failed"
     printf '%5d s  %s\n' $((SECONDS - start)) "$pkg" >>"$work/walls"
     flock "$work/next.print" cat "$log"
@@ -135,7 +139,7 @@ done
 for pid in "${pids[@]}"; do wait "$pid" || echo "worker $pid failed" >>"$work/failed"; done
 pids=()
 stage "packages done, on $parallel control planes; wall per package (build and test):"
-sort -rn "$work/walls" 2>/dev/null | sed 's/^/  /'
+if [ -s "$work/walls" ]; then sort -rn "$work/walls" | sed 's/^/  /'; fi
 if [ -s "$work/failed" ]; then
   echo "integration packages that failed:" >&2
   sed 's/^/  /' "$work/failed" >&2

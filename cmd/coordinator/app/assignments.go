@@ -90,7 +90,7 @@ func printOwner(w io.Writer, o coordinatorrpc.Owner) {
 	}
 	hot := ""
 	if o.Hot {
-		hot = ", hot (its shard holds no other partition with a namespace)"
+		hot = ", hot (load rounds move the other partitions with a namespace off its shard)"
 	}
 	fmt.Fprintf(w, "partition load %.3g req/s, %d cached objects, %d namespaces%s%s\n", o.PartitionLoad, o.PartitionObjects, o.PartitionNamespaces, cooling, hot)
 	if o.PinState != "" {

@@ -61,7 +61,7 @@ func TestPrintAssignments(t *testing.T) {
 		{name: "owner, pinned and cooling", v: coordinatorrpc.Owner{Namespace: "a", Cooling: true, PinnedTo: "hot", PinSource: "annotation: a", PinState: "unsatisfied"},
 			want: []string{"owned by (nobody yet)", "cooling (not moved for load)", `pinned to group "hot" by annotation: a: unsatisfied`}, not: []string{"hot (its shard"}},
 		{name: "owner of a hot partition", v: coordinatorrpc.Owner{Namespace: "a", Shard: "s0", PartitionLoad: 50, Hot: true},
-			want: []string{"partition load 50 req/s, 0 cached objects, 0 namespaces, hot (its shard holds no other partition with a namespace)\n"}},
+			want: []string{"partition load 50 req/s, 0 cached objects, 0 namespaces, hot (load rounds move the other partitions with a namespace off its shard)\n"}},
 		{name: "assignments by count", v: coordinatorrpc.Assignments{Term: 2, PartitionCount: 8, Placement: "count", Shards: []coordinatorrpc.ShardView{{Shard: "s0", Partitions: 8}}},
 			want: []string{"placement count", "LOAD", "s0  "}, not: []string{"pinned partitions", "SHARE", "EXCLUSIVE", "SUSPECT", "LIMITER WAIT", "PARTITION  OWNER", "no partition costs"}},
 		{name: "assignments by load: share, exclusive, suspect, limiter wait", v: coordinatorrpc.Assignments{Placement: "load",

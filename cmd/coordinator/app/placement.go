@@ -70,7 +70,7 @@ func (o *PlacementOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Interval, "balance-interval", o.Interval, "time between two balancer rounds (at least 2 × --load-report-interval)")
 	fs.DurationVar(&o.Warmup, "balance-warmup", o.Warmup, "time after a coordinator starts leading before its first balancer round")
 	fs.DurationVar(&o.Cooldown, "balance-cooldown", o.Cooldown, "a partition moved for load less than this ago is not moved for load again (partitions given for membership or a pin do not cool; after a failover, partitions cool by their reported age)")
-	fs.Float64Var(&o.Params.Margin, "balance-margin", o.Params.Margin, "δ: a round moves partitions while the busiest shard's cost exceeds the fair share × (1 + δ); from 0 to 1, both excluded")
+	fs.Float64Var(&o.Params.Margin, "balance-margin", o.Params.Margin, "δ: a round moves partitions while the busiest shard's cost exceeds the fair share × (1 + δ); a partition above the fair share × (1 − δ) is hot, placed alone (one already alone stays hot down to × (1 − 2δ)); from 0 to 1, both excluded")
 	fs.IntVar(&o.Params.MaxMoves, "balance-max-moves", o.Params.MaxMoves, "most partitions one balancer round moves")
 	fs.Float64Var(&o.Params.MaxCostFraction, "balance-max-cost-fraction", o.Params.MaxCostFraction, "most cost one balancer round moves, as a fraction of the total (above 0, at most 1)")
 	fs.Uint64Var(&o.Params.MaxObjects, "balance-max-objects", o.Params.MaxObjects, "most cached objects the moves of one balancer round warm (a moved partition's objects count twice)")

@@ -56,8 +56,9 @@
 //  6. Hot isolation: a partition above (1 − δ) × HotFactor × F (it carries
 //     the fair share within the margin) makes its owner exclusive; every
 //     other partition holding a namespace moves off it, fewest objects first,
-//     to the least-loaded non-exclusive member. Isolating it leaves each
-//     other member at most F·(1 + δ/(N−1)), inside the spread's dead band. A
+//     to the least-loaded non-exclusive member. Isolating it leaves the
+//     other members a fair share F' of at most F·(1 + δ/(N−1)), which step 7
+//     spreads around. A
 //     partition already alone (its owner holds no other partition with a
 //     namespace) stays hot down to (1 − 2δ) × HotFactor × F: a hysteresis, so
 //     that a load hovering near the threshold (one namespace carrying 1/N of

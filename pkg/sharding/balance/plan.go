@@ -200,7 +200,11 @@ func (pl *planner) run() Output {
 	pl.membership()
 	if pl.kind == Balance {
 		pl.pins()
-		pl.markAlone()
+	}
+	// For every kind: the figures of a Membership plan (hot partitions, exclusive
+	// members) apply the same hysteresis as a Balance plan's.
+	pl.markAlone()
+	if pl.kind == Balance {
 		for d := range pl.doms {
 			pl.hot(int32(d))
 		}
@@ -585,9 +589,10 @@ func (pl *planner) output() Output {
 // on its owner once membership and pins are placed), more than (1 − 2δ) × that.
 //
 // The entry threshold sits δ below F because the spread counts a member within
-// F·(1+δ) as balanced: isolating a partition above (1 − δ)·F leaves each of the
-// N − 1 others at most F·(1 + δ/(N−1)), never above the spread's trigger, while
-// a shard sharing it has at most 2δ·F of room for anything else. And a
+// F·(1+δ) as balanced: isolating a partition above (1 − δ)·F leaves the N − 1
+// others a fair share F' of at most F·(1 + δ/(N−1)), which the spread then
+// evens out around, while a shard sharing it has at most 2δ·F of room for
+// anything else. And a
 // namespace carrying exactly 1/N of N shards' work measures on either side of F
 // (BenchmarkCapacitySkewed: 0.945–0.997 F), so a threshold at F isolates it in
 // one round and spreads onto it in the next. The hysteresis below it keeps an

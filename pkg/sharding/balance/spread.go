@@ -36,10 +36,15 @@ func (pl *planner) pins() {
 }
 
 // hot is step 6 in domain d: a cost-bearing partition with cost above
-// HotFactor × F is hot, and its owner becomes exclusive. A member holding
+// HotThreshold is hot, and its owner becomes exclusive. A member holding
 // several hot partitions keeps the one with the most objects (the dearest
-// to warm) and each other one moves to a member of its own, while any
-// member is left for the rest. Then every other partition holding a
+// to warm) and each other one moves to a member of its own while one that
+// is not exclusive is left: hot partitions share a member only when there
+// are more of them than members. (Not "while one is left for the rest":
+// above (1 − δ)·F there can be as many hot partitions as members, N tenants
+// of about 1/N of the work each, and stacking two of them would put nearly
+// 2·F on one member for good; when the last member takes a hot partition,
+// the rest stay where they are, for want of a non-exclusive receiver.) Then every other partition holding a
 // namespace moves off each exclusive member, fewest objects first, to the
 // least-loaded non-exclusive member. Empty partitions stay: no work. The
 // hot partition itself never moves for being hot. A cooling extra hot
@@ -84,8 +89,8 @@ func (pl *planner) hot(d int32) {
 			return cmp.Compare(a, b)
 		})
 		for _, p := range hs[1:] {
-			if nExcl >= len(dm.members)-1 || pl.isCooling(p) {
-				continue // the extra hot partitions share
+			if nExcl >= len(dm.members) || pl.isCooling(p) {
+				continue // more hot partitions than members: the extra ones share
 			}
 			r := receiver(p, false)
 			if r < 0 || !pl.afford(p) {

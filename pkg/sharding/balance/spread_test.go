@@ -626,3 +626,64 @@ func TestHotWithMembersToSpare(t *testing.T) {
 		})
 	}
 }
+
+// TestHotAsManyAsMembers: above (1 − δ)·F there can be as many hot partitions as
+// members (N tenants carrying about 1/N of the work each). Stacked on one member they
+// must end on members of their own, round after round as the budget allows (found in
+// review: with one member kept for the rest, two tenants of 0.92·F stayed together on
+// one of two members, 1.84·F against 0.16·F, for good).
+func TestHotAsManyAsMembers(t *testing.T) {
+	tests := []struct {
+		name    string
+		members int
+		hot     []float32 // costs of the hot partitions, all on member 0 at the start
+		small   int       // unit partitions with namespaces, split over the members
+	}{
+		{name: "two tenants of 0.92 F on two members", members: 2, hot: []float32{46, 46}, small: 8},
+		{name: "three tenants of 0.93 F on three members", members: 3, hot: []float32{93, 93, 93}, small: 21},
+		{name: "one tenant above F and two near it on three members", members: 3, hot: []float32{110, 95, 95}, small: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parts := len(tt.hot) + tt.small + 8 // and some empty ones
+			r := newRing(t, parts, 0)
+			ms := plain(tt.members)
+			cost := make([]float32, parts)
+			ns := make([]uint32, parts)
+			objs := make([]uint32, parts)
+			cur := make([]string, parts)
+			for p := range cur {
+				cur[p] = ms[p%tt.members].ID
+			}
+			for i, c := range tt.hot {
+				cost[i], ns[i], objs[i], cur[i] = c, 1, 100, ms[0].ID
+			}
+			for i := len(tt.hot); i < len(tt.hot)+tt.small; i++ {
+				cost[i], ns[i], objs[i] = 1, 1, 10
+			}
+			in := Input{Ring: r, Members: ms, Cost: cost, Namespaces: ns, Objects: objs, Current: cur, Kind: Balance}
+			var out Output
+			for round := range 5 {
+				out = plan(t, in)
+				checkOutput(t, in, out)
+				if slices.Equal(out.Target, in.Current) {
+					break
+				}
+				if round == 4 {
+					t.Fatalf("still moving after 5 rounds: %v", out.Reason)
+				}
+				in.Current = out.Target
+			}
+			if got := out.Domains[0].Hot; got != len(tt.hot) {
+				t.Fatalf("hot %d, want %d (F %.2f)", got, len(tt.hot), out.Domains[0].Fair)
+			}
+			holders := map[string]int{}
+			for i := range tt.hot {
+				holders[in.Current[i]]++
+			}
+			if len(holders) != len(tt.hot) {
+				t.Errorf("hot partitions by member %v: want each on a member of its own", holders)
+			}
+		})
+	}
+}

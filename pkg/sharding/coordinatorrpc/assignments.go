@@ -39,9 +39,10 @@ type ShardView struct {
 	// default domain's), 0..1; 0 when the domain carries no cost, and absent with
 	// --placement=count, which has no domains. The shares of a domain sum to 1.
 	LoadShare float64 `json:"loadShare,omitempty"`
-	// Exclusive: the shard holds a hot partition as of the last load plan (what
-	// kshard_coordinator_hot_partitions counts), so the balancer moves every other
-	// partition with a namespace off it.
+	// Exclusive: the shard holds a hot partition as of the last load plan (one of those
+	// kshard_coordinator_hot_partitions counts), so load rounds move every other
+	// partition with a namespace off it and none onto it, as their budget allows (a
+	// membership plan moves nothing for that, nor does anything with --balance=false).
 	Exclusive bool `json:"exclusive,omitempty"`
 	// Suspect: the balancer does not trust the shard's load reports (a partition it
 	// received for load reported far below what its donor had; design §1.5): no load or
@@ -142,7 +143,8 @@ type Owner struct {
 	// not moved for load.
 	Cooling bool `json:"cooling"`
 	// Hot: the partition is hot as of the last load plan (its cost is about a shard's
-	// fair share or more), so its owner holds no other partition with a namespace.
+	// fair share or more), so load rounds move the other partitions with a namespace
+	// off its owner (see ShardView.Exclusive).
 	// Always false with --placement=count.
 	Hot bool `json:"hot"`
 	// PinnedTo is the shard group the partition is pinned to, PinSource where the pin

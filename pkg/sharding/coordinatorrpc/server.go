@@ -465,8 +465,8 @@ func (s *Server) Session(ss kshardv1.Coordinator_SessionServer) error {
 				recvErr <- err
 				return
 			}
-			// Counted before anything else is done with the message: the point is that a
-			// flood costs the lock nothing.
+			// Counted before anything else is done with the message: past the bounds a
+			// flood closes its stream instead of taking the lock per message.
 			if err := s.allowMessage(limits, m, shard); err != nil {
 				recvErr <- err
 				return

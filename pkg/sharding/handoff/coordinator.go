@@ -257,7 +257,9 @@ func (c *Coordinator) Step(now time.Time, r Report) error {
 		plan = r.Leaving
 	case ReportPrepared, ReportReleased, ReportAcquired:
 		err = c.progress(now, r)
-		plan = r.Kind == ReportReleased
+		// A refused Released freed nothing: no walk for it (a shard resending one, or
+		// flooding; BenchmarkStepRefusedReleased).
+		plan = r.Kind == ReportReleased && err == nil
 	default:
 		err = reject(ReasonMalformed, r.Shard, "unknown report kind %d", r.Kind)
 	}

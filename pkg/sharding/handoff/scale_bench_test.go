@@ -500,3 +500,18 @@ func (t changeTotals) report(b *testing.B, name string, idealParts, idealNS floa
 	b.ReportMetric(ns/n, name+"-ns")
 	b.ReportMetric(ns/sumIdealNS, name+"-ns-×ideal")
 }
+
+// BenchmarkStepRefusedReleased measures what a Released report the coordinator refuses
+// (a shard resending one, or flooding: the edge lets a stream send 4·P + 64 partition
+// reports in a row) costs at the default partition count: a refusal changes nothing, so
+// it must not walk every partition as an accepted Released does.
+func BenchmarkStepRefusedReleased(b *testing.B) {
+	e := newScaleEdge(b, Config{}, 10, nil)
+	id := e.c.ids[0]
+	r := Report{Kind: ReportReleased, Shard: id, Session: e.sessions[id], Partition: 3, Epoch: 1}
+	for b.Loop() {
+		if err := e.c.Step(e.now, r); err == nil {
+			b.Fatal("a Released of a partition not being moved was accepted")
+		}
+	}
+}

@@ -2,6 +2,7 @@ package coordinatorrpc
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 
@@ -171,6 +172,14 @@ func (s *Server) AssignmentsHandler() http.Handler {
 			http.Error(w, "only GET", http.StatusMethodNotAllowed)
 			return
 		}
+		select {
+		case s.answering <- struct{}{}:
+			defer func() { <-s.answering }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("too many /assignments requests in flight (%d): retry", MaxAssignmentsInFlight), http.StatusTooManyRequests)
+			return
+		}
 		q := r.URL.Query()
 		answer, leaderAddr, leading := s.assignmentsSnapshot(assignmentsQuery{namespace: q.Get("namespace"),
 			partitions: q.Get("partitions") == "true", loads: q.Get("loads") == "true"})
@@ -185,6 +194,13 @@ func (s *Server) AssignmentsHandler() http.Handler {
 		writeJSON(w, answer)
 	})
 }
+
+// MaxAssignmentsInFlight bounds the GET /assignments requests served at once. The
+// HTTP port has no authentication (it serves /metrics too), and each request walks
+// every partition under the server's lock and holds its answer until written: a
+// client opening many at once would keep the lock that every heartbeat needs busy.
+// Operators and dashboards need a few; the rest are refused with 429 and Retry-After.
+const MaxAssignmentsInFlight = 8
 
 // assignmentsQuery is what a GET /assignments asks for.
 type assignmentsQuery struct {

@@ -622,3 +622,47 @@ func TestAssignmentsLoadFields(t *testing.T) {
 		})
 	}
 }
+
+// TestAssignmentsInFlight: at most MaxAssignmentsInFlight requests are served at once
+// (here held while writing their answers, as slow readers would); one more is refused
+// with 429 and Retry-After, and served again once one has finished.
+func TestAssignmentsInFlight(t *testing.T) {
+	s, clk := newTestServer(t, 8)
+	core, err := handoff.New(s.opts.Config, 1, clk.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.core, s.term = core, 1
+	get := func(w http.ResponseWriter) {
+		s.AssignmentsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/assignments", nil))
+	}
+	var held []*blockingWriter
+	var done []chan struct{}
+	for range MaxAssignmentsInFlight {
+		w := newBlockingWriter()
+		d := make(chan struct{})
+		go func() { defer close(d); get(w) }()
+		select {
+		case <-w.writing:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request within the bound was not served")
+		}
+		held, done = append(held, w), append(done, d)
+	}
+	over := httptest.NewRecorder()
+	get(over)
+	if over.Code != http.StatusTooManyRequests || over.Header().Get("Retry-After") == "" {
+		t.Errorf("request %d: %d (Retry-After %q), want 429 with Retry-After", MaxAssignmentsInFlight+1, over.Code, over.Header().Get("Retry-After"))
+	}
+	close(held[0].release)
+	<-done[0]
+	again := httptest.NewRecorder()
+	get(again)
+	if again.Code != http.StatusOK {
+		t.Errorf("after one finished: %d %q, want 200", again.Code, again.Body.String())
+	}
+	for i := 1; i < len(held); i++ {
+		close(held[i].release)
+		<-done[i]
+	}
+}

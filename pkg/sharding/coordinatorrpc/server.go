@@ -157,6 +157,8 @@ type Server struct {
 	slots   chan struct{} // one token per authenticated Session stream, MaxSessions in all
 	pending *peerlimit.Gate
 	hellos  *helloLimiter
+	// answering holds one token per GET /assignments being served (MaxAssignmentsInFlight).
+	answering chan struct{}
 }
 
 type stream struct {
@@ -231,7 +233,7 @@ func New(opts Options, log logr.Logger) (*Server, error) {
 		slots: make(chan struct{}, opts.MaxSessions), pending: peerlimit.NewGate(opts.MaxPendingPerPeer, opts.MaxPending),
 		// Room for every identity holding a slot and as many being authenticated, so a
 		// new shard is not turned away while a departed one's bucket refills.
-		hellos: newHelloLimiter(opts.HelloRate, opts.HelloBurst, opts.MaxSessions+opts.MaxPending)}, nil
+		hellos: newHelloLimiter(opts.HelloRate, opts.HelloBurst, opts.MaxSessions+opts.MaxPending), answering: make(chan struct{}, MaxAssignmentsInFlight)}, nil
 }
 
 // NewerTermClaim returns the shard that first reported, in this leadership, an epoch of a

@@ -39,6 +39,19 @@ func plain(n int) []Member {
 	return out
 }
 
+// roundRobin returns a ring of parts partitions and n plain members, with every
+// partition on member p mod n and no cost, namespace or object yet: a fixture for tests
+// that then place and weigh the partitions they are about.
+func roundRobin(t testing.TB, parts, n int) (r *ring.Ring, ms []Member, cost []float32, ns, objs []uint32, cur []string) {
+	t.Helper()
+	r, ms = newRing(t, parts, 0), plain(n)
+	cost, ns, objs, cur = make([]float32, parts), make([]uint32, parts), make([]uint32, parts), make([]string, parts)
+	for p := range cur {
+		cur[p] = ms[p%n].ID
+	}
+	return r, ms, cost, ns, objs, cur
+}
+
 // memberIDs returns the IDs of ms.
 func memberIDs(ms []Member) []string {
 	out := make([]string, len(ms))

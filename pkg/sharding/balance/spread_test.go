@@ -593,16 +593,7 @@ func TestHotWithMembersToSpare(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			const parts = 32
-			r := newRing(t, parts, 0)
-			ms := plain(tt.members)
-			cost := make([]float32, parts)
-			ns := make([]uint32, parts)
-			objs := make([]uint32, parts)
-			cur := make([]string, parts)
-			for p := range cur {
-				cur[p] = ms[p%tt.members].ID
-			}
+			r, ms, cost, ns, objs, cur := roundRobin(t, 32, tt.members)
 			// Partition i (i < len(costs)) sits on member i; with parts a multiple of
 			// neither member count, member i also holds empty partitions.
 			for i, c := range tt.costs {
@@ -645,16 +636,7 @@ func TestHotAsManyAsMembers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			parts := len(tt.hot) + tt.small + 8 // and some empty ones
-			r := newRing(t, parts, 0)
-			ms := plain(tt.members)
-			cost := make([]float32, parts)
-			ns := make([]uint32, parts)
-			objs := make([]uint32, parts)
-			cur := make([]string, parts)
-			for p := range cur {
-				cur[p] = ms[p%tt.members].ID
-			}
+			r, ms, cost, ns, objs, cur := roundRobin(t, len(tt.hot)+tt.small+8, tt.members) // and some empty ones
 			for i, c := range tt.hot {
 				cost[i], ns[i], objs[i], cur[i] = c, 1, 100, ms[0].ID
 			}

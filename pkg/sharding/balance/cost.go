@@ -1,8 +1,10 @@
 package balance
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The cost model's constants (design §2.1). A namespace costs a base of
@@ -27,27 +29,97 @@ const NamespaceSlack = 8
 // class.
 func Costs(load []float32, namespaces []uint32) []float32 {
 	n := max(len(load), len(namespaces))
-	var sumL, sumN float64
-	for _, l := range load {
-		sumL += float64(l)
-	}
-	for _, c := range namespaces {
-		sumN += float64(c)
-	}
-	lambda := Lambda(sumL, sumN)
+	l, ns := sliceReader(load), sliceReader(namespaces)
+	lambda := lambdaOf(n, l, ns)
 	out := make([]float32, n)
 	for p := range out {
-		var l float32
-		var ns uint32
-		if p < len(load) {
-			l = load[p]
-		}
-		if p < len(namespaces) {
-			ns = namespaces[p]
-		}
-		out[p] = Cost(l, ns, lambda)
+		out[p] = Cost(l(p), ns(p), lambda)
 	}
 	return out
+}
+
+// Ranked is one partition of Costliest: its index and its cost as Costs
+// computes it.
+type Ranked struct {
+	Partition int
+	Cost      float32
+}
+
+// Costliest returns the (at most) n of the count partitions of highest cost,
+// as Costs computes it from load(p) and namespaces(p), costliest first, ties
+// by lower partition. Partitions of cost 0 are left out. It reads each
+// partition twice (the sums λ needs, then its cost) and keeps the best n in a
+// bounded heap, so a caller holding the partitions elsewhere (the
+// coordinator, under the lock every heartbeat needs) copies none of them.
+func Costliest(n, count int, load func(p int) float32, namespaces func(p int) uint32) []Ranked {
+	if n <= 0 || count <= 0 {
+		return nil
+	}
+	lambda := lambdaOf(count, load, namespaces)
+	h := make(rankedHeap, 0, min(n, count))
+	for p := range count {
+		r := Ranked{Partition: p, Cost: Cost(load(p), namespaces(p), lambda)}
+		switch {
+		case r.Cost <= 0:
+		case len(h) < n:
+			heap.Push(&h, r)
+		case worse(h[0], r):
+			h[0] = r
+			heap.Fix(&h, 0)
+		}
+	}
+	slices.SortFunc(h, func(a, b Ranked) int {
+		switch {
+		case worse(b, a):
+			return -1
+		case worse(a, b):
+			return 1
+		}
+		return 0
+	})
+	return h
+}
+
+// worse orders Ranked entries: lower cost, or the same cost and a higher
+// partition.
+func worse(a, b Ranked) bool {
+	return a.Cost < b.Cost || (a.Cost == b.Cost && a.Partition > b.Partition)
+}
+
+// rankedHeap is a min-heap by worse: its root is the entry the next better
+// one replaces once n are kept.
+type rankedHeap []Ranked
+
+func (h rankedHeap) Len() int           { return len(h) }
+func (h rankedHeap) Less(i, j int) bool { return worse(h[i], h[j]) }
+func (h rankedHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *rankedHeap) Push(x any)        { *h = append(*h, x.(Ranked)) }
+func (h *rankedHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// lambdaOf is Lambda over the count partitions that load and namespaces
+// read.
+func lambdaOf(count int, load func(p int) float32, namespaces func(p int) uint32) float64 {
+	var sumL, sumN float64
+	for p := range count {
+		sumL += float64(load(p))
+		sumN += float64(namespaces(p))
+	}
+	return Lambda(sumL, sumN)
+}
+
+// sliceReader reads s[p], or 0 past its end (a nil slice is all zero).
+func sliceReader[T float32 | uint32](s []T) func(p int) T {
+	return func(p int) T {
+		if p < len(s) {
+			return s[p]
+		}
+		return 0
+	}
 }
 
 // Lambda is λ, the cost of one namespace, for loads summing to sumLoad over

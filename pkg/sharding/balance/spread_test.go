@@ -420,34 +420,6 @@ func TestNoMembers(t *testing.T) {
 	}
 }
 
-// TestCosts checks the cost model: λ = max(LambdaMin, Beta·ΣL/ΣN).
-func TestCosts(t *testing.T) {
-	tests := []struct {
-		name string
-		load []float32
-		ns   []uint32
-		want []float32
-	}{
-		{name: "no load: namespaces at LambdaMin", load: nil, ns: []uint32{2, 0, 1}, want: []float32{0.002, 0, 0.001}},
-		{name: "load and namespaces", load: []float32{10, 0, 30}, ns: []uint32{1, 1, 2}, want: []float32{10.5, 0.5, 31}},
-		{name: "no namespaces", load: []float32{3, 0}, ns: nil, want: []float32{3, 0}},
-		{name: "nothing", want: []float32{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Costs(tt.load, tt.ns)
-			if len(got) != len(tt.want) {
-				t.Fatalf("Costs = %v, want %v", got, tt.want)
-			}
-			for i := range got {
-				if math.Abs(float64(got[i]-tt.want[i])) > 1e-6 {
-					t.Fatalf("Costs = %v, want %v", got, tt.want)
-				}
-			}
-		})
-	}
-}
-
 // TestSpreadSmallPartitions: a busiest member whose partitions are each below
 // MinGain × F' still sheds them when nothing bigger fits (the simulation's
 // finding: a per-move floor left it at 1.5 × F' for good), while a member

@@ -430,8 +430,7 @@ type PartitionCost struct {
 // empty class) are left out. nil without loads or namespace counts.
 //
 // The edge calls it under the lock every heartbeat needs, for each GET
-// /assignments?loads=true: it reads the partitions twice (the sums λ needs, then each
-// cost, computed as balance.Costs does) and keeps the best n in a bounded heap, so it
+// /assignments?loads=true: balance.Costliest ranks the partitions where they are, so it
 // allocates the n entries only, never a copy of every partition.
 func (c *Coordinator) CostliestPartitions(n int) []PartitionCost {
 	if n <= 0 || (c.bal.load == nil && c.bal.namespaces == nil) {
@@ -449,68 +448,14 @@ func (c *Coordinator) CostliestPartitions(n int) []PartitionCost {
 		}
 		return c.effective(p)
 	}
-	var sumL, sumN float64
-	for p := range c.parts {
-		l, _ := load(p)
-		sumL += float64(l)
-		sumN += float64(ns(p))
-	}
-	lambda := balance.Lambda(sumL, sumN)
-	// h is a min-heap of the best so far by (cost, −partition): its root is the entry the
-	// next better one replaces once n are kept.
-	type entry struct {
-		p    int
-		cost float32
-	}
-	worse := func(a, b entry) bool { return a.cost < b.cost || (a.cost == b.cost && a.p > b.p) }
-	h := make([]entry, 0, min(n, len(c.parts)))
-	down := func(i int) {
-		for {
-			w := i
-			if l := 2*i + 1; l < len(h) && worse(h[l], h[w]) {
-				w = l
-			}
-			if r := 2*i + 2; r < len(h) && worse(h[r], h[w]) {
-				w = r
-			}
-			if w == i {
-				return
-			}
-			h[i], h[w] = h[w], h[i]
-			i = w
-		}
-	}
-	for p := range c.parts {
-		l, _ := load(p)
-		e := entry{p: p, cost: balance.Cost(l, ns(p), lambda)}
-		switch {
-		case e.cost <= 0:
-		case len(h) < n:
-			h = append(h, e)
-			for i := len(h) - 1; i > 0 && worse(h[i], h[(i-1)/2]); i = (i - 1) / 2 {
-				h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
-			}
-		case worse(h[0], e):
-			h[0] = e
-			down(0)
-		}
-	}
-	slices.SortFunc(h, func(a, b entry) int {
-		if worse(b, a) {
-			return -1
-		}
-		if worse(a, b) {
-			return 1
-		}
-		return 0
-	})
-	out := make([]PartitionCost, len(h))
-	for i, e := range h {
-		l, o := load(e.p)
-		pc := PartitionCost{Partition: partition.ID(e.p), Owner: c.parts[e.p].owner, Cost: float64(e.cost), Load: float64(l),
-			Objects: o, Namespaces: ns(e.p), Hot: c.PartitionHot(partition.ID(e.p))}
+	top := balance.Costliest(n, len(c.parts), func(p int) float32 { l, _ := load(p); return l }, ns)
+	out := make([]PartitionCost, len(top))
+	for i, e := range top {
+		l, o := load(e.Partition)
+		pc := PartitionCost{Partition: partition.ID(e.Partition), Owner: c.parts[e.Partition].owner, Cost: float64(e.Cost), Load: float64(l),
+			Objects: o, Namespaces: ns(e.Partition), Hot: c.PartitionHot(partition.ID(e.Partition))}
 		if pc.Owner != "" && c.bal.grantedFor != nil {
-			pc.LastMove = c.bal.grantedFor[e.p]
+			pc.LastMove = c.bal.grantedFor[e.Partition]
 		}
 		out[i] = pc
 	}

@@ -180,8 +180,9 @@ type MemberInfo struct {
 	// not tell. 0 before any report.
 	LimiterWaitPermille uint32
 	// Exclusive: it holds a hot partition as of the last load plan
-	// (balance.DomainStat.ExclusiveMembers), so the balancer moves every other
-	// partition with a namespace off it. False without a load plan.
+	// (balance.DomainStat.ExclusiveMembers), so load rounds move the other partitions
+	// with a namespace off it and none onto it, as their budgets allow; a membership
+	// plan moves nothing for that. False without a load plan.
 	Exclusive bool
 	// Suspect: its load reports are not trusted now (a partition it received for load
 	// reported far below what its donor had; SuspectFraction), so no load or hot move

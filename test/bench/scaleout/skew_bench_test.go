@@ -216,7 +216,27 @@ func runSkewed(b *testing.B, f *framework.Framework, client kubernetes.Interface
 	b.Logf("%s: balancer since the coordinator started: moves %s; rounds %s; hot partitions %g, fair share %.2f/s; in the window: moves %s, rounds %s",
 		c.name, formatCounts(r.run.moves), formatCounts(r.run.rounds), r.run.hot, r.run.fair, formatCounts(r.windowB.moves), formatCounts(r.windowB.rounds))
 	b.Logf("%s: namespaces per shard %s; limiter wait s/s %s", c.name, formatPerShard(r.perShard), formatWaits(r.shards, r.limiterWait))
+	logShardWork(b, c.name, shards, before, after, to.Sub(from).Seconds())
 	return r
+}
+
+// logShardWork logs, per shard and controller, what the window's scrapes tell of where
+// the time went: requests and reconciles per second, rate-limiter wait (s/s) and the
+// queue wait's p99, so that a saturated shard shows which controller's budget saturated.
+func logShardWork(b *testing.B, config string, shards []*framework.Shard, before, after []framework.Samples, seconds float64) {
+	delta := func(i int, name string, match ...string) float64 {
+		return (after[i].Value(name, match...) - before[i].Value(name, match...)) / seconds
+	}
+	for i, sh := range shards {
+		line := fmt.Sprintf("%s: %s: %.1f requests/s", config, sh.Name, delta(i, "kshard_rest_client_requests_total"))
+		for _, c := range capacityControllers {
+			line += fmt.Sprintf("; %s %.2f reconciles/s, limiter wait %.2f s/s, queue wait p99 %.2f s", c,
+				delta(i, "kshard_controller_reconcile_duration_seconds_count", "controller="+c),
+				delta(i, "kshard_controller_rate_limiter_wait_seconds_total", "controller="+c),
+				p99(before[i:i+1], after[i:i+1], "kshard_workqueue_queue_duration_seconds", "name", c))
+		}
+		b.Log(line)
+	}
 }
 
 func formatWaits(names []string, waits []float64) string {

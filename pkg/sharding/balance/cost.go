@@ -170,6 +170,15 @@ type Params struct {
 	// SharedGroups are the groups whose members also take unpinned
 	// partitions; every other group is dedicated.
 	SharedGroups []string
+	// SaturationFactor scales the cost of a saturated member's partitions
+	// (Member.Saturated): their demand is above what they sent by an amount
+	// the reports cannot tell. Anything above 1 + δ puts a saturated member
+	// near the fair share above a round's trigger, so the spread goes on
+	// until it is no longer saturated; the default 1.5 also makes hot a
+	// partition that measures 0.75 F on a saturated member of 1.3 F among
+	// four, although the factor raises F too (1.25 would be the edge). At
+	// least 1; 1 turns it off.
+	SaturationFactor float64
 }
 
 // The defaults of Params.
@@ -182,6 +191,7 @@ const (
 	DefaultMaxCostFraction   = 0.10
 	DefaultMaxObjects        = 50000
 	DefaultMaxNamespaceShare = 2.0
+	DefaultSaturationFactor  = 1.5
 )
 
 // WithDefaults returns p with zero fields set to their defaults.
@@ -210,6 +220,9 @@ func (p Params) WithDefaults() Params {
 	if p.MaxNamespaceShare == 0 {
 		p.MaxNamespaceShare = DefaultMaxNamespaceShare
 	}
+	if p.SaturationFactor == 0 {
+		p.SaturationFactor = DefaultSaturationFactor
+	}
 	return p
 }
 
@@ -234,6 +247,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("balance: max objects %d must be ≥ 1", p.MaxObjects)
 	case math.IsNaN(p.MaxNamespaceShare) || p.MaxNamespaceShare < 1:
 		return fmt.Errorf("balance: max namespace share %v must be ≥ 1", p.MaxNamespaceShare)
+	case bad(p.SaturationFactor) || p.SaturationFactor < 1:
+		return fmt.Errorf("balance: saturation factor %v must be finite and ≥ 1", p.SaturationFactor)
 	}
 	return nil
 }

@@ -76,8 +76,16 @@
 //
 // Every budgeted move counts against MaxMoves, 2 × its objects against
 // MaxObjects and its cost against MaxCostFraction of its domain's total.
-// Cooling partitions are never moved by steps 6 and 7, and suspect members
-// never receive from them. Receivers stay within the namespace-share cap
+// Cooling partitions are never moved by steps 6 and 7, and suspect or
+// saturated members never receive from them.
+//
+// A saturated member (Member.Saturated: its clients wait in their rate
+// limiters) sent less than its partitions asked for: its queues fold events
+// and its client budget caps the rest, so its measured cost hides demand, and
+// a hot partition on it can measure below the hot threshold (the skewed
+// benchmark's 0.78 F at 9.2 s/s of limiter wait). Every plan counts such a
+// member's partitions SaturationFactor × their cost, which keeps the spread
+// going until it is no longer saturated and lets step 6 see its hot partition. Receivers stay within the namespace-share cap
 // (MaxNamespaceShare × the domain's average namespaces per member +
 // NamespaceSlack) unless they hold no namespace (a partition alone) or the
 // move is a pin.

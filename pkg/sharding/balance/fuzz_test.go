@@ -33,6 +33,7 @@ func FuzzPlan(f *testing.F) {
 			k := at(owners, 3*i+1)
 			members[i].New = k&1 != 0
 			members[i].Suspect = k&2 != 0
+			members[i].Saturated = k&16 != 0
 			switch (k >> 2) % 4 {
 			case 1:
 				members[i].Group = "dedicated"

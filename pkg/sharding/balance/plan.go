@@ -88,6 +88,13 @@ type Member struct {
 	// Suspect: its reports are not trusted (design §1.5); no load or hot
 	// move goes to it. Membership placement still may, for availability.
 	Suspect bool
+	// Saturated: its controllers' clients wait in their rate limiters (the
+	// coordinator's BalanceConfig.SaturationWait), so what its partitions
+	// sent is below what they asked for: a queue that backs up folds events
+	// and the client budget caps the rest. A plan counts its partitions
+	// Params.SaturationFactor × their cost, and no load or hot move goes to
+	// it.
+	Saturated bool
 }
 
 // Input is everything a plan depends on. Per-partition slices have one
@@ -335,6 +342,9 @@ func newPlanner(in Input) (*planner, error) {
 		}
 		if in.Namespaces != nil {
 			pl.nsp[p] = int64(in.Namespaces[p])
+		}
+		if o := pl.cur[p]; o >= 0 && pl.mem[o].Saturated {
+			pl.cost[p] *= prm.SaturationFactor
 		}
 	}
 	pl.domains(in.Pin)

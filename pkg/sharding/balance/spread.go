@@ -52,8 +52,8 @@ func (pl *planner) pins() {
 // exclusive member (the cooldown stops load moves from undoing each other,
 // and nothing moves onto an exclusive member, so this cannot: a partition
 // moved for load onto a shard that then turns hot would otherwise share it
-// with the hot partition for the rest of its cooldown). Suspect receivers
-// are skipped. It ends by setting the fair share of the rest for the spread.
+// with the hot partition for the rest of its cooldown). Suspect and
+// saturated receivers are skipped (takesLoad). It ends by setting the fair share of the rest for the spread.
 func (pl *planner) hot(d int32) {
 	dm := &pl.doms[d]
 	if pl.exclusive == nil {
@@ -69,7 +69,7 @@ func (pl *planner) hot(d int32) {
 	nExcl := len(hotOf)
 	receiver := func(p int32, capped bool) int {
 		return pl.lowest(p, dm.members, func(m int) bool {
-			return !pl.exclusive[m] && !pl.mem[m].Suspect && pl.eligible(m, p) && (!capped || pl.capOK(m, p))
+			return !pl.exclusive[m] && pl.takesLoad(m) && pl.eligible(m, p) && (!capped || pl.capOK(m, p))
 		})
 	}
 	holders := make([]int32, 0, len(hotOf))
@@ -142,8 +142,8 @@ func (pl *planner) hot(d int32) {
 
 // spread is step 7 in domain d, over its non-exclusive members: when the
 // busiest member b is above F'·(1+δ) and above MinLoad, move partitions off
-// the busiest member, each to the least-loaded non-suspect member r that
-// may hold it, until the busiest is at most F'·(1+δ/2), the budget is
+// the busiest member, each to the least-loaded member r that takes load
+// (takesLoad) and may hold it, until the busiest is at most F'·(1+δ/2), the budget is
 // spent, or no move is possible. A candidate is not cooling, lowers Σ cost²
 // (r + c < b), keeps r within F'·(1+δ/2) and its namespace cap, and lowers
 // b by at least MinGain × F' (a smaller one only when b has no such
@@ -191,7 +191,7 @@ func (pl *planner) spread(d int32) {
 		}
 		recv = recv[:0]
 		for _, m := range set {
-			if int(m) != b && !pl.mem[m].Suspect {
+			if int(m) != b && pl.takesLoad(int(m)) {
 				recv = append(recv, m)
 			}
 		}
@@ -275,3 +275,8 @@ func (pl *planner) spreadMove(b int, recv []int32, stop, floor float64) (int32, 
 	}
 	return -1, -1
 }
+
+// takesLoad says whether member m may receive a load or hot move: not when
+// its reports are not trusted (Suspect), nor when it is saturated (what it
+// would get is work it cannot do).
+func (pl *planner) takesLoad(m int) bool { return !pl.mem[m].Suspect && !pl.mem[m].Saturated }

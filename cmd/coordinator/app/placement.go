@@ -42,6 +42,7 @@ type PlacementOptions struct {
 	Params           balance.Params
 	MaxPartitionLoad float64
 	MaxShardLoad     float64
+	SaturationWait   float64
 	// Pins, PartitionPins and AnnotationGroups are --pin, --pin-partition and
 	// --pin-annotation-groups as given; Validate parses them.
 	Pins             []string
@@ -57,8 +58,10 @@ type PlacementOptions struct {
 func NewPlacementOptions() PlacementOptions {
 	return PlacementOptions{Mode: PlacementCount, Balance: true, Interval: handoff.DefaultBalanceInterval, Warmup: handoff.DefaultBalanceWarmup,
 		Cooldown: handoff.DefaultBalanceCooldown, MaxPartitionLoad: handoff.DefaultMaxPartitionLoad, MaxShardLoad: handoff.DefaultMaxShardLoad,
+		SaturationWait: handoff.DefaultSaturationWait,
 		Params: balance.Params{Margin: balance.DefaultMargin, MaxMoves: balance.DefaultMaxMoves, MaxCostFraction: balance.DefaultMaxCostFraction,
-			MaxObjects: balance.DefaultMaxObjects, MaxNamespaceShare: balance.DefaultMaxNamespaceShare, MinLoad: balance.DefaultMinLoad}}
+			MaxObjects: balance.DefaultMaxObjects, MaxNamespaceShare: balance.DefaultMaxNamespaceShare, MinLoad: balance.DefaultMinLoad,
+			SaturationFactor: balance.DefaultSaturationFactor}}
 }
 
 // AddFlags registers the flags.
@@ -79,6 +82,10 @@ func (o *PlacementOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.Params.MinLoad, "balance-min-load", o.Params.MinLoad, "no partition is moved for load while the busiest shard's cost is at most this (requests/s): idle clusters do not shuffle")
 	fs.Float64Var(&o.MaxPartitionLoad, "balance-max-partition-load", o.MaxPartitionLoad, "a load report entry above this (requests/s) is absurd: dropped and counted")
 	fs.Float64Var(&o.MaxShardLoad, "balance-max-shard-load", o.MaxShardLoad, "a load report summing above this (requests/s) is absurd: dropped whole and counted")
+	fs.Float64Var(&o.SaturationWait, "balance-saturation-wait", o.SaturationWait, "a shard whose controller clients wait this long in their rate limiters (seconds per second, "+
+		"the shard's last load report) is saturated: its load is below its demand, so the balancer counts its partitions --balance-saturation-factor × their cost and moves no load onto it; above 0")
+	fs.Float64Var(&o.Params.SaturationFactor, "balance-saturation-factor", o.Params.SaturationFactor, "what a saturated shard's partitions count, × their cost (see --balance-saturation-wait); "+
+		"at least 1, 1 for never")
 	fs.StringArrayVar(&o.Pins, "pin", o.Pins, "namespace=group: place the namespace's partition (and the namespaces that hash with it) on the shard group's shards; repeatable; needs --placement=load")
 	fs.StringArrayVar(&o.PartitionPins, "pin-partition", o.PartitionPins, "id=group: place the partition on the shard group's shards (the cluster partition included); repeatable; needs --placement=load")
 	fs.StringSliceVar(&o.AnnotationGroups, "pin-annotation-groups", o.AnnotationGroups, "shard groups a Namespace's "+placement.Annotation+
@@ -140,6 +147,12 @@ func (o PlacementOptions) validate(partitions int, reportInterval time.Duration)
 	} else if o.MaxPartitionLoad > 0 && l < o.MaxPartitionLoad {
 		errs = append(errs, fmt.Errorf("--balance-max-shard-load=%v must not be below --balance-max-partition-load=%v: a shard may hold one partition at the most", l, o.MaxPartitionLoad))
 	}
+	if w := o.SaturationWait; !(w > 0) || math.IsInf(w, 0) {
+		errs = append(errs, fmt.Errorf("--balance-saturation-wait=%v must be a finite number above 0", w))
+	}
+	if f := p.SaturationFactor; !(f >= 1) || math.IsInf(f, 0) {
+		errs = append(errs, fmt.Errorf("--balance-saturation-factor=%v must be a finite number of at least 1", f))
+	}
 	rules, err := o.rules(partitions)
 	if err != nil {
 		errs = append(errs, err)
@@ -171,7 +184,8 @@ func (o PlacementOptions) balanceConfig() handoff.BalanceConfig {
 	p := o.Params
 	p.SharedGroups = slices.Clone(o.SharedGroups)
 	return handoff.BalanceConfig{Placement: handoff.Placement(o.Mode), Enabled: o.Balance, Interval: o.Interval, Warmup: o.Warmup,
-		Cooldown: o.Cooldown, MaxPartitionLoad: o.MaxPartitionLoad, MaxShardLoad: o.MaxShardLoad, Params: p}
+		Cooldown: o.Cooldown, MaxPartitionLoad: o.MaxPartitionLoad, MaxShardLoad: o.MaxShardLoad,
+		SaturationWait: o.SaturationWait, Params: p}
 }
 
 // rules parses the pin flags for partitions partitions.

@@ -55,6 +55,8 @@ func TestPlacementOptionsValidate(t *testing.T) {
 		{name: "infinite min load", args: []string{load, "--balance-min-load=+Inf"}, wantErr: []string{"--balance-min-load=+Inf"}},
 		{name: "absurd-report bounds zero", args: []string{load, "--balance-max-partition-load=0", "--balance-max-shard-load=-1"},
 			wantErr: []string{"--balance-max-partition-load=0 must be a finite number above 0", "--balance-max-shard-load=-1 must be a finite number above 0"}},
+		{name: "saturation bounds", args: []string{load, "--balance-saturation-wait=0", "--balance-saturation-factor=0.9"},
+			wantErr: []string{"--balance-saturation-wait=0 must be a finite number above 0", "--balance-saturation-factor=0.9 must be a finite number of at least 1"}},
 		{name: "shard bound below the partition bound", args: []string{load, "--balance-max-partition-load=500", "--balance-max-shard-load=400"},
 			wantErr: []string{"--balance-max-shard-load=400 must not be below --balance-max-partition-load=500"}},
 		{name: "pins", args: []string{load, "--pin=team-a=hot", "--pin=team-b=hot", "--pin-partition=0=hot", "--pin-annotation-groups=hot,warm"}},
@@ -93,15 +95,15 @@ func TestBalanceConfigFromFlags(t *testing.T) {
 		want handoff.BalanceConfig
 	}{
 		{name: "defaults", want: handoff.BalanceConfig{Placement: handoff.PlacementCount, Enabled: true, Interval: time.Minute, Warmup: 2 * time.Minute,
-			Cooldown: 30 * time.Minute, MaxPartitionLoad: 1000, MaxShardLoad: 2000,
-			Params: balance.Params{Margin: 0.10, MaxMoves: 64, MaxCostFraction: 0.10, MaxObjects: 50000, MaxNamespaceShare: 2, MinLoad: 1}}},
+			Cooldown: 30 * time.Minute, MaxPartitionLoad: 1000, MaxShardLoad: 2000, SaturationWait: 2,
+			Params: balance.Params{Margin: 0.10, MaxMoves: 64, MaxCostFraction: 0.10, MaxObjects: 50000, MaxNamespaceShare: 2, MinLoad: 1, SaturationFactor: 1.5}}},
 		{name: "every flag", args: []string{"--placement=load", "--balance=false", "--balance-interval=90s", "--balance-warmup=1m", "--balance-cooldown=10m",
 			"--balance-margin=0.2", "--balance-max-moves=8", "--balance-max-cost-fraction=0.5", "--balance-max-objects=1000",
 			"--balance-max-namespace-share=3", "--balance-min-load=5", "--balance-max-partition-load=100", "--balance-max-shard-load=300",
-			"--shard-group-shared=hot,warm"},
+			"--balance-saturation-wait=3.5", "--balance-saturation-factor=1.2", "--shard-group-shared=hot,warm"},
 			want: handoff.BalanceConfig{Placement: handoff.PlacementLoad, Enabled: false, Interval: 90 * time.Second, Warmup: time.Minute,
-				Cooldown: 10 * time.Minute, MaxPartitionLoad: 100, MaxShardLoad: 300,
-				Params: balance.Params{Margin: 0.2, MaxMoves: 8, MaxCostFraction: 0.5, MaxObjects: 1000, MaxNamespaceShare: 3, MinLoad: 5,
+				Cooldown: 10 * time.Minute, MaxPartitionLoad: 100, MaxShardLoad: 300, SaturationWait: 3.5,
+				Params: balance.Params{Margin: 0.2, MaxMoves: 8, MaxCostFraction: 0.5, MaxObjects: 1000, MaxNamespaceShare: 3, MinLoad: 5, SaturationFactor: 1.2,
 					SharedGroups: []string{"hot", "warm"}}}},
 	}
 	for _, tt := range tests {

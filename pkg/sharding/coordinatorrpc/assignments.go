@@ -50,10 +50,16 @@ type ShardView struct {
 	// hot move goes to it for an hour. What kshard_coordinator_balancer_suspect_members
 	// counts.
 	Suspect bool `json:"suspect,omitempty"`
+	// Saturated: its last load report's rate-limiter wait is at least
+	// --balance-saturation-wait, so the balancer counts its partitions
+	// --balance-saturation-factor × their cost (their load is below their demand) and
+	// moves no load onto it. What kshard_coordinator_balancer_saturated_members counts;
+	// always false with --placement=count.
+	Saturated bool `json:"saturated,omitempty"`
 	// LimiterWaitPermille is its last load report's client rate-limiter wait: the
 	// milliseconds per second its controllers' clients waited for a token, summed over
 	// them (so above 1000 when several wait at once). High, the shard is saturated and
-	// its load is a lower bound of its demand. A measurement of the shard, not of
+	// its load is a lower bound of its demand (Saturated). A measurement of the shard, not of
 	// placement: shown whenever the shard reports, --placement=count included.
 	LimiterWaitPermille uint32 `json:"limiterWaitPermille,omitempty"`
 }
@@ -265,7 +271,7 @@ func (s *Server) assignmentsSnapshot(q assignmentsQuery) (answer any, leaderAddr
 			CachedObjects: ss.CachedObjects, QueueDepth: ss.QueueDepth, Fenced: ss.Fenced,
 			Connected: m.Connected, Leaving: m.Leaving, Version: s.versions[m.ID], PartitionIDs: ids[m.ID],
 			LoadReports: m.LoadReports, LoadEntries: m.LoadEntries, Load: m.Load,
-			LoadShare: shares[m.ID], Exclusive: m.Exclusive, Suspect: m.Suspect, LimiterWaitPermille: m.LimiterWaitPermille})
+			LoadShare: shares[m.ID], Exclusive: m.Exclusive, Suspect: m.Suspect, Saturated: m.Saturated, LimiterWaitPermille: m.LimiterWaitPermille})
 	}
 	sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].Shard < out.Shards[j].Shard })
 	if q.loads {

@@ -55,6 +55,7 @@ type Metrics struct {
 	BalancerRounds        *prometheus.CounterVec // by outcome
 	HotPartitions         prometheus.Gauge
 	SuspectMembers        prometheus.Gauge
+	SaturatedMembers      prometheus.Gauge
 	Pins                  *prometheus.GaugeVec   // by state: satisfied, unsatisfied, conflict
 	PinAnnotationsIgnored *prometheus.GaugeVec   // by reason: invalid, not_allowed
 	LoadReportsRejected   *prometheus.CounterVec // by reason: absurd, not_held, early
@@ -142,6 +143,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Partitions whose cost alone exceeds a shard's fair share, as of the last load plan."}),
 		SuspectMembers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_balancer_suspect_members",
 			Help: "Shards whose load reports the balancer does not trust."}),
+		SaturatedMembers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kshard_coordinator_balancer_saturated_members",
+			Help: "Shards whose last load report waited at least --balance-saturation-wait in their client rate limiters: the balancer counts their partitions --balance-saturation-factor × their cost and moves no load onto them."}),
 		Pins: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_pins",
 			Help: "Pinned partitions by state: satisfied, unsatisfied (no live shard of the group: placed in the default domain), conflict (pinned to two groups: unpinned)."}, []string{"state"}),
 		PinAnnotationsIgnored: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kshard_coordinator_pin_annotations_ignored",
@@ -158,7 +161,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range loadReportRejects {
 		m.LoadReportsRejected.WithLabelValues(r)
 	}
-	if err := promutil.Register(reg, m.ShardLoad, m.LoadFair, m.LoadImbalance, m.BalancerMoves, m.BalancerRounds, m.HotPartitions, m.SuspectMembers,
+	if err := promutil.Register(reg, m.ShardLoad, m.LoadFair, m.LoadImbalance, m.BalancerMoves, m.BalancerRounds, m.HotPartitions, m.SuspectMembers, m.SaturatedMembers,
 		m.Pins, m.PinAnnotationsIgnored, m.LoadReportsRejected, m.RecordWrites, m.RecordObjectWrites, m.RecordErrors, m.RecordWrite, m.RecordEnforce, m.RecordPartitions, m.AuthRejected, m.Refused, m.OpenStreams, m.PendingStreams, m.HeldCommands, m.Leader, m.Term, m.Epoch, m.Members, m.Partitions, m.Namespaces, m.PartitionStates, m.MovesStarted,
 		m.MovesFinished, m.MovesAborted, m.MovesInFlight, m.Handoff, m.Gap, m.Rejected, m.Sessions, m.MemberEvents); err != nil {
 		return nil, err

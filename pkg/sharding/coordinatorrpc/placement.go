@@ -135,6 +135,7 @@ func (s *Server) updatePlacementGaugesLocked(st handoff.Stats, members []handoff
 	}
 	m.HotPartitions.Set(float64(hot))
 	m.SuspectMembers.Set(float64(st.Balance.Suspects))
+	m.SaturatedMembers.Set(float64(st.Balance.Saturated))
 	s.updatePinGaugesLocked(members)
 }
 

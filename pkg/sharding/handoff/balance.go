@@ -41,6 +41,11 @@ const (
 	DefaultMaxPartitionLoad = 1000
 	// DefaultMaxShardLoad (requests/s): a report summing above it is absurd.
 	DefaultMaxShardLoad = 2000
+	// DefaultSaturationWait (seconds per second): a shard whose controller clients wait
+	// this long in their rate limiters, on average two requests always waiting, is
+	// saturated. The capacity benchmark's shards waited 0.2–0.9 s/s below their
+	// capacity, and the skewed benchmark's saturated one 9.2 (docs/performance.md).
+	DefaultSaturationWait = 2.0
 )
 
 // BalanceConfig is Config.Balance: how targets are computed and how load rounds run.
@@ -65,6 +70,11 @@ type BalanceConfig struct {
 	// MaxShardLoad (requests/s): a report whose entries sum above it is absurd: dropped
 	// whole and counted, the previous loads kept.
 	MaxShardLoad float64
+	// SaturationWait (seconds per second): a member whose last load report's rate-limiter
+	// wait (LoadReport.LimiterWaitPermille) is at least this is saturated
+	// (balance.Member.Saturated): plans count its partitions Params.SaturationFactor ×
+	// their cost and move no load onto it.
+	SaturationWait float64
 	// Params are the plans' thresholds and budgets; zero fields take balance's defaults.
 	Params balance.Params
 }
@@ -88,6 +98,9 @@ func (b BalanceConfig) WithDefaults() BalanceConfig {
 	}
 	if b.MaxShardLoad == 0 {
 		b.MaxShardLoad = DefaultMaxShardLoad
+	}
+	if b.SaturationWait == 0 {
+		b.SaturationWait = DefaultSaturationWait
 	}
 	return b
 }
@@ -122,6 +135,9 @@ func (b BalanceConfig) Validate(load LoadSettings) error {
 	}
 	if v := b.MaxShardLoad; math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
 		errs = append(errs, fmt.Errorf("balance max shard load %v must be finite and positive", v))
+	}
+	if v := b.SaturationWait; math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		errs = append(errs, fmt.Errorf("balance saturation wait %v must be finite and positive", v))
 	}
 	if err := b.Params.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
@@ -191,6 +207,8 @@ type BalanceStats struct {
 	// Suspects is the number of members whose reports are not trusted now (they get no
 	// load or hot moves; SuspectFraction).
 	Suspects int
+	// Saturated is the number of members saturated now (SaturationWait).
+	Saturated int
 }
 
 // balanceState is the coordinator's load table and round schedule. The per-partition
@@ -277,6 +295,13 @@ func (c *Coordinator) checkProbes(m *member, r *LoadReport, now time.Time) {
 			m.suspectUntil = now.Add(SuspectFor)
 		}
 	}
+}
+
+// saturated says whether m's last load report waited at least SaturationWait in its
+// rate limiters (BalanceConfig.SaturationWait). Only under load placement: placement by
+// count has no costs to scale.
+func (c *Coordinator) saturated(m *member) bool {
+	return m != nil && c.cfg.Balance.Placement == PlacementLoad && float64(m.limiterWait) >= 1000*c.cfg.Balance.SaturationWait
 }
 
 // suspect says whether m's reports are not trusted now.
@@ -539,6 +564,9 @@ func (c *Coordinator) balanceStats() BalanceStats {
 		if c.suspect(c.members[id], c.now) {
 			s.Suspects++
 		}
+		if c.saturated(c.members[id]) {
+			s.Saturated++
+		}
 	}
 	return s
 }
@@ -567,7 +595,7 @@ func (c *Coordinator) planInput(members, current []string, round bool, now time.
 			_, found := slices.BinarySearch(c.applied, id)
 			isNew = !found
 		}
-		in.Members[i] = balance.Member{ID: id, Group: c.groupOf(id), New: isNew, Suspect: c.suspect(c.members[id], now)}
+		in.Members[i] = balance.Member{ID: id, Group: c.groupOf(id), New: isNew, Suspect: c.suspect(c.members[id], now), Saturated: c.saturated(c.members[id])}
 	}
 	load, objects := c.loads()
 	if load != nil || c.bal.namespaces != nil {

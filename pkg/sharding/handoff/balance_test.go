@@ -40,7 +40,7 @@ func (k *cluster) report(id string, load func(p partition.ID) float64, ageS uint
 			sess = m.Session
 		}
 	}
-	r := &LoadReport{}
+	r := &LoadReport{LimiterWaitPermille: k.waits[id]}
 	for _, a := range k.c.Assignments() {
 		if a.Owner == id {
 			r.Partitions = append(r.Partitions, PartitionLoad{Partition: a.Partition, LoadMilli: uint32(load(a.Partition) * 1000), Objects: 10, AgeSeconds: ageS})
@@ -116,6 +116,8 @@ func TestBalanceConfigValidate(t *testing.T) {
 		{name: "negative max partition load", mutate: func(c *Config) { c.Balance.MaxPartitionLoad = -1 }, wantErr: "max partition load"},
 		{name: "infinite max shard load", mutate: func(c *Config) { c.Balance.MaxShardLoad = math.Inf(1) }, wantErr: "max shard load"},
 		{name: "margin of one", mutate: func(c *Config) { c.Balance.Params.Margin = 1 }, wantErr: "margin"},
+		{name: "negative saturation wait", mutate: func(c *Config) { c.Balance.SaturationWait = -1 }, wantErr: "saturation wait"},
+		{name: "saturation factor below one", mutate: func(c *Config) { c.Balance.Params.SaturationFactor = 0.5 }, wantErr: "saturation factor"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +133,8 @@ func TestBalanceConfigValidate(t *testing.T) {
 		})
 	}
 	if got := (Config{}).WithDefaults().Balance; got.Placement != PlacementCount || got.Interval != DefaultBalanceInterval ||
-		got.Warmup != DefaultBalanceWarmup || got.Cooldown != DefaultBalanceCooldown || got.MaxPartitionLoad != DefaultMaxPartitionLoad || got.MaxShardLoad != DefaultMaxShardLoad {
+		got.Warmup != DefaultBalanceWarmup || got.Cooldown != DefaultBalanceCooldown || got.MaxPartitionLoad != DefaultMaxPartitionLoad || got.MaxShardLoad != DefaultMaxShardLoad ||
+		got.SaturationWait != DefaultSaturationWait {
 		t.Errorf("defaults %+v", got)
 	}
 }
@@ -1092,5 +1095,70 @@ func TestCostliestPartitions(t *testing.T) {
 				t.Fatalf("%s: %s's limiter wait %d‰, want %d‰", tc.name, m.ID, m.LimiterWaitPermille, want)
 			}
 		}
+	}
+}
+
+// TestSaturatedShard: a shard whose load reports wait at least SaturationWait in its
+// rate limiters is saturated (Members, Stats): load rounds count its partitions above
+// what they measure, so it sheds load although its measured load is the fair share, and
+// no partition moves onto it; under placement by count, or below the wait, nothing is
+// saturated.
+func TestSaturatedShard(t *testing.T) {
+	const P = 128 // fine enough that the others can take some of s0's partitions within the dead band
+	ones := make([]uint32, P)
+	for p := range ones {
+		ones[p] = 1
+	}
+	even := func(partition.ID) float64 { return 1 }
+	tests := []struct {
+		name      string
+		placement Placement
+		wait      uint32 // s0's, ‰
+		want      bool   // s0 saturated, and partitions leave it
+	}{
+		{name: "below the wait", placement: PlacementLoad, wait: 1999},
+		{name: "at the wait", placement: PlacementLoad, wait: 2000, want: true},
+		{name: "placement by count", placement: PlacementCount, wait: 9000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := loadConfig(P)
+			cfg.Balance.Placement = tt.placement
+			k := newCluster(t, cfg, 1)
+			k.c.SetNamespaces(k.now, ones)
+			for i := range 4 {
+				k.addShard(fmt.Sprintf("s%d", i), 1)
+			}
+			k.runReporting(90*time.Second, even)
+			if !k.c.Converged() {
+				t.Fatal("did not converge")
+			}
+			before := map[partition.ID]string{}
+			for _, a := range k.c.Assignments() {
+				before[a.Partition] = a.Owner
+			}
+			k.waits = map[string]uint32{"s0": tt.wait}
+			k.runReporting(90*time.Second, even)
+			if got := k.c.Stats().Balance.Saturated; got != map[bool]int{true: 1}[tt.want] {
+				t.Fatalf("saturated members %d, want s0's alone: %v", got, tt.want)
+			}
+			for _, m := range k.c.Members() {
+				if m.Saturated != (tt.want && m.ID == "s0") {
+					t.Fatalf("member %s saturated %v", m.ID, m.Saturated)
+				}
+			}
+			left := 0
+			for _, a := range k.c.Assignments() {
+				if a.Owner == "s0" && before[a.Partition] != "s0" {
+					t.Fatalf("partition %d moved onto the saturated s0 from %s", a.Partition, before[a.Partition])
+				}
+				if before[a.Partition] == "s0" && a.Owner != "s0" {
+					left++
+				}
+			}
+			if (left > 0) != tt.want {
+				t.Fatalf("%d partitions left s0 (wait %d‰); rounds %v, moves %v, domains %+v", left, tt.wait, k.c.Stats().Balance.Rounds, k.c.Stats().Balance.Moves, k.c.Stats().Balance.Domains)
+			}
+		})
 	}
 }

@@ -103,7 +103,7 @@ type member struct {
 	loadAt      time.Time
 	loadEntries int
 	// limiterWait is the last report's shard-wide rate-limiter wait (LoadReport's
-	// LimiterWaitPermille), shown, never a cost.
+	// LimiterWaitPermille): shown, and whether the member is saturated (saturated).
 	limiterWait uint32
 	// loadSinceWelcome: a report was taken since the last Welcome (a report earlier
 	// than the cadence allows is dropped only then: the first after a Welcome is due).

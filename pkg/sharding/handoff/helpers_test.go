@@ -40,6 +40,8 @@ type cluster struct {
 	// groups names the shard group each shard's hellos carry (the shard's --shard-group,
 	// which the edge adds to the state machine's hello); nil or absent: the default group.
 	groups map[string]string
+	// waits is the rate-limiter wait (‰) each shard's load reports carry (report); absent: 0.
+	waits map[string]uint32
 
 	// The owner record as the API server enforces it (Config.OwnerRecord):
 	// pump applies each request at once unless holdRecord; recordErr fails it.

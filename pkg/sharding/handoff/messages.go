@@ -115,8 +115,9 @@ type LoadReport struct {
 	Partitions []PartitionLoad
 	// LimiterWaitPermille is, shard-wide, the milliseconds per second the shard's
 	// controller clients waited in their rate limiters. It tells a saturated shard apart
-	// (its measured load is then below its demand); it is not a cost, since the same
-	// partition waits on a busy shard and not on an idle one.
+	// (its measured load is then below its demand): at BalanceConfig.SaturationWait or
+	// more, plans count the shard's partitions above their load. It is not a cost of any
+	// partition, since the same partition waits on a busy shard and not on an idle one.
 	LimiterWaitPermille uint32
 }
 

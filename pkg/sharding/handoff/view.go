@@ -176,14 +176,18 @@ type MemberInfo struct {
 	// namespace base, balance.Costs); 0 before any load report or namespace count.
 	Load float64
 	// LimiterWaitPermille is its last load report's rate-limiter wait (LoadReport):
-	// whether it is saturated, which its load, a lower bound of its demand then, does
-	// not tell. 0 before any report.
+	// whether it is saturated (Saturated), which its load, a lower bound of its demand
+	// then, does not tell. 0 before any report.
 	LimiterWaitPermille uint32
 	// Exclusive: it holds a hot partition as of the last load plan
 	// (balance.DomainStat.ExclusiveMembers), so load rounds move the other partitions
 	// with a namespace off it and none onto it, as their budgets allow; a membership
 	// plan moves nothing for that. False without a load plan.
 	Exclusive bool
+	// Saturated: its last load report's rate-limiter wait is at least
+	// BalanceConfig.SaturationWait, so plans count its partitions above what they
+	// measure and give it no load.
+	Saturated bool
 	// Suspect: its load reports are not trusted now (a partition it received for load
 	// reported far below what its donor had; SuspectFraction), so no load or hot move
 	// goes to it until SuspectFor has passed.
@@ -206,7 +210,7 @@ func (c *Coordinator) Members() []MemberInfo {
 			ID: id, Group: m.group, Session: m.session, Joined: m.joined, LastHeard: m.lastRecv, ExpiresAt: c.expiresAt(m),
 			Connected: m.connected, Leaving: m.leaving, FencedOut: m.fencedOut, Owned: owned[id],
 			LoadReports: m.loadReports, LoadReportedAt: m.loadAt, LoadEntries: m.loadEntries,
-			Load: loads[id], LimiterWaitPermille: m.limiterWait, Exclusive: c.exclusive(id), Suspect: c.suspect(m, c.now),
+			Load: loads[id], LimiterWaitPermille: m.limiterWait, Exclusive: c.exclusive(id), Suspect: c.suspect(m, c.now), Saturated: c.saturated(m),
 		})
 	}
 	return out

@@ -64,7 +64,14 @@
 // one round to the next. The Liar holds no more namespaces than the cap and
 // leaves no honest member above its band plus the liar's fair share; one that
 // reports 0 gets no load move once the first one it received has been probed
-// (suspect, three half-lives later). With
+// (suspect, three half-lives later). The Saturation scenario bounds every
+// shard's capacity at 1.15 × the fair share of the true load and gives the
+// hot partition one fair share: a shard asked for more measures its
+// partitions scaled down to its capacity and reports a rate-limiter wait of
+// 5 s/s, so a hot partition sharing it measures below the hot threshold; at
+// its end (20 minutes) no shard is asked for more than its capacity, the
+// hot partition's owner holds no other partition with a namespace, and the
+// last 10 minutes saw at most one load move (none without noise). With
 // loads, a leader change moves nothing through the new leader's warm-up and
 // three rounds; a join's membership moves go only to the joiner and cost at
 // most max(1.15 F, F + c_max/2); a leave's only take the leaver's

@@ -26,6 +26,13 @@ const (
 	loadNoise = 0.10
 	// hotShare is the share of all load the hot partition carries.
 	hotShare = 0.30
+	// The Saturation scenario's: each shard can serve saturationCapacity × the initial
+	// fair share of the true load; the hot partition carries saturationHot × it; a
+	// saturated shard reports saturatedWaitPermille (above the default
+	// handoff.DefaultSaturationWait).
+	saturationCapacity    = 1.15
+	saturationHot         = 1.0
+	saturatedWaitPermille = 5000
 	// The absurd-report bounds (handoff.BalanceConfig) the simulated coordinator runs
 	// with: the defaults. Honest shards stay far below them (loadPerShard).
 	maxPartitionLoad = 1000
@@ -45,6 +52,8 @@ type loadModel struct {
 	// what shiftTo carried.
 	shiftAt time.Duration
 	shiftTo int
+	// capacity is what one shard can serve, requests/s (Saturation); 0 for no bound.
+	capacity float64
 }
 
 // newLoadModel draws a run's loads: about a fifth of the partitions hold no namespace
@@ -79,7 +88,12 @@ func (w *world) newLoadModel(shards int) *loadModel {
 	for _, p := range rest {
 		m.rate[p] *= (1 - hotShare) * m.total / sum
 	}
-	m.rate[m.hot] = hotShare * m.total
+	share := hotShare
+	if w.opts.Scenario == Saturation {
+		share = saturationHot / float64(shards)
+		m.capacity = saturationCapacity * m.total / float64(shards)
+	}
+	m.rate[m.hot] = share * m.total
 	for _, p := range loaded {
 		m.namespaces[p] = uint32(1 + w.rng.IntN(4))
 		m.objects[p] = m.namespaces[p] * uint32(10+w.rng.IntN(200))
@@ -190,9 +204,14 @@ func (w *world) loadReport(s *shardNode) *handoff.LoadReport {
 	}
 	slices.Sort(ids)
 	r := &handoff.LoadReport{Partitions: make([]handoff.PartitionLoad, 0, len(ids))}
+	served := 1.0 // the share of its partitions' demand the shard serves now
+	if demand := w.demandOf(s); w.load.capacity > 0 && demand > w.load.capacity {
+		served = w.load.capacity / demand
+		r.LimiterWaitPermille = saturatedWaitPermille
+	}
 	for _, p := range ids {
 		h := s.meter.held[p]
-		count := w.load.integral(int(p), h.last, w.now)
+		count := served * w.load.integral(int(p), h.last, w.now)
 		if w.noisy() {
 			count *= 1 + loadNoise*(2*w.rng.Float64()-1)
 		} else {
@@ -222,6 +241,15 @@ func (w *world) loadReport(s *shardNode) *handoff.LoadReport {
 		panic("sim: invalid load report: " + err.Error())
 	}
 	return r
+}
+
+// demandOf is the true load of the partitions s's meter holds now.
+func (w *world) demandOf(s *shardNode) float64 {
+	var d float64
+	for p := range s.meter.held {
+		d += w.load.at(int(p), w.now)
+	}
+	return d
 }
 
 // noisy reports whether the run's samples carry noise.

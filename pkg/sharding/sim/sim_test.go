@@ -322,6 +322,8 @@ func TestSimulationBalancer(t *testing.T) {
 		{name: "skew chaos, owner record", opts: Options{Scenario: Chaos, Loads: true, OwnerRecord: true}},
 		{name: "liar reports 0", opts: Options{Scenario: Liar, LiarFactor: 0}},
 		{name: "liar reports ×100", opts: Options{Scenario: Liar, LiarFactor: 100}},
+		{name: "saturation", opts: Options{Scenario: Saturation}},
+		{name: "saturation, no noise", opts: Options{Scenario: Saturation, NoNoise: true}},
 		{name: "leader change with loads", opts: Options{Scenario: LeaderChange, Loads: true}},
 		{name: "leader change with loads, no noise", opts: Options{Scenario: LeaderChange, Loads: true, NoNoise: true}},
 		{name: "scale up with loads", opts: Options{Scenario: ScaleUp, Loads: true}},

@@ -429,14 +429,14 @@ func (w *world) startBalancing() {
 	w.bal.balancing = true
 	w.bal.phaseStart = w.now
 	w.bal.phaseBound = balanceCooldown + balanceWarmup + w.roundsBound()
-	if w.opts.Scenario == Liar {
-		// The liar's reports keep the leader's view off the truth: no bound on
-		// balance, the checks at the end bound what the lie can do.
+	if w.opts.Scenario == Liar || w.opts.Scenario == Saturation {
+		// The liar's reports, or a saturated shard's, keep the leader's view off the
+		// truth: no bound on balance, the checks at the end bound what they can do.
 		w.bal.phaseBound = 0
 	}
 	w.after(balanceCheckEvery, &event{kind: evBalanceCheck})
 	switch w.opts.Scenario {
-	case SkewSteady:
+	case SkewSteady, Saturation:
 		w.stopAt = skewSteadyFor
 	case Liar:
 		w.stopAt = w.now + liarFor
@@ -456,7 +456,7 @@ func (w *world) roundsBound() time.Duration {
 // loadAction performs the scenario's action once balanced and still.
 func (w *world) loadAction() error {
 	switch w.opts.Scenario {
-	case SkewSteady, Liar:
+	case SkewSteady, Liar, Saturation:
 		w.bal.actionDone = true
 		return nil
 	case Chaos:
@@ -538,6 +538,8 @@ func (w *world) finishLoads() error {
 		return w.checkShiftMoves()
 	case Liar:
 		return w.checkLiar(v)
+	case Saturation:
+		return w.checkSaturation(n, v)
 	case LeaderChange:
 		st := n.c.Stats()
 		if st.Grants != 0 || (w.opts.NoNoise && st.MovesStarted != 0) {
@@ -721,6 +723,40 @@ func (w *world) checkMeasured(n *coordNode) error {
 		if math.Abs(got-want) > 1e-3+1e-6*want {
 			return w.violation("%s: the leader holds load %.4f for partition %d, true load %.4f", w.opts.Scenario, got, p, want)
 		}
+	}
+	return nil
+}
+
+// checkSaturation: at the end of the Saturation scenario no shard is asked for more
+// than it can serve, the hot partition's owner holds no other partition with a
+// namespace, and the last quietFor saw at most quietLimit load moves (a saturated
+// shard's scaled costs do not make the balancer oscillate).
+func (w *world) checkSaturation(n *coordNode, v view) error {
+	for _, m := range v.members {
+		var d float64
+		for _, p := range v.owned[m] {
+			d += w.load.at(p, w.now)
+		}
+		if d > w.load.capacity*(1+1e-9) {
+			return w.violation("saturation: %s is asked for %.2f requests/s at the end, above its capacity %.2f (saturated members in the leader's view: %d)",
+				m, d, w.load.capacity, n.c.Stats().Balance.Saturated)
+		}
+	}
+	hot := w.load.hot
+	a, _ := n.c.Assignment(partition.ID(hot))
+	for _, p := range v.owned[a.Owner] {
+		if p != hot && w.load.namespaces[p] > 0 {
+			return w.violation("saturation: the hot partition %d shares %s with partition %d (%d namespaces)", hot, a.Owner, p, w.load.namespaces[p])
+		}
+	}
+	quiet := 0
+	for _, m := range w.bal.moves {
+		if m.at >= w.now-quietFor && (m.reason == balance.ReasonLoad || m.reason == balance.ReasonHot) {
+			quiet++
+		}
+	}
+	if limit := w.quietLimit(); quiet > limit {
+		return w.violation("saturation: %d load moves in the last %v (at most %d)", quiet, quietFor, limit)
 	}
 	return nil
 }

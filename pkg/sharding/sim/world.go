@@ -39,10 +39,17 @@ const (
 	// Options.LiarFactor (0: it looks idle; 100: it looks swamped), and checks the
 	// namespace cap, the honest shards' load and the moves per hour.
 	Liar
+	// Saturation runs a skewed load on shards of bounded capacity (saturationCapacity
+	// × the fair share): a shard asked for more measures its partitions' loads scaled
+	// down to its capacity (its requests capped, its events folded) and reports a high
+	// rate-limiter wait; the hot partition carries a fair share of the load, so that on a
+	// saturated shard it measures below the hot threshold. It checks that the balancer
+	// isolates it and leaves no shard saturated, and then stays still.
+	Saturation
 )
 
 func (s Scenario) String() string {
-	return [...]string{"chaos", "leader-change", "graceful-leave", "scale-up", "skew-steady", "load-shift", "liar"}[s]
+	return [...]string{"chaos", "leader-change", "graceful-leave", "scale-up", "skew-steady", "load-shift", "liar", "saturation"}[s]
 }
 
 // Options configure one run; everything else derives from Seed.

@@ -100,7 +100,7 @@ func printOwner(w io.Writer, o coordinatorrpc.Owner) {
 
 // printAssignments prints the answer for every shard as a table; with placement by load
 // the table adds each shard's share of its domain's cost, whether it is exclusive (holds
-// a hot partition) or suspect, and its rate-limiter wait. The pins follow, then the
+// a hot partition), suspect or saturated, and its rate-limiter wait. The pins follow, then the
 // costliest partitions when the answer has them (--loads).
 func printAssignments(w io.Writer, a coordinatorrpc.Assignments) {
 	fmt.Fprintf(w, "term %d, %d partitions, placement %s, converged=%v, moves in flight %d, by state %v\n",
@@ -112,13 +112,13 @@ func printAssignments(w io.Writer, a coordinatorrpc.Assignments) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "SHARD\tGROUP\tPARTITIONS\tNAMESPACES\tLOAD"
 	if byLoad {
-		head += "\tSHARE\tEXCLUSIVE\tSUSPECT\tLIMITER WAIT (‰)"
+		head += "\tSHARE\tEXCLUSIVE\tSUSPECT\tSATURATED\tLIMITER WAIT (‰)"
 	}
 	fmt.Fprintln(tw, head+"\tCACHED OBJECTS\tQUEUE DEPTH\tCONNECTED\tLEAVING\tFENCED")
 	for _, s := range a.Shards {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3g", s.Shard, groupColumn(s.Group), s.Partitions, s.Namespaces, s.Load)
 		if byLoad {
-			fmt.Fprintf(tw, "\t%.1f%%\t%v\t%v\t%d", 100*s.LoadShare, s.Exclusive, s.Suspect, s.LimiterWaitPermille)
+			fmt.Fprintf(tw, "\t%.1f%%\t%v\t%v\t%v\t%d", 100*s.LoadShare, s.Exclusive, s.Suspect, s.Saturated, s.LimiterWaitPermille)
 		}
 		fmt.Fprintf(tw, "\t%d\t%d\t%v\t%v\t%v\n", s.CachedObjects, s.QueueDepth, s.Connected, s.Leaving, s.Fenced)
 	}

@@ -69,13 +69,15 @@
 // changes are BenchmarkCapacity's (alternately a scale 2 ↔ 3 and a rollout, Deployments
 // picked at random) at a fixed total rate KSHARD_BENCH_SKEW_RATE (2.5 changes/s, half the
 // 4-shard capacity measured), of which KSHARD_BENCH_SKEW_HOT_SHARE (0.25) go to the hot
-// namespace's Deployments. Three configurations (KSHARD_BENCH_SKEW_CONFIGS, default
-// a,b,c), each 4 fresh shards at BenchmarkCapacity's limits:
+// namespace's Deployments. Configurations (KSHARD_BENCH_SKEW_CONFIGS, default
+// a,b,c), each on fresh shards (4 but for d) at BenchmarkCapacity's limits:
 //
 //   - a-without-hot: the hot namespace's changes are not sent (its Deployments exist);
 //     the others get the same per-namespace rate, 2.5 × 0.75 changes/s; --placement=load;
 //   - b-hot-load: every change, --placement=load (the coordinator's defaults otherwise);
-//   - c-hot-count: every change, --placement=count, for contrast.
+//   - c-hot-count: every change, --placement=count, for contrast;
+//   - d-without-hot-one-shard-fewer (only when named): a's changes on 3 shards, what a
+//     perfect isolation of the hot namespace leaves the others, so the best b can do.
 //
 // The load runs through a warm-up of KSHARD_BENCH_SKEW_WARMUP_SECONDS (300) and a measured
 // window of KSHARD_BENCH_SKEW_WINDOW_SECONDS (120). Latency is client side, because the

@@ -24,19 +24,23 @@ const skewGoal = 1.2
 
 // skewConfig is one configuration of BenchmarkCapacitySkewed.
 type skewConfig struct {
-	key       string // a, b or c (KSHARD_BENCH_SKEW_CONFIGS)
+	key       string // a, b, c or d (KSHARD_BENCH_SKEW_CONFIGS)
 	name      string
 	hot       bool   // the hot namespace's changes are sent
 	placement string // the coordinators' --placement
+	shards    int    // shards started (0: skewShards)
 }
 
-// skewConfigs are the three configurations: (a) is the baseline the goal compares (b)
-// with, both placing by load so that only the hot namespace differs; (c) shows what
-// placement by count does with the same load.
+// skewConfigs are the configurations: (a) is the baseline the goal compares (b) with,
+// both placing by load so that only the hot namespace differs; (c) shows what placement
+// by count does with the same load; (d), not run by default, is what a perfect isolation
+// of the hot namespace leaves the others: their changes alone on one shard fewer, the
+// best (b) can do.
 var skewConfigs = []skewConfig{
 	{key: "a", name: "a-without-hot", hot: false, placement: "load"},
 	{key: "b", name: "b-hot-load", hot: true, placement: "load"},
 	{key: "c", name: "c-hot-count", hot: true, placement: "count"},
+	{key: "d", name: "d-without-hot-one-shard-fewer", hot: false, placement: "load", shards: skewShards - 1},
 }
 
 // skewSettings are BenchmarkCapacitySkewed's knobs (doc.go).
@@ -115,7 +119,7 @@ func pickSkewConfigs(keys []string) []skewConfig {
 	for _, k := range keys {
 		i := indexOfSkewConfig(k)
 		if i < 0 {
-			panic(fmt.Sprintf("KSHARD_BENCH_SKEW_CONFIGS: %q is none of a, b, c", k))
+			panic(fmt.Sprintf("KSHARD_BENCH_SKEW_CONFIGS: %q is none of a, b, c, d", k))
 		}
 		out = append(out, skewConfigs[i])
 	}
@@ -147,7 +151,11 @@ func runSkewed(b *testing.B, f *framework.Framework, client kubernetes.Interface
 	ctx := context.Background()
 	k := f.NewKShard(b, framework.KShardOptions{ShardArgs: capacityShardArgs(), CoordinatorArgs: config{placement: c.placement}.coordinatorArgs(), KCMTimings: true})
 	started := time.Now()
-	shards := k.StartSet(b, skewShards)
+	n := skewShards
+	if c.shards > 0 {
+		n = c.shards
+	}
+	shards := k.StartSet(b, n)
 	defer k.KillAll()
 	current := resetReplicas(ctx, b, client, w.selector(), w.deployments(), w.load.Replicas)
 	obs, stopObserver := startObserver(b, client, w.selector())
@@ -280,6 +288,13 @@ func skewVerdict(results []skewResult) string {
 	}
 	if r, ok := byKey["c"]; ok {
 		fmt.Fprintf(&sb, "contrast: (c) others' p99 %.2f s = %.2fx (a)'s\n", r.others.p99, r.others.p99/a.others.p99)
+	}
+	if d, ok := byKey["d"]; ok {
+		fmt.Fprintf(&sb, "reference: (d) others alone on %d shards, p99 %.2f s = %.2fx (a)'s", skewShards-1, d.others.p99, d.others.p99/a.others.p99)
+		if r, ok := byKey["b"]; ok && d.others.p99 > 0 {
+			fmt.Fprintf(&sb, "; (b) = %.2fx (d)'s", r.others.p99/d.others.p99)
+		}
+		sb.WriteString("\n")
 	}
 	return sb.String()
 }

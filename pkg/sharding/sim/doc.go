@@ -69,8 +69,7 @@
 // hot partition one fair share: a shard asked for more measures its
 // partitions scaled down to its capacity and reports a rate-limiter wait of
 // 5 s/s, so a hot partition sharing it measures below the hot threshold; at
-// its end (20 minutes) no shard is asked for more than its capacity, the
-// hot partition's owner holds no other partition with a namespace, and the
+// its end (20 minutes) no shard is asked for more than its capacity and the
 // last 10 minutes saw at most one load move (none without noise). With
 // loads, a leader change moves nothing through the new leader's warm-up and
 // three rounds; a join's membership moves go only to the joiner and cost at

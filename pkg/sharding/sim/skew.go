@@ -728,9 +728,11 @@ func (w *world) checkMeasured(n *coordNode) error {
 }
 
 // checkSaturation: at the end of the Saturation scenario no shard is asked for more
-// than it can serve, the hot partition's owner holds no other partition with a
-// namespace, and the last quietFor saw at most quietLimit load moves (a saturated
-// shard's scaled costs do not make the balancer oscillate).
+// than it can serve, and the last quietFor saw at most quietLimit load moves (a
+// saturated shard's scaled costs do not make the balancer oscillate). Whether the hot
+// partition ends alone is not checked: once its shard is no longer saturated it
+// measures one fair share of the load, about 0.95 F with the namespaces' base, which
+// the noise puts on either side of the hot threshold (0.9 F) while it shares its shard.
 func (w *world) checkSaturation(n *coordNode, v view) error {
 	for _, m := range v.members {
 		var d float64
@@ -740,13 +742,6 @@ func (w *world) checkSaturation(n *coordNode, v view) error {
 		if d > w.load.capacity*(1+1e-9) {
 			return w.violation("saturation: %s is asked for %.2f requests/s at the end, above its capacity %.2f (saturated members in the leader's view: %d)",
 				m, d, w.load.capacity, n.c.Stats().Balance.Saturated)
-		}
-	}
-	hot := w.load.hot
-	a, _ := n.c.Assignment(partition.ID(hot))
-	for _, p := range v.owned[a.Owner] {
-		if p != hot && w.load.namespaces[p] > 0 {
-			return w.violation("saturation: the hot partition %d shares %s with partition %d (%d namespaces)", hot, a.Owner, p, w.load.namespaces[p])
 		}
 	}
 	quiet := 0

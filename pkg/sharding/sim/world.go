@@ -44,7 +44,7 @@ const (
 	// down to its capacity (its requests capped, its events folded) and reports a high
 	// rate-limiter wait; the hot partition carries a fair share of the load, so that on a
 	// saturated shard it measures below the hot threshold. It checks that the balancer
-	// isolates it and leaves no shard saturated, and then stays still.
+	// leaves no shard saturated, and then stays still.
 	Saturation
 )
 

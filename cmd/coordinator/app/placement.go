@@ -83,7 +83,7 @@ func (o *PlacementOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.MaxPartitionLoad, "balance-max-partition-load", o.MaxPartitionLoad, "a load report entry above this (requests/s) is absurd: dropped and counted")
 	fs.Float64Var(&o.MaxShardLoad, "balance-max-shard-load", o.MaxShardLoad, "a load report summing above this (requests/s) is absurd: dropped whole and counted")
 	fs.Float64Var(&o.SaturationWait, "balance-saturation-wait", o.SaturationWait, "a shard whose controller clients wait this long in their rate limiters (seconds per second, "+
-		"the shard's last load report) is saturated: its load is below its demand, so the balancer counts its partitions --balance-saturation-factor × their cost and moves no load onto it; above 0")
+		"the shard's last load report), and twice as long as the median shard, is saturated: its load is below its demand, so the balancer counts its partitions --balance-saturation-factor × their cost and moves no load onto it; above 0")
 	fs.Float64Var(&o.Params.SaturationFactor, "balance-saturation-factor", o.Params.SaturationFactor, "what a saturated shard's partitions count, × their cost (see --balance-saturation-wait); "+
 		"at least 1, 1 for never")
 	fs.StringArrayVar(&o.Pins, "pin", o.Pins, "namespace=group: place the namespace's partition (and the namespaces that hash with it) on the shard group's shards; repeatable; needs --placement=load")

@@ -1099,7 +1099,7 @@ func TestCostliestPartitions(t *testing.T) {
 }
 
 // TestSaturatedShard: a shard whose load reports wait at least SaturationWait in its
-// rate limiters is saturated (Members, Stats): load rounds count its partitions above
+// rate limiters, and twice the median shard's wait, is saturated (Members, Stats): load rounds count its partitions above
 // what they measure, so it sheds load although its measured load is the fair share, and
 // no partition moves onto it; under placement by count, or below the wait, nothing is
 // saturated.
@@ -1114,11 +1114,14 @@ func TestSaturatedShard(t *testing.T) {
 		name      string
 		placement Placement
 		wait      uint32 // s0's, ‰
+		others    uint32 // every other shard's, ‰
 		want      bool   // s0 saturated, and partitions leave it
 	}{
 		{name: "below the wait", placement: PlacementLoad, wait: 1999},
 		{name: "at the wait", placement: PlacementLoad, wait: 2000, want: true},
 		{name: "placement by count", placement: PlacementCount, wait: 9000},
+		{name: "every shard waits, s0 not twice the median", placement: PlacementLoad, wait: 5000, others: 2600},
+		{name: "s0 twice the median of waiting shards", placement: PlacementLoad, wait: 5200, others: 2600, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1137,7 +1140,7 @@ func TestSaturatedShard(t *testing.T) {
 			for _, a := range k.c.Assignments() {
 				before[a.Partition] = a.Owner
 			}
-			k.waits = map[string]uint32{"s0": tt.wait}
+			k.waits = map[string]uint32{"s0": tt.wait, "s1": tt.others, "s2": tt.others, "s3": tt.others}
 			k.runReporting(90*time.Second, even)
 			if got := k.c.Stats().Balance.Saturated; got != map[bool]int{true: 1}[tt.want] {
 				t.Fatalf("saturated members %d, want s0's alone: %v", got, tt.want)

@@ -89,7 +89,8 @@ type Member struct {
 	// move goes to it. Membership placement still may, for availability.
 	Suspect bool
 	// Saturated: its controllers' clients wait in their rate limiters (the
-	// coordinator's BalanceConfig.SaturationWait), so what its partitions
+	// coordinator's BalanceConfig.SaturationWait, and twice the median
+	// member's wait: handoff.SaturationMedianRatio), so what its partitions
 	// sent is below what they asked for: a queue that backs up folds events
 	// and the client budget caps the rest. A plan counts its partitions
 	// Params.SaturationFactor × their cost, and no load or hot move goes to

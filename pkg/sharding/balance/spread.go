@@ -53,7 +53,8 @@ func (pl *planner) pins() {
 // and nothing moves onto an exclusive member, so this cannot: a partition
 // moved for load onto a shard that then turns hot would otherwise share it
 // with the hot partition for the rest of its cooldown). Suspect and
-// saturated receivers are skipped (takesLoad). It ends by setting the fair share of the rest for the spread.
+// saturated receivers are skipped (takesLoad). It ends by setting the fair
+// share of the rest for the spread.
 func (pl *planner) hot(d int32) {
 	dm := &pl.doms[d]
 	if pl.exclusive == nil {
@@ -143,8 +144,8 @@ func (pl *planner) hot(d int32) {
 // spread is step 7 in domain d, over its non-exclusive members: when the
 // busiest member b is above F'·(1+δ) and above MinLoad, move partitions off
 // the busiest member, each to the least-loaded member r that takes load
-// (takesLoad) and may hold it, until the busiest is at most F'·(1+δ/2), the budget is
-// spent, or no move is possible. A candidate is not cooling, lowers Σ cost²
+// (takesLoad) and may hold it, until the busiest is at most F'·(1+δ/2), the
+// budget is spent, or no move is possible. A candidate is not cooling, lowers Σ cost²
 // (r + c < b), keeps r within F'·(1+δ/2) and its namespace cap, and lowers
 // b by at least MinGain × F' (a smaller one only when b has no such
 // candidate: several small moves may still be what brings it down). Among the candidates for the least-loaded

@@ -85,7 +85,7 @@ func (o *PlacementOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.SaturationWait, "balance-saturation-wait", o.SaturationWait, "a shard whose controller clients wait this long in their rate limiters (seconds per second, "+
 		"the shard's last load report), and twice as long as the median shard, is saturated: its load is below its demand, so the balancer counts its partitions --balance-saturation-factor × their cost and moves no load onto it; above 0")
 	fs.Float64Var(&o.Params.SaturationFactor, "balance-saturation-factor", o.Params.SaturationFactor, "what a saturated shard's partitions count, × their cost (see --balance-saturation-wait); "+
-		"at least 1, 1 for never")
+		"from 1 (never) to 10")
 	fs.StringArrayVar(&o.Pins, "pin", o.Pins, "namespace=group: place the namespace's partition (and the namespaces that hash with it) on the shard group's shards; repeatable; needs --placement=load")
 	fs.StringArrayVar(&o.PartitionPins, "pin-partition", o.PartitionPins, "id=group: place the partition on the shard group's shards (the cluster partition included); repeatable; needs --placement=load")
 	fs.StringSliceVar(&o.AnnotationGroups, "pin-annotation-groups", o.AnnotationGroups, "shard groups a Namespace's "+placement.Annotation+
@@ -150,8 +150,8 @@ func (o PlacementOptions) validate(partitions int, reportInterval time.Duration)
 	if w := o.SaturationWait; !(w > 0) || math.IsInf(w, 0) {
 		errs = append(errs, fmt.Errorf("--balance-saturation-wait=%v must be a finite number above 0", w))
 	}
-	if f := p.SaturationFactor; !(f >= 1) || math.IsInf(f, 0) {
-		errs = append(errs, fmt.Errorf("--balance-saturation-factor=%v must be a finite number of at least 1", f))
+	if f := p.SaturationFactor; !(f >= 1 && f <= balance.MaxSaturationFactor) {
+		errs = append(errs, fmt.Errorf("--balance-saturation-factor=%v must be from 1 to %d", f, balance.MaxSaturationFactor))
 	}
 	rules, err := o.rules(partitions)
 	if err != nil {

@@ -56,7 +56,7 @@ func TestPlacementOptionsValidate(t *testing.T) {
 		{name: "absurd-report bounds zero", args: []string{load, "--balance-max-partition-load=0", "--balance-max-shard-load=-1"},
 			wantErr: []string{"--balance-max-partition-load=0 must be a finite number above 0", "--balance-max-shard-load=-1 must be a finite number above 0"}},
 		{name: "saturation bounds", args: []string{load, "--balance-saturation-wait=0", "--balance-saturation-factor=0.9"},
-			wantErr: []string{"--balance-saturation-wait=0 must be a finite number above 0", "--balance-saturation-factor=0.9 must be a finite number of at least 1"}},
+			wantErr: []string{"--balance-saturation-wait=0 must be a finite number above 0", "--balance-saturation-factor=0.9 must be from 1 to 10"}},
 		{name: "shard bound below the partition bound", args: []string{load, "--balance-max-partition-load=500", "--balance-max-shard-load=400"},
 			wantErr: []string{"--balance-max-shard-load=400 must not be below --balance-max-partition-load=500"}},
 		{name: "pins", args: []string{load, "--pin=team-a=hot", "--pin=team-b=hot", "--pin-partition=0=hot", "--pin-annotation-groups=hot,warm"}},

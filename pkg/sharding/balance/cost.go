@@ -49,8 +49,9 @@ type Ranked struct {
 // as Costs computes it from load(p) and namespaces(p), costliest first, ties
 // by lower partition. Partitions of cost 0 are left out. It reads each
 // partition twice (the sums λ needs, then its cost) and keeps the best n in a
-// bounded heap, so a caller holding the partitions elsewhere (the
-// coordinator, under the lock every heartbeat needs) copies none of them.
+// bounded heap (container/heap: an allocation per entry pushed, n at most),
+// so a caller holding the partitions elsewhere (the coordinator, under the
+// lock every heartbeat needs) copies none of them.
 func Costliest(n, count int, load func(p int) float32, namespaces func(p int) uint32) []Ranked {
 	if n <= 0 || count <= 0 {
 		return nil
@@ -176,8 +177,8 @@ type Params struct {
 	// near the fair share above a round's trigger, so the spread goes on
 	// until it is no longer saturated; the default 1.5 also makes hot a
 	// partition that measures 0.75 F on a saturated member of 1.3 F among
-	// four, although the factor raises F too (1.25 would be the edge). At
-	// least 1; 1 turns it off.
+	// four, although the factor raises F too (about 1.33 would be the edge).
+	// From 1 (off) to MaxSaturationFactor.
 	SaturationFactor float64
 }
 
@@ -193,6 +194,10 @@ const (
 	DefaultMaxNamespaceShare = 2.0
 	DefaultSaturationFactor  = 1.5
 )
+
+// MaxSaturationFactor bounds Params.SaturationFactor: far above any demand a
+// saturated member hides, and far below what would overflow a cost.
+const MaxSaturationFactor = 10
 
 // WithDefaults returns p with zero fields set to their defaults.
 func (p Params) WithDefaults() Params {
@@ -247,8 +252,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("balance: max objects %d must be ≥ 1", p.MaxObjects)
 	case math.IsNaN(p.MaxNamespaceShare) || p.MaxNamespaceShare < 1:
 		return fmt.Errorf("balance: max namespace share %v must be ≥ 1", p.MaxNamespaceShare)
-	case bad(p.SaturationFactor) || p.SaturationFactor < 1:
-		return fmt.Errorf("balance: saturation factor %v must be finite and ≥ 1", p.SaturationFactor)
+	case bad(p.SaturationFactor) || p.SaturationFactor < 1 || p.SaturationFactor > MaxSaturationFactor:
+		return fmt.Errorf("balance: saturation factor %v must be from 1 to %d", p.SaturationFactor, MaxSaturationFactor)
 	}
 	return nil
 }

@@ -152,8 +152,9 @@ type step struct {
 
 // checkOutput fails unless out is a well-formed plan of in: one target per
 // partition, every one a member (when there are members) allowed to hold
-// it or holding it already, and reasons exactly where the target differs
-// from the current owner.
+// it or holding it already, reasons exactly where the target differs
+// from the current owner, and no load or hot move to a suspect or saturated
+// member.
 func checkOutput(t testing.TB, in Input, out Output) {
 	t.Helper()
 	p := in.Ring.Config().PartitionCount
@@ -177,6 +178,11 @@ func checkOutput(t testing.TB, in Input, out Output) {
 		}
 		if (out.Reason[i] == ReasonNone) != (o == cur) {
 			t.Fatalf("partition %d: %q → %q with reason %q", i, cur, o, out.Reason[i])
+		}
+		if r := out.Reason[i]; r == ReasonLoad || r == ReasonHot {
+			if m := in.Members[slices.Index(names, o)]; m.Suspect || m.Saturated {
+				t.Fatalf("partition %d moved for %q to %+v: no load or hot move goes to a suspect or saturated member", i, r, m)
+			}
 		}
 	}
 }

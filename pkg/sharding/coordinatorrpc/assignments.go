@@ -32,8 +32,9 @@ type ShardView struct {
 	// sends empty reports (LoadEntries 0).
 	LoadReports uint64 `json:"loadReports,omitempty"`
 	LoadEntries int    `json:"loadEntries,omitempty"`
-	// Load is the cost of the shard's partitions as the balancer sees it: their
-	// reported load (requests/s) plus a base per namespace (balance.Costs).
+	// Load is the cost of the shard's partitions as measured: their reported load
+	// (requests/s) plus a base per namespace (balance.Costs); a saturated shard's plans
+	// count it --balance-saturation-factor × (Saturated), this does not.
 	Load float64 `json:"load"`
 	// LoadShare is Load over the sum of Load of the shards in its placement domain (its
 	// group's if the last load plan made the group a domain of its own, else the
@@ -50,8 +51,9 @@ type ShardView struct {
 	// hot move goes to it for an hour. What kshard_coordinator_balancer_suspect_members
 	// counts.
 	Suspect bool `json:"suspect,omitempty"`
-	// Saturated: its last load report's rate-limiter wait is at least
-	// --balance-saturation-wait, so the balancer counts its partitions
+	// Saturated: its load reports' rate-limiter wait reached --balance-saturation-wait
+	// and twice the median of its shard group's other shards (and has not fallen below
+	// half the one or 1.5 × the other since), so the balancer counts its partitions
 	// --balance-saturation-factor × their cost (their load is below their demand) and
 	// moves no load onto it. What kshard_coordinator_balancer_saturated_members counts;
 	// always false with --placement=count.
@@ -98,8 +100,9 @@ type PartitionLoadView struct {
 	Partition uint32 `json:"partition"`
 	// Owner is the shard that owns it now; absent for nobody.
 	Owner string `json:"owner,omitempty"`
-	// Cost is its cost as the balancer takes it: Load (requests/s, its owner's last
-	// report) plus a base per namespace (balance.Costs).
+	// Cost is its cost as measured: Load (requests/s, its owner's last report) plus a
+	// base per namespace (balance.Costs); plans count a saturated owner's partitions
+	// --balance-saturation-factor × this.
 	Cost       float64 `json:"cost"`
 	Load       float64 `json:"load"`
 	Namespaces uint32  `json:"namespaces"`

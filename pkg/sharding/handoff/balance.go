@@ -72,9 +72,10 @@ type BalanceConfig struct {
 	MaxShardLoad float64
 	// SaturationWait (seconds per second): a member whose last load report's rate-limiter
 	// wait (LoadReport.LimiterWaitPermille) is at least this, and at least
-	// SaturationMedianRatio × the median member's, is saturated
-	// (balance.Member.Saturated): plans count its partitions Params.SaturationFactor ×
-	// their cost and move no load onto it.
+	// SaturationMedianRatio × the median of its group's other members, is saturated
+	// (balance.Member.Saturated) until its wait falls below half of this or
+	// SaturationMedianExitRatio × that median: plans count its partitions
+	// Params.SaturationFactor × their cost and move no load onto it.
 	SaturationWait float64
 	// Params are the plans' thresholds and budgets; zero fields take balance's defaults.
 	Params balance.Params
@@ -299,23 +300,33 @@ func (c *Coordinator) checkProbes(m *member, r *LoadReport, now time.Time) {
 }
 
 // SaturationMedianRatio: a member is saturated only if it also waits at least this ×
-// the median member's wait. When every shard waits alike (a cluster near its capacity
-// as a whole) moving load cannot help, and marking the busiest of them saturated would
-// only move partitions from one to the next: the skewed benchmark's three shards left
-// to the others waited 1.1–2.6 s/s, its saturated one 9.2 against 0.5–0.9 elsewhere.
+// the median wait of the other members of its shard group. When every shard waits alike
+// (a cluster near its capacity as a whole) moving load cannot help, and marking the
+// busiest of them saturated would only move partitions from one to the next: the
+// skewed benchmark's three shards left to the others waited 1.1–2.6 s/s, its saturated
+// one 9.2 against 0.5–0.9 elsewhere.
 const SaturationMedianRatio = 2
 
-// saturationBar returns the rate-limiter wait (‰) at which a member is saturated:
-// BalanceConfig.SaturationWait, and SaturationMedianRatio × the median of the members'
-// last reported waits. +Inf under placement by count, which has no costs to scale.
-func (c *Coordinator) saturationBar() float64 {
-	if c.cfg.Balance.Placement != PlacementLoad {
-		return math.Inf(1)
-	}
+// SaturationMedianExitRatio: a saturated member stays saturated while it waits at least
+// this × its group's median (and half of BalanceConfig.SaturationWait): below
+// SaturationMedianRatio, so that a wait near the bar does not flip it at every report,
+// and above 1, so that a member judged against the others' older, lower waits (it
+// reported first after the load rose everywhere) is let go once theirs catch up.
+const SaturationMedianExitRatio = 1.5
+
+// updateSaturation judges m, after it reported its wait in a report taken (loadReport):
+// it becomes saturated at a wait of at least BalanceConfig.SaturationWait and
+// SaturationMedianRatio × the median of the other members of its group that reported
+// since their Welcome and are not leaving (a member that never reported is not a
+// zero), and stays saturated while its wait is at least half of SaturationWait and
+// SaturationMedianExitRatio × that median, so that a wait hovering at the bar does not
+// flip it at every report. O(members log members) for the median, once per report.
+func (c *Coordinator) updateSaturation(m *member) {
 	waits := make([]uint32, 0, len(c.ids))
 	for _, id := range c.ids {
-		if m := c.members[id]; m != nil {
-			waits = append(waits, m.limiterWait)
+		o := c.members[id]
+		if o != nil && o != m && o.group == m.group && o.loadSinceWelcome && !o.leaving {
+			waits = append(waits, o.limiterWait)
 		}
 	}
 	median := 0.0
@@ -326,13 +337,18 @@ func (c *Coordinator) saturationBar() float64 {
 			median = (float64(waits[n/2-1]) + float64(waits[n/2])) / 2
 		}
 	}
-	return max(1000*c.cfg.Balance.SaturationWait, SaturationMedianRatio*median)
+	w, abs := float64(m.limiterWait), 1000*c.cfg.Balance.SaturationWait
+	if m.saturated {
+		m.saturated = w >= abs/2 && w >= SaturationMedianExitRatio*median
+	} else {
+		m.saturated = w >= abs && w >= SaturationMedianRatio*median
+	}
 }
 
-// saturated says whether m's last load report waited at least bar (saturationBar) in
-// its rate limiters.
-func saturated(m *member, bar float64) bool {
-	return m != nil && float64(m.limiterWait) >= bar
+// saturated says whether m is saturated (updateSaturation); never under placement by
+// count, which has no costs to scale.
+func (c *Coordinator) saturated(m *member) bool {
+	return m != nil && m.saturated && c.cfg.Balance.Placement == PlacementLoad
 }
 
 // suspect says whether m's reports are not trusted now.
@@ -487,7 +503,9 @@ type PartitionCost struct {
 //
 // The edge calls it under the lock every heartbeat needs, for each GET
 // /assignments?loads=true: balance.Costliest ranks the partitions where they are, so it
-// allocates the n entries only, never a copy of every partition.
+// allocates in proportion to n, never a copy of every partition. Costs are as measured:
+// a saturated owner's factor (balance.Params.SaturationFactor), which plans apply, is
+// not in them.
 func (c *Coordinator) CostliestPartitions(n int) []PartitionCost {
 	if n <= 0 || (c.bal.load == nil && c.bal.namespaces == nil) {
 		return nil
@@ -591,12 +609,11 @@ func (c *Coordinator) balanceStats() BalanceStats {
 			s.ReportsRejected[reportRejectNames[i]] = n
 		}
 	}
-	bar := c.saturationBar()
 	for _, id := range c.ids {
 		if c.suspect(c.members[id], c.now) {
 			s.Suspects++
 		}
-		if saturated(c.members[id], bar) {
+		if c.saturated(c.members[id]) {
 			s.Saturated++
 		}
 	}
@@ -619,7 +636,6 @@ func (c *Coordinator) planInput(members, current []string, round bool, now time.
 			}
 		}
 	}
-	bar := c.saturationBar()
 	for i, id := range members {
 		isNew := false
 		if holds != nil {
@@ -628,7 +644,7 @@ func (c *Coordinator) planInput(members, current []string, round bool, now time.
 			_, found := slices.BinarySearch(c.applied, id)
 			isNew = !found
 		}
-		in.Members[i] = balance.Member{ID: id, Group: c.groupOf(id), New: isNew, Suspect: c.suspect(c.members[id], now), Saturated: saturated(c.members[id], bar)}
+		in.Members[i] = balance.Member{ID: id, Group: c.groupOf(id), New: isNew, Suspect: c.suspect(c.members[id], now), Saturated: c.saturated(c.members[id])}
 	}
 	load, objects := c.loads()
 	if load != nil || c.bal.namespaces != nil {
@@ -758,6 +774,8 @@ func (c *Coordinator) loadReport(m *member, r *LoadReport, now time.Time) {
 		c.bal.rejected[rejectAbsurd]++
 		return
 	}
+	m.limiterWait = r.LimiterWaitPermille
+	c.updateSaturation(m)
 	inc := m.session.Incarnation
 	c.bal.reports++
 	m.loadTableSeq = c.bal.reports // held partitions left out carry no load from now (effective)

@@ -1061,14 +1061,16 @@ func TestCostliestPartitions(t *testing.T) {
 		})
 	}
 
-	// The rate-limiter wait of a member's last report, taken or dropped.
+	// The rate-limiter wait of a member's last report taken; a report dropped as absurd
+	// changes nothing, its wait included (it would otherwise mark the member saturated).
 	for _, tc := range []struct {
-		name string
-		wait uint32
-		load uint32 // of one partition s0 owns, in milli-requests/s; 0: an empty report
+		name     string
+		wait     uint32
+		load     uint32 // of one partition s0 owns, in milli-requests/s; 0: an empty report
+		wantWait uint32
 	}{
-		{name: "a report", wait: 250},
-		{name: "an absurd report", wait: 1700, load: 10_000_000},
+		{name: "a report", wait: 250, wantWait: 250},
+		{name: "an absurd report", wait: 9700, load: 10_000_000, wantWait: 250},
 	} {
 		k.run(6*time.Second, 500*time.Millisecond)
 		var sess Session
@@ -1091,8 +1093,8 @@ func TestCostliestPartitions(t *testing.T) {
 			t.Fatalf("%s: %d absurd reports", tc.name, absurd)
 		}
 		for _, m := range k.c.Members() {
-			if want := map[bool]uint32{true: tc.wait, false: 0}[m.ID == "s0"]; m.LimiterWaitPermille != want {
-				t.Fatalf("%s: %s's limiter wait %d‰, want %d‰", tc.name, m.ID, m.LimiterWaitPermille, want)
+			if want := map[bool]uint32{true: tc.wantWait, false: 0}[m.ID == "s0"]; m.LimiterWaitPermille != want || m.Saturated {
+				t.Fatalf("%s: %s's limiter wait %d‰, want %d‰ (saturated %v)", tc.name, m.ID, m.LimiterWaitPermille, want, m.Saturated)
 			}
 		}
 	}
@@ -1120,7 +1122,9 @@ func TestSaturatedShard(t *testing.T) {
 		{name: "below the wait", placement: PlacementLoad, wait: 1999},
 		{name: "at the wait", placement: PlacementLoad, wait: 2000, want: true},
 		{name: "placement by count", placement: PlacementCount, wait: 9000},
-		{name: "every shard waits, s0 not twice the median", placement: PlacementLoad, wait: 5000, others: 2600},
+		// s0 reports first, against the others' waits of 0: saturated at once, and let
+		// go when theirs catch up, below SaturationMedianExitRatio × their median.
+		{name: "every shard waits, s0 at 1.46 x the median", placement: PlacementLoad, wait: 3800, others: 2600},
 		{name: "s0 twice the median of waiting shards", placement: PlacementLoad, wait: 5200, others: 2600, want: true},
 	}
 	for _, tt := range tests {

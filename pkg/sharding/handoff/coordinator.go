@@ -102,9 +102,11 @@ type member struct {
 	loadReports uint64
 	loadAt      time.Time
 	loadEntries int
-	// limiterWait is the last report's shard-wide rate-limiter wait (LoadReport's
-	// LimiterWaitPermille): shown, and whether the member is saturated (saturated).
+	// limiterWait is the last accepted report's shard-wide rate-limiter wait
+	// (LoadReport's LimiterWaitPermille): shown, and what updateSaturation judges.
 	limiterWait uint32
+	// saturated: as of its last accepted report (updateSaturation).
+	saturated bool
 	// loadSinceWelcome: a report was taken since the last Welcome (a report earlier
 	// than the cadence allows is dropped only then: the first after a Welcome is due).
 	loadSinceWelcome bool

@@ -114,7 +114,6 @@ func (c *Coordinator) heartbeat(now time.Time, r Report) *Rejection {
 		m.loadReports++
 		m.loadAt = now
 		m.loadEntries = len(r.Load.Partitions)
-		m.limiterWait = r.Load.LimiterWaitPermille
 		c.loadReport(m, r.Load, now)
 	}
 	c.send(m, Command{Kind: CmdAck, Seq: r.Seq})

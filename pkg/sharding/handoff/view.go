@@ -184,8 +184,9 @@ type MemberInfo struct {
 	// with a namespace off it and none onto it, as their budgets allow; a membership
 	// plan moves nothing for that. False without a load plan.
 	Exclusive bool
-	// Saturated: its last load report's rate-limiter wait is at least
-	// BalanceConfig.SaturationWait and SaturationMedianRatio × the median member's, so plans count its partitions above what they
+	// Saturated: its rate-limiter wait reached BalanceConfig.SaturationWait and
+	// SaturationMedianRatio × its group's median, and has not fallen below the exit bars
+	// since (updateSaturation), so plans count its partitions above what they
 	// measure and give it no load.
 	Saturated bool
 	// Suspect: its load reports are not trusted now (a partition it received for load
@@ -203,7 +204,6 @@ func (c *Coordinator) Members() []MemberInfo {
 		}
 	}
 	loads := c.memberLoads()
-	bar := c.saturationBar()
 	out := make([]MemberInfo, 0, len(c.ids))
 	for _, id := range c.ids {
 		m := c.members[id]
@@ -211,7 +211,7 @@ func (c *Coordinator) Members() []MemberInfo {
 			ID: id, Group: m.group, Session: m.session, Joined: m.joined, LastHeard: m.lastRecv, ExpiresAt: c.expiresAt(m),
 			Connected: m.connected, Leaving: m.leaving, FencedOut: m.fencedOut, Owned: owned[id],
 			LoadReports: m.loadReports, LoadReportedAt: m.loadAt, LoadEntries: m.loadEntries,
-			Load: loads[id], LimiterWaitPermille: m.limiterWait, Exclusive: c.exclusive(id), Suspect: c.suspect(m, c.now), Saturated: saturated(m, bar),
+			Load: loads[id], LimiterWaitPermille: m.limiterWait, Exclusive: c.exclusive(id), Suspect: c.suspect(m, c.now), Saturated: c.saturated(m),
 		})
 	}
 	return out

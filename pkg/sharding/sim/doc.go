@@ -38,10 +38,11 @@
 // convergence within that plus one debounce plus ceil(P/moves) rounds of
 // one handoff each (convergedBound).
 //
-// Runs with loads (Options.Loads, and the SkewSteady, LoadShift and Liar
-// scenarios; docs/design-placement.md §4) give every partition a true load
-// ℓ(p, t): a fifth of the 48–256 partitions empty, the others 1–4
-// namespaces and a Zipf-like load, one carrying 30 % of it; LoadShift moves
+// Runs with loads (Options.Loads, and the SkewSteady, LoadShift, Liar and
+// Saturation scenarios; docs/design-placement.md §4) give every partition a
+// true load ℓ(p, t): a fifth of the 48–256 partitions empty, the others 1–4
+// namespaces and a Zipf-like load, one carrying 30 % of it (Saturation: one
+// fair share); LoadShift moves
 // that 30 % to another partition once. Each shard process measures the
 // partitions it works with loadmeter.EWMA (half-life 10s, bias-corrected,
 // started when the gate acquires the partition), sampled at its own clock

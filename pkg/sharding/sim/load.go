@@ -205,7 +205,7 @@ func (w *world) loadReport(s *shardNode) *handoff.LoadReport {
 	slices.Sort(ids)
 	r := &handoff.LoadReport{Partitions: make([]handoff.PartitionLoad, 0, len(ids))}
 	served := 1.0 // the share of its partitions' demand the shard serves now
-	if demand := w.demandOf(s); w.load.capacity > 0 && demand > w.load.capacity {
+	if demand := w.demandOf(ids); w.load.capacity > 0 && demand > w.load.capacity {
 		served = w.load.capacity / demand
 		r.LimiterWaitPermille = saturatedWaitPermille
 	}
@@ -243,10 +243,11 @@ func (w *world) loadReport(s *shardNode) *handoff.LoadReport {
 	return r
 }
 
-// demandOf is the true load of the partitions s's meter holds now.
-func (w *world) demandOf(s *shardNode) float64 {
+// demandOf is the true load of partitions now, summed in their order (ascending, as
+// loadReport passes them: a map's order would make the low bits, and so a run, vary).
+func (w *world) demandOf(partitions []partition.ID) float64 {
 	var d float64
-	for p := range s.meter.held {
+	for _, p := range partitions {
 		d += w.load.at(int(p), w.now)
 	}
 	return d

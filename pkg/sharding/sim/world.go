@@ -66,7 +66,7 @@ type Options struct {
 	// Loads gives partitions a true load (a skewed one, see newLoadModel) that the
 	// shards measure and report on their heartbeats, and runs the coordinator with
 	// Placement load and the balancer on (docs/design-placement.md §4). SkewSteady,
-	// LoadShift and Liar imply it; with Chaos it is the SkewChaos scenario.
+	// LoadShift, Liar and Saturation imply it; with Chaos it is the SkewChaos scenario.
 	Loads bool
 	// NoNoise: the shards measure their loads exactly: no ±10 % per sample, and no
 	// error from their clocks' rates.

@@ -818,6 +818,14 @@ func (s *Server) recordEvent(e handoff.Event) {
 	case handoff.EventDoubleClaim:
 		log.Info("partition claimed by two shards; the newer epoch keeps it", "partition", e.Partition,
 			"epoch", e.Epoch.String(), "loser", e.From)
+	case handoff.EventSaturation:
+		// Both ways, so that a reader of the log sees why the balancer starts and stops
+		// counting the shard's partitions above their load.
+		msg := "shard no longer saturated: its partitions count their load again"
+		if e.Saturated {
+			msg = "shard saturated: the balancer counts its partitions above their load and moves no load onto it"
+		}
+		log.Info(msg, "limiterWaitPerSecond", time.Duration(e.Wait)*time.Millisecond, "groupMedianPerSecond", time.Duration(e.Median)*time.Millisecond)
 	}
 }
 

@@ -321,7 +321,7 @@ const SaturationMedianExitRatio = 1.5
 // zero), and stays saturated while its wait is at least half of SaturationWait and
 // SaturationMedianExitRatio × that median, so that a wait hovering at the bar does not
 // flip it at every report. O(members log members) for the median, once per report.
-func (c *Coordinator) updateSaturation(m *member) {
+func (c *Coordinator) updateSaturation(m *member, now time.Time) {
 	waits := make([]uint32, 0, len(c.ids))
 	for _, id := range c.ids {
 		o := c.members[id]
@@ -337,11 +337,14 @@ func (c *Coordinator) updateSaturation(m *member) {
 			median = (float64(waits[n/2-1]) + float64(waits[n/2])) / 2
 		}
 	}
-	w, abs := float64(m.limiterWait), 1000*c.cfg.Balance.SaturationWait
-	if m.saturated {
+	w, abs, was := float64(m.limiterWait), 1000*c.cfg.Balance.SaturationWait, m.saturated
+	if was {
 		m.saturated = w >= abs/2 && w >= SaturationMedianExitRatio*median
 	} else {
 		m.saturated = w >= abs && w >= SaturationMedianRatio*median
+	}
+	if m.saturated != was && c.cfg.Balance.Placement == PlacementLoad {
+		c.emit(Event{Kind: EventSaturation, At: now, Shard: m.id, Saturated: m.saturated, Wait: m.limiterWait, Median: uint32(median)})
 	}
 }
 
@@ -775,7 +778,7 @@ func (c *Coordinator) loadReport(m *member, r *LoadReport, now time.Time) {
 		return
 	}
 	m.limiterWait = r.LimiterWaitPermille
-	c.updateSaturation(m)
+	c.updateSaturation(m, now)
 	inc := m.session.Incarnation
 	c.bal.reports++
 	m.loadTableSeq = c.bal.reports // held partitions left out carry no load from now (effective)

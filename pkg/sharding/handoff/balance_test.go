@@ -1144,8 +1144,24 @@ func TestSaturatedShard(t *testing.T) {
 			for _, a := range k.c.Assignments() {
 				before[a.Partition] = a.Owner
 			}
+			k.c.Events() // drop the first phase's
 			k.waits = map[string]uint32{"s0": tt.wait, "s1": tt.others, "s2": tt.others, "s3": tt.others}
 			k.runReporting(90*time.Second, even)
+			// The events say so, both ways: the last one of each shard is its state.
+			last := map[string]Event{}
+			for _, e := range k.c.Events() {
+				if e.Kind == EventSaturation {
+					last[e.Shard] = e
+				}
+			}
+			for id, e := range last {
+				if e.Saturated != (tt.want && id == "s0") || (e.Saturated && e.Wait != tt.wait) {
+					t.Fatalf("%s's last saturation event %+v", id, e)
+				}
+			}
+			if e, ok := last["s0"]; tt.want && !ok {
+				t.Fatalf("no saturation event for s0: %+v", e)
+			}
 			if got := k.c.Stats().Balance.Saturated; got != map[bool]int{true: 1}[tt.want] {
 				t.Fatalf("saturated members %d, want s0's alone: %v", got, tt.want)
 			}

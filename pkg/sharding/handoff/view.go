@@ -47,11 +47,14 @@ const (
 	// dropped without waiting for its lease (Config.OwnerRecord refuses its late
 	// writes).
 	EventMemberSeized
+	// EventSaturation: Shard became saturated (Saturated) or stopped being so
+	// (updateSaturation); Wait and Median are the figures it was judged by, in ‰.
+	EventSaturation
 )
 
 var eventKindNames = [...]string{"", "member-joined", "member-leaving", "member-left", "member-expired",
 	"member-restarted", "member-fenced-out", "target-changed", "move-started", "move-aborted",
-	"released", "acquired", "adopted", "double-claim", "member-seized"}
+	"released", "acquired", "adopted", "double-claim", "member-seized", "saturation"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k != 0 {
@@ -74,6 +77,10 @@ type Event struct {
 	// Reason (EventMoveStarted) is why the partition moves: membership, pin, hot or
 	// load, from the plan that set its target.
 	Reason balance.Reason
+	// Saturated, Wait and Median (EventSaturation): the shard's new state, its
+	// reported rate-limiter wait and the median of its group's other shards, in ‰.
+	Saturated    bool
+	Wait, Median uint32
 }
 
 // PartitionState is the coordinator's view of one partition.

@@ -349,7 +349,8 @@ func TestPickSkewConfigs(t *testing.T) {
 		panic bool
 	}{
 		{name: "all, in the order given", keys: []string{"c", "a"}, want: []string{"c-hot-count", "a-without-hot"}},
-		{name: "unknown", keys: []string{"a", "d"}, panic: true},
+		{name: "the reference on one shard fewer", keys: []string{"a", "d"}, want: []string{"a-without-hot", "d-without-hot-one-shard-fewer"}},
+		{name: "unknown", keys: []string{"a", "e"}, panic: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -94,26 +94,71 @@ func list(l corev1.ResourceList) string {
 // syncs the quota.
 func (e *env) waitCounted(ns, name string, r corev1.ResourceName) {
 	e.t.Helper()
-	bump := map[string]string{"5": "6", "6": "5"}
-	framework.Eventually(e.t, quotaTimeout, fmt.Sprintf("quota %s/%s counting %s", ns, name, r), func(ctx context.Context) (bool, error) {
+	e.waitSynced(ns, name, r, fmt.Sprintf("counting %s", r), func(_ context.Context, q *corev1.ResourceQuota) (bool, error) {
+		_, ok := q.Status.Used[r]
+		return ok, nil
+	})
+}
+
+// waitSynced waits until counted(quota ns/name) holds on two polls in a row with no
+// write of the quota between them; each poll that finds it does not toggles the quota's
+// spec.hard of bump between an even value and the next odd one, an update that makes the
+// controller count the quota again from its informers (upstream recounts on a spec change,
+// on a deletion that frees usage and at every full resync, 5 minutes by default; never on
+// a creation, which admission charges). Two polls, so that a recount an earlier toggle
+// queued has run before the test creates what admission is to charge: a recount from an
+// informer a few milliseconds behind a creation drops that creation's charge until the
+// next full resync, upstream's as kshard's.
+func (e *env) waitSynced(ns, name string, bump corev1.ResourceName, what string, counted func(context.Context, *corev1.ResourceQuota) (bool, error)) {
+	e.t.Helper()
+	var settled string // the quota's resourceVersion when counted last held
+	framework.Eventually(e.t, quotaTimeout, fmt.Sprintf("quota %s/%s %s", ns, name, what), func(ctx context.Context) (bool, error) {
 		q, err := e.cs.CoreV1().ResourceQuotas(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		if _, ok := q.Status.Used[r]; ok {
-			return true, nil
+		ok, err := counted(ctx, q)
+		if err != nil {
+			return false, err
 		}
-		hard := q.Spec.Hard[r]
-		q.Spec.Hard[r] = resource.MustParse(bump[hard.String()])
+		if ok {
+			done := settled == q.ResourceVersion
+			settled = q.ResourceVersion
+			return done, nil
+		}
+		settled = ""
+		hard, ok := q.Spec.Hard[bump]
+		if !ok {
+			return false, fmt.Errorf("quota %s/%s has no hard %s to change", ns, name, bump)
+		}
+		n := hard.Value()
+		if n%2 == 0 {
+			n++
+		} else {
+			n--
+		}
+		e.t.Logf("quota %s/%s not yet %s (hard %s, used %s): hard %s to %d, to make the controller count again",
+			ns, name, what, list(q.Status.Hard), list(q.Status.Used), bump, n)
+		q.Spec.Hard[bump] = *resource.NewQuantity(n, resource.DecimalSI)
 		_, err = e.cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{})
 		return false, err
 	})
 }
 
+// waitRecounted is waitUsed for usage that admission charged: it waits until quota
+// ns/name's status has hard equal to its spec and used equal to want, making the
+// controller count again (waitSynced, changing bump) while it does not. The controller's
+// count, not admission's charge, is what the test checks.
+func (e *env) waitRecounted(ns, name string, bump corev1.ResourceName, want corev1.ResourceList) {
+	e.t.Helper()
+	e.waitSynced(ns, name, bump, "using "+list(want), func(_ context.Context, q *corev1.ResourceQuota) (bool, error) {
+		return equal(q.Status.Hard, q.Spec.Hard) && equal(q.Status.Used, want), nil
+	})
+}
+
 // waitRootCA waits until the namespace's kube-root-ca.crt is published, before a test
-// creates a quota that counts ConfigMaps: one created just before the quota may be missing
-// from the controller's first count (its informer a few milliseconds behind the API
-// server), upstream's as kshard's, and admission charges only what is created after.
+// creates a quota that counts ConfigMaps, so that the test knows which ConfigMaps exist
+// when the quota is created; waitCountsLive then waits until the controller counted them.
 func (e *env) waitRootCA() {
 	e.t.Helper()
 	framework.Eventually(e.t, quotaTimeout, "kube-root-ca.crt published", func(ctx context.Context) (bool, error) {
@@ -123,27 +168,32 @@ func (e *env) waitRootCA() {
 }
 
 // waitCountsLive waits until quota ns/name's status counts exactly the ConfigMaps the API
-// server lists; each poll that finds it otherwise changes the quota's count/secrets,
-// which makes the controller count again.
-func (e *env) waitCountsLive(ns, name string) {
+// server lists, in each of configmaps and count/configmaps that it tracks, changing the
+// quota's hard bump until it does. The namespace's kube-root-ca.crt, published before the
+// quota, can be missing from the controller's first count (its ConfigMap informer behind
+// the quota's), upstream's as kshard's, and nothing but a recount adds it: admission
+// charges only what is created after the quota.
+func (e *env) waitCountsLive(ns, name string, bump corev1.ResourceName) {
 	e.t.Helper()
-	bump := map[string]string{"100": "101", "101": "100"}
-	framework.Eventually(e.t, quotaTimeout, fmt.Sprintf("quota %s/%s counting the live ConfigMaps", ns, name), func(ctx context.Context) (bool, error) {
-		q, err := e.cs.CoreV1().ResourceQuotas(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
+	e.waitSynced(ns, name, bump, "counting the live ConfigMaps", func(ctx context.Context, q *corev1.ResourceQuota) (bool, error) {
 		cms, err := e.names(ctx, configMaps, ns)
 		if err != nil {
 			return false, err
 		}
-		if used, ok := q.Status.Used["count/configmaps"]; ok && used.Value() == int64(len(cms)) {
-			return true, nil
+		tracked := 0
+		for _, r := range []corev1.ResourceName{"configmaps", "count/configmaps"} {
+			if _, ok := q.Spec.Hard[r]; !ok {
+				continue
+			}
+			tracked++
+			if used, ok := q.Status.Used[r]; !ok || used.Value() != int64(len(cms)) {
+				return false, nil
+			}
 		}
-		hard := q.Spec.Hard["count/secrets"]
-		q.Spec.Hard["count/secrets"] = resource.MustParse(bump[hard.String()])
-		_, err = e.cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{})
-		return false, err
+		if tracked == 0 {
+			return false, fmt.Errorf("quota %s/%s tracks no ConfigMaps", ns, name)
+		}
+		return true, nil
 	})
 }
 
@@ -237,7 +287,7 @@ func TestQuotaUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := fmt.Sprint(len(cms))
-	e.waitUsed(e.ns, "all", rl("pods", "2", "count/pods", "2", "requests.cpu", "350m", "requests.memory", "192Mi", "limits.cpu", "450m", "limits.memory", "256Mi",
+	e.waitRecounted(e.ns, "all", "secrets", rl("pods", "2", "count/pods", "2", "requests.cpu", "350m", "requests.memory", "192Mi", "limits.cpu", "450m", "limits.memory", "256Mi",
 		"requests.example.com/dongle", "1",
 		"configmaps", n, "count/configmaps", n, "secrets", "1",
 		"services", "3", "services.nodeports", "2", "services.loadbalancers", "1",
@@ -315,7 +365,7 @@ func TestQuotaAdmission(t *testing.T) {
 	ctx := context.Background()
 	e.waitRootCA()
 	e.quota(e.ns, "two", rl("count/configmaps", "2", "count/secrets", "100"))
-	e.waitCountsLive(e.ns, "two")
+	e.waitCountsLive(e.ns, "two", "count/secrets")
 	cms, err := e.names(ctx, configMaps, e.ns)
 	if err != nil {
 		t.Fatal(err)
@@ -338,5 +388,5 @@ func TestQuotaAdmission(t *testing.T) {
 		_, err := e.cs.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "over"}}, metav1.CreateOptions{})
 		return err == nil, err
 	})
-	e.waitCountsLive(e.ns, "two")
+	e.waitCountsLive(e.ns, "two", "count/secrets")
 }

@@ -382,12 +382,14 @@ const maxEvents = 1 << 16
 
 func (c *Coordinator) addMember(m *member) {
 	c.members[m.id] = m
+	c.bal.waits.invalidate()
 	i, _ := slices.BinarySearch(c.ids, m.id)
 	c.ids = slices.Insert(c.ids, i, m.id)
 }
 
 func (c *Coordinator) removeMember(id string) {
 	delete(c.members, id)
+	c.bal.waits.invalidate()
 	if i, ok := slices.BinarySearch(c.ids, id); ok {
 		c.ids = slices.Delete(c.ids, i, i+1)
 	}

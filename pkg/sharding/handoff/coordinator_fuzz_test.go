@@ -493,6 +493,9 @@ func containsHeld(in []handoff.Held, k handoff.Held) bool {
 
 // check asserts the coordinator's state after an operation.
 func (z *coordFuzz) check() {
+	if err := z.c.WaitIndexErr(); err != nil {
+		z.fatalf("%v", err)
+	}
 	members := map[string]handoff.MemberInfo{}
 	for _, m := range z.c.Members() {
 		members[m.ID] = m

@@ -67,7 +67,10 @@ func (c *Coordinator) hello(now time.Time, r Report) *Rejection {
 	m.connected = true
 	m.disconnectedAt = time.Time{}
 	m.farewell = time.Time{}
-	m.loadSinceWelcome = false
+	if m.loadSinceWelcome {
+		m.loadSinceWelcome = false
+		c.bal.waits.invalidate()
+	}
 	if r.Leaving && !m.leaving {
 		c.markLeaving(m, now)
 	}
@@ -110,7 +113,10 @@ func (c *Coordinator) heartbeat(now time.Time, r Report) *Rejection {
 		// Whatever a report claims (a partition this member does not hold, an absurd
 		// load), the heartbeat is acknowledged: a load report must never fence a shard.
 		// What is wrong in it is dropped and counted (loadReport).
-		m.loadSinceWelcome = true
+		if !m.loadSinceWelcome {
+			m.loadSinceWelcome = true
+			c.bal.waits.invalidate()
+		}
 		m.loadReports++
 		m.loadAt = now
 		m.loadEntries = len(r.Load.Partitions)
@@ -122,6 +128,7 @@ func (c *Coordinator) heartbeat(now time.Time, r Report) *Rejection {
 
 func (c *Coordinator) markLeaving(m *member, now time.Time) {
 	m.leaving = true
+	c.bal.waits.invalidate()
 	c.stats.Leaves++
 	c.emit(Event{Kind: EventMemberLeaving, At: now, Shard: m.id})
 }

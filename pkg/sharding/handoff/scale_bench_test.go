@@ -515,3 +515,31 @@ func BenchmarkStepRefusedReleased(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHeartbeatLoadReport measures an accepted load report at 1,000 shards of the
+// default partition count, as each arrives with a heartbeat (100 a second at the default
+// 10 s report interval): the partitions' loads and the saturation rule, whose median of
+// the group's other shards is computed per report.
+func BenchmarkHeartbeatLoadReport(b *testing.B) {
+	cfg := Config{Balance: BalanceConfig{Placement: PlacementLoad, Enabled: true},
+		Load: LoadSettings{ReportInterval: 10 * time.Second, HalfLife: time.Minute, ReconcileWeight: 0.1}}
+	e := newScaleEdge(b, cfg, 1000, nil)
+	owned := map[string][]PartitionLoad{}
+	for _, a := range e.c.Assignments() {
+		owned[a.Owner] = append(owned[a.Owner], PartitionLoad{Partition: a.Partition, LoadMilli: 2000, Objects: 10, AgeSeconds: 600})
+	}
+	seq := uint64(1 << 40)
+	i := 0
+	for b.Loop() {
+		id := e.c.ids[i%len(e.c.ids)]
+		i++
+		e.now = e.now.Add(10 * time.Millisecond) // each shard every 10 s
+		seq++
+		r := Report{Kind: ReportHeartbeat, Shard: id, Session: e.sessions[id], Seq: seq,
+			Load: &LoadReport{LimiterWaitPermille: uint32(i % 3000), Partitions: owned[id]}}
+		if err := e.c.Step(e.now, r); err != nil {
+			b.Fatal(err)
+		}
+		e.c.Outbox()
+	}
+}

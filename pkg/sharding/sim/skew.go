@@ -515,14 +515,8 @@ func (w *world) finishLoads() error {
 		if why := w.balanced(n); why != "" {
 			return w.violation("skew-steady: not balanced at the end: %s", why)
 		}
-		quiet := 0
-		for _, m := range w.bal.moves {
-			if m.at >= w.now-quietFor && (m.reason == balance.ReasonLoad || m.reason == balance.ReasonHot) {
-				quiet++
-			}
-		}
-		if limit := w.quietLimit(); quiet > limit {
-			return w.violation("skew-steady: %d load moves in the last %v (at most %d)", quiet, quietFor, limit)
+		if err := w.checkQuiet("skew-steady"); err != nil {
+			return err
 		}
 		if err := w.checkMeasured(n); err != nil {
 			return err
@@ -555,6 +549,21 @@ func (w *world) finishLoads() error {
 					m.p, m.from, m.to, m.reason, m.at.Seconds(), w.bal.leaderStart.Seconds())
 			}
 		}
+	}
+	return nil
+}
+
+// checkQuiet: the last quietFor saw at most quietLimit load and hot moves; scenario
+// names the check in the violation.
+func (w *world) checkQuiet(scenario string) error {
+	quiet := 0
+	for _, m := range w.bal.moves {
+		if m.at >= w.now-quietFor && (m.reason == balance.ReasonLoad || m.reason == balance.ReasonHot) {
+			quiet++
+		}
+	}
+	if limit := w.quietLimit(); quiet > limit {
+		return w.violation("%s: %d load moves in the last %v (at most %d)", scenario, quiet, quietFor, limit)
 	}
 	return nil
 }
@@ -744,14 +753,5 @@ func (w *world) checkSaturation(n *coordNode, v view) error {
 				m, d, w.load.capacity, n.c.Stats().Balance.Saturated)
 		}
 	}
-	quiet := 0
-	for _, m := range w.bal.moves {
-		if m.at >= w.now-quietFor && (m.reason == balance.ReasonLoad || m.reason == balance.ReasonHot) {
-			quiet++
-		}
-	}
-	if limit := w.quietLimit(); quiet > limit {
-		return w.violation("saturation: %d load moves in the last %v (at most %d)", quiet, quietFor, limit)
-	}
-	return nil
+	return w.checkQuiet("saturation")
 }

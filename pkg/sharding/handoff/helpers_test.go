@@ -1,9 +1,6 @@
 package handoff
 
 import (
-	"fmt"
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
@@ -201,25 +198,4 @@ func (k *cluster) checkFenced() {
 	if len(k.acquiredUnrecorded) > 0 {
 		k.t.Fatalf("Acquire delivered while the record named another shard: %+v", k.acquiredUnrecorded)
 	}
-}
-
-// WaitIndexErr says how the saturation rule's wait index differs from the members it
-// was built from, when it is not marked stale: a change of who counts toward the
-// median that did not invalidate it. For the fuzz tests of package handoff_test.
-func (c *Coordinator) WaitIndexErr() error {
-	x := c.bal.waits
-	if x.stale || x.sorted == nil {
-		return nil
-	}
-	var fresh waitIndex
-	fresh.rebuild(c.members)
-	if !maps.Equal(x.of, fresh.of) {
-		return fmt.Errorf("wait index holds %v, the members %v", x.of, fresh.of)
-	}
-	for g, w := range fresh.sorted {
-		if !slices.Equal(x.sorted[g], w) {
-			return fmt.Errorf("wait index of group %q holds %v, the members %v", g, x.sorted[g], w)
-		}
-	}
-	return nil
 }

@@ -22,22 +22,33 @@ const SaturationMedianExitRatio = 1.5
 
 // waitIndex keeps, per group, the sorted limiter waits of the members that count toward
 // the saturation median (those that reported since their Welcome and are not leaving),
-// so that judging a report costs two binary searches and a short copy instead of a walk
-// of every member and a sort (BenchmarkHeartbeatLoadReport: one report at 1,000 shards).
-// It is rebuilt from the members after any change of who counts (stale), and updated in
-// place when a counted member's wait changes.
+// so that judging a report costs three binary searches and a short copy instead of a
+// walk of every member and a sort (BenchmarkHeartbeatLoadReport: one report at 1,000
+// shards). Its zero value, and any index after a change of who counts (invalidate), is
+// rebuilt from the members at the next report; a counted member's new wait is updated
+// in place.
 type waitIndex struct {
-	stale  bool
-	sorted map[string][]uint32 // group → the counted members' waits, ascending
+	sorted map[string][]uint32 // group → the counted members' waits, ascending; nil: rebuild
 	of     map[string]uint32   // counted member → its wait as held in sorted
 }
 
 // countsForMedian says whether m's wait is part of its group's median.
 func countsForMedian(m *member) bool { return m.loadSinceWelcome && !m.leaving }
 
-// invalidate marks the index stale: a member joined or went, welcomed again (no report
-// since), reported for the first time since its Welcome, or is leaving.
-func (x *waitIndex) invalidate() { x.stale = true }
+// invalidate drops the index, to be rebuilt: a member joined or went, was welcomed again
+// (no report since), reported for the first time since its Welcome, or is leaving.
+func (x *waitIndex) invalidate() { x.sorted, x.of = nil, nil }
+
+// update brings the index up to date after m's report set m.limiterWait: rebuilt from
+// members when dropped, else m's wait replaced in place.
+func (x *waitIndex) update(members map[string]*member, m *member) {
+	if x.sorted != nil && countsForMedian(m) {
+		x.set(m)
+	}
+	if x.sorted == nil {
+		x.rebuild(members)
+	}
+}
 
 // rebuild recomputes the index from members.
 func (x *waitIndex) rebuild(members map[string]*member) {
@@ -51,7 +62,6 @@ func (x *waitIndex) rebuild(members map[string]*member) {
 	for _, w := range x.sorted {
 		slices.Sort(w)
 	}
-	x.stale = false
 }
 
 // set records m's current wait, m counting toward the median.
@@ -60,7 +70,9 @@ func (x *waitIndex) set(m *member) {
 	old, ok := x.of[m.id]
 	i, found := slices.BinarySearch(w, old)
 	if !ok || !found {
-		x.stale = true // not while every change of who counts invalidates the index
+		// Unreachable while every change of who counts invalidates the index (the
+		// coordinator fuzz checks the index after each step): rebuilt, not trusted.
+		x.invalidate()
 		return
 	}
 	w = slices.Delete(w, i, i+1)
@@ -105,16 +117,8 @@ func (x *waitIndex) othersMedian(m *member) float64 {
 // SaturationMedianExitRatio × that median, so that a wait hovering at the bar does not
 // flip it at every report. The median comes from waitIndex.
 func (c *Coordinator) updateSaturation(m *member, now time.Time) {
-	x := &c.bal.waits
-	if x.stale || x.sorted == nil {
-		x.rebuild(c.members)
-	} else if countsForMedian(m) {
-		x.set(m)
-		if x.stale {
-			x.rebuild(c.members)
-		}
-	}
-	median := x.othersMedian(m)
+	c.bal.waits.update(c.members, m)
+	median := c.bal.waits.othersMedian(m)
 	w, abs, was := float64(m.limiterWait), 1000*c.cfg.Balance.SaturationWait, m.saturated
 	if was {
 		m.saturated = w >= abs/2 && w >= SaturationMedianExitRatio*median

@@ -67,13 +67,13 @@
 // of one Deployment of 2 replicas, plus one hot namespace of
 // KSHARD_BENCH_SKEW_HOT_DEPLOYMENTS Deployments (100) of 2 replicas, are filled once. The
 // changes are BenchmarkCapacity's (alternately a scale 2 ↔ 3 and a rollout, Deployments
-// picked at random) at a fixed total rate KSHARD_BENCH_SKEW_RATE (2.5 changes/s, half the
-// 4-shard capacity measured), of which KSHARD_BENCH_SKEW_HOT_SHARE (0.25) go to the hot
+// picked at random) at a fixed total rate KSHARD_BENCH_SKEW_RATE (3.25 changes/s, half the
+// 4-shard capacity of BenchmarkCapacity's run 6, docs/performance.md), of which KSHARD_BENCH_SKEW_HOT_SHARE (0.25) go to the hot
 // namespace's Deployments. Configurations (KSHARD_BENCH_SKEW_CONFIGS, default
 // a,b,c), each on fresh shards (4 but for d) at BenchmarkCapacity's limits:
 //
 //   - a-without-hot: the hot namespace's changes are not sent (its Deployments exist);
-//     the others get the same per-namespace rate, 2.5 × 0.75 changes/s; --placement=load;
+//     the others get the same per-namespace rate, the rate × 0.75; --placement=load;
 //   - b-hot-load: every change, --placement=load (the coordinator's defaults otherwise);
 //   - c-hot-count: every change, --placement=count, for contrast;
 //   - d-without-hot-one-shard-fewer (only when named): a's changes on 3 shards, what a

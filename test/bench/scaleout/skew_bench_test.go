@@ -76,7 +76,7 @@ func BenchmarkCapacitySkewed(b *testing.B) {
 		framework.Binary(b, bin)
 	}
 	s := skewSettings{
-		rate:     framework.EnvFloat("KSHARD_BENCH_SKEW_RATE", 2.5),
+		rate:     framework.EnvFloat("KSHARD_BENCH_SKEW_RATE", 3.25),
 		hotShare: framework.EnvFloat("KSHARD_BENCH_SKEW_HOT_SHARE", 0.25),
 		warmup:   time.Duration(framework.EnvInt("KSHARD_BENCH_SKEW_WARMUP_SECONDS", 300)) * time.Second,
 		window:   time.Duration(framework.EnvInt("KSHARD_BENCH_SKEW_WINDOW_SECONDS", 120)) * time.Second,

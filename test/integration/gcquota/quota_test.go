@@ -94,42 +94,52 @@ func list(l corev1.ResourceList) string {
 // syncs the quota.
 func (e *env) waitCounted(ns, name string, r corev1.ResourceName) {
 	e.t.Helper()
-	e.waitSynced(ns, name, r, fmt.Sprintf("counting %s", r), func(_ context.Context, q *corev1.ResourceQuota) (bool, error) {
+	e.waitSynced(ns, name, r, fmt.Sprintf("counting %s", r), false, func(_ context.Context, q *corev1.ResourceQuota) (bool, error) {
 		_, ok := q.Status.Used[r]
 		return ok, nil
 	})
 }
 
-// waitSynced waits until counted(quota ns/name) holds on two polls in a row with no
-// write of the quota between them; each poll that finds it does not toggles the quota's
-// spec.hard of bump between an even value and the next odd one, an update that makes the
-// controller count the quota again from its informers (upstream recounts on a spec change,
-// on a deletion that frees usage and at every full resync, 5 minutes by default; never on
-// a creation, which admission charges). Two polls, so that a recount an earlier toggle
-// queued has run before the test creates what admission is to charge: a recount from an
-// informer a few milliseconds behind a creation drops that creation's charge until the
-// next full resync, upstream's as kshard's.
-func (e *env) waitSynced(ns, name string, bump corev1.ResourceName, what string, counted func(context.Context, *corev1.ResourceQuota) (bool, error)) {
+// waitSynced waits until quota ns/name's status is of its spec (status.hard equal to
+// spec.hard: no recount the test asked for is still due) and counted holds, on two polls
+// in a row with no write of the quota between them. Each poll that finds the status of
+// the spec but counted false, and the first such poll when force is set, toggles the
+// quota's spec.hard of bump, an integer count, between an even value and the next odd
+// one: an update that makes the controller count the quota again from its informers
+// (upstream recounts on a spec change, on a deletion or update that frees usage and at
+// every full resync, 5 minutes by default; never on a creation, which admission charges
+// against the status). A recount from an informer a few milliseconds behind a creation
+// drops that creation's charge until the next recount, upstream's as kshard's; the two
+// quiet polls (200 ms) are a heuristic against a recount still queued when the test goes
+// on to create what admission is to charge: one that changes nothing writes nothing.
+func (e *env) waitSynced(ns, name string, bump corev1.ResourceName, what string, force bool, counted func(context.Context, *corev1.ResourceQuota) (bool, error)) {
 	e.t.Helper()
 	var settled string // the quota's resourceVersion when counted last held
+	toggled := false
 	framework.Eventually(e.t, quotaTimeout, fmt.Sprintf("quota %s/%s %s", ns, name, what), func(ctx context.Context) (bool, error) {
 		q, err := e.cs.CoreV1().ResourceQuotas(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		ok, err := counted(ctx, q)
-		if err != nil {
-			return false, err
-		}
-		if ok {
-			done := settled == q.ResourceVersion
-			settled = q.ResourceVersion
-			return done, nil
+		synced := equal(q.Status.Hard, q.Spec.Hard)
+		if synced && (toggled || !force) {
+			ok, err := counted(ctx, q)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				done := settled == q.ResourceVersion
+				settled = q.ResourceVersion
+				return done, nil
+			}
 		}
 		settled = ""
+		if !synced {
+			return false, nil // the first status, or the last toggle's recount, is still due
+		}
 		hard, ok := q.Spec.Hard[bump]
-		if !ok {
-			return false, fmt.Errorf("quota %s/%s has no hard %s to change", ns, name, bump)
+		if !ok || hard.Value()*1000 != hard.MilliValue() {
+			e.t.Fatalf("quota %s/%s has no integer hard %s to change (%v)", ns, name, bump, q.Spec.Hard)
 		}
 		n := hard.Value()
 		if n%2 == 0 {
@@ -137,22 +147,26 @@ func (e *env) waitSynced(ns, name string, bump corev1.ResourceName, what string,
 		} else {
 			n--
 		}
-		e.t.Logf("quota %s/%s not yet %s (hard %s, used %s): hard %s to %d, to make the controller count again",
-			ns, name, what, list(q.Status.Hard), list(q.Status.Used), bump, n)
+		why := "not yet " + what
+		if force && !toggled {
+			why = "to check it is " + what
+		}
+		e.t.Logf("quota %s/%s %s (used %s): hard %s to %d, to make the controller count again", ns, name, why, list(q.Status.Used), bump, n)
 		q.Spec.Hard[bump] = *resource.NewQuantity(n, resource.DecimalSI)
+		toggled = true
 		_, err = e.cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{})
 		return false, err
 	})
 }
 
-// waitRecounted is waitUsed for usage that admission charged: it waits until quota
-// ns/name's status has hard equal to its spec and used equal to want, making the
-// controller count again (waitSynced, changing bump) while it does not. The controller's
-// count, not admission's charge, is what the test checks.
+// waitRecounted is waitUsed for usage that admission charged: it makes the controller
+// count quota ns/name again (waitSynced, changing bump, at least once) and waits until
+// the status has hard equal to its spec and used equal to want. What the test checks is
+// the controller's count, not the API server's admission charges.
 func (e *env) waitRecounted(ns, name string, bump corev1.ResourceName, want corev1.ResourceList) {
 	e.t.Helper()
-	e.waitSynced(ns, name, bump, "using "+list(want), func(_ context.Context, q *corev1.ResourceQuota) (bool, error) {
-		return equal(q.Status.Hard, q.Spec.Hard) && equal(q.Status.Used, want), nil
+	e.waitSynced(ns, name, bump, "using "+list(want), true, func(_ context.Context, q *corev1.ResourceQuota) (bool, error) {
+		return equal(q.Status.Used, want), nil
 	})
 }
 
@@ -169,13 +183,14 @@ func (e *env) waitRootCA() {
 
 // waitCountsLive waits until quota ns/name's status counts exactly the ConfigMaps the API
 // server lists, in each of configmaps and count/configmaps that it tracks, changing the
-// quota's hard bump until it does. The namespace's kube-root-ca.crt, published before the
-// quota, can be missing from the controller's first count (its ConfigMap informer behind
-// the quota's), upstream's as kshard's, and nothing but a recount adds it: admission
-// charges only what is created after the quota.
-func (e *env) waitCountsLive(ns, name string, bump corev1.ResourceName) {
+// quota's hard bump until it does (waitSynced; force: at least once). The namespace's
+// kube-root-ca.crt, published before the quota's first status, can be missing from the
+// controller's first count (its ConfigMap informer behind the quota's), upstream's as
+// kshard's, and nothing but a recount adds it: admission charges only what is created
+// once the status names configmaps.
+func (e *env) waitCountsLive(ns, name string, bump corev1.ResourceName, force bool) {
 	e.t.Helper()
-	e.waitSynced(ns, name, bump, "counting the live ConfigMaps", func(ctx context.Context, q *corev1.ResourceQuota) (bool, error) {
+	e.waitSynced(ns, name, bump, "counting the live ConfigMaps", force, func(ctx context.Context, q *corev1.ResourceQuota) (bool, error) {
 		cms, err := e.names(ctx, configMaps, ns)
 		if err != nil {
 			return false, err
@@ -191,7 +206,7 @@ func (e *env) waitCountsLive(ns, name string, bump corev1.ResourceName) {
 			}
 		}
 		if tracked == 0 {
-			return false, fmt.Errorf("quota %s/%s tracks no ConfigMaps", ns, name)
+			e.t.Fatalf("quota %s/%s tracks no ConfigMaps", ns, name)
 		}
 		return true, nil
 	})
@@ -340,10 +355,7 @@ func TestQuotaScopes(t *testing.T) {
 	}
 	e.f.WaitDefaultServiceAccount(t, e.ns)
 	for _, q := range []string{"besteffort", "notbesteffort", "terminating", "notterminating", "selector"} {
-		framework.Eventually(t, quotaTimeout, "the first status of quota "+q, func(ctx context.Context) (bool, error) {
-			got, err := e.cs.CoreV1().ResourceQuotas(e.ns).Get(ctx, q, metav1.GetOptions{})
-			return err == nil && len(got.Status.Hard) > 0, err
-		})
+		e.waitSynced(e.ns, q, "pods", "written", false, func(context.Context, *corev1.ResourceQuota) (bool, error) { return true, nil })
 	}
 	e.pod(e.ns, "besteffort", nil, nil, nil)
 	e.pod(e.ns, "burstable-deadline", rl("cpu", "100m"), nil, ptr.To[int64](3600))
@@ -365,7 +377,7 @@ func TestQuotaAdmission(t *testing.T) {
 	ctx := context.Background()
 	e.waitRootCA()
 	e.quota(e.ns, "two", rl("count/configmaps", "2", "count/secrets", "100"))
-	e.waitCountsLive(e.ns, "two", "count/secrets")
+	e.waitCountsLive(e.ns, "two", "count/secrets", false)
 	cms, err := e.names(ctx, configMaps, e.ns)
 	if err != nil {
 		t.Fatal(err)
@@ -373,6 +385,9 @@ func TestQuotaAdmission(t *testing.T) {
 	for i := len(cms); i < 2; i++ {
 		e.configMap(e.ns, fmt.Sprintf("cm-%d", i), false)
 	}
+	// The controller's own count of the ConfigMaps just charged, so that no recount from
+	// an informer without them lowers the status under the create below.
+	e.waitCountsLive(e.ns, "two", "count/secrets", true)
 	_, err = e.cs.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "over"}}, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: two") {
 		t.Fatalf("a create over the quota: %v, want Forbidden, exceeded quota: two", err)
@@ -388,5 +403,5 @@ func TestQuotaAdmission(t *testing.T) {
 		_, err := e.cs.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "over"}}, metav1.CreateOptions{})
 		return err == nil, err
 	})
-	e.waitCountsLive(e.ns, "two", "count/secrets")
+	e.waitCountsLive(e.ns, "two", "count/secrets", false)
 }

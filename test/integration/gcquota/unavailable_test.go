@@ -51,7 +51,9 @@ func TestUnavailableAPIs(t *testing.T) {
 	e.brokenCRD()
 
 	// Collected and counted meanwhile.
-	e.quota(e.ns, "cms", rl("count/configmaps", "10"))
+	e.waitRootCA()
+	e.quota(e.ns, "cms", rl("count/configmaps", "10", "count/secrets", "100"))
+	e.waitCountsLive(e.ns, "cms", "count/secrets", false)
 	owner := e.configMap(e.ns, "owner", false)
 	e.configMap(e.ns, "dependent", false, ref(owner, "v1", "ConfigMap", false))
 	e.del(configMaps, e.ns, "owner", ptr.To(metav1.DeletePropagationBackground))
@@ -60,7 +62,7 @@ func TestUnavailableAPIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitUsed(e.ns, "cms", rl("count/configmaps", fmt.Sprint(len(cms))))
+	e.waitUsed(e.ns, "cms", rl("count/configmaps", fmt.Sprint(len(cms)), "count/secrets", "0"))
 
 	c := framework.RunningControllers(t)
 	if c.KShard == nil {

@@ -68,8 +68,9 @@
 // KSHARD_BENCH_SKEW_HOT_DEPLOYMENTS Deployments (100) of 2 replicas, are filled once. The
 // changes are BenchmarkCapacity's (alternately a scale 2 ↔ 3 and a rollout, Deployments
 // picked at random) at a fixed total rate KSHARD_BENCH_SKEW_RATE (3.25 changes/s, half the
-// 4-shard capacity of BenchmarkCapacity's run 6, docs/performance.md), of which KSHARD_BENCH_SKEW_HOT_SHARE (0.25) go to the hot
-// namespace's Deployments. Configurations (KSHARD_BENCH_SKEW_CONFIGS, default
+// 4-shard capacity of BenchmarkCapacity's run 6, docs/performance.md), of which
+// KSHARD_BENCH_SKEW_HOT_SHARE (0.25) go to the hot namespace's Deployments.
+// Configurations (KSHARD_BENCH_SKEW_CONFIGS, default
 // a,b,c), each on fresh shards (4 but for d) at BenchmarkCapacity's limits:
 //
 //   - a-without-hot: the hot namespace's changes are not sent (its Deployments exist);
